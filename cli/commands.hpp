@@ -1,0 +1,13 @@
+// The `sax` subcommands. Each add_* registers one with CLI11 and its callback; the callback
+// throws sax::InputError (exit 2) or sax::RunError (exit 1) and returns normally on success.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace sax::cli {
+
+void add_check(CLI::App& app);
+// Subcommands named by the design whose issue has not landed yet: they say so and exit 2.
+void add_not_built(CLI::App& app, const char* name, const char* what, const char* issue);
+
+}  // namespace sax::cli

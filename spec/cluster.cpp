@@ -1,0 +1,177 @@
+#include "spec/cluster.hpp"
+
+#include <set>
+
+#include "spec/model.hpp"
+
+namespace sax {
+
+const char* link_class_name(LinkClass c) {
+  switch (c) {
+    case LinkClass::intra_node: return "intra_node";
+    case LinkClass::intra_building: return "intra_building";
+    case LinkClass::cross_building: return "cross_building";
+  }
+  return "?";
+}
+
+std::int64_t Cluster::num_nodes() const {
+  std::int64_t n = 0;
+  for (const auto& b : buildings) n += b.nodes;
+  return n;
+}
+
+RankPlace Cluster::place(std::int64_t rank) const {
+  RankPlace p;
+  p.node = rank / devices_per_node;
+  p.local_device = static_cast<int>(rank % devices_per_node);
+  std::int64_t first = 0;
+  for (std::size_t b = 0; b < buildings.size(); ++b) {
+    if (p.node < first + buildings[b].nodes) {
+      p.building = static_cast<int>(b);
+      return p;
+    }
+    first += buildings[b].nodes;
+  }
+  throw RunError("rank " + std::to_string(rank) + " is outside cluster " + name + " (world size " +
+                 std::to_string(world_size()) + ")");
+}
+
+LinkClass Cluster::link_between(std::int64_t a, std::int64_t b) const {
+  RankPlace pa = place(a), pb = place(b);
+  if (pa.node == pb.node) return LinkClass::intra_node;
+  if (pa.building == pb.building) return LinkClass::intra_building;
+  return LinkClass::cross_building;
+}
+
+const Link& Cluster::link(LinkClass c) const {
+  switch (c) {
+    case LinkClass::intra_node: return intra_node;
+    case LinkClass::intra_building: return intra_building;
+    case LinkClass::cross_building: return cross_building;
+  }
+  return cross_building;
+}
+
+const NetworkTechnology* Cluster::technology(const std::string& tech) const {
+  for (const auto& t : network_technologies)
+    if (t.name == tech) return &t;
+  return nullptr;
+}
+
+const Link& Cluster::cross_building_link(const std::string& tech) const {
+  if (tech.empty()) return cross_building;
+  const NetworkTechnology* t = technology(tech);
+  if (!t) throw RunError("cluster " + name + " has no network technology \"" + tech + "\"");
+  return t->link;
+}
+
+static Link read_link(Fields& parent, const std::string& key, const std::string& file) {
+  Fields f(parent.object(key), file, parent.path_of(key));
+  Link l;
+  l.bandwidth_gbps = f.number("bandwidth_gbps", 0.0);
+  l.latency_us = f.nonnegative("latency_us");
+  l.oversubscription = f.number("oversubscription", 0.0, 1.0);
+  if (l.oversubscription < 1.0) f.fail("oversubscription", "a number >= 1 (1 = non-blocking)");
+  f.allow("comment");
+  f.finish();
+  return l;
+}
+
+Cluster read_cluster(const json& value, const std::string& file) {
+  Fields f(value, file, "");
+  f.allow("kind");
+  f.allow("comment");
+  Cluster c;
+  c.name = f.string("name");
+  c.backend = f.choice("backend", {"cpu", "cuda"}, "cpu");
+
+  const json& buildings = f.array("buildings");
+  if (buildings.empty()) f.fail("buildings", "at least one building");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < buildings.size(); ++i) {
+    Fields b(buildings[i], file, json_path(f.path_of("buildings"), i));
+    Building bl;
+    bl.name = b.string("name");
+    bl.nodes = b.integer("nodes", 1);
+    b.allow("comment");
+    b.finish();
+    if (!names.insert(bl.name).second)
+      throw InputError(file, b.path_of("name"), "a building name used once, got \"" + bl.name + "\" twice");
+    c.buildings.push_back(bl);
+  }
+  c.devices_per_node = static_cast<int>(f.integer("devices_per_node", 1));
+
+  {
+    Fields d(f.object("device"), file, f.path_of("device"));
+    c.device.name = d.string("name");
+    Fields peak(d.object("peak_tflops"), file, d.path_of("peak_tflops"));
+    for (const auto& dt : dtype_names())
+      if (peak.has(dt)) c.device.peak_tflops[dt] = peak.number(dt, 0.0);
+    peak.finish();
+    if (c.device.peak_tflops.empty())
+      d.fail("peak_tflops", "at least one dtype's dense TFLOP/s (fp32, tf32, bf16, fp16, fp8)");
+    c.device.hbm_gib = d.number("hbm_gib", 0.0);
+    c.device.hbm_bandwidth_gbps = d.number("hbm_bandwidth_gbps", 0.0);
+    d.allow("comment");
+    d.finish();
+  }
+
+  {
+    Fields links(f.object("links"), file, f.path_of("links"));
+    c.intra_node = read_link(links, "intra_node", file);
+    c.intra_building = read_link(links, "intra_building", file);
+    c.cross_building = read_link(links, "cross_building", file);
+    links.finish();
+  }
+
+  if (const json* techs = f.optional("network_technologies")) {
+    if (!techs->is_array()) f.fail("network_technologies", "an array, got " + json_type_name(*techs));
+    std::set<std::string> tnames;
+    for (std::size_t i = 0; i < techs->size(); ++i) {
+      std::string path = json_path(f.path_of("network_technologies"), i);
+      Fields t((*techs)[i], file, path);
+      NetworkTechnology nt;
+      nt.name = t.string("name");
+      nt.description = t.string("description", "");
+      nt.link = read_link(t, "cross_building", file);
+      t.finish();
+      if (!tnames.insert(nt.name).second)
+        throw InputError(file, t.path_of("name"), "a technology name used once, got \"" + nt.name + "\" twice");
+      c.network_technologies.push_back(nt);
+    }
+  }
+  f.finish();
+  return c;
+}
+
+Cluster load_cluster(const std::string& file) { return read_cluster(load_json_file(file), file); }
+
+static json to_json(const Link& l) {
+  return {{"bandwidth_gbps", l.bandwidth_gbps},
+          {"latency_us", l.latency_us},
+          {"oversubscription", l.oversubscription}};
+}
+
+json to_json(const Cluster& c) {
+  json j;
+  j["name"] = c.name;
+  j["backend"] = c.backend;
+  j["buildings"] = json::array();
+  for (const auto& b : c.buildings) j["buildings"].push_back({{"name", b.name}, {"nodes", b.nodes}});
+  j["devices_per_node"] = c.devices_per_node;
+  j["device"] = {{"name", c.device.name},
+                 {"peak_tflops", c.device.peak_tflops},
+                 {"hbm_gib", c.device.hbm_gib},
+                 {"hbm_bandwidth_gbps", c.device.hbm_bandwidth_gbps}};
+  j["links"] = {{"intra_node", to_json(c.intra_node)},
+                {"intra_building", to_json(c.intra_building)},
+                {"cross_building", to_json(c.cross_building)}};
+  j["network_technologies"] = json::array();
+  for (const auto& t : c.network_technologies)
+    j["network_technologies"].push_back(
+        {{"name", t.name}, {"description", t.description}, {"cross_building", to_json(t.link)}});
+  return j;
+}
+
+}  // namespace sax

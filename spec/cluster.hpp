@@ -1,0 +1,78 @@
+// A cluster of several buildings: buildings → nodes → devices, the three link classes, and the
+// network technologies that may carry the cross-building link.
+//
+// Units: bandwidths are GB/s (10^9 bytes/s) per device and per direction, as nccl-tests
+// reports them (`_gbps` in sax always means gigabytes per second); latencies are µs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "spec/fields.hpp"
+
+namespace sax {
+
+enum class LinkClass { intra_node, intra_building, cross_building };
+const char* link_class_name(LinkClass c);
+constexpr LinkClass kLinkClasses[] = {LinkClass::intra_node, LinkClass::intra_building,
+                                      LinkClass::cross_building};
+
+struct Link {
+  double bandwidth_gbps = 0;      // per device, per direction, GB/s
+  double latency_us = 0;          // one-way, small message
+  double oversubscription = 1.0;  // >= 1: bandwidth shared when every device sends at once
+  double effective_bandwidth_gbps() const { return bandwidth_gbps / oversubscription; }
+};
+
+struct NetworkTechnology {
+  std::string name;
+  std::string description;
+  Link link;  // replaces the cross-building link when chosen
+};
+
+struct Building {
+  std::string name;
+  std::int64_t nodes = 0;
+};
+
+struct Device {
+  std::string name;
+  std::map<std::string, double> peak_tflops;  // dense, per dtype
+  double hbm_gib = 0;
+  double hbm_bandwidth_gbps = 0;  // GB/s
+};
+
+// Where a rank sits. Ranks fill devices of a node, nodes of a building, buildings in order.
+struct RankPlace {
+  int building = 0;
+  std::int64_t node = 0;  // global node index
+  int local_device = 0;
+};
+
+struct Cluster {
+  std::string name;
+  std::string backend = "cpu";  // the testbed's backend: cpu | cuda
+  std::vector<Building> buildings;
+  int devices_per_node = 0;
+  Device device;
+  Link intra_node, intra_building, cross_building;
+  std::vector<NetworkTechnology> network_technologies;
+
+  std::int64_t num_nodes() const;
+  std::int64_t world_size() const { return num_nodes() * devices_per_node; }
+  RankPlace place(std::int64_t rank) const;
+  // The link class traffic between two ranks crosses.
+  LinkClass link_between(std::int64_t a, std::int64_t b) const;
+  const Link& link(LinkClass c) const;
+  // The cross-building link under a named technology ("" = the cluster's own).
+  const Link& cross_building_link(const std::string& technology) const;
+  const NetworkTechnology* technology(const std::string& name) const;
+};
+
+Cluster read_cluster(const json& value, const std::string& file);
+Cluster load_cluster(const std::string& file);
+json to_json(const Cluster& cluster);
+
+}  // namespace sax

@@ -1,0 +1,222 @@
+#include "spec/fields.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace sax {
+
+json load_json_file(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError(file, "", "a readable file (cannot open it)");
+  try {
+    return json::parse(in, nullptr, true, /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // nlohmann's message is "[json.exception.parse_error.101] parse error at line 3, ...".
+    auto pos = what.find("parse error");
+    throw InputError(file, "", "valid JSON (" + what.substr(pos == std::string::npos ? 0 : pos) + ")");
+  }
+}
+
+void write_json_file(const std::string& file, const json& value) {
+  std::string tmp = file + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    if (!out) throw InputError(file, "", "a writable path (cannot create " + tmp + ")");
+    out << value.dump(2) << "\n";
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw RunError("cannot write " + tmp);
+    }
+  }
+  if (std::rename(tmp.c_str(), file.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw RunError("cannot rename " + tmp + " to " + file);
+  }
+}
+
+std::string json_path(const std::string& parent, const std::string& key) {
+  std::string escaped;
+  for (char c : key) {
+    if (c == '~') escaped += "~0";
+    else if (c == '/') escaped += "~1";
+    else escaped += c;
+  }
+  return parent + "/" + escaped;
+}
+
+std::string json_path(const std::string& parent, std::size_t index) {
+  return parent + "/" + std::to_string(index);
+}
+
+std::string json_type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return std::string("a boolean (") + (v.get<bool>() ? "true" : "false") + ")";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "the integer " + v.dump();
+    case json::value_t::number_float: return "the number " + v.dump();
+    case json::value_t::string: return "the string " + v.dump();
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    default: return "an unsupported value";
+  }
+}
+
+Fields::Fields(const json& value, std::string file, std::string path)
+    : value_(value), file_(std::move(file)), path_(std::move(path)) {
+  if (!value_.is_object())
+    throw InputError(file_, path_.empty() ? "/" : path_, "a JSON object, got " + json_type_name(value_));
+}
+
+bool Fields::has(const std::string& key) const { return value_.contains(key); }
+
+void Fields::fail(const std::string& key, const std::string& expected) const {
+  throw InputError(file_, path_of(key), expected);
+}
+
+const json& Fields::require(const std::string& key) {
+  read_.insert(key);
+  auto it = value_.find(key);
+  if (it == value_.end()) fail(key, "a value (the field is required)");
+  return *it;
+}
+
+const json* Fields::optional(const std::string& key) {
+  read_.insert(key);
+  auto it = value_.find(key);
+  return it == value_.end() ? nullptr : &*it;
+}
+
+void Fields::allow(const std::string& key) { read_.insert(key); }
+
+static bool is_integral(const json& v) {
+  return v.is_number_integer() || v.is_number_unsigned();
+}
+
+std::int64_t Fields::integer(const std::string& key, std::int64_t min) {
+  const json& v = require(key);
+  if (!is_integral(v)) fail(key, "an integer, got " + json_type_name(v));
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    fail(key, "an integer that fits in 64 bits, got " + v.dump());
+  std::int64_t x = v.get<std::int64_t>();
+  if (x < min) fail(key, "an integer >= " + std::to_string(min) + ", got " + std::to_string(x));
+  return x;
+}
+
+std::int64_t Fields::integer(const std::string& key, std::int64_t min, std::int64_t fallback) {
+  if (!has(key)) {
+    read_.insert(key);
+    return fallback;
+  }
+  return integer(key, min);
+}
+
+double Fields::number(const std::string& key, double min_exclusive) {
+  const json& v = require(key);
+  if (!v.is_number()) fail(key, "a number, got " + json_type_name(v));
+  double x = v.get<double>();
+  if (!std::isfinite(x) || !(x > min_exclusive)) {
+    std::ostringstream os;
+    os << "a number > " << min_exclusive << ", got " << v.dump();
+    fail(key, os.str());
+  }
+  return x;
+}
+
+double Fields::number(const std::string& key, double min_exclusive, double fallback) {
+  if (!has(key)) {
+    read_.insert(key);
+    return fallback;
+  }
+  return number(key, min_exclusive);
+}
+
+double Fields::nonnegative(const std::string& key) {
+  const json& v = require(key);
+  if (!v.is_number()) fail(key, "a number, got " + json_type_name(v));
+  double x = v.get<double>();
+  if (!std::isfinite(x) || x < 0) fail(key, "a number >= 0, got " + v.dump());
+  return x;
+}
+
+bool Fields::boolean(const std::string& key) {
+  const json& v = require(key);
+  if (!v.is_boolean()) fail(key, "true or false, got " + json_type_name(v));
+  return v.get<bool>();
+}
+
+bool Fields::boolean(const std::string& key, bool fallback) {
+  if (!has(key)) {
+    read_.insert(key);
+    return fallback;
+  }
+  return boolean(key);
+}
+
+std::string Fields::string(const std::string& key) {
+  const json& v = require(key);
+  if (!v.is_string()) fail(key, "a string, got " + json_type_name(v));
+  std::string s = v.get<std::string>();
+  if (s.empty()) fail(key, "a non-empty string");
+  return s;
+}
+
+std::string Fields::string(const std::string& key, const std::string& fallback) {
+  if (!has(key)) {
+    read_.insert(key);
+    return fallback;
+  }
+  return string(key);
+}
+
+static std::string one_of(const std::vector<std::string>& choices) {
+  std::string s = "one of ";
+  for (std::size_t i = 0; i < choices.size(); ++i) s += (i ? ", " : "") + ("\"" + choices[i] + "\"");
+  return s;
+}
+
+std::string Fields::choice(const std::string& key, const std::vector<std::string>& choices) {
+  const json& v = require(key);
+  if (!v.is_string()) fail(key, one_of(choices) + ", got " + json_type_name(v));
+  std::string s = v.get<std::string>();
+  for (const auto& c : choices)
+    if (c == s) return s;
+  fail(key, one_of(choices) + ", got \"" + s + "\"");
+}
+
+std::string Fields::choice(const std::string& key, const std::vector<std::string>& choices,
+                           const std::string& fallback) {
+  if (!has(key)) {
+    read_.insert(key);
+    return fallback;
+  }
+  return choice(key, choices);
+}
+
+const json& Fields::object(const std::string& key) {
+  const json& v = require(key);
+  if (!v.is_object()) fail(key, "an object, got " + json_type_name(v));
+  return v;
+}
+
+const json& Fields::array(const std::string& key) {
+  const json& v = require(key);
+  if (!v.is_array()) fail(key, "an array, got " + json_type_name(v));
+  return v;
+}
+
+void Fields::finish() const {
+  for (auto it = value_.begin(); it != value_.end(); ++it) {
+    if (read_.count(it.key())) continue;
+    std::string known;
+    for (const auto& k : read_) known += (known.empty() ? "" : ", ") + k;
+    throw InputError(file_, path_of(it.key()), "a known key (" + known + "), not \"" + it.key() + "\"");
+  }
+}
+
+}  // namespace sax

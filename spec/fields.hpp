@@ -1,0 +1,77 @@
+// Reading a JSON object field by field with the checks every spec file needs: types, ranges,
+// choices, unknown keys. Each failure is an InputError naming the file and the JSON path.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "spec/error.hpp"
+
+namespace sax {
+
+using json = nlohmann::json;
+
+// Reads and parses a JSON file; a missing file or a syntax error is an InputError.
+json load_json_file(const std::string& file);
+
+// Writes JSON to `file` atomically (temporary file + rename), so nothing is half-written.
+void write_json_file(const std::string& file, const json& value);
+
+// Appends a key to a JSON pointer, escaping '~' and '/' as RFC 6901 asks.
+std::string json_path(const std::string& parent, const std::string& key);
+std::string json_path(const std::string& parent, std::size_t index);
+
+// Describes a JSON value's type for error messages ("a string", "an integer", ...).
+std::string json_type_name(const json& value);
+
+class Fields {
+ public:
+  // `value` must be an object; otherwise an InputError at `path`.
+  Fields(const json& value, std::string file, std::string path);
+
+  bool has(const std::string& key) const;
+  std::string path_of(const std::string& key) const { return json_path(path_, key); }
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+
+  // Required (no default) or optional (with default) scalar fields. `min` is inclusive.
+  std::int64_t integer(const std::string& key, std::int64_t min = 0);
+  std::int64_t integer(const std::string& key, std::int64_t min, std::int64_t fallback);
+  double number(const std::string& key, double min_exclusive = 0.0);
+  double number(const std::string& key, double min_exclusive, double fallback);
+  double nonnegative(const std::string& key);  // a number >= 0
+  bool boolean(const std::string& key);
+  bool boolean(const std::string& key, bool fallback);
+  std::string string(const std::string& key);
+  std::string string(const std::string& key, const std::string& fallback);
+  std::string choice(const std::string& key, const std::vector<std::string>& choices);
+  std::string choice(const std::string& key, const std::vector<std::string>& choices,
+                     const std::string& fallback);
+
+  // Structured fields: the raw JSON of an object or array, type-checked.
+  const json& object(const std::string& key);
+  const json& array(const std::string& key);
+  const json* optional(const std::string& key);  // nullptr when absent; marks the key as read
+
+  // Marks a key as known without reading it (e.g. a "kind" tag or a "comment").
+  void allow(const std::string& key);
+
+  // Every key that was not read or allowed is unknown: an InputError naming the first one.
+  void finish() const;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
+
+ private:
+  const json& require(const std::string& key);
+  const json& value_;
+  std::string file_, path_;
+  std::set<std::string> read_;
+};
+
+}  // namespace sax

@@ -1,0 +1,291 @@
+#include "spec/layout.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace sax {
+
+const char* dim_name(Dim d) {
+  switch (d) {
+    case Dim::tp: return "tp";
+    case Dim::cp: return "cp";
+    case Dim::ep: return "ep";
+    case Dim::dp: return "dp";
+    case Dim::pp: return "pp";
+  }
+  return "?";
+}
+
+const char* to_string(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::gpipe: return "gpipe";
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+    case PipelineSchedule::interleaved: return "interleaved";
+  }
+  return "?";
+}
+
+const char* to_string(DpSync s) {
+  switch (s) {
+    case DpSync::blocking: return "blocking";
+    case DpSync::overlapped: return "overlapped";
+    case DpSync::hierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+std::int64_t Layout::size(Dim d, std::int64_t world_size) const {
+  switch (d) {
+    case Dim::tp: return tensor_model_parallel_size;
+    case Dim::cp: return context_parallel_size;
+    case Dim::ep: return expert_model_parallel_size;
+    case Dim::dp: return data_parallel_size(world_size);
+    case Dim::pp: return pipeline_model_parallel_size;
+  }
+  return 1;
+}
+
+std::string Layout::order_string() const {
+  std::string s;
+  for (Dim d : order) s += (s.empty() ? "" : "-") + std::string(dim_name(d));
+  return s;
+}
+
+std::vector<std::int64_t> Layout::stage_layers(const Model& model) const {
+  const std::int64_t pp = pipeline_model_parallel_size;
+  std::vector<std::int64_t> layers(static_cast<std::size_t>(pp), 0);
+  std::int64_t rest = model.num_layers, stages = pp;
+  if (decoder_first_pipeline_num_layers > 0) {
+    layers.front() = decoder_first_pipeline_num_layers;
+    rest -= decoder_first_pipeline_num_layers;
+    --stages;
+  }
+  if (decoder_last_pipeline_num_layers > 0) {
+    layers.back() = decoder_last_pipeline_num_layers;
+    rest -= decoder_last_pipeline_num_layers;
+    --stages;
+  }
+  const std::int64_t first = decoder_first_pipeline_num_layers > 0 ? 1 : 0;
+  for (std::int64_t s = first; s < first + stages; ++s) layers[s] = stages > 0 ? rest / stages : 0;
+  return layers;
+}
+
+template <typename E>
+static E pick(Fields& f, const std::string& key, const std::vector<std::pair<std::string, E>>& table,
+              E fallback) {
+  std::vector<std::string> names;
+  std::string def;
+  for (const auto& [n, e] : table) {
+    names.push_back(n);
+    if (e == fallback) def = n;
+  }
+  std::string s = f.choice(key, names, def);
+  for (const auto& [n, e] : table)
+    if (n == s) return e;
+  return fallback;
+}
+
+static std::array<Dim, 5> parse_order(Fields& f) {
+  std::array<Dim, 5> order = {Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp};
+  if (!f.has("order")) {
+    f.allow("order");
+    return order;
+  }
+  const std::string s = f.string("order");
+  const std::string want = "the five dimensions tp, cp, ep, dp, pp each once, joined by '-' (e.g. "
+                           "\"tp-cp-ep-dp-pp\"), with ep next to dp, got \"" + s + "\"";
+  std::vector<std::string> parts;
+  std::stringstream ss(s);
+  for (std::string p; std::getline(ss, p, '-');) parts.push_back(p);
+  if (parts.size() != 5) f.fail("order", want);
+  std::vector<Dim> seen;
+  for (std::size_t i = 0; i < 5; ++i) {
+    bool ok = false;
+    for (Dim d : kDims)
+      if (parts[i] == dim_name(d) && std::find(seen.begin(), seen.end(), d) == seen.end()) {
+        order[i] = d;
+        seen.push_back(d);
+        ok = true;
+      }
+    if (!ok) f.fail("order", want);
+  }
+  // Megatron generates expert groups by splitting the data-parallel dimension: ep and dp adjoin.
+  auto ep = std::find(order.begin(), order.end(), Dim::ep) - order.begin();
+  auto dp = std::find(order.begin(), order.end(), Dim::dp) - order.begin();
+  if (ep - dp != 1 && dp - ep != 1) f.fail("order", want);
+  return order;
+}
+
+Layout read_layout(const json& value, const std::string& file) {
+  Fields f(value, file, "");
+  f.allow("kind");
+  f.allow("comment");
+  f.allow("name");
+  Layout l;
+  l.tensor_model_parallel_size = f.integer("tensor_model_parallel_size", 1, 1);
+  l.pipeline_model_parallel_size = f.integer("pipeline_model_parallel_size", 1, 1);
+  l.context_parallel_size = f.integer("context_parallel_size", 1, 1);
+  l.expert_model_parallel_size = f.integer("expert_model_parallel_size", 1, 1);
+  l.virtual_pipeline_model_parallel_size = f.integer("virtual_pipeline_model_parallel_size", 1, 1);
+  l.micro_batch_size = f.integer("micro_batch_size", 1, 1);
+  l.sequence_parallel = f.boolean("sequence_parallel", false);
+  l.recompute_granularity = pick<Recompute>(
+      f, "recompute_granularity",
+      {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}},
+      Recompute::none);
+  l.use_distributed_optimizer = f.boolean("use_distributed_optimizer", false);
+  l.decoder_first_pipeline_num_layers = f.integer("decoder_first_pipeline_num_layers", 1, 0);
+  l.decoder_last_pipeline_num_layers = f.integer("decoder_last_pipeline_num_layers", 1, 0);
+  l.order = parse_order(f);
+  if (const json* sched = f.optional("schedule")) {
+    Fields s(*sched, file, f.path_of("schedule"));
+    l.schedule.pipeline = pick<PipelineSchedule>(s, "pipeline",
+                                                 {{"gpipe", PipelineSchedule::gpipe},
+                                                  {"1f1b", PipelineSchedule::one_f_one_b},
+                                                  {"interleaved", PipelineSchedule::interleaved}},
+                                                 PipelineSchedule::one_f_one_b);
+    l.schedule.dp_sync = pick<DpSync>(s, "dp_sync",
+                                      {{"blocking", DpSync::blocking},
+                                       {"overlapped", DpSync::overlapped},
+                                       {"hierarchical", DpSync::hierarchical}},
+                                      DpSync::overlapped);
+    l.schedule.network_technology = s.string("network_technology", "");
+    s.finish();
+  }
+  // Rules that need no model or cluster.
+  const std::int64_t pp = l.pipeline_model_parallel_size, vpp = l.virtual_pipeline_model_parallel_size;
+  if (vpp > 1 && pp == 1)
+    f.fail("virtual_pipeline_model_parallel_size",
+           "1 when pipeline_model_parallel_size is 1 (interleaving needs a pipeline), got " + std::to_string(vpp));
+  const bool interleaved = l.schedule.pipeline == PipelineSchedule::interleaved;
+  if (interleaved && vpp == 1)
+    throw InputError(file, "/schedule/pipeline",
+                     "\"1f1b\" or \"gpipe\" when virtual_pipeline_model_parallel_size is 1 "
+                     "(\"interleaved\" needs virtual stages)");
+  if (!interleaved && vpp > 1)
+    throw InputError(file, "/schedule/pipeline",
+                     "\"interleaved\" when virtual_pipeline_model_parallel_size is " +
+                         std::to_string(vpp) + ", got \"" + to_string(l.schedule.pipeline) + "\"");
+  if (pp == 1 && (l.decoder_first_pipeline_num_layers || l.decoder_last_pipeline_num_layers))
+    f.fail(l.decoder_first_pipeline_num_layers ? "decoder_first_pipeline_num_layers"
+                                               : "decoder_last_pipeline_num_layers",
+           "no uneven stage when pipeline_model_parallel_size is 1");
+  f.finish();
+  return l;
+}
+
+Layout load_layout(const std::string& file) { return read_layout(load_json_file(file), file); }
+
+json to_json(const Layout& l) {
+  json j = {{"tensor_model_parallel_size", l.tensor_model_parallel_size},
+            {"pipeline_model_parallel_size", l.pipeline_model_parallel_size},
+            {"context_parallel_size", l.context_parallel_size},
+            {"expert_model_parallel_size", l.expert_model_parallel_size},
+            {"virtual_pipeline_model_parallel_size", l.virtual_pipeline_model_parallel_size},
+            {"micro_batch_size", l.micro_batch_size},
+            {"sequence_parallel", l.sequence_parallel},
+            {"recompute_granularity", to_string(l.recompute_granularity)},
+            {"use_distributed_optimizer", l.use_distributed_optimizer},
+            {"order", l.order_string()}};
+  if (l.decoder_first_pipeline_num_layers)
+    j["decoder_first_pipeline_num_layers"] = l.decoder_first_pipeline_num_layers;
+  if (l.decoder_last_pipeline_num_layers)
+    j["decoder_last_pipeline_num_layers"] = l.decoder_last_pipeline_num_layers;
+  j["schedule"] = {{"pipeline", to_string(l.schedule.pipeline)}, {"dp_sync", to_string(l.schedule.dp_sync)}};
+  if (!l.schedule.network_technology.empty())
+    j["schedule"]["network_technology"] = l.schedule.network_technology;
+  return j;
+}
+
+static std::string str(std::int64_t x) { return std::to_string(x); }
+
+void validate_layout(const Layout& l, const Model& m, const Cluster& c, const std::string& file) {
+  auto fail = [&](const std::string& field, const std::string& expected) {
+    throw InputError(file, "/" + field, expected);
+  };
+  const std::int64_t world = c.world_size();
+  const std::int64_t tp = l.tensor_model_parallel_size, pp = l.pipeline_model_parallel_size,
+                     cp = l.context_parallel_size, ep = l.expert_model_parallel_size,
+                     vpp = l.virtual_pipeline_model_parallel_size;
+
+  if (world % l.model_parallel_size() != 0)
+    fail("pipeline_model_parallel_size",
+         "TP×CP×PP (" + str(tp) + "×" + str(cp) + "×" + str(pp) + " = " + str(l.model_parallel_size()) +
+             ") to divide the world size of cluster " + c.name + " (" + str(world) + ")");
+  const std::int64_t dp = l.data_parallel_size(world);
+
+  if (m.num_attention_heads % tp != 0)
+    fail("tensor_model_parallel_size", "a divisor of num_attention_heads (" + str(m.num_attention_heads) +
+                                           ") of model " + m.name + ", got " + str(tp));
+  if (m.num_query_groups % tp != 0)
+    fail("tensor_model_parallel_size", "a divisor of num_query_groups (" + str(m.num_query_groups) +
+                                           ") of model " + m.name + ", got " + str(tp));
+  if (m.ffn_hidden_size % tp != 0 || (m.is_moe() && m.moe_ffn_hidden_size % tp != 0))
+    fail("tensor_model_parallel_size", "a divisor of the FFN width of model " + m.name + ", got " + str(tp));
+
+  if (!m.is_moe() && ep != 1)
+    fail("expert_model_parallel_size", "1 for dense model " + m.name + ", got " + str(ep));
+  if (m.is_moe() && m.num_experts % ep != 0)
+    fail("expert_model_parallel_size", "a divisor of num_experts (" + str(m.num_experts) + ") of model " +
+                                           m.name + ", got " + str(ep));
+  if (dp % ep != 0)
+    fail("expert_model_parallel_size", "a divisor of the data-parallel size (" + str(dp) + "), got " + str(ep));
+
+  if (cp > 1 && m.seq_length % (2 * cp) != 0)
+    fail("context_parallel_size", "a CP size with seq_length (" + str(m.seq_length) +
+                                      ") divisible by 2×CP (causal load balancing), got " + str(cp));
+  if (l.sequence_parallel && (m.seq_length / cp) % tp != 0)
+    fail("sequence_parallel", "false, or a sequence per CP rank (" + str(m.seq_length / cp) +
+                                  ") divisible by tensor_model_parallel_size (" + str(tp) + ")");
+
+  // Pipeline split: the first/last stages may hold fewer layers; the rest split evenly,
+  // and every stage's layers split evenly into its virtual stages.
+  const std::int64_t first = l.decoder_first_pipeline_num_layers, last = l.decoder_last_pipeline_num_layers;
+  if (first + last > m.num_layers)
+    fail(first ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers",
+         "first + last stage layers at most num_layers (" + str(m.num_layers) + ")");
+  const std::int64_t middle_stages = pp - (first ? 1 : 0) - (last ? 1 : 0);
+  const std::int64_t middle_layers = m.num_layers - first - last;
+  if (middle_stages == 0 && middle_layers != 0)
+    fail(last ? "decoder_last_pipeline_num_layers" : "decoder_first_pipeline_num_layers",
+         "first + last stage layers equal to num_layers (" + str(m.num_layers) + ") when they are the only stages");
+  if (middle_stages > 0 && (middle_layers < middle_stages || middle_layers % middle_stages != 0)) {
+    std::string why = str(middle_layers) + " layers to split evenly over " + str(middle_stages) + " stages";
+    if (first || last)
+      fail(first ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers",
+           "a count that leaves " + why + " (num_layers " + str(m.num_layers) + ")");
+    fail("pipeline_model_parallel_size", "a divisor of num_layers (" + str(m.num_layers) + "), got " + str(pp));
+  }
+  for (std::int64_t layers : l.stage_layers(m))
+    if (layers % vpp != 0)
+      fail("virtual_pipeline_model_parallel_size",
+           "a divisor of every stage's layer count (a stage holds " + str(layers) + "), got " + str(vpp));
+
+  if (m.global_batch_size % (l.micro_batch_size * dp) != 0)
+    fail("micro_batch_size", "micro_batch_size × DP (" + str(l.micro_batch_size) + "×" + str(dp) +
+                                 ") to divide global_batch_size (" + str(m.global_batch_size) + ")");
+  const std::int64_t micro = l.num_microbatches(m, world);
+  if (l.schedule.pipeline == PipelineSchedule::interleaved && micro % pp != 0)
+    fail("micro_batch_size", "a number of micro-batches (" + str(micro) +
+                                 ") divisible by pipeline_model_parallel_size (" + str(pp) +
+                                 ") for the interleaved schedule");
+
+  if (!l.schedule.network_technology.empty() && !c.technology(l.schedule.network_technology)) {
+    std::string names;
+    for (const auto& t : c.network_technologies) names += (names.empty() ? "" : ", ") + t.name;
+    throw InputError(file, "/schedule/network_technology",
+                     "a network technology of cluster " + c.name + " (" + (names.empty() ? "none defined" : names) +
+                         "), got \"" + l.schedule.network_technology + "\"");
+  }
+}
+
+}  // namespace sax

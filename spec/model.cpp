@@ -1,0 +1,200 @@
+#include "spec/model.hpp"
+
+#include <algorithm>
+
+namespace sax {
+
+const std::vector<std::string>& dtype_names() {
+  static const std::vector<std::string> names = {"fp32", "tf32", "bf16", "fp16", "fp8"};
+  return names;
+}
+
+int dtype_bytes(const std::string& dtype) {
+  if (dtype == "fp32" || dtype == "tf32") return 4;
+  if (dtype == "bf16" || dtype == "fp16") return 2;
+  if (dtype == "fp8") return 1;
+  throw InputError("", "", "a dtype (one of fp32, tf32, bf16, fp16, fp8), got \"" + dtype + "\"");
+}
+
+std::int64_t Model::num_moe_layers() const {
+  return static_cast<std::int64_t>(std::count(moe_layer_pattern.begin(), moe_layer_pattern.end(), true));
+}
+
+static double norm_params(const Model& m) {
+  return m.normalization == "LayerNorm" ? 2.0 * m.hidden_size : 1.0 * m.hidden_size;
+}
+
+double Model::attention_params() const {
+  const double h = hidden_size;
+  const double q = static_cast<double>(num_attention_heads) * kv_channels;
+  const double kv = static_cast<double>(num_query_groups) * kv_channels;
+  double p = h * (q + 2 * kv) + q * h;  // QKV projection + output projection
+  if (add_bias_linear) p += (q + 2 * kv) + h;
+  return p + norm_params(*this);
+}
+
+double Model::mlp_params(std::int64_t ffn) const {
+  const double h = hidden_size, f = static_cast<double>(ffn);
+  double p = swiglu ? 3 * h * f : 2 * h * f;
+  if (add_bias_linear) p += (swiglu ? 2 * f : f) + h;
+  return p;
+}
+
+double Model::dense_layer_params() const {
+  return attention_params() + norm_params(*this) + mlp_params(ffn_hidden_size);
+}
+
+double Model::moe_layer_params() const {
+  return attention_params() + norm_params(*this) + static_cast<double>(hidden_size) * num_experts +
+         static_cast<double>(num_experts) * mlp_params(moe_ffn_hidden_size);
+}
+
+double Model::moe_layer_active_params() const {
+  return attention_params() + norm_params(*this) + static_cast<double>(hidden_size) * num_experts +
+         static_cast<double>(moe_router_topk) * mlp_params(moe_ffn_hidden_size);
+}
+
+double Model::embedding_params() const {
+  double p = static_cast<double>(vocab_size) * hidden_size;
+  if (position_embedding_type == "learned_absolute")
+    p += static_cast<double>(max_position_embeddings) * hidden_size;
+  return p;
+}
+
+double Model::output_params() const {
+  double p = norm_params(*this);  // final norm
+  if (untie_embeddings_and_output_weights) p += static_cast<double>(vocab_size) * hidden_size;
+  return p;
+}
+
+double Model::params_total() const {
+  return embedding_params() + output_params() + num_dense_layers() * dense_layer_params() +
+         num_moe_layers() * moe_layer_params();
+}
+
+double Model::params_active() const {
+  return embedding_params() + output_params() + num_dense_layers() * dense_layer_params() +
+         num_moe_layers() * moe_layer_active_params();
+}
+
+double Model::forward_flops_per_token() const {
+  const double h = hidden_size;
+  const double q = static_cast<double>(num_attention_heads) * kv_channels;
+  const double kv = static_cast<double>(num_query_groups) * kv_channels;
+  // Per layer: 2 FLOPs per weight of every GEMM the token passes through, plus the
+  // attention scores (QK^T) and their weighted sum (AV) over the whole sequence.
+  const double attn = 2 * (h * (q + 2 * kv) + q * h) + 2 * 2 * static_cast<double>(seq_length) * q;
+  const double mlp_w = swiglu ? 3 * h : 2 * h;
+  const double dense_mlp = 2 * mlp_w * ffn_hidden_size;
+  const double moe_mlp = 2 * mlp_w * moe_ffn_hidden_size * moe_router_topk + 2 * h * num_experts;
+  const double logits = 2 * h * vocab_size;
+  return num_dense_layers() * (attn + dense_mlp) + num_moe_layers() * (attn + moe_mlp) + logits;
+}
+
+Model read_model(const json& value, const std::string& file) {
+  Fields f(value, file, "");
+  f.allow("kind");
+  f.allow("comment");
+  Model m;
+  m.name = f.string("name");
+  m.dtype = f.choice("dtype", dtype_names(), "bf16");
+  m.num_layers = f.integer("num_layers", 1);
+  m.hidden_size = f.integer("hidden_size", 1);
+  m.ffn_hidden_size = f.integer("ffn_hidden_size", 1, 4 * m.hidden_size);
+  m.num_attention_heads = f.integer("num_attention_heads", 1);
+  m.num_query_groups = f.integer("num_query_groups", 1, m.num_attention_heads);
+  m.kv_channels = f.integer("kv_channels", 1, 0);
+  if (m.kv_channels == 0) {
+    if (m.hidden_size % m.num_attention_heads != 0)
+      f.fail("num_attention_heads", "a divisor of hidden_size (" + std::to_string(m.hidden_size) +
+                                        ") unless kv_channels is set, got " +
+                                        std::to_string(m.num_attention_heads));
+    m.kv_channels = m.hidden_size / m.num_attention_heads;
+  }
+  if (m.num_attention_heads % m.num_query_groups != 0)
+    f.fail("num_query_groups", "a divisor of num_attention_heads (" +
+                                   std::to_string(m.num_attention_heads) + "), got " +
+                                   std::to_string(m.num_query_groups));
+  m.seq_length = f.integer("seq_length", 1);
+  m.max_position_embeddings = f.integer("max_position_embeddings", 1, m.seq_length);
+  if (m.max_position_embeddings < m.seq_length)
+    f.fail("max_position_embeddings", "at least seq_length (" + std::to_string(m.seq_length) + ")");
+  m.vocab_size = f.integer("vocab_size", 1);
+  m.swiglu = f.boolean("swiglu", false);
+  m.untie_embeddings_and_output_weights = f.boolean("untie_embeddings_and_output_weights", false);
+  m.add_bias_linear = f.boolean("add_bias_linear", true);
+  m.normalization = f.choice("normalization", {"LayerNorm", "RMSNorm"}, "LayerNorm");
+  m.position_embedding_type =
+      f.choice("position_embedding_type", {"learned_absolute", "rope", "none"}, "learned_absolute");
+
+  m.num_experts = f.integer("num_experts", 0, 0);
+  const bool moe_field = f.has("moe_router_topk") || f.has("moe_ffn_hidden_size") || f.has("moe_layer_freq");
+  m.moe_router_topk = f.integer("moe_router_topk", 1, 2);
+  m.moe_ffn_hidden_size = f.integer("moe_ffn_hidden_size", 1, m.ffn_hidden_size);
+  if (m.num_experts == 0) {
+    if (moe_field)
+      f.fail("num_experts", "a positive expert count when moe_* fields are set (0 or absent is a dense model)");
+    m.moe_layer_pattern.assign(static_cast<std::size_t>(m.num_layers), false);
+    f.allow("moe_layer_freq");
+  } else {
+    if (m.moe_router_topk > m.num_experts)
+      f.fail("moe_router_topk", "at most num_experts (" + std::to_string(m.num_experts) + "), got " +
+                                    std::to_string(m.moe_router_topk));
+    const json* freq = f.optional("moe_layer_freq");
+    m.moe_layer_pattern.assign(static_cast<std::size_t>(m.num_layers), true);
+    if (freq && (freq->is_number_integer() || freq->is_number_unsigned())) {
+      // As Megatron: an integer N puts an MoE layer every N layers, starting with layer 0.
+      std::int64_t n = freq->get<std::int64_t>();
+      if (n < 1) f.fail("moe_layer_freq", "an integer >= 1 or a list of 0/1 per layer, got " + freq->dump());
+      for (std::int64_t i = 0; i < m.num_layers; ++i) m.moe_layer_pattern[i] = (i % n == 0);
+    } else if (freq && freq->is_array()) {
+      if (static_cast<std::int64_t>(freq->size()) != m.num_layers)
+        f.fail("moe_layer_freq", "a list of num_layers (" + std::to_string(m.num_layers) +
+                                     ") entries, got " + std::to_string(freq->size()));
+      for (std::size_t i = 0; i < freq->size(); ++i) {
+        const json& e = (*freq)[i];
+        if (!e.is_number_integer() || (e.get<int>() != 0 && e.get<int>() != 1))
+          throw InputError(file, json_path(f.path_of("moe_layer_freq"), i),
+                           "0 (dense) or 1 (MoE), got " + json_type_name(e));
+        m.moe_layer_pattern[i] = e.get<int>() == 1;
+      }
+    } else if (freq) {
+      f.fail("moe_layer_freq", "an integer >= 1 or a list of 0/1 per layer, got " + json_type_name(*freq));
+    }
+  }
+  m.global_batch_size = f.integer("global_batch_size", 1);
+  f.finish();
+  return m;
+}
+
+Model load_model(const std::string& file) { return read_model(load_json_file(file), file); }
+
+json to_json(const Model& m) {
+  json j = {{"name", m.name},
+            {"dtype", m.dtype},
+            {"num_layers", m.num_layers},
+            {"hidden_size", m.hidden_size},
+            {"ffn_hidden_size", m.ffn_hidden_size},
+            {"num_attention_heads", m.num_attention_heads},
+            {"num_query_groups", m.num_query_groups},
+            {"kv_channels", m.kv_channels},
+            {"seq_length", m.seq_length},
+            {"max_position_embeddings", m.max_position_embeddings},
+            {"vocab_size", m.vocab_size},
+            {"swiglu", m.swiglu},
+            {"untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights},
+            {"add_bias_linear", m.add_bias_linear},
+            {"normalization", m.normalization},
+            {"position_embedding_type", m.position_embedding_type},
+            {"global_batch_size", m.global_batch_size}};
+  if (m.is_moe()) {
+    j["num_experts"] = m.num_experts;
+    j["moe_router_topk"] = m.moe_router_topk;
+    j["moe_ffn_hidden_size"] = m.moe_ffn_hidden_size;
+    std::vector<int> pattern(m.moe_layer_pattern.begin(), m.moe_layer_pattern.end());
+    j["moe_layer_freq"] = pattern;
+  }
+  return j;
+}
+
+}  // namespace sax

@@ -1,0 +1,74 @@
+// A dense or MoE decoder-only transformer and its training batch. Field names follow
+// Megatron-LM's arguments, and so do the defaults of the optional ones.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spec/fields.hpp"
+
+namespace sax {
+
+// Data types a model trains in; also the keys of a device's peak-TFLOP/s table.
+const std::vector<std::string>& dtype_names();
+int dtype_bytes(const std::string& dtype);
+
+struct Model {
+  std::string name;
+  std::string dtype = "bf16";  // compute/activation dtype
+
+  std::int64_t num_layers = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t ffn_hidden_size = 0;
+  std::int64_t num_attention_heads = 0;
+  std::int64_t num_query_groups = 0;  // = num_attention_heads without GQA
+  std::int64_t kv_channels = 0;       // = hidden_size / num_attention_heads by default
+  std::int64_t seq_length = 0;
+  std::int64_t max_position_embeddings = 0;  // = seq_length by default
+  std::int64_t vocab_size = 0;
+
+  bool swiglu = false;
+  bool untie_embeddings_and_output_weights = false;
+  bool add_bias_linear = true;
+  std::string normalization = "LayerNorm";                   // LayerNorm | RMSNorm
+  std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope | none
+
+  // MoE: num_experts == 0 is a dense model.
+  std::int64_t num_experts = 0;
+  std::int64_t moe_router_topk = 2;
+  std::int64_t moe_ffn_hidden_size = 0;  // = ffn_hidden_size by default
+  std::vector<bool> moe_layer_pattern;   // per layer: true = MoE (from moe_layer_freq)
+
+  std::int64_t global_batch_size = 0;  // sequences per step
+
+  bool is_moe() const { return num_experts > 0; }
+  std::int64_t num_moe_layers() const;
+  std::int64_t num_dense_layers() const { return num_layers - num_moe_layers(); }
+
+  // Parameter counts by part (weights and biases, norms included).
+  double attention_params() const;         // one layer's self-attention, its norm included
+  double mlp_params(std::int64_t ffn) const;  // one MLP of width `ffn` (no norm)
+  double dense_layer_params() const;       // attention + norm + MLP
+  double moe_layer_params() const;         // attention + norm + router + all experts
+  double moe_layer_active_params() const;  // attention + norm + router + top-k experts
+  double embedding_params() const;         // word (+ position) embeddings
+  double output_params() const;            // output layer (0 when tied) + final norm
+  double params_total() const;
+  double params_active() const;
+
+  // Model FLOPs (Megatron's convention: no recompute, causal attention counted in full).
+  double forward_flops_per_token() const;
+  double training_flops_per_token() const { return 3.0 * forward_flops_per_token(); }
+  double training_flops_per_step() const {
+    return training_flops_per_token() * static_cast<double>(seq_length * global_batch_size);
+  }
+  std::int64_t tokens_per_step() const { return seq_length * global_batch_size; }
+};
+
+// Reads and validates a model file; errors name `file` and the JSON path.
+Model read_model(const json& value, const std::string& file);
+Model load_model(const std::string& file);
+json to_json(const Model& model);
+
+}  // namespace sax

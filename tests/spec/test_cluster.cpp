@@ -1,0 +1,57 @@
+#include <gtest/gtest.h>
+
+#include "spec/cluster.hpp"
+#include "spec/document.hpp"
+#include "tests/support/run.hpp"
+
+using namespace sax;
+using sax::test::preset_path;
+
+TEST(Cluster, PresetSizes) {
+  Cluster h = load_cluster(preset_path("clusters/h100-3bld.json"));
+  EXPECT_EQ(h.world_size(), 98304);
+  EXPECT_EQ(h.buildings.size(), 3u);
+  EXPECT_DOUBLE_EQ(h.device.peak_tflops.at("bf16"), 989.4);
+  Cluster l = load_cluster(preset_path("clusters/local-2bld.json"));
+  EXPECT_EQ(l.world_size(), 4);
+  EXPECT_EQ(l.buildings.size(), 2u);
+  EXPECT_DOUBLE_EQ(l.cross_building.bandwidth_gbps * 8, 1.0);  // 1 Gbit/s
+  EXPECT_DOUBLE_EQ(l.cross_building.latency_us, 1000.0);      // 1 ms
+}
+
+TEST(Cluster, PlacesRanksAndNamesTheLinkBetweenThem) {
+  Cluster l = load_cluster(preset_path("clusters/local-2bld.json"));
+  EXPECT_EQ(l.place(0).building, 0);
+  EXPECT_EQ(l.place(1).building, 0);
+  EXPECT_EQ(l.place(2).building, 1);
+  EXPECT_EQ(l.place(3).local_device, 1);
+  EXPECT_EQ(l.link_between(0, 1), LinkClass::intra_node);
+  EXPECT_EQ(l.link_between(1, 2), LinkClass::cross_building);
+  EXPECT_THROW(l.place(4), RunError);
+  Cluster h = load_cluster(preset_path("clusters/h100-3bld.json"));
+  EXPECT_EQ(h.link_between(0, 8), LinkClass::intra_building);
+  EXPECT_EQ(h.link_between(0, 4096 * 8), LinkClass::cross_building);
+  EXPECT_EQ(h.link_between(4096 * 8 - 1, 4096 * 8 - 2), LinkClass::intra_node);
+}
+
+TEST(Cluster, NetworkTechnologiesReplaceTheCrossBuildingLink) {
+  Cluster h = load_cluster(preset_path("clusters/h100-3bld.json"));
+  EXPECT_DOUBLE_EQ(h.cross_building_link("").oversubscription, 4);
+  EXPECT_DOUBLE_EQ(h.cross_building_link("dci-1to16").oversubscription, 16);
+  EXPECT_DOUBLE_EQ(h.cross_building_link("metro-dwdm-40km").latency_us, 250);
+  EXPECT_THROW(h.cross_building_link("nope"), RunError);
+}
+
+TEST(Cluster, RoundTripsThroughJson) {
+  Cluster a = load_cluster(preset_path("clusters/h100-3bld.json"));
+  Cluster b = read_cluster(to_json(a), "rt.json");
+  EXPECT_EQ(to_json(a), to_json(b));
+}
+
+TEST(Document, KindFromContent) {
+  EXPECT_EQ(load_document(preset_path("clusters/local-2bld.json")).kind, DocumentKind::cluster);
+  EXPECT_EQ(load_document(preset_path("models/gpt-tiny.json")).kind, DocumentKind::model);
+  EXPECT_EQ(load_document(preset_path("layouts/local-tp2-pp2.json")).kind, DocumentKind::layout);
+  EXPECT_THROW(detect_kind(json::object({{"hello", 1}}), "x.json"), InputError);
+  EXPECT_EQ(detect_kind(json::object({{"kind", "layout"}}), "x.json"), DocumentKind::layout);
+}

@@ -1,0 +1,148 @@
+#include <gtest/gtest.h>
+
+#include "spec/layout.hpp"
+#include "tests/support/run.hpp"
+
+using namespace sax;
+using sax::test::preset_path;
+
+namespace {
+Model llama70() { return load_model(preset_path("models/llama3-70b.json")); }
+Cluster h100() { return load_cluster(preset_path("clusters/h100-3bld.json")); }
+Layout layout(const json& j) { return read_layout(j, "l.json"); }
+
+// Returns the JSON path of the InputError a layout raises against a model and cluster, or "".
+std::string error_path(const json& j, const Model& m, const Cluster& c) {
+  try {
+    validate_layout(layout(j), m, c, "l.json");
+  } catch (const InputError& e) {
+    return e.path();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Layout, DefaultsFollowMegatron) {
+  Layout l = layout(json::object({{"micro_batch_size", 1}}));
+  EXPECT_EQ(l.tensor_model_parallel_size, 1);
+  EXPECT_EQ(l.order_string(), "tp-cp-ep-dp-pp");
+  EXPECT_EQ(l.schedule.pipeline, PipelineSchedule::one_f_one_b);
+  EXPECT_EQ(l.recompute_granularity, Recompute::none);
+}
+
+TEST(Layout, DataParallelSizeIsDerivedFromWorld) {
+  Layout l = layout({{"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 4},
+                     {"context_parallel_size", 2}});
+  EXPECT_EQ(l.data_parallel_size(98304), 98304 / 64);
+  EXPECT_EQ(l.size(Dim::dp, 98304), 1536);
+}
+
+TEST(Layout, EvenAndUnevenStageSplits) {
+  Model m = llama70();  // 80 layers
+  m.global_batch_size = 1536;
+  Layout even = layout({{"pipeline_model_parallel_size", 8}});
+  EXPECT_EQ(even.stage_layers(m), std::vector<std::int64_t>(8, 10));
+  Layout uneven = layout({{"pipeline_model_parallel_size", 8},
+                          {"decoder_first_pipeline_num_layers", 3},
+                          {"decoder_last_pipeline_num_layers", 5}});
+  auto s = uneven.stage_layers(m);
+  ASSERT_EQ(s.size(), 8u);
+  EXPECT_EQ(s.front(), 3);
+  EXPECT_EQ(s.back(), 5);
+  for (std::size_t i = 1; i < 7; ++i) EXPECT_EQ(s[i], 12);  // (80 - 8) / 6
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 8},
+                        {"decoder_first_pipeline_num_layers", 3}, {"decoder_last_pipeline_num_layers", 5},
+                        {"micro_batch_size", 1}},
+                       m, h100()),
+            "");
+}
+
+TEST(Layout, ValidLayoutsPass) {
+  Model m = llama70();
+  m.global_batch_size = 6144;  // DP 768 × 8 micro-batches (a multiple of PP for interleaving)
+  Cluster c = h100();
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 8},
+                        {"virtual_pipeline_model_parallel_size", 5}, {"schedule", {{"pipeline", "interleaved"}}},
+                        {"context_parallel_size", 2}, {"micro_batch_size", 1}},
+                       m, c),
+            "");
+}
+
+TEST(Layout, EachRuleNamesItsField) {
+  Model m = llama70();
+  m.global_batch_size = 98304;  // one sequence per rank: only the rule under test breaks
+  Cluster c = h100();
+  // TP must divide heads (64) and query groups (8).
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 16}}, m, c), "/tensor_model_parallel_size");
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 3}}, m, c), "/tensor_model_parallel_size");
+  // TP×CP×PP must divide the world (98304 = 2^15 × 3).
+  EXPECT_EQ(error_path({{"pipeline_model_parallel_size", 5}}, m, c), "/pipeline_model_parallel_size");
+  // Layers (80) must split over PP = 3: 80 % 3 != 0 (and 3 divides the world).
+  EXPECT_EQ(error_path({{"pipeline_model_parallel_size", 3}}, m, c), "/pipeline_model_parallel_size");
+  // VPP must divide each stage's layers (10 per stage).
+  EXPECT_EQ(error_path({{"pipeline_model_parallel_size", 8}, {"virtual_pipeline_model_parallel_size", 3},
+                        {"schedule", {{"pipeline", "interleaved"}}}},
+                       m, c),
+            "/virtual_pipeline_model_parallel_size");
+  // Uneven stages that leave an uneven middle.
+  EXPECT_EQ(error_path({{"pipeline_model_parallel_size", 8}, {"decoder_first_pipeline_num_layers", 4}}, m, c),
+            "/decoder_first_pipeline_num_layers");
+  // Dense model with EP.
+  EXPECT_EQ(error_path({{"expert_model_parallel_size", 2}}, m, c), "/expert_model_parallel_size");
+  // Global batch (98304) not divisible by micro-batch × DP (3 × 12288).
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 8}, {"micro_batch_size", 3}}, m, c), "/micro_batch_size");
+  // Unknown network technology.
+  EXPECT_EQ(error_path({{"schedule", {{"network_technology", "carrier-pigeon"}}}}, m, c),
+            "/schedule/network_technology");
+}
+
+TEST(Layout, MoeRules) {
+  Model m = load_model(preset_path("models/mixtral-8x7b.json"));  // 8 experts
+  Cluster c = h100();
+  m.global_batch_size = 98304;
+  EXPECT_EQ(error_path({{"expert_model_parallel_size", 8}, {"tensor_model_parallel_size", 8},
+                        {"pipeline_model_parallel_size", 4}},
+                       m, c),
+            "");
+  EXPECT_EQ(error_path({{"expert_model_parallel_size", 3}}, m, c), "/expert_model_parallel_size");
+}
+
+TEST(Layout, FieldErrorsNameTheField) {
+  auto path_of = [](const json& j) {
+    try {
+      layout(j);
+    } catch (const InputError& e) {
+      return e.path();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(path_of({{"tensor_model_parallel_size", -2}}), "/tensor_model_parallel_size");
+  EXPECT_EQ(path_of({{"tensor_model_parallel_size", "8"}}), "/tensor_model_parallel_size");
+  EXPECT_EQ(path_of({{"tensor_model_parallel_size", 2.5}}), "/tensor_model_parallel_size");
+  EXPECT_EQ(path_of({{"sequence_parallel", 1}}), "/sequence_parallel");
+  EXPECT_EQ(path_of({{"recompute_granularity", "some"}}), "/recompute_granularity");
+  EXPECT_EQ(path_of({{"order", "tp-cp-dp-pp"}}), "/order");
+  EXPECT_EQ(path_of({{"order", "tp-ep-cp-dp-pp"}}), "/order");  // ep must adjoin dp
+  EXPECT_EQ(path_of({{"order", "tp-cp-ep-dp-pp"}}), "");
+  EXPECT_EQ(path_of({{"order", "tp-cp-dp-ep-pp"}}), "");
+  EXPECT_EQ(path_of({{"schedule", {{"pipeline", "zigzag"}}}}), "/schedule/pipeline");
+  EXPECT_EQ(path_of({{"schedule", {{"dp_sync", "lazy"}}}}), "/schedule/dp_sync");
+  EXPECT_EQ(path_of({{"schedule", {{"pipline", "1f1b"}}}}), "/schedule/pipline");
+  EXPECT_EQ(path_of({{"tensor_parallel", 2}}), "/tensor_parallel");
+  EXPECT_EQ(path_of({{"virtual_pipeline_model_parallel_size", 2}}), "/virtual_pipeline_model_parallel_size");
+  EXPECT_EQ(path_of({{"pipeline_model_parallel_size", 2}, {"virtual_pipeline_model_parallel_size", 2}}),
+            "/schedule/pipeline");
+}
+
+TEST(Layout, RoundTripsThroughJson) {
+  json j = {{"tensor_model_parallel_size", 4}, {"pipeline_model_parallel_size", 4},
+            {"virtual_pipeline_model_parallel_size", 2}, {"order", "tp-cp-dp-ep-pp"},
+            {"decoder_first_pipeline_num_layers", 4}, {"recompute_granularity", "selective"},
+            {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "hierarchical"}, {"network_technology", "x"}}}};
+  Layout a = layout(j);
+  json back = to_json(a);
+  Layout b = layout(back);
+  EXPECT_EQ(to_json(b), back);
+  EXPECT_EQ(b.order_string(), "tp-cp-dp-ep-pp");
+  EXPECT_EQ(b.decoder_first_pipeline_num_layers, 4);
+}

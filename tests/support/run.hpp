@@ -1,0 +1,65 @@
+// Test helpers: run the `sax` binary and capture its exit code and output; temporary files.
+#pragma once
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+namespace sax::test {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A fresh directory under the system temp dir, removed when the object dies.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "sax-test-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  std::string write(const std::string& name, const nlohmann::json& j) const {
+    std::ofstream(file(name)) << j.dump(2);
+    return file(name);
+  }
+  std::string write_text(const std::string& name, const std::string& text) const {
+    std::ofstream(file(name)) << text;
+    return file(name);
+  }
+};
+
+// Runs `SAX_BINARY args` through the shell (args are shell words).
+inline Result run_sax(const std::string& args) {
+  TempDir t;
+  std::string cmd = std::string(SAX_BINARY) + " " + args + " >" + t.file("out") + " 2>" + t.file("err");
+  int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(t.file("out"));
+  r.err = slurp(t.file("err"));
+  return r;
+}
+
+inline nlohmann::json preset(const std::string& rel) {
+  std::ifstream in(std::string(SAX_SOURCE_DIR) + "/configs/" + rel);
+  return nlohmann::json::parse(in, nullptr, true, true);
+}
+
+inline std::string preset_path(const std::string& rel) { return std::string(SAX_SOURCE_DIR) + "/configs/" + rel; }
+
+}  // namespace sax::test
