@@ -21,6 +21,7 @@ const char* to_string(PipelineSchedule s) {
     case PipelineSchedule::gpipe: return "gpipe";
     case PipelineSchedule::one_f_one_b: return "1f1b";
     case PipelineSchedule::interleaved: return "interleaved";
+    case PipelineSchedule::zero_bubble: return "zero_bubble";
   }
   return "?";
 }
@@ -151,7 +152,8 @@ Layout read_layout(const json& value, const std::string& file) {
     l.schedule.pipeline = pick<PipelineSchedule>(s, "pipeline",
                                                  {{"gpipe", PipelineSchedule::gpipe},
                                                   {"1f1b", PipelineSchedule::one_f_one_b},
-                                                  {"interleaved", PipelineSchedule::interleaved}},
+                                                  {"interleaved", PipelineSchedule::interleaved},
+                                                  {"zero_bubble", PipelineSchedule::zero_bubble}},
                                                  PipelineSchedule::one_f_one_b);
     l.schedule.dp_sync = pick<DpSync>(s, "dp_sync",
                                       {{"blocking", DpSync::blocking},

@@ -19,7 +19,9 @@ enum class Dim { tp, cp, ep, dp, pp };
 const char* dim_name(Dim d);
 constexpr Dim kDims[] = {Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp};
 
-enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
+// zero_bubble: 1F1B with each backward split into input-gradient (B) and weight-gradient (W)
+// parts, the W parts deferred into the cool-down bubble (ZB-H1, Qi et al. 2023).
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zero_bubble };
 enum class DpSync { blocking, overlapped, hierarchical };
 enum class Recompute { none, selective, full };
 const char* to_string(PipelineSchedule s);
