@@ -12,6 +12,8 @@ const char* to_string(GroupKind g) {
     case GroupKind::dp: return "dp";
     case GroupKind::pp: return "pp";
     case GroupKind::expert_dp: return "expert_dp";
+    case GroupKind::dp_cp: return "dp_cp";
+    case GroupKind::expert_dp_cp: return "expert_dp_cp";
   }
   return "?";
 }
@@ -53,6 +55,8 @@ std::int64_t RankGrid::size(GroupKind g) const {
     case GroupKind::pp: return sizes_[3];
     case GroupKind::ep: return ep_;
     case GroupKind::expert_dp: return sizes_[2] / ep_;
+    case GroupKind::dp_cp: return sizes_[2] * sizes_[1];
+    case GroupKind::expert_dp_cp: return sizes_[2] / ep_ * sizes_[1];
   }
   return 1;
 }
@@ -71,6 +75,9 @@ std::int64_t RankGrid::coordinate(std::int64_t rank, GroupKind g) const {
       std::int64_t d = dense_coord(rank, 2);
       return ep_inner_ ? d / ep_ : d % size(GroupKind::expert_dp);
     }
+    // CP varies fastest within the combined groups.
+    case GroupKind::dp_cp: return dense_coord(rank, 1) + sizes_[1] * dense_coord(rank, 2);
+    case GroupKind::expert_dp_cp: return dense_coord(rank, 1) + sizes_[1] * coordinate(rank, GroupKind::expert_dp);
   }
   return 0;
 }
@@ -99,6 +106,16 @@ std::vector<std::int64_t> RankGrid::group(std::int64_t rank, GroupKind g) const 
     case GroupKind::expert_dp: {
       const std::int64_t edp = size(GroupKind::expert_dp), e = coordinate(rank, GroupKind::ep);
       for (std::int64_t i = 0; i < n; ++i) members.push_back(with_axis(2, ep_inner_ ? i * ep_ + e : e * edp + i));
+      break;
+    }
+    case GroupKind::dp_cp:
+    case GroupKind::expert_dp_cp: {
+      const GroupKind inner = g == GroupKind::dp_cp ? GroupKind::dp : GroupKind::expert_dp;
+      const std::int64_t cp = sizes_[1];
+      for (std::int64_t r : group(rank, inner)) {
+        const std::int64_t base = r - dense_coord(r, 1) * strides_[1];
+        for (std::int64_t c = 0; c < cp; ++c) members.push_back(base + c * strides_[1]);
+      }
       break;
     }
   }

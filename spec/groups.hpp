@@ -17,9 +17,11 @@
 
 namespace sax {
 
-// A parallel group kind: the five dimensions plus the expert data-parallel group (ranks that
-// hold the same experts and sync their gradients).
-enum class GroupKind { tp, cp, ep, dp, pp, expert_dp };
+// A parallel group kind: the five dimensions, the expert data-parallel group (ranks that hold
+// the same experts), and the gradient-sync groups: with CP the CP ranks hold the same weights,
+// so gradients are reduced over DP×CP (Megatron's data-parallel group "with context
+// parallel"), expert gradients over expert-DP×CP.
+enum class GroupKind { tp, cp, ep, dp, pp, expert_dp, dp_cp, expert_dp_cp };
 const char* to_string(GroupKind g);
 
 class RankGrid {

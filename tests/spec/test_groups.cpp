@@ -51,7 +51,7 @@ TEST(RankGrid, EveryKindPartitionsTheRanksAndCoordinatesMatchPositions) {
                        {"pipeline_model_parallel_size", 2}, {"expert_model_parallel_size", 2}, {"order", order}});
     RankGrid g(l, 32);  // DP 4
     for (GroupKind k : {GroupKind::tp, GroupKind::cp, GroupKind::ep, GroupKind::dp, GroupKind::pp,
-                        GroupKind::expert_dp}) {
+                        GroupKind::expert_dp, GroupKind::dp_cp, GroupKind::expert_dp_cp}) {
       std::set<std::int64_t> all;
       for (const auto& grp : g.all_groups(k)) {
         ASSERT_EQ(static_cast<std::int64_t>(grp.size()), g.size(k)) << order << " " << to_string(k);
@@ -64,6 +64,17 @@ TEST(RankGrid, EveryKindPartitionsTheRanksAndCoordinatesMatchPositions) {
       EXPECT_EQ(all.size(), 32u) << order << " " << to_string(k);
     }
   }
+}
+
+TEST(RankGrid, GradientGroupsJoinDataAndContextParallel) {
+  // TP 2, CP 2, world 16 → DP 4; dp_cp groups hold the 8 ranks that share a TP coordinate.
+  RankGrid g(layout({{"tensor_model_parallel_size", 2}, {"context_parallel_size", 2},
+                     {"expert_model_parallel_size", 2}}),
+             16);
+  EXPECT_EQ(g.size(GroupKind::dp_cp), 8);
+  EXPECT_EQ(g.group(0, GroupKind::dp_cp), (std::vector<std::int64_t>{0, 2, 4, 6, 8, 10, 12, 14}));
+  EXPECT_EQ(g.size(GroupKind::expert_dp_cp), 4);
+  EXPECT_EQ(g.group(0, GroupKind::expert_dp_cp), (std::vector<std::int64_t>{0, 2, 8, 10}));
 }
 
 TEST(RankGrid, LinkClassOfGroupsOnTheLocalTestbed) {

@@ -1,0 +1,281 @@
+// The explicit step of every rank, checked for what must hold whatever the layout: FLOPs add up
+// to the model's, every micro-batch passes forward and backward through every chunk in a legal
+// order, every send has its recv, and every member of a group issues the same collectives in
+// the same order (or the harness would deadlock).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "spec/groups.hpp"
+#include "tests/support/run.hpp"
+#include "workload/workload.hpp"
+
+using namespace sax;
+using namespace sax::workload;
+using sax::test::preset_path;
+
+namespace {
+
+struct Case {
+  std::string name;
+  Cluster cluster;
+  Model model;
+  Layout layout;
+};
+
+Cluster small_cluster(int buildings, int nodes, int devices) {
+  json j = sax::test::preset("clusters/local-2bld.json");
+  j["buildings"] = json::array();
+  for (int b = 0; b < buildings; ++b) j["buildings"].push_back({{"name", "b" + std::to_string(b)}, {"nodes", nodes}});
+  j["devices_per_node"] = devices;
+  return read_cluster(j, "cluster.json");
+}
+
+Model tiny(bool moe, std::int64_t layers, std::int64_t gbs) {
+  json j = sax::test::preset(moe ? "models/moe-tiny.json" : "models/gpt-tiny.json");
+  j["num_layers"] = layers;
+  j["global_batch_size"] = gbs;
+  if (moe) j["moe_layer_freq"] = 2;  // alternate MoE and dense layers
+  return read_model(j, "model.json");
+}
+
+// A grid of layouts over all schedules, SP, recompute, distributed optimizer, CP, EP, VPP,
+// uneven stages and orders; each validated before use.
+std::vector<Case> grid() {
+  std::vector<Case> out;
+  Cluster c16 = small_cluster(2, 2, 4);  // 16 ranks: 2 buildings × 2 nodes × 4
+  auto add = [&](const std::string& name, const Cluster& c, const Model& m, json lj) {
+    Layout l = read_layout(lj, name);
+    validate_layout(l, m, c, name);
+    out.push_back({name, c, m, l});
+  };
+  for (const char* sched : {"gpipe", "1f1b", "zero_bubble"})
+    for (const char* rc : {"none", "selective", "full"})
+      for (const char* sync : {"blocking", "overlapped", "hierarchical"}) {
+        std::string n = std::string("dense-") + sched + "-" + rc + "-" + sync;
+        add(n, c16, tiny(false, 8, 32),
+            {{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 4}, {"micro_batch_size", 1},
+             {"sequence_parallel", std::string(rc) != "full"}, {"recompute_granularity", rc},
+             {"use_distributed_optimizer", std::string(sync) != "blocking"},
+             {"schedule", {{"pipeline", sched}, {"dp_sync", sync}}}});
+      }
+  add("interleaved-vpp2", c16, tiny(false, 8, 32),
+      {{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
+       {"virtual_pipeline_model_parallel_size", 2}, {"micro_batch_size", 2},
+       {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "overlapped"}}}});
+  add("interleaved-vpp2-pp4-uneven-order", c16, tiny(false, 12, 16),
+      {{"pipeline_model_parallel_size", 4}, {"virtual_pipeline_model_parallel_size", 2},
+       {"decoder_first_pipeline_num_layers", 2}, {"decoder_last_pipeline_num_layers", 2}, {"order", "pp-tp-cp-ep-dp"},
+       {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "hierarchical"}}}});
+  add("uneven-1f1b", c16, tiny(false, 10, 16),
+      {{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 4}, {"decoder_first_pipeline_num_layers", 1},
+       {"decoder_last_pipeline_num_layers", 3}});
+  add("cp2-tp2-sp", c16, tiny(false, 4, 16),
+      {{"tensor_model_parallel_size", 2}, {"context_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
+       {"sequence_parallel", true}, {"use_distributed_optimizer", true},
+       {"schedule", {{"dp_sync", "hierarchical"}}}});
+  for (const char* sync : {"blocking", "overlapped", "hierarchical"})
+    add(std::string("moe-ep4-") + sync, c16, tiny(true, 4, 32),
+        {{"expert_model_parallel_size", 4}, {"pipeline_model_parallel_size", 2}, {"tensor_model_parallel_size", 2},
+         {"sequence_parallel", true}, {"use_distributed_optimizer", true}, {"order", "tp-cp-dp-ep-pp"},
+         {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", sync}}}});
+  add("moe-ep2-cp2-tied", c16, [] {
+        Model m = tiny(true, 4, 16);
+        m.untie_embeddings_and_output_weights = false;
+        return m;
+      }(),
+      {{"expert_model_parallel_size", 2}, {"context_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
+       {"recompute_granularity", "full"}, {"schedule", {{"pipeline", "zero_bubble"}}}});
+  return out;
+}
+
+std::string key(const Op& o) {
+  return std::string(to_string(o.op)) + ":" + std::to_string(static_cast<long long>(o.bytes));
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+}  // namespace
+
+class WorkloadGrid : public ::testing::TestWithParam<Case> {};
+
+TEST_P(WorkloadGrid, FlopsOfAllRanksAddUpToTheModels) {
+  const Case& s = GetParam();
+  double fwd = 0, bwd = 0;
+  for (std::int64_t r = 0; r < s.cluster.world_size(); ++r) {
+    Totals t = totals(build(s.cluster, s.model, s.layout, r));
+    fwd += t.forward_flops;
+    bwd += t.backward_flops;
+  }
+  EXPECT_NEAR(fwd / (s.model.training_flops_per_step() / 3), 1.0, 1e-9);
+  EXPECT_NEAR(bwd / (2 * s.model.training_flops_per_step() / 3), 1.0, 1e-9);
+}
+
+TEST_P(WorkloadGrid, EveryMicroBatchPassesEveryChunkInALegalOrder) {
+  const Case& s = GetParam();
+  for (std::int64_t r = 0; r < s.cluster.world_size(); ++r) {
+    Workload w = build(s.cluster, s.model, s.layout, r);
+    // For each (micro-batch, chunk): forward ops before backward ops before weight-gradient ops.
+    std::map<std::pair<std::int64_t, std::int64_t>, int> state;  // 0 none, 1 forward, 2 backward, 3 weight
+    std::set<std::pair<std::int64_t, std::int64_t>> seen;
+    for (const Op& o : w.ops) {
+      if (o.microbatch < 0 || o.kind != OpKind::compute || o.phase == Phase::recompute) continue;
+      auto k = std::make_pair(o.microbatch, o.chunk);
+      int st = o.phase == Phase::forward ? 1 : o.phase == Phase::backward_weight ? 3 : 2;
+      ASSERT_GE(st, state[k]) << s.name << " rank " << r << " mb " << o.microbatch << " chunk " << o.chunk << " "
+                              << to_string(o.phase) << " " << o.name;
+      state[k] = st;
+      seen.insert(k);
+    }
+    EXPECT_EQ(static_cast<std::int64_t>(seen.size()), w.num_microbatches * s.layout.virtual_pipeline_model_parallel_size)
+        << s.name;
+    const int done = s.layout.schedule.pipeline == PipelineSchedule::zero_bubble ? 3 : 2;
+    for (const auto& [k, st] : state) EXPECT_EQ(st, done) << s.name;
+    // The optimizer step comes once, after every backward op.
+    int opt = 0;
+    bool after_opt_backward = false;
+    for (const Op& o : w.ops) {
+      if (o.phase == Phase::optimizer && o.kind == OpKind::compute) ++opt;
+      else if (opt && o.kind == OpKind::compute) after_opt_backward = true;
+    }
+    EXPECT_EQ(opt, 1);
+    EXPECT_FALSE(after_opt_backward) << s.name;
+  }
+}
+
+TEST_P(WorkloadGrid, SendsMatchRecvsAndGroupsAgreeOnTheirCollectives) {
+  const Case& s = GetParam();
+  const std::int64_t world = s.cluster.world_size();
+  std::vector<Workload> all;
+  for (std::int64_t r = 0; r < world; ++r) all.push_back(build(s.cluster, s.model, s.layout, r));
+  // Point to point: every (sender → receiver, bytes) send has exactly one matching recv, in order.
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<double>> sends, recvs;
+  for (const auto& w : all)
+    for (const Op& o : w.ops) {
+      if (o.kind != OpKind::message) continue;
+      if (o.op == CollOp::send) sends[{w.rank, o.peer}].push_back(o.bytes);
+      if (o.op == CollOp::recv) recvs[{o.peer, w.rank}].push_back(o.bytes);
+    }
+  EXPECT_EQ(sends, recvs) << s.name;
+  // Collectives: members of each TP, CP, EP, PP-embedding and DP-sync group issue the same
+  // sequence of (operation, bytes) on that group.
+  RankGrid grid(s.layout, world);
+  const std::pair<Group, GroupKind> kinds[] = {{Group::tp, GroupKind::tp}, {Group::cp, GroupKind::cp},
+                                               {Group::ep, GroupKind::ep}, {Group::dp_cp, GroupKind::dp_cp},
+                                               {Group::expert_dp_cp, GroupKind::expert_dp_cp}};
+  for (const auto& [g, kind] : kinds)
+    for (const auto& members : grid.all_groups(kind)) {
+      std::vector<std::string> first;
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        std::vector<std::string> seq;
+        for (const Op& o : all[members[i]].ops)
+          if (o.kind == OpKind::message && o.group == g) seq.push_back(key(o));
+        if (i == 0) first = seq;
+        else EXPECT_EQ(seq, first) << s.name << " group " << to_string(g) << " member " << members[i];
+      }
+    }
+}
+
+TEST_P(WorkloadGrid, DataParallelSyncCarriesEveryParameterOnce) {
+  const Case& s = GetParam();
+  const std::int64_t world = s.cluster.world_size();
+  RankGrid grid(s.layout, world);
+  // One model replica: the ranks with DP×CP coordinate 0, over every TP rank and stage (the
+  // EP ranks inside DP hold the other experts: add expert parameters from expert-DP×CP
+  // coordinate 0 instead). Its optimizer steps update every parameter once.
+  double params = 0;
+  for (std::int64_t r = 0; r < world; ++r) {
+    Workload w = build(s.cluster, s.model, s.layout, r);
+    for (const Op& o : w.ops)
+      if (o.name == "optimizer_step") params += o.params;
+  }
+  // Every rank's optimizer shard (or full copy) summed over all ranks: with the distributed
+  // optimizer each parameter is updated once; without it, once per replica — DP×CP replicas of
+  // the dense parameters, expert-DP×CP replicas of the experts.
+  const double expert = s.model.num_moe_layers() * s.model.num_experts * s.model.mlp_params(s.model.moe_ffn_hidden_size);
+  double dense = s.model.params_total() - expert;
+  // Tied embeddings with PP > 1: the last stage's copy of the word embedding is a second copy.
+  if (!s.model.untie_embeddings_and_output_weights && s.layout.pipeline_model_parallel_size > 1)
+    dense += static_cast<double>(s.model.vocab_size) * s.model.hidden_size;
+  const bool dist = s.layout.use_distributed_optimizer;
+  const double expected = dist ? dense + expert
+                               : dense * grid.size(GroupKind::dp_cp) + expert * grid.size(GroupKind::expert_dp_cp);
+  EXPECT_NEAR(params / expected, 1.0, 1e-9) << s.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, WorkloadGrid, ::testing::ValuesIn(grid()), [](const auto& info) {
+  std::string n = info.param.name;
+  for (char& c : n)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+});
+
+namespace {
+std::vector<std::pair<char, std::int64_t>> blocks_of(const Workload& w) {
+  // (F|B|W, micro-batch) in order, from the first compute op of each block.
+  std::vector<std::pair<char, std::int64_t>> out;
+  std::int64_t last_mb = -2;
+  char last = 0;
+  for (const Op& o : w.ops) {
+    if (o.kind != OpKind::compute || o.microbatch < 0 || o.phase == Phase::recompute) continue;
+    char c = o.phase == Phase::forward ? 'F' : o.phase == Phase::backward_weight ? 'W' : 'B';
+    if (c != last || o.microbatch != last_mb) out.push_back({c, o.microbatch});
+    last = c;
+    last_mb = o.microbatch;
+  }
+  return out;
+}
+std::string pattern(const Workload& w) {
+  std::string s;
+  for (auto [c, mb] : blocks_of(w)) s += c + std::to_string(mb) + " ";
+  return s;
+}
+}  // namespace
+
+TEST(Schedules, OrdersOnTheFirstAndLastStage) {
+  Cluster c = small_cluster(1, 1, 4);
+  Model m = tiny(false, 4, 4);  // 4 micro-batches of 1 on PP 4
+  auto on = [&](const char* sched, std::int64_t rank) {
+    Layout l = read_layout({{"pipeline_model_parallel_size", 4}, {"schedule", {{"pipeline", sched}}}}, "l.json");
+    validate_layout(l, m, c, "l.json");
+    return pattern(build(c, m, l, rank));
+  };
+  EXPECT_EQ(on("gpipe", 0), "F0 F1 F2 F3 B3 B2 B1 B0 ");
+  EXPECT_EQ(on("1f1b", 0), "F0 F1 F2 F3 B0 B1 B2 B3 ");  // warm-up pp−1 = 3, then 1F1B
+  EXPECT_EQ(on("1f1b", 3), "F0 B0 F1 B1 F2 B2 F3 B3 ");
+  EXPECT_EQ(on("1f1b", 2), "F0 F1 B0 F2 B1 F3 B2 B3 ");
+  // ZB-H1 on stage 2: the first W deferred into the cool-down.
+  EXPECT_EQ(on("zero_bubble", 2), "F0 F1 B0 F2 B1 W1 F3 B2 W2 B3 W0 W3 ");
+  EXPECT_EQ(on("zero_bubble", 3), "F0 B0 W0 F1 B1 W1 F2 B2 W2 F3 B3 W3 ");
+}
+
+TEST(Workload, MessageSizesFollowTheContract) {
+  Cluster c = small_cluster(2, 1, 4);  // 8 ranks
+  Model m = tiny(false, 4, 8);
+  Layout l = read_layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
+                          {"micro_batch_size", 2}, {"sequence_parallel", true}},
+                         "l.json");
+  validate_layout(l, m, c, "l.json");
+  Workload w = build(c, m, l, 0);
+  const double T = 2.0 * m.seq_length, A = T * m.hidden_size * 4;  // fp32
+  int ag = 0, rs = 0, sends = 0;
+  for (const Op& o : w.ops) {
+    if (o.kind != OpKind::message) continue;
+    if (o.group == Group::tp && o.op == CollOp::all_gather) {
+      ++ag;
+      EXPECT_DOUBLE_EQ(o.bytes, A);
+    }
+    if (o.group == Group::tp && o.op == CollOp::reduce_scatter) ++rs;
+    if (o.op == CollOp::send) {
+      ++sends;
+      EXPECT_DOUBLE_EQ(o.bytes, A / 2);  // SP: the scattered activation
+      EXPECT_EQ(o.peer, 4);              // stage 1 of rank 0's pipeline
+    }
+  }
+  // 2 micro-batches (8 / (2 × DP 2)) × 2 layers × (2 forward + 2 backward) + the embedding's.
+  EXPECT_EQ(ag, 2 * 2 * 4);
+  EXPECT_EQ(rs, 2 * 2 * 4 + 2);
+  EXPECT_EQ(sends, 2);
+  EXPECT_EQ(w.num_microbatches, 2);
+}

@@ -1,0 +1,538 @@
+#include "workload/workload.hpp"
+
+#include <deque>
+
+#include "spec/groups.hpp"
+
+namespace sax::workload {
+
+const char* to_string(Phase p) {
+  switch (p) {
+    case Phase::forward: return "forward";
+    case Phase::backward: return "backward";
+    case Phase::backward_input: return "backward_input";
+    case Phase::backward_weight: return "backward_weight";
+    case Phase::recompute: return "recompute";
+    case Phase::optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+const char* to_string(CollOp c) {
+  switch (c) {
+    case CollOp::all_reduce: return "all_reduce";
+    case CollOp::all_gather: return "all_gather";
+    case CollOp::reduce_scatter: return "reduce_scatter";
+    case CollOp::all_to_all: return "all_to_all";
+    case CollOp::send: return "send";
+    case CollOp::recv: return "recv";
+    case CollOp::send_recv: return "send_recv";
+  }
+  return "?";
+}
+
+const char* to_string(Group g) {
+  switch (g) {
+    case Group::tp: return "tp";
+    case Group::cp: return "cp";
+    case Group::ep: return "ep";
+    case Group::pp: return "pp";
+    case Group::dp_cp: return "dp_cp";
+    case Group::expert_dp_cp: return "expert_dp_cp";
+    case Group::dp_intra_building: return "dp_intra_building";
+    case Group::dp_cross_building: return "dp_cross_building";
+    case Group::embedding: return "embedding";
+  }
+  return "?";
+}
+
+namespace {
+
+// One block of the pipeline schedule: a forward (F), a backward (B, or B-input with zero
+// bubble) or a weight-gradient (W) pass of one micro-batch through one model chunk.
+enum class Pass { F, B, W };
+struct Block {
+  Pass pass;
+  std::int64_t microbatch, chunk;
+};
+
+std::vector<Block> schedule_blocks(PipelineSchedule sched, std::int64_t pp, std::int64_t vpp, std::int64_t stage,
+                                   std::int64_t m) {
+  std::vector<Block> out;
+  if (sched == PipelineSchedule::gpipe) {
+    for (std::int64_t i = 0; i < m; ++i) out.push_back({Pass::F, i, 0});
+    for (std::int64_t i = m - 1; i >= 0; --i) out.push_back({Pass::B, i, 0});
+    return out;
+  }
+  if (sched == PipelineSchedule::interleaved) {
+    // Megatron's interleaved 1F1B over m·vpp virtual micro-batches.
+    const std::int64_t total = m * vpp;
+    auto mb = [&](std::int64_t j) { return (j / (pp * vpp)) * pp + j % pp; };
+    auto fchunk = [&](std::int64_t j) { return (j / pp) % vpp; };
+    auto bchunk = [&](std::int64_t j) { return vpp - 1 - (j / pp) % vpp; };
+    const std::int64_t warmup = std::min((pp - stage - 1) * 2 + (vpp - 1) * pp, total);
+    for (std::int64_t j = 0; j < warmup; ++j) out.push_back({Pass::F, mb(j), fchunk(j)});
+    for (std::int64_t j = 0; j < total - warmup; ++j) {
+      out.push_back({Pass::F, mb(warmup + j), fchunk(warmup + j)});
+      out.push_back({Pass::B, mb(j), bchunk(j)});
+    }
+    for (std::int64_t j = total - warmup; j < total; ++j) out.push_back({Pass::B, mb(j), bchunk(j)});
+    return out;
+  }
+  // 1F1B, and zero bubble (ZB-H1) which splits every backward into B and W and defers the
+  // first pp−stage−1 W's into the cool-down, where B's would otherwise wait on the bubble.
+  const bool zb = sched == PipelineSchedule::zero_bubble;
+  const std::int64_t warmup = std::min(pp - stage - 1, m);
+  std::deque<std::int64_t> deferred;
+  for (std::int64_t i = 0; i < warmup; ++i) out.push_back({Pass::F, i, 0});
+  for (std::int64_t j = 0; j < m - warmup; ++j) {
+    out.push_back({Pass::F, warmup + j, 0});
+    out.push_back({Pass::B, j, 0});
+    if (zb) {
+      if (j < warmup) deferred.push_back(j);
+      else out.push_back({Pass::W, j, 0});
+    }
+  }
+  for (std::int64_t j = m - warmup; j < m; ++j) {
+    out.push_back({Pass::B, j, 0});
+    if (zb) {
+      deferred.push_back(j);
+      out.push_back({Pass::W, deferred.front(), 0});
+      deferred.pop_front();
+    }
+  }
+  while (zb && !deferred.empty()) {
+    out.push_back({Pass::W, deferred.front(), 0});
+    deferred.pop_front();
+  }
+  return out;
+}
+
+class Builder {
+ public:
+  Builder(const Cluster& c, const Model& m, const Layout& l, std::int64_t rank)
+      : c_(c), m_(m), l_(l), grid_(l, c.world_size()), rank_(rank) {
+    tp_ = l.tensor_model_parallel_size;
+    cp_ = l.context_parallel_size;
+    pp_ = l.pipeline_model_parallel_size;
+    vpp_ = l.virtual_pipeline_model_parallel_size;
+    ep_ = l.expert_model_parallel_size;
+    dp_ = grid_.size(GroupKind::dp_cp);  // gradient-sync and optimizer-sharding sizes
+    edp_ = grid_.size(GroupKind::expert_dp_cp);
+    sp_ = l.sequence_parallel && tp_ > 1;
+    e_ = dtype_bytes(m.dtype);
+    T_ = static_cast<double>(l.micro_batch_size) * static_cast<double>(m.seq_length) / static_cast<double>(cp_);
+    h_ = static_cast<double>(m.hidden_size);
+    q_ = static_cast<double>(m.num_attention_heads * m.kv_channels);
+    kv_ = static_cast<double>(m.num_query_groups * m.kv_channels);
+    A_ = T_ * h_ * e_;
+    stage_ = grid_.stage(rank);
+    w_.rank = rank;
+    w_.stage = stage_;
+    w_.num_microbatches = l.num_microbatches(m, c.world_size());
+    // Global layer offset of every virtual stage: virtual stage v = chunk·pp + stage.
+    auto layers = l.stage_layers(m);
+    std::int64_t off = 0;
+    for (std::int64_t v = 0; v < pp_ * vpp_; ++v) {
+      chunk_offset_.push_back(off);
+      off += layers[v % pp_] / vpp_;
+    }
+    chunk_layers_ = layers[stage_] / vpp_;
+  }
+
+  Workload build() {
+    const auto blocks = schedule_blocks(l_.schedule.pipeline, pp_, vpp_, stage_, w_.num_microbatches);
+    // The last backward block of each chunk in the step: overlapped DP sync follows its layers.
+    const Pass last_pass = l_.schedule.pipeline == PipelineSchedule::zero_bubble ? Pass::W : Pass::B;
+    std::vector<std::size_t> last_block(static_cast<std::size_t>(vpp_), 0);
+    for (std::size_t i = 0; i < blocks.size(); ++i)
+      if (blocks[i].pass == last_pass) last_block[blocks[i].chunk] = i;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      const Block& b = blocks[i];
+      const bool sync_after = overlapped() && i == last_block[b.chunk];
+      if (b.pass == Pass::F) forward_block(b);
+      else if (b.pass == Pass::B) backward_block(b, sync_after && last_pass == Pass::B);
+      else weight_block(b, sync_after);
+    }
+    dp_sync_and_optimizer();
+    return std::move(w_);
+  }
+
+ private:
+  bool overlapped() const { return l_.schedule.dp_sync == DpSync::overlapped; }
+  bool zb() const { return l_.schedule.pipeline == PipelineSchedule::zero_bubble; }
+  std::int64_t virtual_stage(std::int64_t chunk) const { return chunk * pp_ + stage_; }
+  bool has_embedding(std::int64_t chunk) const { return virtual_stage(chunk) == 0; }
+  bool has_output(std::int64_t chunk) const { return virtual_stage(chunk) == pp_ * vpp_ - 1; }
+  bool is_moe(std::int64_t layer) const { return m_.moe_layer_pattern[static_cast<std::size_t>(layer)]; }
+  double mlp_w() const { return m_.swiglu ? 3.0 : 2.0; }
+
+  Op compute(Phase ph, const Block& b, std::int64_t layer, const char* name, double m, double n, double k,
+             double count, double scale) {
+    Op o;
+    o.kind = OpKind::compute;
+    o.phase = ph;
+    o.microbatch = b.microbatch;
+    o.chunk = b.chunk;
+    o.layer = layer;
+    o.name = name;
+    o.m = m;
+    o.n = n;
+    o.k = k;
+    o.count = count;
+    o.flops = scale * 2.0 * m * n * k * count;
+    return o;
+  }
+
+  void message(Phase ph, std::int64_t mb, std::int64_t chunk, std::int64_t layer, const char* name, Dim dim,
+               Group g, CollOp op, double bytes, std::int64_t peer = -1, bool overlappable = false) {
+    Op o;
+    o.kind = OpKind::message;
+    o.phase = ph;
+    o.microbatch = mb;
+    o.chunk = chunk;
+    o.layer = layer;
+    o.name = name;
+    o.dim = dim;
+    o.group = g;
+    o.op = op;
+    o.bytes = bytes;
+    o.peer = peer;
+    o.overlappable = overlappable;
+    w_.ops.push_back(o);
+  }
+
+  // The compute ops of one layer's forward, in order, each a GEMM-like product.
+  struct LayerOp {
+    const char* name;
+    double m, n, k, count;
+    bool gemm;  // has weights (splits into B and W under zero bubble)
+  };
+  std::vector<LayerOp> attention_ops() const {
+    return {{"qkv_proj", T_, (q_ + 2 * kv_) / tp_, h_, 1, true},
+            {"attention", T_, static_cast<double>(m_.seq_length), q_ / tp_, 2, false},
+            {"out_proj", T_, h_, q_ / tp_, 1, true}};
+  }
+  std::vector<LayerOp> mlp_ops(std::int64_t layer) const {
+    if (!is_moe(layer)) return {{"mlp", T_, static_cast<double>(m_.ffn_hidden_size) / tp_, h_, mlp_w(), true}};
+    const double tokens = T_ / tp_;
+    return {{"router", tokens, static_cast<double>(m_.num_experts), h_, 1, true},
+            {"experts", tokens * m_.moe_router_topk, static_cast<double>(m_.moe_ffn_hidden_size), h_, mlp_w(), true}};
+  }
+
+  // TP messages around a sub-block (attention or MLP): before it with SP (all_gather), after
+  // it (all_reduce, or reduce_scatter with SP). Backward mirrors: before (SP all_gather of
+  // the gradient), after (reduce_scatter with SP, all_reduce without).
+  void tp_before(Phase ph, const Block& b, std::int64_t layer) {
+    if (tp_ > 1 && sp_) message(ph, b.microbatch, b.chunk, layer, "sp_all_gather", Dim::tp, Group::tp, CollOp::all_gather, A_);
+  }
+  void tp_after(Phase ph, const Block& b, std::int64_t layer) {
+    if (tp_ <= 1) return;
+    if (sp_) message(ph, b.microbatch, b.chunk, layer, "sp_reduce_scatter", Dim::tp, Group::tp, CollOp::reduce_scatter, A_);
+    else message(ph, b.microbatch, b.chunk, layer, "tp_all_reduce", Dim::tp, Group::tp, CollOp::all_reduce, A_);
+  }
+  void cp_ring(Phase ph, const Block& b, std::int64_t layer, double factor) {
+    const double kvb = 2.0 * T_ * (kv_ / tp_) * e_;
+    for (std::int64_t i = 0; i < cp_ - 1; ++i)
+      message(ph, b.microbatch, b.chunk, layer, "cp_kv_ring", Dim::cp, Group::cp, CollOp::send_recv, factor * kvb);
+  }
+  void ep_all_to_all(Phase ph, const Block& b, std::int64_t layer, const char* name) {
+    if (ep_ <= 1) return;
+    const double d = (T_ / tp_) * m_.moe_router_topk * h_ * e_;
+    message(ph, b.microbatch, b.chunk, layer, name, Dim::ep, Group::ep, CollOp::all_to_all, d);
+  }
+
+  void layer_forward(Phase ph, const Block& b, std::int64_t layer, bool ops_only_attention) {
+    auto att = attention_ops();
+    if (ops_only_attention) {  // selective recompute: the attention core only
+      w_.ops.push_back(compute(ph, b, layer, att[1].name, att[1].m, att[1].n, att[1].k, att[1].count, 1.0));
+      return;
+    }
+    tp_before(ph, b, layer);
+    for (const auto& o : att) {
+      w_.ops.push_back(compute(ph, b, layer, o.name, o.m, o.n, o.k, o.count, 1.0));
+      if (std::string(o.name) == "attention") cp_ring(ph, b, layer, 1.0);
+    }
+    tp_after(ph, b, layer);
+    tp_before(ph, b, layer);
+    for (const auto& o : mlp_ops(layer)) {
+      if (std::string(o.name) == "experts") ep_all_to_all(ph, b, layer, "moe_dispatch");
+      w_.ops.push_back(compute(ph, b, layer, o.name, o.m, o.n, o.k, o.count, 1.0));
+      if (std::string(o.name) == "experts") ep_all_to_all(ph, b, layer, "moe_combine");
+    }
+    tp_after(ph, b, layer);
+  }
+
+  // Backward (or, with zero bubble, backward-input) of one layer: reverse order, mirrored
+  // messages. `scale_gemm` is 2 for a full backward, 1 for B-input; attention is always 2.
+  void layer_backward(Phase ph, const Block& b, std::int64_t layer, double scale_gemm) {
+    auto mlp = mlp_ops(layer);
+    tp_before(ph, b, layer);
+    for (auto it = mlp.rbegin(); it != mlp.rend(); ++it) {
+      if (std::string(it->name) == "experts") ep_all_to_all(ph, b, layer, "moe_combine_grad");
+      w_.ops.push_back(compute(ph, b, layer, it->name, it->m, it->n, it->k, it->count, scale_gemm));
+      if (std::string(it->name) == "experts") ep_all_to_all(ph, b, layer, "moe_dispatch_grad");
+    }
+    tp_after(ph, b, layer);
+    tp_before(ph, b, layer);
+    auto att = attention_ops();
+    for (auto it = att.rbegin(); it != att.rend(); ++it) {
+      w_.ops.push_back(compute(ph, b, layer, it->name, it->m, it->n, it->k, it->count, it->gemm ? scale_gemm : 2.0));
+      if (std::string(it->name) == "attention") cp_ring(ph, b, layer, 2.0);
+    }
+    tp_after(ph, b, layer);
+  }
+
+  void layer_weight_grads(const Block& b, std::int64_t layer) {
+    auto mlp = mlp_ops(layer);
+    for (auto it = mlp.rbegin(); it != mlp.rend(); ++it)
+      w_.ops.push_back(compute(Phase::backward_weight, b, layer, it->name, it->m, it->n, it->k, it->count, 1.0));
+    auto att = attention_ops();
+    for (auto it = att.rbegin(); it != att.rend(); ++it)
+      if (it->gemm)
+        w_.ops.push_back(compute(Phase::backward_weight, b, layer, it->name, it->m, it->n, it->k, it->count, 1.0));
+  }
+
+  double logits_n() const { return static_cast<double>(m_.vocab_size) / tp_; }
+
+  // Pipeline neighbours of this rank's virtual stage.
+  std::int64_t pp_peer(std::int64_t virtual_stage_of_peer) const {
+    return grid_.group(rank_, GroupKind::pp)[virtual_stage_of_peer % pp_];
+  }
+  double pp_bytes() const { return T_ * h_ * e_ / (sp_ ? tp_ : 1); }
+
+  void forward_block(const Block& b) {
+    const std::int64_t v = virtual_stage(b.chunk);
+    if (v > 0) message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, Group::pp, CollOp::recv, pp_bytes(), pp_peer(v - 1));
+    if (has_embedding(b.chunk) && tp_ > 1)
+      message(Phase::forward, b.microbatch, b.chunk, -1, "embedding", Dim::tp, Group::tp,
+              sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
+    for (std::int64_t i = 0; i < chunk_layers_; ++i) layer_forward(Phase::forward, b, chunk_offset_[v] + i, false);
+    if (has_output(b.chunk)) {
+      if (sp_) message(Phase::forward, b.microbatch, b.chunk, -1, "output_all_gather", Dim::tp, Group::tp, CollOp::all_gather, A_);
+      w_.ops.push_back(compute(Phase::forward, b, -1, "logits", T_, logits_n(), h_, 1, 1.0));
+    }
+    if (v < pp_ * vpp_ - 1) message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, Group::pp, CollOp::send, pp_bytes(), pp_peer(v + 1));
+  }
+
+  void backward_block(const Block& b, bool sync_after) {
+    const std::int64_t v = virtual_stage(b.chunk);
+    const Phase ph = zb() ? Phase::backward_input : Phase::backward;
+    const double scale = zb() ? 1.0 : 2.0;
+    if (v < pp_ * vpp_ - 1) message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, Group::pp, CollOp::recv, pp_bytes(), pp_peer(v + 1));
+    if (has_output(b.chunk)) {
+      w_.ops.push_back(compute(ph, b, -1, "logits", T_, logits_n(), h_, 1, scale));
+      if (tp_ > 1)
+        message(ph, b.microbatch, b.chunk, -1, "output_grad", Dim::tp, Group::tp,
+                sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
+    }
+    for (std::int64_t i = chunk_layers_ - 1; i >= 0; --i) {
+      const std::int64_t layer = chunk_offset_[v] + i;
+      if (l_.recompute_granularity != Recompute::none)
+        layer_forward(Phase::recompute, b, layer, l_.recompute_granularity == Recompute::selective);
+      layer_backward(ph, b, layer, scale);
+      if (sync_after) layer_dp_sync(layer);
+    }
+    if (v > 0) message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, Group::pp, CollOp::send, pp_bytes(), pp_peer(v - 1));
+  }
+
+  void weight_block(const Block& b, bool sync_after) {
+    const std::int64_t v = virtual_stage(b.chunk);
+    if (has_output(b.chunk)) w_.ops.push_back(compute(Phase::backward_weight, b, -1, "logits", T_, logits_n(), h_, 1, 1.0));
+    for (std::int64_t i = chunk_layers_ - 1; i >= 0; --i) {
+      layer_weight_grads(b, chunk_offset_[v] + i);
+      if (sync_after) layer_dp_sync(chunk_offset_[v] + i);
+    }
+  }
+
+  // Parameters of one layer this rank holds, split into those synced over DP and over
+  // expert-DP.
+  double layer_dense_params(std::int64_t layer) const {
+    double p = m_.attention_params() + (m_.normalization == "LayerNorm" ? 2.0 : 1.0) * h_;
+    p += is_moe(layer) ? h_ * m_.num_experts : m_.mlp_params(m_.ffn_hidden_size);
+    return p / tp_;
+  }
+  double layer_expert_params(std::int64_t layer) const {
+    if (!is_moe(layer)) return 0;
+    return static_cast<double>(m_.num_experts / ep_) * m_.mlp_params(m_.moe_ffn_hidden_size) / tp_;
+  }
+  // Embedding and output-layer parameters of this rank (first and last virtual stages).
+  double edge_params() const {
+    double p = 0;
+    for (std::int64_t c = 0; c < vpp_; ++c) {
+      if (has_embedding(c)) p += m_.embedding_params() / tp_;
+      if (has_output(c)) {
+        p += (m_.normalization == "LayerNorm" ? 2.0 : 1.0) * h_ / tp_;
+        // Untied: the output layer; tied with PP > 1: the last stage's own copy of the word
+        // embedding (with PP = 1 it is the embedding itself, counted above).
+        if (m_.untie_embeddings_and_output_weights || pp_ > 1) p += static_cast<double>(m_.vocab_size) * h_ / tp_;
+      }
+    }
+    return p;
+  }
+
+  // Members per building of a DP-like group, or 0 when uneven; sets n_cross.
+  std::int64_t intra_count(GroupKind g, std::int64_t& n_cross) const {
+    auto members = grid_.group(rank_, g);
+    std::vector<std::int64_t> per_building(c_.buildings.size(), 0);
+    for (auto r : members) ++per_building[c_.place(r).building];
+    std::int64_t n_intra = 0;
+    n_cross = 0;
+    for (auto n : per_building) {
+      if (n == 0) continue;
+      if (n_intra && n != n_intra) return 0;
+      n_intra = n;
+      ++n_cross;
+    }
+    return n_intra;
+  }
+
+  // Gradient sync (and, later, parameter all-gather) of `params` over a DP-like group.
+  void sync(GroupKind g, double params, std::int64_t layer, bool overlappable, bool gather) {
+    const std::int64_t size = grid_.size(g);
+    if (size <= 1 || params <= 0) return;
+    const Group flat = g == GroupKind::dp_cp ? Group::dp_cp : Group::expert_dp_cp;
+    const Phase ph = gather ? Phase::optimizer : (zb() ? Phase::backward_weight : Phase::backward);
+    const double G = 4.0 * params, gbytes = e_ * params;
+    std::int64_t n_cross = 0, n_intra = 0;
+    if (l_.schedule.dp_sync == DpSync::hierarchical) n_intra = intra_count(g, n_cross);
+    const bool hier = n_intra > 0 && n_cross > 1;
+    const bool dist = l_.use_distributed_optimizer;
+    auto msg = [&](const char* name, Group grp, CollOp op, double bytes) {
+      message(ph, -1, 0, layer, name, Dim::dp, grp, op, bytes, -1, overlappable);
+    };
+    if (!gather) {
+      if (!hier) {
+        msg("grad_sync", flat, dist ? CollOp::reduce_scatter : CollOp::all_reduce, G);
+        return;
+      }
+      if (n_intra > 1) msg("grad_sync_intra", Group::dp_intra_building, CollOp::reduce_scatter, G);
+      msg("grad_sync_cross", Group::dp_cross_building, dist ? CollOp::reduce_scatter : CollOp::all_reduce, G / n_intra);
+      if (!dist && n_intra > 1) msg("grad_sync_intra", Group::dp_intra_building, CollOp::all_gather, G);
+      return;
+    }
+    if (!dist) return;
+    if (!hier) {
+      msg("param_all_gather", flat, CollOp::all_gather, gbytes);
+      return;
+    }
+    msg("param_all_gather_cross", Group::dp_cross_building, CollOp::all_gather, gbytes / n_intra);
+    if (n_intra > 1) msg("param_all_gather_intra", Group::dp_intra_building, CollOp::all_gather, gbytes);
+  }
+
+  void layer_dp_sync(std::int64_t layer) {
+    sync(GroupKind::dp_cp, layer_dense_params(layer), layer, true, false);
+    sync(GroupKind::expert_dp_cp, layer_expert_params(layer), layer, true, false);
+  }
+
+  std::vector<std::int64_t> my_layers() const {
+    std::vector<std::int64_t> out;
+    for (std::int64_t c = 0; c < vpp_; ++c)
+      for (std::int64_t i = 0; i < chunk_layers_; ++i) out.push_back(chunk_offset_[virtual_stage(c)] + i);
+    return out;
+  }
+
+  void dp_sync_and_optimizer() {
+    const Phase last = zb() ? Phase::backward_weight : Phase::backward;
+    double dense = edge_params(), expert = 0;
+    for (auto layer : my_layers()) {
+      dense += layer_dense_params(layer);
+      expert += layer_expert_params(layer);
+    }
+    // Tied embeddings split over the first and last stage: their gradients are summed.
+    if (!m_.untie_embeddings_and_output_weights && pp_ > 1 && (stage_ == 0 || stage_ == pp_ - 1))
+      message(last, -1, 0, -1, "embedding_grad", Dim::pp, Group::embedding, CollOp::all_reduce,
+              4.0 * static_cast<double>(m_.vocab_size) * h_ / tp_);
+    if (overlapped()) {
+      sync(GroupKind::dp_cp, edge_params(), -1, true, false);
+    } else {
+      sync(GroupKind::dp_cp, dense, -1, false, false);
+      sync(GroupKind::expert_dp_cp, expert, -1, false, false);
+    }
+    const bool dist = l_.use_distributed_optimizer;
+    Op opt;
+    opt.kind = OpKind::compute;
+    opt.phase = Phase::optimizer;
+    opt.name = "optimizer_step";
+    opt.params = dist ? dense / dp_ + expert / edp_ : dense + expert;
+    w_.ops.push_back(opt);
+    if (overlapped()) {
+      for (auto layer : my_layers()) {
+        sync(GroupKind::dp_cp, layer_dense_params(layer), layer, true, true);
+        sync(GroupKind::expert_dp_cp, layer_expert_params(layer), layer, true, true);
+      }
+      sync(GroupKind::dp_cp, edge_params(), -1, true, true);
+    } else {
+      sync(GroupKind::dp_cp, dense, -1, false, true);
+      sync(GroupKind::expert_dp_cp, expert, -1, false, true);
+    }
+  }
+
+  const Cluster& c_;
+  const Model& m_;
+  const Layout& l_;
+  RankGrid grid_;
+  std::int64_t rank_;
+  std::int64_t tp_, cp_, pp_, vpp_, ep_, dp_, edp_, stage_, chunk_layers_;
+  bool sp_;
+  double e_, T_, h_, q_, kv_, A_;
+  std::vector<std::int64_t> chunk_offset_;
+  Workload w_;
+};
+
+}  // namespace
+
+Workload build(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank) {
+  return Builder(cluster, model, layout, rank).build();
+}
+
+Totals totals(const Workload& w) {
+  Totals t;
+  for (const Op& o : w.ops) {
+    if (o.kind == OpKind::compute) {
+      switch (o.phase) {
+        case Phase::forward: t.forward_flops += o.flops; break;
+        case Phase::backward:
+        case Phase::backward_input:
+        case Phase::backward_weight: t.backward_flops += o.flops; break;
+        case Phase::recompute: t.recompute_flops += o.flops; break;
+        case Phase::optimizer: break;
+      }
+      continue;
+    }
+    if (o.op == CollOp::recv) continue;
+    const int d = static_cast<int>(o.dim);
+    t.sent_bytes[d] += o.bytes;
+    t.messages[d] += 1;
+  }
+  return t;
+}
+
+json to_json(const Workload& w) {
+  json ops = json::array();
+  for (const Op& o : w.ops) {
+    json j = {{"kind", o.kind == OpKind::compute ? "compute" : "message"},
+              {"phase", to_string(o.phase)},
+              {"name", o.name},
+              {"microbatch", o.microbatch},
+              {"chunk", o.chunk},
+              {"layer", o.layer}};
+    if (o.kind == OpKind::compute) {
+      j["shape"] = {o.m, o.n, o.k};
+      j["count"] = o.count;
+      j["flops"] = o.flops;
+      if (o.params > 0) j["params"] = o.params;
+    } else {
+      j["dim"] = dim_name(o.dim);
+      j["group"] = to_string(o.group);
+      j["op"] = to_string(o.op);
+      j["bytes"] = o.bytes;
+      if (o.peer >= 0) j["peer"] = o.peer;
+      if (o.overlappable) j["overlappable"] = true;
+    }
+    ops.push_back(std::move(j));
+  }
+  return {{"rank", w.rank}, {"stage", w.stage}, {"num_microbatches", w.num_microbatches}, {"ops", ops}};
+}
+
+}  // namespace sax::workload

@@ -1,0 +1,78 @@
+// What one training step of a layout is, for one rank, in schedule order: compute ops with
+// their shapes and FLOPs, and messages with their dimension, group, operation and bytes. The
+// harness executes this list and the explorer's closed forms are tested against sums over it,
+// so this is the one place that says what a layout does. The contract, with every formula,
+// is workload/README.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spec/cluster.hpp"
+#include "spec/fields.hpp"
+#include "spec/layout.hpp"
+#include "spec/model.hpp"
+
+namespace sax::workload {
+
+enum class Phase { forward, backward, backward_input, backward_weight, recompute, optimizer };
+const char* to_string(Phase p);
+
+enum class OpKind { compute, message };
+
+// Collective operations a message can be; send_recv is one step of a ring exchange.
+enum class CollOp { all_reduce, all_gather, reduce_scatter, all_to_all, send, recv, send_recv };
+const char* to_string(CollOp c);
+
+// The group a message runs in: the parallel groups of spec/groups.hpp (gradients sync over
+// DP×CP and expert-DP×CP), the two parts of a hierarchical sync (of whichever of those two
+// groups the message's parameters belong to), and the first/last-stage group of tied embeddings.
+enum class Group { tp, cp, ep, pp, dp_cp, expert_dp_cp, dp_intra_building, dp_cross_building, embedding };
+const char* to_string(Group g);
+
+struct Op {
+  OpKind kind = OpKind::compute;
+  Phase phase = Phase::forward;
+  std::int64_t microbatch = -1;  // -1 outside a micro-batch (DP sync, optimizer)
+  std::int64_t chunk = 0;        // model chunk (virtual stage index within the rank)
+  std::int64_t layer = -1;       // global layer index, -1 for embedding/logits/optimizer/DP sync
+  std::string name;              // compute: qkv_proj, attention, ...; message: what it carries
+
+  // Compute: `count` GEMMs (or batched products for attention) of m×k by k×n.
+  double m = 0, n = 0, k = 0, count = 0;
+  double flops = 0;
+  double params = 0;  // optimizer_step: parameters updated
+
+  // Message.
+  Dim dim = Dim::tp;
+  Group group = Group::tp;
+  CollOp op = CollOp::all_reduce;
+  double bytes = 0;
+  std::int64_t peer = -1;     // send/recv: the other rank
+  bool overlappable = false;  // may run behind compute (overlapped DP sync)
+};
+
+struct Workload {
+  std::int64_t rank = 0;
+  std::int64_t stage = 0;
+  std::int64_t num_microbatches = 0;
+  std::vector<Op> ops;
+};
+
+// The step of `rank`. The layout must be valid for the model and cluster (validate_layout).
+Workload build(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank);
+
+// Sums over a workload, per dimension (indexed by static_cast<int>(Dim)). Sent bytes exclude
+// recv messages, which mirror another rank's send.
+struct Totals {
+  double forward_flops = 0, backward_flops = 0, recompute_flops = 0;
+  std::array<double, 5> sent_bytes{};
+  std::array<std::int64_t, 5> messages{};
+};
+Totals totals(const Workload& w);
+
+json to_json(const Workload& w);
+
+}  // namespace sax::workload
