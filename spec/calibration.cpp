@@ -1,0 +1,165 @@
+#include "spec/calibration.hpp"
+
+#include <cmath>
+
+namespace sax {
+
+const char* to_string(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::all_reduce: return "all_reduce";
+    case CollectiveOp::all_gather: return "all_gather";
+    case CollectiveOp::reduce_scatter: return "reduce_scatter";
+    case CollectiveOp::all_to_all: return "all_to_all";
+    case CollectiveOp::send_recv: return "send_recv";
+  }
+  return "?";
+}
+
+double EfficiencyCurve::at(double flops) const {
+  if (points.empty()) return 1.0;
+  if (flops <= points.front().flops) return points.front().efficiency;
+  if (flops >= points.back().flops) return points.back().efficiency;
+  const double x = std::log10(flops);
+  for (std::size_t i = 1; i < points.size(); ++i) {
+    if (flops > points[i].flops) continue;
+    const double x0 = std::log10(points[i - 1].flops), x1 = std::log10(points[i].flops);
+    const double t = (x - x0) / (x1 - x0);
+    return points[i - 1].efficiency + t * (points[i].efficiency - points[i - 1].efficiency);
+  }
+  return points.back().efficiency;
+}
+
+namespace {
+
+FitQuality read_fit(Fields& f) {
+  FitQuality q;
+  if (const json* fit = f.optional("fit")) {
+    Fields g(*fit, f.file(), f.path_of("fit"));
+    q.r2 = g.number("r2", -1e300, 0.0);
+    if (q.r2 > 1.0) g.fail("r2", "a coefficient of determination at most 1, got " + std::to_string(q.r2));
+    q.max_rel_error = g.number("max_rel_error", -1.0, 0.0);
+    if (q.max_rel_error < 0) g.fail("max_rel_error", "a number >= 0");
+    q.samples = g.integer("samples", 0, 0);
+    g.finish();
+  }
+  return q;
+}
+
+json fit_json(const FitQuality& q) { return {{"r2", q.r2}, {"max_rel_error", q.max_rel_error}, {"samples", q.samples}}; }
+
+EfficiencyCurve read_curve(Fields& parent, const std::string& key) {
+  Fields f(parent.object(key), parent.file(), parent.path_of(key));
+  EfficiencyCurve c;
+  const json& pts = f.array("curve");
+  if (pts.empty()) f.fail("curve", "at least one point {flops, efficiency}");
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    Fields p(pts[i], f.file(), json_path(f.path_of("curve"), i));
+    EfficiencyPoint e;
+    e.flops = p.number("flops", 0.0);
+    e.efficiency = p.number("efficiency", 0.0);
+    if (e.efficiency > 1.0) p.fail("efficiency", "a fraction of peak in (0, 1], got " + std::to_string(e.efficiency));
+    p.finish();
+    if (!c.points.empty() && e.flops <= c.points.back().flops)
+      throw InputError(f.file(), p.path_of("flops"), "points in ascending order of flops");
+    c.points.push_back(e);
+  }
+  c.fit = read_fit(f);
+  f.finish();
+  return c;
+}
+
+json curve_json(const EfficiencyCurve& c) {
+  json pts = json::array();
+  for (const auto& p : c.points) pts.push_back({{"flops", p.flops}, {"efficiency", p.efficiency}});
+  return {{"curve", pts}, {"fit", fit_json(c.fit)}};
+}
+
+}  // namespace
+
+Calibration read_calibration(const json& value, const std::string& file) {
+  Fields f(value, file, "");
+  f.allow("kind");
+  f.allow("comment");
+  Calibration c;
+  c.version = static_cast<int>(f.integer("version", 1));
+  if (c.version != 1) f.fail("version", "1 (the only calibration format so far), got " + std::to_string(c.version));
+  {
+    Fields p(f.object("provenance"), file, f.path_of("provenance"));
+    c.provenance.cluster = p.string("cluster");
+    c.provenance.backend = p.choice("backend", {"cpu", "cuda"});
+    c.provenance.emulation = p.string("emulation", "");
+    c.provenance.date = p.string("date", "");
+    c.provenance.tool = p.string("tool", "");
+    p.allow("comment");
+    p.finish();
+  }
+  if (const json* links = f.optional("links")) {
+    Fields l(*links, file, f.path_of("links"));
+    for (LinkClass lc : kLinkClasses) {
+      const json* cls = l.optional(link_class_name(lc));
+      if (!cls) continue;
+      Fields ops(*cls, file, l.path_of(link_class_name(lc)));
+      for (CollectiveOp op : kCollectiveOps) {
+        const json* e = ops.optional(to_string(op));
+        if (!e) continue;
+        Fields ab(*e, file, ops.path_of(to_string(op)));
+        AlphaBeta v;
+        v.alpha_us = ab.nonnegative("alpha_us");
+        v.beta_ns_per_byte = ab.number("beta_ns_per_byte", 0.0);
+        v.fit = read_fit(ab);
+        ab.finish();
+        c.links[static_cast<int>(lc)][static_cast<int>(op)] = v;
+      }
+      ops.finish();
+    }
+    l.finish();
+  }
+  if (const json* compute = f.optional("compute")) {
+    Fields k(*compute, file, f.path_of("compute"));
+    if (k.has("gemm")) c.gemm = read_curve(k, "gemm");
+    else k.allow("gemm");
+    if (k.has("attention")) c.attention = read_curve(k, "attention");
+    else k.allow("attention");
+    if (k.has("hbm_efficiency")) {
+      double e = k.number("hbm_efficiency", 0.0);
+      if (e > 1.0) k.fail("hbm_efficiency", "a fraction of HBM bandwidth in (0, 1], got " + std::to_string(e));
+      c.hbm_efficiency = e;
+    } else {
+      k.allow("hbm_efficiency");
+    }
+    k.finish();
+  }
+  if (f.has("overlap_slowdown")) c.overlap_slowdown = f.nonnegative("overlap_slowdown");
+  else f.allow("overlap_slowdown");
+  f.finish();
+  return c;
+}
+
+Calibration load_calibration(const std::string& file) { return read_calibration(load_json_file(file), file); }
+
+json to_json(const Calibration& c) {
+  json j = {{"kind", "calibration"},
+            {"version", c.version},
+            {"provenance",
+             {{"cluster", c.provenance.cluster},
+              {"backend", c.provenance.backend},
+              {"emulation", c.provenance.emulation},
+              {"date", c.provenance.date},
+              {"tool", c.provenance.tool}}}};
+  json links = json::object();
+  for (LinkClass lc : kLinkClasses)
+    for (CollectiveOp op : kCollectiveOps)
+      if (const auto& v = c.links[static_cast<int>(lc)][static_cast<int>(op)])
+        links[link_class_name(lc)][to_string(op)] = {
+            {"alpha_us", v->alpha_us}, {"beta_ns_per_byte", v->beta_ns_per_byte}, {"fit", fit_json(v->fit)}};
+  if (!links.empty()) j["links"] = links;
+  json compute = json::object();
+  if (c.gemm) compute["gemm"] = curve_json(*c.gemm);
+  if (c.attention) compute["attention"] = curve_json(*c.attention);
+  if (c.hbm_efficiency) compute["hbm_efficiency"] = *c.hbm_efficiency;
+  if (!compute.empty()) j["compute"] = compute;
+  if (c.overlap_slowdown) j["overlap_slowdown"] = *c.overlap_slowdown;
+  return j;
+}
+
+}  // namespace sax
