@@ -1,0 +1,126 @@
+#include "explorer/placement.hpp"
+
+#include <algorithm>
+
+namespace sax::explorer {
+
+ClusterShape ClusterShape::of(const Cluster& c) {
+  ClusterShape s;
+  s.world = c.world_size();
+  s.node = c.devices_per_node;
+  s.buildings = static_cast<std::int64_t>(c.buildings.size());
+  s.building = c.buildings.front().nodes * c.devices_per_node;
+  for (const auto& b : c.buildings)
+    if (b.nodes * c.devices_per_node != s.building) s.building = 0;
+  return s;
+}
+
+namespace {
+
+// Members of one progression per building, when every building holds the same number.
+std::int64_t per_building(const Progression& p, std::int64_t B) {
+  if (p.n == 1) return 1;
+  const std::int64_t S = p.stride * p.n;
+  if (S <= B) return B % S == 0 ? p.n : 0;
+  if (p.stride >= B) return 1;  // members at least a building apart
+  if (B % p.stride != 0) return 0;
+  const std::int64_t k = B / p.stride;
+  return p.n % k == 0 ? k : 0;
+}
+
+void finish(GroupPlace& g, const ClusterShape& shape, bool all_to_all) {
+  // Adjacent progressions (nothing placed between them) are one: DP and CP side by side.
+  if (g.num_parts == 2) {
+    if (g.parts[0].n == 1) g.parts[0] = g.parts[1], g.num_parts = 1;
+    else if (g.parts[1].n == 1) g.num_parts = 1;
+    else if (g.parts[1].stride == g.parts[0].stride * g.parts[0].n)
+      g.parts[0].n *= g.parts[1].n, g.num_parts = 1;
+  }
+  g.size = 1;
+  std::int64_t S = 1, outer_stride = 1;
+  for (int i = 0; i < g.num_parts; ++i) {
+    g.size *= g.parts[i].n;
+    if (g.parts[i].n > 1 && g.parts[i].stride * g.parts[i].n >= S) {
+      S = g.parts[i].stride * g.parts[i].n;
+      outer_stride = g.parts[i].stride;
+    }
+  }
+  g.link = LinkClass::intra_node;
+  g.cross_fraction = 0;
+  g.per_building = g.size;
+  g.buildings_spanned = 1;
+  if (g.size == 1) return;
+  // Buildings of different sizes: no stride rule; assume the worst for groups larger than a node.
+  const bool cross = shape.building == 0 ? S > shape.node : shape.building % S != 0;
+  if (cross) {
+    g.link = LinkClass::cross_building;
+    g.cross_fraction = all_to_all || shape.building == 0
+                           ? 1.0
+                           : std::min(1.0, static_cast<double>(outer_stride) / static_cast<double>(shape.building));
+    g.per_building = 1;
+    for (int i = 0; i < g.num_parts; ++i) {
+      const std::int64_t k = shape.building ? per_building(g.parts[i], shape.building) : 0;
+      g.per_building = k ? g.per_building * k : 0;
+    }
+    if (g.per_building == 0 || g.size % g.per_building != 0) g.per_building = 0;
+    g.buildings_spanned = g.per_building ? g.size / g.per_building : 0;
+  } else if (shape.node % S != 0) {
+    g.link = LinkClass::intra_building;
+  }
+}
+
+}  // namespace
+
+Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& order, std::int64_t tp,
+                       std::int64_t cp, std::int64_t ep, std::int64_t dp, std::int64_t pp) {
+  // Strides of the dense axes (ep lives inside dp).
+  std::int64_t stride = 1, s_tp = 1, s_cp = 1, s_dp = 1, s_pp = 1;
+  bool ep_inner = true, seen_ep = false;
+  for (Dim d : order) {
+    switch (d) {
+      case Dim::tp: s_tp = stride; stride *= tp; break;
+      case Dim::cp: s_cp = stride; stride *= cp; break;
+      case Dim::dp: s_dp = stride; stride *= dp; ep_inner = seen_ep; break;
+      case Dim::pp: s_pp = stride; stride *= pp; break;
+      case Dim::ep: seen_ep = true; break;
+    }
+  }
+  const std::int64_t edp = dp / ep;
+  const Progression p_ep = ep_inner ? Progression{s_dp, ep} : Progression{s_dp * edp, ep};
+  const Progression p_edp = ep_inner ? Progression{s_dp * ep, edp} : Progression{s_dp, edp};
+  const Progression p_cp{s_cp, cp}, p_dp{s_dp, dp};
+
+  Placement pl;
+  auto set1 = [&](GroupSlot slot, Progression p, bool a2a) {
+    GroupPlace& g = pl[slot];
+    g.parts[0] = p;
+    g.num_parts = 1;
+    finish(g, shape, a2a);
+  };
+  auto set2 = [&](GroupSlot slot, Progression a, Progression b) {
+    GroupPlace& g = pl[slot];
+    if (a.stride > b.stride) std::swap(a, b);
+    g.parts = {a, b};
+    g.num_parts = 2;
+    finish(g, shape, false);
+  };
+  set1(GroupSlot::tp, {s_tp, tp}, false);
+  set1(GroupSlot::cp, p_cp, false);
+  set1(GroupSlot::ep, p_ep, true);
+  set1(GroupSlot::pp, {s_pp, pp}, false);
+  set2(GroupSlot::dp_cp, p_cp, p_dp);
+  set2(GroupSlot::expert_dp_cp, p_cp, p_edp);
+  // Tied embeddings: the first and the last stage of a pipeline, the two ends of a PP group;
+  // it crosses what the PP group crosses.
+  pl[GroupSlot::embedding] = pl[GroupSlot::pp];
+  pl[GroupSlot::embedding].size = pp > 1 ? 2 : 1;
+  return pl;
+}
+
+Placement place_groups(const Cluster& c, const Layout& l) {
+  const std::int64_t world = c.world_size();
+  return place_groups(ClusterShape::of(c), l.order, l.tensor_model_parallel_size, l.context_parallel_size,
+                      l.expert_model_parallel_size, l.data_parallel_size(world), l.pipeline_model_parallel_size);
+}
+
+}  // namespace sax::explorer

@@ -1,0 +1,91 @@
+// The per-micro-batch quantities of workload/README.md (FLOPs per op, message bytes per
+// dimension, parameters per rank), in one place: the closed forms (closed_forms.hpp) and the
+// cost model (cost_model.hpp) are both built on them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "spec/layout.hpp"
+#include "spec/model.hpp"
+
+namespace sax::explorer {
+
+// What depends on the model only.
+struct ModelConsts {
+  double h = 0, s = 0, q = 0, kv = 0, f = 0, fe = 0, w = 2, E = 0, k = 0, V = 0, e = 2, heads = 0;
+  double norm = 0;              // one norm's parameters
+  double layer_dense_params = 0;  // a dense layer (attention, norms, MLP)
+  double moe_nonexpert_params = 0;  // an MoE layer without its experts (attention, norms, router)
+  double expert_params = 0;     // one expert's MLP
+  double embedding_params = 0;  // word (+ position) embeddings
+  bool tied = true;
+  std::int64_t layers = 0;
+  std::vector<std::int64_t> moe_prefix;  // moe_prefix[i] = MoE layers among layers [0, i)
+
+  static ModelConsts of(const Model& m);
+  std::int64_t moe_between(std::int64_t first, std::int64_t end) const { return moe_prefix[end] - moe_prefix[first]; }
+};
+
+// One micro-batch on one rank, for given TP, CP, micro-batch size and SP (workload/README.md).
+struct MicroShape {
+  double T = 0;    // tokens of the micro-batch this rank's CP shard holds: b·s/cp
+  double A = 0;    // T·h·e, the TP message
+  double KVb = 0;  // CP ring step forward: 2·T·(kv/tp)·e
+  double D = 0;    // EP all-to-all: (T/tp)·k·h·e
+  double P = 0;    // PP message: T·h·e / (tp with SP)
+  // Forward FLOPs per op on this rank.
+  double qkv = 0, attention = 0, out = 0, mlp = 0, router = 0, experts = 0, logits = 0;
+  double dense_layer() const { return qkv + attention + out + mlp; }
+  double moe_layer() const { return qkv + attention + out + router + experts; }
+
+  static MicroShape of(const ModelConsts& c, std::int64_t tp, std::int64_t cp, std::int64_t mbs, bool sp) {
+    MicroShape x;
+    const double t = static_cast<double>(tp);
+    x.T = static_cast<double>(mbs) * c.s / static_cast<double>(cp);
+    x.A = x.T * c.h * c.e;
+    x.KVb = 2.0 * x.T * (c.kv / t) * c.e;
+    x.D = (x.T / t) * c.k * c.h * c.e;
+    x.P = x.T * c.h * c.e / (sp && tp > 1 ? t : 1.0);
+    x.qkv = 2.0 * x.T * c.h * (c.q + 2 * c.kv) / t;
+    x.attention = 4.0 * x.T * c.s * c.q / t;
+    x.out = 2.0 * x.T * c.q * c.h / t;
+    x.mlp = 2.0 * x.T * c.w * c.h * c.f / t;
+    x.router = 2.0 * x.T * c.h * c.E / t;
+    x.experts = 2.0 * x.T * c.k * c.w * c.h * c.fe / t;
+    x.logits = 2.0 * x.T * c.h * c.V / t;
+    return x;
+  }
+};
+
+// The layers of one pipeline stage (all its virtual-stage chunks) and whether it holds the
+// embedding (virtual stage 0) or the output layer (the last virtual stage).
+struct StageLayers {
+  std::int64_t stage = 0;
+  std::int64_t dense = 0, moe = 0;
+  bool first = false, last = false;
+  std::int64_t layers() const { return dense + moe; }
+};
+
+// Per stage, for a pipeline split (pp, vpp, first/last stage layer counts) as Layout::stage_layers.
+std::vector<StageLayers> stage_layers(const ModelConsts& c, std::int64_t pp, std::int64_t vpp,
+                                      std::int64_t first_layers, std::int64_t last_layers);
+
+// Parameters one rank of a stage holds: synced over DP×CP (dense) and over expert-DP×CP (experts).
+struct StageParams {
+  double dense = 0, expert = 0;
+  double edge = 0;  // the embedding/output part of `dense`
+};
+inline StageParams stage_params(const ModelConsts& c, const StageLayers& st, std::int64_t tp, std::int64_t ep,
+                                std::int64_t pp) {
+  const double t = static_cast<double>(tp);
+  StageParams p;
+  if (st.first) p.edge += c.embedding_params / t;
+  if (st.last) p.edge += (c.norm + ((!c.tied || pp > 1) ? c.V * c.h : 0.0)) / t;
+  p.dense = p.edge + (static_cast<double>(st.dense) * c.layer_dense_params +
+                      static_cast<double>(st.moe) * c.moe_nonexpert_params) / t;
+  p.expert = static_cast<double>(st.moe) * (c.E / static_cast<double>(ep)) * c.expert_params / t;
+  return p;
+}
+
+}  // namespace sax::explorer

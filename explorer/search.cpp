@@ -1,0 +1,322 @@
+#include "explorer/search.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <thread>
+
+#include "explorer/closed_forms.hpp"
+
+namespace sax::explorer {
+
+namespace {
+
+std::vector<std::int64_t> divisors(std::int64_t n) {
+  std::vector<std::int64_t> d;
+  for (std::int64_t i = 1; i * i <= n; ++i)
+    if (n % i == 0) {
+      d.push_back(i);
+      if (i != n / i) d.push_back(n / i);
+    }
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+struct Shape {
+  std::int64_t tp, cp, pp, dp, first, last;
+  PipelineSplit split;            // vpp = 1
+  std::vector<std::int64_t> vpps;  // > 1 that divide every stage's layers
+  std::vector<PipelineSplit> vsplits;
+};
+
+// The orders worth trying: TP innermost always (it needs the fastest link); the outermost
+// dimension is the one that spans buildings. EP adjoins DP (Megatron's rank generator).
+void orders_for(const Shape& s, std::int64_t ep, std::vector<std::array<Dim, 5>>& out) {
+  out.clear();
+  out.push_back({Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp});                             // PP spans buildings
+  if (s.dp > 1 && s.pp > 1) out.push_back({Dim::tp, Dim::cp, Dim::pp, Dim::ep, Dim::dp});   // DP spans buildings
+  if (ep > 1 && ep < s.dp) out.push_back({Dim::tp, Dim::cp, Dim::pp, Dim::dp, Dim::ep});    // EP spans buildings
+  if (s.cp > 1 && s.dp * s.pp > 1) out.push_back({Dim::tp, Dim::ep, Dim::dp, Dim::pp, Dim::cp});  // CP spans
+}
+
+bool same_link(const Link& a, const Link& b) {
+  return a.bandwidth_gbps == b.bandwidth_gbps && a.latency_us == b.latency_us && a.oversubscription == b.oversubscription;
+}
+
+bool same_but_technology(const Candidate& a, const Candidate& b) {
+  return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.pp == b.pp && a.vpp == b.vpp && a.mbs == b.mbs &&
+         a.first_layers == b.first_layers && a.last_layers == b.last_layers && a.order == b.order &&
+         a.pipeline == b.pipeline && a.dp_sync == b.dp_sync && a.recompute == b.recompute && a.sp == b.sp &&
+         a.distributed_optimizer == b.distributed_optimizer;
+}
+
+// Keeps the best N of one thread. A layout that differs from a listed one only in the network
+// technology and is within 0.5 % of its time is the same answer: the better one stays.
+struct TopN {
+  std::size_t n;
+  std::vector<Ranked> v;
+  void offer(const Candidate& k, const Prediction& p) {
+    if (v.size() == n && p.step_time_s >= v.back().prediction.step_time_s) return;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!same_but_technology(v[i].candidate, k)) continue;
+      const double t = v[i].prediction.step_time_s;
+      if (p.step_time_s > t * 0.995 && p.step_time_s < t * 1.005) {
+        if (p.step_time_s >= t) return;
+        v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    }
+    auto it = std::upper_bound(v.begin(), v.end(), p.step_time_s,
+                               [](double t, const Ranked& r) { return t < r.prediction.step_time_s; });
+    v.insert(it, Ranked{k, p});
+    if (v.size() > n) v.pop_back();
+  }
+};
+
+struct Counters {
+  std::int64_t generated = 0, pruned_div = 0, pruned_mem = 0, evaluated = 0, feasible = 0;
+};
+
+std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& c, const SearchOptions& o) {
+  const std::int64_t world = cl.world_size(), L = m.num_layers;
+  std::vector<Shape> out;
+  for (std::int64_t tp : divisors(world)) {
+    if (tp > std::max<std::int64_t>(2 * cl.devices_per_node, 2)) break;
+    if (m.num_attention_heads % tp || m.num_query_groups % tp || m.ffn_hidden_size % tp ||
+        (m.is_moe() && m.moe_ffn_hidden_size % tp))
+      continue;
+    for (std::int64_t cp : divisors(world / tp)) {
+      if (cp > o.max_context_parallel) break;
+      if (cp > 1 && m.seq_length % (2 * cp)) continue;
+      for (std::int64_t pp : divisors(world / (tp * cp))) {
+        if (pp > L) break;
+        const std::int64_t dp = world / (tp * cp * pp);
+        if (m.global_batch_size % dp) continue;
+        // Pipeline splits: even, and the first and last stages lighter (they also hold the
+        // embedding and the output layer) with the middle ones k layers each.
+        std::vector<std::pair<std::int64_t, std::int64_t>> splits;
+        if (L % pp == 0) splits.push_back({0, 0});
+        if (pp >= 3) {
+          const std::int64_t k0 = (L + pp - 1) / pp;
+          for (std::int64_t k = k0; k <= k0 + 1; ++k) {
+            const std::int64_t rest = L - (pp - 2) * k;
+            if (rest < 2 || rest > 2 * k) continue;
+            const std::int64_t f = rest / 2, l = rest - f;
+            if (f == k && l == k) continue;  // that is the even split
+            splits.push_back({f, l});
+          }
+        }
+        for (auto [f, l] : splits) {
+          Shape s{tp, cp, pp, dp, f, l, PipelineSplit::of(c, pp, 1, f, l), {}, {}};
+          std::int64_t g = 0;
+          for (const auto& st : stage_layers(c, pp, 1, f, l)) g = std::gcd(g, st.layers());
+          for (std::int64_t v = 2; pp > 1 && v <= o.max_virtual_pipeline; ++v)
+            if (g % v == 0) {
+              s.vpps.push_back(v);
+              s.vsplits.push_back(PipelineSplit::of(c, pp, v, f, l));
+            }
+          out.push_back(std::move(s));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// Every candidate of one shape, handed to `fn(candidate, split)`; returns false to stop.
+template <typename Fn>
+void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const SearchOptions& o,
+                        const std::vector<int>& techs, Counters& n, Fn&& fn) {
+  const std::int64_t E = m.num_experts, world = cl.world_size();
+  std::vector<std::array<Dim, 5>> orders;
+  for (std::int64_t ep = 1; ep <= std::max<std::int64_t>(E, 1); ++ep) {
+    if ((E == 0 && ep > 1) || (E > 0 && E % ep) || s.dp % ep) continue;
+    orders_for(s, ep, orders);
+    for (const auto& order : orders) {
+      const Placement pl = place_groups(ClusterShape::of(cl), order, s.tp, s.cp, ep, s.dp, s.pp);
+      bool crosses = false;
+      for (const auto& g : pl.groups) crosses = crosses || (g.size > 1 && g.link == LinkClass::cross_building);
+      const bool dp_crosses = pl[GroupSlot::dp_cp].link == LinkClass::cross_building ||
+                              pl[GroupSlot::expert_dp_cp].link == LinkClass::cross_building;
+      for (std::size_t vi = 0; vi <= s.vpps.size(); ++vi) {
+        const std::int64_t vpp = vi == 0 ? 1 : s.vpps[vi - 1];
+        const PipelineSplit& split = vi == 0 ? s.split : s.vsplits[vi - 1];
+        for (std::int64_t mbs : o.micro_batch_sizes) {
+          const std::int64_t m_count = m.global_batch_size % (mbs * s.dp) ? 0 : m.global_batch_size / (mbs * s.dp);
+          for (PipelineSchedule sched : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe,
+                                         PipelineSchedule::zero_bubble, PipelineSchedule::interleaved}) {
+            if ((vpp > 1) != (sched == PipelineSchedule::interleaved)) continue;
+            if (s.pp == 1 && sched != PipelineSchedule::one_f_one_b) continue;  // all the same without a pipeline
+            for (int sp = (s.tp > 1 ? 1 : 0); sp >= 0; --sp)
+              for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
+                for (int dist = 0; dist <= (s.dp * s.cp > 1 ? 1 : 0); ++dist)
+                  for (DpSync sync : {DpSync::overlapped, DpSync::blocking, DpSync::hierarchical}) {
+                    if (sync == DpSync::hierarchical && !dp_crosses) continue;  // same as blocking
+                    for (int tech : techs) {
+                      if (tech >= 0 && !crosses) continue;  // nothing crosses: the technology is moot
+                      ++n.generated;
+                      Candidate k;
+                      k.tp = s.tp, k.cp = s.cp, k.ep = ep, k.pp = s.pp, k.vpp = vpp, k.mbs = mbs, k.dp = s.dp;
+                      k.first_layers = s.first, k.last_layers = s.last;
+                      k.order = order;
+                      k.pipeline = sched;
+                      k.dp_sync = sync;
+                      k.recompute = rc;
+                      k.sp = sp == 1;
+                      k.distributed_optimizer = dist == 1;
+                      k.technology = tech;
+                      // Candidate-level divisibility (validate_layout's rules, as arithmetic).
+                      if (m_count == 0 || !divisible(k, m, world)) {
+                        ++n.pruned_div;
+                        continue;
+                      }
+                      if (!fn(k, split)) return;
+                    }
+                  }
+          }
+        }
+      }
+    }
+  }
+}
+
+std::vector<int> technologies(const Cluster& cl) {
+  std::vector<int> t = {-1};
+  for (std::size_t i = 0; i < cl.network_technologies.size(); ++i)
+    if (!same_link(cl.network_technologies[i].link, cl.cross_building)) t.push_back(static_cast<int>(i));
+  return t;
+}
+
+}  // namespace
+
+bool divisible(const Candidate& k, const Model& m, std::int64_t world) {
+  if (k.tp * k.cp * k.pp * k.dp != world) return false;
+  if (m.num_attention_heads % k.tp || m.num_query_groups % k.tp || m.ffn_hidden_size % k.tp) return false;
+  if (m.is_moe() && (m.moe_ffn_hidden_size % k.tp || m.num_experts % k.ep)) return false;
+  if (!m.is_moe() && k.ep != 1) return false;
+  if (k.dp % k.ep) return false;
+  if (k.cp > 1 && m.seq_length % (2 * k.cp)) return false;
+  if (k.sp && (m.seq_length / k.cp) % k.tp) return false;
+  if (m.global_batch_size % (k.mbs * k.dp)) return false;
+  const std::int64_t micro = m.global_batch_size / (k.mbs * k.dp);
+  if ((k.vpp > 1) != (k.pipeline == PipelineSchedule::interleaved)) return false;
+  if (k.vpp > 1 && (k.pp == 1 || micro % k.pp)) return false;
+  if (k.pp == 1 && (k.first_layers || k.last_layers)) return false;
+  const std::int64_t mid_stages = k.pp - (k.first_layers ? 1 : 0) - (k.last_layers ? 1 : 0);
+  const std::int64_t mid_layers = m.num_layers - k.first_layers - k.last_layers;
+  if (mid_layers < 0 || (mid_stages == 0 && mid_layers != 0)) return false;
+  if (mid_stages > 0 && (mid_layers < mid_stages || mid_layers % mid_stages)) return false;
+  const std::int64_t per = mid_stages > 0 ? mid_layers / mid_stages : 0;
+  if ((mid_stages > 0 && per % k.vpp) || k.first_layers % k.vpp || k.last_layers % k.vpp) return false;
+  return true;
+}
+
+std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& cm, const Cluster& cl, const Model& m,
+                                                           const SearchOptions& o, std::size_t limit) {
+  std::vector<std::pair<Candidate, PipelineSplit>> out;
+  Counters n;
+  const auto techs = technologies(cl);
+  for (const Shape& s : shapes(cl, m, cm.consts(), o)) {
+    for_each_candidate(s, cl, m, o, techs, n, [&](const Candidate& k, const PipelineSplit& split) {
+      out.emplace_back(k, split);
+      return out.size() < limit;
+    });
+    if (out.size() >= limit) break;
+  }
+  return out;
+}
+
+SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, const SearchOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchResult res;
+  const std::vector<Shape> all = shapes(cl, m, cm.consts(), o);
+  res.factorizations = static_cast<std::int64_t>(all.size());
+  const auto techs = technologies(cl);
+  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(all.size())));
+  res.threads = threads;
+  std::atomic<std::size_t> next{0};
+  std::vector<TopN> tops(static_cast<std::size_t>(threads), TopN{static_cast<std::size_t>(std::max(1, o.top)), {}});
+  std::vector<Counters> counts(static_cast<std::size_t>(threads));
+  auto work = [&](int t) {
+    TopN& top = tops[t];
+    Counters& n = counts[t];
+    for (std::size_t i; (i = next.fetch_add(1)) < all.size();)
+      for_each_candidate(all[i], cl, m, o, techs, n, [&](const Candidate& k, const PipelineSplit& split) {
+        const Prediction p = cm.evaluate(k, split, /*stop_if_infeasible=*/true);
+        ++n.evaluated;
+        if (!p.feasible) {
+          ++n.pruned_mem;
+          return true;
+        }
+        ++n.feasible;
+        top.offer(k, p);
+        return true;
+      });
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (auto& th : pool) th.join();
+  TopN merged{static_cast<std::size_t>(std::max(1, o.top)), {}};
+  for (std::size_t t = 0; t < tops.size(); ++t) {
+    for (const auto& r : tops[t].v) merged.offer(r.candidate, r.prediction);
+    res.generated += counts[t].generated;
+    res.pruned_divisibility += counts[t].pruned_div;
+    res.pruned_memory += counts[t].pruned_mem;
+    res.evaluated += counts[t].evaluated;
+    res.feasible += counts[t].feasible;
+  }
+  res.top = std::move(merged.v);
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+std::string describe_degrees(const Candidate& k) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "TP%lld CP%lld EP%lld PP%lld", static_cast<long long>(k.tp),
+                static_cast<long long>(k.cp), static_cast<long long>(k.ep), static_cast<long long>(k.pp));
+  std::string s = buf;
+  if (k.vpp > 1) s += "x" + std::to_string(k.vpp);
+  if (k.first_layers || k.last_layers)
+    s += "(" + std::to_string(k.first_layers) + "/../" + std::to_string(k.last_layers) + ")";
+  s += " DP" + std::to_string(k.dp) + " mbs" + std::to_string(k.mbs);
+  return s;
+}
+
+std::string explain(const Candidate& k, const Prediction& p, const Cluster& cl) {
+  // Where each dimension sits, then the largest costs.
+  std::string s;
+  const char* names[] = {"TP", "CP", "EP", "DP", "PP"};
+  const std::int64_t sizes[] = {k.tp, k.cp, k.ep, k.dp * k.cp, k.pp};
+  std::string across;
+  for (int d = 0; d < 5; ++d) {
+    if (sizes[d] <= 1) continue;
+    if (p.link[d] == LinkClass::cross_building) across += std::string(across.empty() ? "" : "+") + names[d];
+  }
+  s += across.empty() ? "nothing crosses buildings" : across + " across buildings";
+  if (k.technology >= 0) s += " over " + cl.network_technologies[static_cast<std::size_t>(k.technology)].name;
+  if (k.tp > 1) s += std::string(", TP on ") + link_class_name(p.link[0]);
+  const Breakdown& b = p.breakdown;
+  std::vector<std::pair<double, std::string>> terms = {{b.compute_s, "compute"}, {b.bubble_s, "bubble"},
+                                                       {b.optimizer_s, "optimizer"}};
+  for (int d = 0; d < 5; ++d) terms.push_back({b.exposed_comm_s[d], std::string(dim_name(kDims[d])) + " comm"});
+  std::sort(terms.begin(), terms.end(), [](const auto& a, const auto& c) { return a.first > c.first; });
+  s += "; ";
+  for (int i = 0; i < 3 && terms[i].first > 0; ++i) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.0f%%", i ? ", " : "", terms[i].second.c_str(),
+                  100 * terms[i].first / p.step_time_s);
+    s += buf;
+  }
+  if (b.recompute_s > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " (recompute %.0f%%)", 100 * b.recompute_s / p.step_time_s);
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace sax::explorer

@@ -1,0 +1,58 @@
+// The search: every (TP, CP, EP, PP, DP) factorization of the cluster, pipeline splits
+// (even, and a few uneven first/last stages), virtual-pipeline sizes, micro-batch sizes,
+// placement orders (which dimension spans buildings: PP, DP, CP or EP), schedules, DP sync
+// modes, recompute, the distributed optimizer and the cross-building network technologies.
+// Divisibility is checked with plain arithmetic (the rules of validate_layout, no exceptions),
+// memory before time; candidates are evaluated on all cores and the best N kept.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "explorer/cost_model.hpp"
+
+namespace sax::explorer {
+
+struct SearchOptions {
+  int top = 10;
+  int threads = 0;  // 0 = every hardware thread
+  std::vector<std::int64_t> micro_batch_sizes = {1, 2, 4, 8};
+  std::int64_t max_context_parallel = 32;
+  std::int64_t max_virtual_pipeline = 8;
+};
+
+struct Ranked {
+  Candidate candidate;
+  Prediction prediction;
+};
+
+struct SearchResult {
+  std::vector<Ranked> top;  // fastest first, feasible only
+  std::int64_t factorizations = 0;        // (TP, CP, PP split) shapes that divide the cluster and model
+  std::int64_t generated = 0;             // full candidates assembled from them
+  std::int64_t pruned_divisibility = 0;   // failed a divisibility rule at the candidate level
+  std::int64_t evaluated = 0;             // passed divisibility: memory worked out (= generated − pruned_divisibility)
+  std::int64_t pruned_memory = 0;         // of those, did not fit in device memory
+  std::int64_t feasible = 0;              // fit, and costed in full (= evaluated − pruned_memory)
+  double seconds = 0;
+  int threads = 1;
+};
+
+// The fast divisibility check of one candidate: validate_layout's rules without exceptions.
+bool divisible(const Candidate& k, const Model& model, std::int64_t world);
+
+SearchResult search(const CostModel& model, const Cluster& cluster, const Model& spec_model,
+                    const SearchOptions& options);
+
+// Every candidate the search would cost (for the benchmark and the tests), up to `limit`.
+std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& model, const Cluster& cluster,
+                                                           const Model& spec_model, const SearchOptions& options,
+                                                           std::size_t limit);
+
+// A short sentence on where a layout's time goes and why its placement works.
+std::string explain(const Candidate& k, const Prediction& p, const Cluster& cluster);
+// "TP8 CP1 EP1 PP16 (VPP1) DP768 mbs1" and "order tp-cp-ep-dp-pp, 1f1b, overlapped"
+std::string describe_degrees(const Candidate& k);
+
+}  // namespace sax::explorer
