@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
   add_not_built(app, "run", "Execute one layout's training step on the testbed and time every phase", "a later issue");
   add_not_built(app, "launch", "Place ranks on emulated buildings and start the workers", "a later issue");
   add_not_built(app, "calibrate", "Fit link and compute coefficients from testbed sweeps", "a later issue");
-  add_not_built(app, "explore", "Search layouts × placements × schedules × network technologies", "issue #4");
-  add_not_built(app, "predict", "Predict one layout's step time with its breakdown", "issue #4");
+  add_explore(app);
+  add_predict(app);
   add_not_built(app, "validate", "Run the explorer's top layouts and set predicted against measured", "a later issue");
   add_not_built(app, "regress", "Compare two bench results and flag regressions", "issue #3");
   add_not_built(app, "trace", "Merge per-rank timelines into one Chrome trace", "a later issue");

@@ -1,0 +1,111 @@
+// `sax explore --cluster C --model M [--calibration K] [--top N] [--json FILE] [--compare L]`:
+// searches layouts × placements × schedules × network technologies and ranks them.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/explorer_inputs.hpp"
+
+namespace sax::cli {
+
+namespace {
+
+struct ExploreArgs {
+  std::string cluster, model, calibration, json_file, compare;
+  int top = 10;
+  int threads = 0;
+};
+
+std::string fmt(const char* f, double x) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, x);
+  return b;
+}
+
+void run_explore(const ExploreArgs& a) {
+  if (a.top < 1) throw UsageError("--top: expected a number of layouts >= 1, got " + std::to_string(a.top));
+  if (a.threads < 0) throw UsageError("--threads: expected >= 0 (0 = all cores), got " + std::to_string(a.threads));
+  const Cluster c = load_cluster(a.cluster);
+  const Model m = load_model(a.model);
+  Layout compare;
+  if (!a.compare.empty()) {
+    compare = load_layout(a.compare);
+    validate_layout(compare, m, c, a.compare);
+  }
+  const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
+  explorer::SearchOptions o;
+  o.top = a.top;
+  o.threads = a.threads;
+  const explorer::SearchResult r = explorer::search(cm, c, m, o);
+
+  std::cout << "explore " << m.name << " on " << c.name << " (" << c.world_size() << " devices, "
+            << c.buildings.size() << " buildings) — " << cm.params().source << "\n";
+  std::cout << "  candidates: " << r.generated << " generated from " << r.factorizations
+            << " factorizations, " << r.pruned_divisibility << " pruned by divisibility, " << r.evaluated
+            << " evaluated, " << r.pruned_memory << " pruned by memory, " << r.feasible << " feasible; "
+            << fmt("%.2f", r.seconds) << " s on " << r.threads << " threads\n";
+  if (r.top.empty()) {
+    std::cout << "  no layout fits in " << fmt("%.1f", cm.memory_limit_gib()) << " GiB per device\n";
+  } else {
+    std::printf("  %-3s %-10s %-6s %-8s %-44s %s\n", "#", "step", "MFU", "memory", "layout", "placement, schedule — why");
+    for (std::size_t i = 0; i < r.top.size(); ++i) {
+      const auto& x = r.top[i];
+      const Layout l = x.candidate.to_layout(c);
+      std::printf("  %-3zu %-10s %-6s %-8s %-44s %s — %s\n", i + 1, fmt("%.4g s", x.prediction.step_time_s).c_str(),
+                  fmt("%.1f%%", 100 * x.prediction.mfu).c_str(), fmt("%.1fG", x.prediction.memory_gib).c_str(),
+                  explorer::describe_degrees(x.candidate).c_str(), options_string(l).c_str(),
+                  explorer::explain(x.candidate, x.prediction, c).c_str());
+    }
+  }
+  json compare_json = nullptr;
+  if (!a.compare.empty()) {
+    const explorer::Prediction p = cm.predict(compare);
+    std::cout << "compare " << a.compare << ":\n";
+    print_prediction(explorer::Candidate::of(compare, c), compare, p, cm, c);
+    if (!r.top.empty()) {
+      const double speedup = p.step_time_s / r.top.front().prediction.step_time_s;
+      std::cout << "  best found is " << fmt("%.2f", speedup) << "× " << (speedup >= 1 ? "faster" : "slower")
+                << " than " << a.compare << (p.feasible ? "" : " (which does not fit)") << "\n";
+      compare_json = {{"layout", to_json(compare)}, {"predicted", explorer::to_json(p)}, {"speedup_of_best", speedup}};
+    }
+  }
+  if (!a.json_file.empty()) {
+    json cands = json::array();
+    for (const auto& x : r.top)
+      cands.push_back({{"layout", to_json(x.candidate.to_layout(c))},
+                       {"predicted", explorer::to_json(x.prediction)},
+                       {"why", explorer::explain(x.candidate, x.prediction, c)}});
+    json j = {{"version", 1},
+              {"inputs", {{"cluster", a.cluster}, {"model", a.model},
+                          {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
+                          {"cost_source", cm.params().source}, {"world_size", c.world_size()}}},
+              {"generated", r.generated},
+              {"pruned_divisibility", r.pruned_divisibility},
+              {"evaluated", r.evaluated},
+              {"pruned_memory", r.pruned_memory},
+              {"feasible", r.feasible},
+              {"search_seconds", r.seconds},
+              {"threads", r.threads},
+              {"candidates", cands}};
+    if (!compare_json.is_null()) j["compare"] = compare_json;
+    write_json_file(a.json_file, j);
+  }
+}
+
+}  // namespace
+
+void add_explore(CLI::App& app) {
+  auto a = std::make_shared<ExploreArgs>();
+  CLI::App* cmd = app.add_subcommand("explore", "Search layouts × placements × schedules × network technologies");
+  cmd->add_option("--cluster", a->cluster, "Cluster file")->required();
+  cmd->add_option("--model", a->model, "Model file")->required();
+  cmd->add_option("--calibration", a->calibration, "Calibration file (default: datasheet values)");
+  cmd->add_option("--top", a->top, "How many layouts to list (default 10)");
+  cmd->add_option("--json", a->json_file, "Write the ranking as JSON to FILE");
+  cmd->add_option("--compare", a->compare, "A layout file to set beside the best found");
+  cmd->add_option("--threads", a->threads, "Worker threads (default 0 = all cores)");
+  cmd->callback([a] { run_explore(*a); });
+}
+
+}  // namespace sax::cli

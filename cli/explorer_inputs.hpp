@@ -1,0 +1,61 @@
+// What `sax explore` and `sax predict` share: loading the cluster, model and cost parameters,
+// and printing a layout and its prediction.
+#pragma once
+
+#include <iostream>
+#include <string>
+
+#include "explorer/cost_model.hpp"
+#include "explorer/report.hpp"
+#include "explorer/search.hpp"
+#include "spec/calibration.hpp"
+#include "spec/cluster.hpp"
+#include "spec/model.hpp"
+
+namespace sax::cli {
+
+inline explorer::CostParams cost_params(const Cluster& c, const Model& m, const std::string& calibration_file) {
+  if (calibration_file.empty()) return explorer::CostParams::datasheet(c, m);
+  return explorer::CostParams::calibrated(c, m, load_calibration(calibration_file), calibration_file);
+}
+
+inline std::string options_string(const Layout& l) {
+  std::string s = l.order_string() + ", " + to_string(l.schedule.pipeline) + ", DP " + to_string(l.schedule.dp_sync);
+  if (l.use_distributed_optimizer) s += ", dist-opt";
+  if (l.sequence_parallel) s += ", SP";
+  if (l.recompute_granularity != Recompute::none) s += std::string(", recompute ") + to_string(l.recompute_granularity);
+  if (!l.schedule.network_technology.empty()) s += ", " + l.schedule.network_technology;
+  return s;
+}
+
+inline void print_prediction(const explorer::Candidate& k, const Layout& l, const explorer::Prediction& p,
+                             const explorer::CostModel& cm, const Cluster& c) {
+  auto f = [](double x, const char* fmt) {
+    char b[64];
+    std::snprintf(b, sizeof b, fmt, x);
+    return std::string(b);
+  };
+  std::cout << "  layout        " << explorer::describe_degrees(k) << "; " << options_string(l) << "\n";
+  std::cout << "  placement     ";
+  for (Dim d : kDims)
+    std::cout << dim_name(d) << " " << l.size(d, c.world_size()) << " " << link_class_name(p.link[static_cast<int>(d)])
+              << (d == Dim::pp ? "\n" : ", ");
+  std::cout << "  step time     " << f(p.step_time_s, "%.4g s") << " (" << p.num_microbatches
+            << " micro-batches, bubble fraction " << f(100 * p.bubble_fraction, "%.1f %%") << ", critical stage "
+            << p.critical_stage << ")\n";
+  std::cout << "  tokens/s      " << f(p.tokens_per_s, "%.4g") << "\n";
+  std::cout << "  MFU           " << f(100 * p.mfu, "%.1f %%") << "\n";
+  std::cout << "  memory        " << f(p.memory_gib, "%.1f GiB") << " of " << f(cm.memory_limit_gib(), "%.1f GiB")
+            << " usable (weights " << f(p.memory.weights_gib, "%.1f") << ", gradients "
+            << f(p.memory.gradients_gib, "%.1f") << ", optimizer states " << f(p.memory.optimizer_gib, "%.1f")
+            << ", activations " << f(p.memory.activations_gib, "%.1f") << ")" << (p.feasible ? "" : " — does not fit")
+            << "\n";
+  const auto& b = p.breakdown;
+  std::cout << "  breakdown     compute " << f(b.compute_s, "%.4g s") << " (recompute " << f(b.recompute_s, "%.3g s")
+            << "), bubble " << f(b.bubble_s, "%.3g s");
+  for (Dim d : kDims) std::cout << ", " << dim_name(d) << " comm " << f(b.exposed_comm_s[static_cast<int>(d)], "%.3g s");
+  std::cout << ", optimizer " << f(b.optimizer_s, "%.3g s") << "\n";
+  std::cout << "  why           " << explorer::explain(k, p, c) << "\n";
+}
+
+}  // namespace sax::cli

@@ -1,0 +1,52 @@
+// `sax predict --cluster C --model M --layout L [--calibration K] [--json FILE]`: one layout's
+// predicted step time with its full breakdown, memory per device and MFU.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/explorer_inputs.hpp"
+
+namespace sax::cli {
+
+namespace {
+
+struct PredictArgs {
+  std::string cluster, model, layout, calibration, json_file;
+};
+
+void run_predict(const PredictArgs& a) {
+  const Cluster c = load_cluster(a.cluster);
+  const Model m = load_model(a.model);
+  const Layout l = load_layout(a.layout);
+  validate_layout(l, m, c, a.layout);
+  const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
+  const explorer::Prediction p = cm.predict(l);
+  std::cout << "prediction for " << a.layout << " on " << c.name << " (" << c.world_size() << " devices) with "
+            << m.name << " — " << cm.params().source << "\n";
+  print_prediction(explorer::Candidate::of(l, c), l, p, cm, c);
+  if (!a.json_file.empty()) {
+    json j = {{"version", 1},
+              {"inputs", {{"cluster", a.cluster}, {"model", a.model}, {"layout", a.layout},
+                          {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
+                          {"cost_source", cm.params().source}}},
+              {"layout", to_json(l)},
+              {"predicted", explorer::to_json(p)},
+              {"why", explorer::explain(explorer::Candidate::of(l, c), p, c)}};
+    write_json_file(a.json_file, j);
+  }
+}
+
+}  // namespace
+
+void add_predict(CLI::App& app) {
+  auto a = std::make_shared<PredictArgs>();
+  CLI::App* cmd = app.add_subcommand("predict", "Predict one layout's step time with its breakdown");
+  cmd->add_option("--cluster", a->cluster, "Cluster file")->required();
+  cmd->add_option("--model", a->model, "Model file")->required();
+  cmd->add_option("--layout", a->layout, "Layout file")->required();
+  cmd->add_option("--calibration", a->calibration, "Calibration file (default: datasheet values)");
+  cmd->add_option("--json", a->json_file, "Write the prediction as JSON to FILE");
+  cmd->callback([a] { run_predict(*a); });
+}
+
+}  // namespace sax::cli

@@ -1,0 +1,176 @@
+// The cost model: memory per device against hand-computed totals, layouts that do not fit,
+// the breakdown adding up to the step time, MFU's definition, calibration taking effect.
+#include <gtest/gtest.h>
+
+#include "explorer/cost_model.hpp"
+#include "tests/support/run.hpp"
+
+using namespace sax;
+using namespace sax::explorer;
+
+namespace {
+Cluster cluster(const std::string& name) { return read_cluster(test::preset("clusters/" + name + ".json"), name); }
+Model model(const std::string& name) { return read_model(test::preset("models/" + name + ".json"), name); }
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+}  // namespace
+
+// GPT-3 175B, TP 8 × PP 16 with SP, selective recompute, distributed optimizer: Korthikanti et
+// al. 2022's 34·s·b·h/t bytes per layer (f = 4h, MHA, GeLU: the paper's own case) times the
+// micro-batches 1F1B holds on each stage, plus 2 + 4 bytes of weights and gradients per
+// parameter and 12 bytes of optimizer state sharded over DP (Megatron's table).
+TEST(CostModel, MemoryMatchesHandComputedTotalsGpt3) {
+  const Cluster c = cluster("h100-3bld");
+  const Model m = model("gpt3-175b");
+  Layout l;
+  l.tensor_model_parallel_size = 8;
+  l.pipeline_model_parallel_size = 16;
+  l.sequence_parallel = true;
+  l.recompute_granularity = Recompute::selective;
+  l.use_distributed_optimizer = true;
+  validate_layout(l, m, c, "gpt3");
+  const double dp = 98304.0 / 128, micro = 1536 / dp;  // 768, 2
+  const double s = 2048, b = 1, h = 12288, t = 8, V = 50257;
+  const double layer_params = m.dense_layer_params(), layers = 96.0 / 16;
+  auto stage_bytes = [&](double params, double held, double extra_act) {
+    return params * (2 + 4) + 12 * params / dp + held * layers * 34 * s * b * h / t + extra_act;
+  };
+  // Stage 0: the embedding, 16 − 0 in-flight micro-batches (capped at m = 2).
+  const double first = stage_bytes((layers * layer_params + m.embedding_params()) / t, std::min(16.0, micro), 0);
+  // Stage 15: the final norm and the tied embedding's copy, 1 micro-batch, fp32 logits.
+  const double last = stage_bytes((layers * layer_params + 2 * h + V * h) / t, 1, 4 * s * b * V / t);
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const Prediction p = cm.predict(l);
+  EXPECT_NEAR(p.memory_gib, std::max(first, last) / kGiB, 1e-9);
+  EXPECT_TRUE(p.feasible);
+}
+
+// Llama 3 8B on one H200 node, no parallelism but DP, full recompute, no distributed
+// optimizer: 18 bytes per parameter, 2·s·b·h bytes per layer held (the layer inputs), one
+// layer rebuilt in full during its backward, fp32 logits.
+TEST(CostModel, MemoryMatchesHandComputedTotalsLlama8bFullRecompute) {
+  const Cluster c = cluster("h200-1node");
+  const Model m = model("llama3-8b");
+  Layout l;
+  l.recompute_granularity = Recompute::full;
+  l.use_distributed_optimizer = false;
+  validate_layout(l, m, c, "llama8b");
+  const double s = 8192, h = 4096, V = 128256, a = 32;
+  // One layer in full (generalised Korthikanti terms): 10 replicated + Q,K,V,out (4 + 4·kv/q)
+  // + SwiGLU 6·f/h + scores 5·a·s/h, in units of s·b·h bytes.
+  const double full_layer = (10 + (4 + 4 * 8.0 / 32) + 6 * 14336.0 / 4096 + 5 * a * s / h) * s * h;
+  const double expected = m.params_total() * 18 + 32 * 2 * s * h + full_layer + 4 * s * V;
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const Prediction p = cm.predict(l);
+  EXPECT_NEAR(p.memory_gib, expected / kGiB, 1e-9);
+  // 8 B parameters × 18 bytes = 145 GB: more than an H200's 141 GB.
+  EXPECT_FALSE(p.feasible);
+}
+
+TEST(CostModel, BreakdownAddsUpAndMfuIsModelFlopsOverPeak) {
+  const Cluster c = cluster("h100-3bld");
+  for (const std::string name : {"llama3-405b", "mixtral-8x7b"}) {
+    const Model m = model(name);
+    Layout l;
+    l.tensor_model_parallel_size = 8;
+    l.pipeline_model_parallel_size = 12;
+    l.context_parallel_size = name == "mixtral-8x7b" ? 1 : 8;
+    l.expert_model_parallel_size = name == "mixtral-8x7b" ? 8 : 1;
+    const std::int64_t edge = name == "mixtral-8x7b" ? 1 : 8;  // 32 = 1 + 10×3 + 1, 126 = 8 + 10×11 + 8
+    l.decoder_first_pipeline_num_layers = l.decoder_last_pipeline_num_layers = edge;
+    l.sequence_parallel = true;
+    l.recompute_granularity = Recompute::selective;
+    l.use_distributed_optimizer = true;
+    l.schedule.dp_sync = DpSync::hierarchical;
+    l.order = {Dim::tp, Dim::cp, Dim::pp, Dim::ep, Dim::dp};
+    validate_layout(l, m, c, name);
+    const CostModel cm(c, m, CostParams::datasheet(c, m));
+    const Prediction p = cm.predict(l);
+    EXPECT_NEAR(p.breakdown.total(), p.step_time_s, 1e-9 * p.step_time_s) << name;
+    EXPECT_NEAR(p.mfu, m.training_flops_per_step() / (p.step_time_s * 98304 * 989.4e12), 1e-12) << name;
+    EXPECT_NEAR(p.tokens_per_s, static_cast<double>(m.tokens_per_step()) / p.step_time_s, 1e-6) << name;
+    EXPECT_GT(p.mfu, 0.0);
+    EXPECT_LT(p.mfu, 0.75);  // never above the GEMM efficiency
+    EXPECT_EQ(p.link[static_cast<int>(Dim::tp)], LinkClass::intra_node);
+    EXPECT_EQ(p.link[static_cast<int>(Dim::dp)], LinkClass::cross_building);
+    EXPECT_GT(p.breakdown.exposed_comm_s[static_cast<int>(Dim::dp)], 0.0);
+  }
+}
+
+// Slower links cost time: the same layout with DP across buildings is slower over a 16:1 spine
+// than over a 4:1 one, slower still 40 km away, fastest non-blocking; hierarchical sync beats
+// flat blocking sync across buildings. Monotonicity checks that catch sign errors.
+TEST(CostModel, CrossBuildingTechnologyAndOversubscriptionMatter) {
+  const Cluster c = cluster("h100-3bld");
+  const Model m = model("llama3-70b");
+  Layout l;
+  l.tensor_model_parallel_size = 8;
+  l.pipeline_model_parallel_size = 8;
+  l.context_parallel_size = 1;
+  l.use_distributed_optimizer = true;
+  l.recompute_granularity = Recompute::selective;
+  l.sequence_parallel = true;
+  l.schedule.dp_sync = DpSync::blocking;
+  l.order = {Dim::tp, Dim::cp, Dim::pp, Dim::ep, Dim::dp};  // DP spans buildings
+  Cluster s = c;
+  s.buildings = {{"a", 16}, {"b", 16}, {"c", 16}};  // 384 GPUs: DP 6
+  Model mm = m;
+  mm.global_batch_size = 96;
+  validate_layout(l, mm, s, "70b");
+  const CostModel cm(s, mm, CostParams::datasheet(s, mm));
+  l.schedule.network_technology = "dci-nonblocking";
+  const double fast = cm.predict(l).step_time_s;
+  l.schedule.network_technology = "dci-1to16";
+  const double slow = cm.predict(l).step_time_s;
+  l.schedule.network_technology = "metro-dwdm-40km";
+  const double far = cm.predict(l).step_time_s;
+  l.schedule.network_technology = "dci-1to4";
+  const double mid = cm.predict(l).step_time_s;
+  EXPECT_LT(fast, mid);
+  EXPECT_LT(mid, slow);
+  EXPECT_LT(mid, far);
+}
+
+// On the CPU testbed (1 Gbit/s between buildings, shared memory inside), hierarchical DP sync
+// sends a third of what a flat ring sends across: it must win.
+TEST(CostModel, HierarchicalSyncWinsWhereTheCrossBuildingLinkIsTheBottleneck) {
+  const Cluster c = cluster("local-2bld");
+  const Model m = model("gpt-tiny");
+  Layout l;  // DP 4 = 2 per building
+  l.schedule.dp_sync = DpSync::blocking;
+  validate_layout(l, m, c, "dp4");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const Prediction flat = cm.predict(l);
+  l.schedule.dp_sync = DpSync::hierarchical;
+  const Prediction hier = cm.predict(l);
+  const int dp = static_cast<int>(Dim::dp);
+  EXPECT_LT(hier.breakdown.exposed_comm_s[dp], 0.5 * flat.breakdown.exposed_comm_s[dp]);
+}
+
+TEST(CostModel, CalibrationReplacesDatasheetValues) {
+  const Cluster c = cluster("h100-3bld");
+  const Model m = model("llama3-8b");
+  Layout l;
+  l.tensor_model_parallel_size = 8;
+  l.pipeline_model_parallel_size = 4;
+  l.context_parallel_size = 4;
+  l.sequence_parallel = true;
+  l.use_distributed_optimizer = true;
+  Cluster s = c;
+  s.buildings = {{"a", 64}};  // 512 GPUs: DP 4
+  validate_layout(l, m, s, "8b");
+  const Prediction base = CostModel(s, m, CostParams::datasheet(s, m)).predict(l);
+  Calibration k;
+  k.provenance.cluster = "h100";
+  k.provenance.backend = "cuda";
+  // NVLink measured at half the datasheet bandwidth for TP's collectives; GEMMs at 50 %.
+  for (CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::all_reduce})
+    k.links[0][static_cast<int>(op)] = AlphaBeta{3, 2.0 / 450, {0.99, 0.02, 12}};
+  k.gemm = EfficiencyCurve{{{1e6, 0.5}}, {}};
+  const Prediction cal = CostModel(s, m, CostParams::calibrated(s, m, k, "k.json")).predict(l);
+  const int tp = static_cast<int>(Dim::tp);
+  // β doubled, α (3 µs per step) as the datasheet's: between 1× and 2× the TP time.
+  const double ratio = cal.breakdown.exposed_comm_s[tp] / base.breakdown.exposed_comm_s[tp];
+  EXPECT_GT(ratio, 1.3);
+  EXPECT_LT(ratio, 2.0);
+  EXPECT_GT(cal.breakdown.compute_s, base.breakdown.compute_s * 1.15);
+}

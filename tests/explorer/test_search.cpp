@@ -1,0 +1,202 @@
+// The search: every candidate it emits passes validate_layout; what does not fit is pruned;
+// TP is never placed across buildings when another layout fits; `sax explore --json` writes
+// layouts that are layout files; bad input exits 2 with one line.
+#include <gtest/gtest.h>
+
+#include "explorer/search.hpp"
+#include "tests/support/run.hpp"
+
+using namespace sax;
+using namespace sax::explorer;
+
+namespace {
+Cluster cluster(const std::string& name) { return read_cluster(test::preset("clusters/" + name + ".json"), name); }
+Model model(const std::string& name) { return read_model(test::preset("models/" + name + ".json"), name); }
+}  // namespace
+
+TEST(Search, EveryEmittedCandidatePassesValidateLayout) {
+  struct Case {
+    std::string cluster, model;
+    std::size_t limit;
+  };
+  for (const Case& k : std::vector<Case>{{"local-2bld", "gpt-tiny", 1u << 30},
+                                         {"local-2bld", "moe-tiny", 1u << 30},
+                                         {"h100-3bld", "llama3-405b", 60000},
+                                         {"h100-3bld", "mixtral-8x7b", 60000},
+                                         {"a100-3bld", "gpt3-175b", 60000}}) {
+    const Cluster c = cluster(k.cluster);
+    const Model m = model(k.model);
+    const CostModel cm(c, m, CostParams::datasheet(c, m));
+    const auto all = enumerate(cm, c, m, SearchOptions{}, k.limit);
+    ASSERT_FALSE(all.empty()) << k.model;
+    for (const auto& [cand, split] : all) {
+      const Layout l = cand.to_layout(c);
+      ASSERT_NO_THROW(validate_layout(l, m, c, "candidate")) << describe_degrees(cand) << " " << l.order_string();
+      ASSERT_TRUE(divisible(cand, m, c.world_size()));
+      ASSERT_EQ(split.pp, cand.pp);
+      ASSERT_EQ(split.vpp, cand.vpp);
+    }
+  }
+}
+
+// The fast divisibility check says no exactly where validate_layout throws.
+TEST(Search, DivisibilityCheckAgreesWithValidateLayout) {
+  const Cluster c = cluster("local-2bld");
+  for (const std::string name : {"gpt-tiny", "moe-tiny"}) {
+    const Model m = model(name);
+    int checked = 0;
+    for (std::int64_t tp : {1, 2, 3, 4})
+      for (std::int64_t cp : {1, 2})
+        for (std::int64_t pp : {1, 2, 3, 4})
+          for (std::int64_t ep : {1, 2, 4})
+            for (std::int64_t mbs : {1, 2, 3})
+              for (std::int64_t vpp : {1, 2})
+                for (std::int64_t first : {0, 1}) {
+                  if (4 % (tp * cp * pp)) continue;
+                  Candidate k;
+                  k.tp = tp, k.cp = cp, k.pp = pp, k.ep = ep, k.mbs = mbs, k.vpp = vpp, k.dp = 4 / (tp * cp * pp);
+                  k.first_layers = first;
+                  k.pipeline = vpp > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+                  k.sp = tp > 1;
+                  bool valid = true;
+                  try {
+                    const Layout l = k.to_layout(c);
+                    if (vpp > 1 && pp == 1) valid = false;  // read_layout's own rule
+                    if (first && pp == 1) valid = false;
+                    if (valid) validate_layout(l, m, c, "x");
+                  } catch (const InputError&) {
+                    valid = false;
+                  }
+                  EXPECT_EQ(divisible(k, m, 4), valid) << name << " " << describe_degrees(k) << " vpp" << vpp;
+                  ++checked;
+                }
+    EXPECT_GT(checked, 100);
+  }
+}
+
+TEST(Search, LayoutsThatDoNotFitArePruned) {
+  const Cluster c = cluster("h200-1node");
+  const Model m = model("llama3-8b");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const SearchResult r = search(cm, c, m, SearchOptions{});
+  EXPECT_GT(r.pruned_memory, 0);
+  EXPECT_EQ(r.evaluated, r.pruned_memory + r.feasible);
+  EXPECT_EQ(r.generated, r.evaluated + r.pruned_divisibility);
+  ASSERT_FALSE(r.top.empty());
+  for (const auto& x : r.top) {
+    EXPECT_TRUE(x.prediction.feasible);
+    EXPECT_LE(x.prediction.memory_gib, cm.memory_limit_gib());
+  }
+  // Plain DP without the distributed optimizer needs 18 bytes per parameter: never listed.
+  for (const auto& x : r.top)
+    EXPECT_FALSE(x.candidate.tp == 1 && x.candidate.pp == 1 && !x.candidate.distributed_optimizer);
+  // Llama 3 405B does not fit on one node at all.
+  const Model big = model("llama3-405b");
+  const CostModel cm2(c, big, CostParams::datasheet(c, big));
+  const SearchResult none = search(cm2, c, big, SearchOptions{});
+  EXPECT_TRUE(none.top.empty());
+  EXPECT_EQ(none.feasible, 0);
+  EXPECT_GT(none.pruned_memory, 0);
+}
+
+TEST(Search, TensorParallelismIsNeverPlacedAcrossBuildingsWhenAnotherLayoutFits) {
+  for (auto [cn, mn] : {std::pair{"local-2bld", "gpt-tiny"}, {"local-2bld", "moe-tiny"}, {"h100-3bld", "llama3-8b"},
+                        {"a100-3bld", "llama3-70b"}}) {
+    const Cluster c = cluster(cn);
+    const Model m = model(mn);
+    const CostModel cm(c, m, CostParams::datasheet(c, m));
+    SearchOptions o;
+    o.top = 20;
+    const SearchResult r = search(cm, c, m, o);
+    ASSERT_FALSE(r.top.empty());
+    for (const auto& x : r.top)
+      EXPECT_NE(x.prediction.link[static_cast<int>(Dim::tp)], LinkClass::cross_building)
+          << mn << " on " << cn << ": " << describe_degrees(x.candidate);
+  }
+  // And the search does try TP across buildings (TP 4 on 2 buildings of 2 ranks).
+  const Cluster c = cluster("local-2bld");
+  const Model m = model("gpt-tiny");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  bool tried = false;
+  for (const auto& [k, split] : enumerate(cm, c, m, SearchOptions{}, 1u << 30)) tried = tried || k.tp == 4;
+  EXPECT_TRUE(tried);
+}
+
+TEST(Search, ResultsAreTheSameOnOneThreadAndMany) {
+  const Cluster c = cluster("h100-3bld");
+  const Model m = model("llama3-70b");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  SearchOptions one, many;
+  one.threads = 1;
+  many.threads = 4;
+  const SearchResult a = search(cm, c, m, one), b = search(cm, c, m, many);
+  ASSERT_EQ(a.top.size(), b.top.size());
+  EXPECT_EQ(a.generated, b.generated);
+  EXPECT_EQ(a.feasible, b.feasible);
+  for (std::size_t i = 0; i < a.top.size(); ++i)
+    EXPECT_DOUBLE_EQ(a.top[i].prediction.step_time_s, b.top[i].prediction.step_time_s);
+}
+
+TEST(ExploreCli, JsonCandidatesAreValidLayoutFiles) {
+  test::TempDir t;
+  const std::string out = t.file("explore.json");
+  const auto r = test::run_sax("explore --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +
+                               test::preset_path("models/moe-tiny.json") + " --top 5 --json " + out + " --compare " +
+                               test::preset_path("layouts/local-ep2-dp4.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("generated"), std::string::npos);
+  EXPECT_NE(r.out.find("faster"), std::string::npos);
+  const auto j = nlohmann::json::parse(test::slurp(out));
+  for (const char* key : {"version", "inputs", "evaluated", "feasible", "search_seconds", "candidates", "compare"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  const Cluster c = cluster("local-2bld");
+  const Model m = model("moe-tiny");
+  ASSERT_EQ(j["candidates"].size(), 5u);
+  double last = 0;
+  for (const auto& cand : j["candidates"]) {
+    const std::string file = t.write("layout.json", cand["layout"]);
+    const Layout l = load_layout(file);
+    EXPECT_NO_THROW(validate_layout(l, m, c, file));
+    const auto& p = cand["predicted"];
+    for (const char* key : {"step_time_s", "tokens_per_s", "mfu", "memory_gib", "breakdown_s"})
+      EXPECT_TRUE(p.contains(key)) << key;
+    EXPECT_GE(p["step_time_s"].get<double>(), last);
+    last = p["step_time_s"].get<double>();
+    EXPECT_FALSE(cand["why"].get<std::string>().empty());
+  }
+}
+
+TEST(ExploreCli, PredictPrintsTheBreakdownAndWritesJson) {
+  test::TempDir t;
+  const std::string out = t.file("p.json");
+  const auto r = test::run_sax("predict --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +
+                               test::preset_path("models/gpt-tiny.json") + " --layout " +
+                               test::preset_path("layouts/local-tp2-pp2.json") + " --json " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"step time", "MFU", "memory", "breakdown", "pp comm", "bubble"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  const auto j = nlohmann::json::parse(test::slurp(out));
+  EXPECT_GT(j["predicted"]["step_time_s"].get<double>(), 0);
+  EXPECT_EQ(j["predicted"]["link_class"]["pp"], "cross_building");
+}
+
+TEST(ExploreCli, BadInputExitsTwoWithOneLine) {
+  test::TempDir t;
+  const std::string cl = test::preset_path("clusters/local-2bld.json"), gm = test::preset_path("models/gpt-tiny.json");
+  auto bad = t.write("bad.json", {{"tensor_model_parallel_size", 0}});
+  struct Case {
+    std::string args, needle;
+  };
+  for (const Case& k : std::vector<Case>{
+           {"predict --cluster " + cl + " --model " + gm + " --layout " + bad, "/tensor_model_parallel_size"},
+           {"predict --cluster " + cl + " --model " + gm + " --layout " + t.file("missing.json"), "missing.json"},
+           {"explore --cluster " + cl + " --model " + gm + " --top 0", "--top"},
+           {"explore --cluster " + gm + " --model " + gm, "gpt-tiny.json"},
+           {"explore --cluster " + cl + " --model " + gm + " --calibration " + bad, "bad.json: /version"},
+           {"explore --cluster " + cl + " --model " + gm + " --compare " + bad, "/tensor_model_parallel_size"}}) {
+    const auto r = test::run_sax(k.args);
+    EXPECT_EQ(r.code, 2) << k.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(k.needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
