@@ -10,6 +10,9 @@ void add_check(CLI::App& app);
 // `explore` (the search) and `predict` (one layout's step time with its breakdown).
 void add_explore(CLI::App& app);
 void add_predict(CLI::App& app);
+// `bench coll` (collective sweeps under mpirun) and `regress` (the busbw regression gate).
+void add_bench(CLI::App& app);
+void add_regress(CLI::App& app);
 // Subcommands named by the design whose issue has not landed yet: they say so and exit 2.
 void add_not_built(CLI::App& app, const char* name, const char* what, const char* issue);
 

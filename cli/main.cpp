@@ -23,14 +23,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "sax 0.1.0");
   using namespace sax::cli;
-  add_not_built(app, "bench", "Sweep collectives or kernels under mpirun (bench coll, bench kernels)", "issue #3");
+  add_bench(app);
   add_not_built(app, "run", "Execute one layout's training step on the testbed and time every phase", "a later issue");
   add_not_built(app, "launch", "Place ranks on emulated buildings and start the workers", "a later issue");
   add_not_built(app, "calibrate", "Fit link and compute coefficients from testbed sweeps", "a later issue");
   add_explore(app);
   add_predict(app);
   add_not_built(app, "validate", "Run the explorer's top layouts and set predicted against measured", "a later issue");
-  add_not_built(app, "regress", "Compare two bench results and flag regressions", "issue #3");
+  add_regress(app);
   add_not_built(app, "trace", "Merge per-rank timelines into one Chrome trace", "a later issue");
   add_check(app);
 

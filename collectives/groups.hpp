@@ -1,0 +1,46 @@
+// Named rank groups a benchmark or a workload communicates in: `world`, the parallel dimensions
+// of a layout (tp, cp, ep, dp, pp, expert_dp — from spec::RankGrid, so every part of sax agrees
+// on them) and the building groups of a cluster (`intra_building`: the ranks of one building;
+// `cross_building`: one rank per building, the ranks with the same index inside their
+// building). Pure arithmetic; the backends turn a GroupSet into communicators.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spec/cluster.hpp"
+#include "spec/layout.hpp"
+
+namespace sax::coll {
+
+struct GroupSet {
+  std::string name;
+  // A partition of the world's ranks; each group in coordinate order (member i is rank i inside).
+  std::vector<std::vector<std::int64_t>> groups;
+  // The slowest link class any group crosses; empty when no cluster says where ranks sit.
+  std::optional<LinkClass> link_class;
+
+  // Which group a world rank is in, and its rank inside that group.
+  int group_of(std::int64_t world_rank) const;
+  int rank_in_group(std::int64_t world_rank) const;
+  // Size of the world rank's group (groups of one kind may differ only for cross_building).
+  int size_of(std::int64_t world_rank) const { return static_cast<int>(groups[group_of(world_rank)].size()); }
+};
+
+std::vector<std::string> group_names();
+
+// Where the groups come from. Files are named in errors.
+struct GroupSource {
+  const Cluster* cluster = nullptr;
+  std::string cluster_file;
+  const Layout* layout = nullptr;
+  std::string layout_file;
+};
+
+// Bad input (an unknown name, a group that needs a layout or a cluster not given, a layout that
+// does not divide the world, a group of one rank) is a UsageError or an InputError.
+GroupSet resolve_group(const std::string& name, std::int64_t world_size, const GroupSource& source);
+
+}  // namespace sax::coll

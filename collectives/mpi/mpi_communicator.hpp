@@ -1,0 +1,26 @@
+// The MPI backend (CPU buffers): blocking calls are MPI's blocking collectives (the tuned
+// algorithms), async calls are MPI's nonblocking ones (MPI_I*) behind a Handle.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "collectives/communicator.hpp"
+#include "collectives/groups.hpp"
+
+namespace sax::coll {
+
+// Wraps `comm` (not owned unless `owned`: then freed on destruction).
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, bool owned = false);
+
+// The communicator of this rank's group in `set` (MPI_Comm_split of `world`, members keyed by
+// their coordinate). Collective over `world`. The caller frees it with MPI_Comm_free.
+MPI_Comm split_group(MPI_Comm world, const GroupSet& set);
+
+// The MPI datatype of a DType: MPI_FLOAT, or a 16-bit type for bfloat16 that only sax's own
+// sum (bf16_sum_op) reduces, since MPI has no bfloat16.
+MPI_Datatype mpi_datatype(DType d);
+MPI_Op mpi_sum_op(DType d);
+
+}  // namespace sax::coll

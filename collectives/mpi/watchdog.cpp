@@ -1,0 +1,54 @@
+#include "collectives/mpi/watchdog.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace sax::coll {
+
+Watchdog::Watchdog(double timeout_s, int world_rank)
+    : timeout_(timeout_s),
+      world_rank_(world_rank),
+      deadline_(std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_)) {
+  thread_ = std::thread([this] { watch(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Watchdog::progress(const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  what_ = what;
+  deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
+}
+
+void Watchdog::watch() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (std::chrono::steady_clock::now() >= deadline_) break;
+    cv_.wait_until(lock, deadline_);
+  }
+  if (stop_) return;
+  const std::string what = what_;
+  lock.unlock();
+  if (world_rank_ == 0) {
+    std::fprintf(stderr, "sax: failed: timeout: no progress for %g s during %s (a peer died or hangs); aborting all ranks\n",
+                 timeout_.count(), what.c_str());
+    std::fflush(stderr);
+  } else {
+    // Let rank 0 say why before the job goes down; it aborts first when it is alive.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  _exit(1);  // MPI_Abort does not return; if it ever does, still never hang
+}
+
+}  // namespace sax::coll

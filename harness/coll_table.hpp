@@ -1,0 +1,40 @@
+// What differs between collectives, one table entry each (nccl-tests' structure): buffer sizes
+// for a sweep size, how to run it, and the exact input and expected output for check mode.
+// Everything else — sizes, warmup, timing, reduction, report — is the engine's (coll_bench).
+//
+// `count` is the sweep size in elements of the dtype, as nccl-tests counts it: the all-reduce
+// buffer, the all-gather output, the reduce-scatter input, the all-to-all send buffer, the
+// broadcast buffer, the send/recv message. Check values are small integers (-2..2): sums over up
+// to 128 ranks stay exact in float32 and bfloat16 whatever the reduction order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/busbw.hpp"
+#include "collectives/communicator.hpp"
+
+namespace sax::harness {
+
+struct CollOpEntry {
+  coll::CollOp op;
+  // Elements in each rank's send and receive buffers for a sweep of `count` over n ranks.
+  std::size_t (*send_count)(std::size_t count, int n);
+  std::size_t (*recv_count)(std::size_t count, int n);
+  coll::Handle (*run)(coll::Communicator& c, const void* send, void* recv, std::size_t count, coll::DType dtype,
+                      coll::Mode mode);
+  // The op works in place on the receive buffer (broadcast): fill that one, not the send buffer.
+  bool in_place;
+  // Input element i of group rank r; the expected output element i on group rank r.
+  double (*input)(int r, int n, std::size_t count, std::size_t i);
+  double (*expected)(int r, int n, std::size_t count, std::size_t i);
+};
+
+const CollOpEntry& coll_op_entry(coll::CollOp op);
+
+// The value rank r contributes at element k: in -2..2, different across neighbouring ranks.
+inline double check_value(int r, std::size_t k) {
+  return static_cast<double>((static_cast<std::uint64_t>(r) * 7 + k * 3 + (k >> 4)) % 5) - 2.0;
+}
+
+}  // namespace sax::harness

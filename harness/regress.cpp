@@ -1,0 +1,124 @@
+#include "harness/regress.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <tuple>
+
+#include "harness/stats.hpp"
+#include "spec/error.hpp"
+#include "spec/fields.hpp"
+
+namespace sax::harness {
+
+namespace {
+
+using Key = std::tuple<std::string, std::string, std::string, std::uint64_t, int>;
+
+struct Entry {
+  Key key;
+  std::vector<double> busbw;  // per-iteration samples
+};
+
+// busbw_i = busbw × time_us / t_i: the same bytes and factor, each iteration's own time.
+std::vector<Entry> read_entries(const nlohmann::json& doc, const std::string& file) {
+  if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
+    throw InputError(file, "/results", "an array of bench coll results (a file written by sax bench coll --json)");
+  std::vector<Entry> out;
+  const auto& results = doc["results"];
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const std::string path = json_path("/results", i);
+    Fields f(results[i], file, path);
+    Entry e;
+    const std::string op = f.string("op"), group = f.string("group"), dtype = f.string("dtype");
+    const auto bytes = static_cast<std::uint64_t>(f.integer("bytes", 1));
+    const int ranks = static_cast<int>(f.integer("ranks", 1));
+    const double busbw = f.number("busbw_gbps"), time_us = f.number("time_us");
+    const auto& times = f.array("times_us");
+    if (times.empty()) f.fail("times_us", "at least one per-iteration time");
+    for (std::size_t k = 0; k < times.size(); ++k) {
+      if (!times[k].is_number() || times[k].get<double>() <= 0)
+        throw InputError(file, json_path(f.path_of("times_us"), k), "a time in µs > 0");
+      e.busbw.push_back(busbw * time_us / times[k].get<double>());
+    }
+    e.key = Key{op, group, dtype, bytes, ranks};
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+double parse_tolerance(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  const bool percent = end && *end == '%' && end[1] == '\0';
+  if (text.empty() || end == text.c_str() || (!percent && *end != '\0'))
+    throw UsageError("--tolerance: expected a percentage like 5% or a fraction like 0.05, got '" + text + "'");
+  if (percent) v /= 100;
+  if (!(v > 0 && v < 1)) throw UsageError("--tolerance: expected between 0% and 100% (exclusive), got '" + text + "'");
+  return v;
+}
+
+SampleComparison compare_samples(const std::vector<double>& base, const std::vector<double>& cur,
+                                 const RegressOptions& o) {
+  SampleComparison c;
+  c.base_median = median(base);
+  c.current_median = median(cur);
+  c.change = c.base_median > 0 ? c.current_median / c.base_median - 1 : 0;
+  c.p_slower = mann_whitney(cur, base).p_less;
+  c.p_faster = mann_whitney(base, cur).p_less;
+  c.regression = c.change < -o.tolerance && c.p_slower < o.alpha;
+  c.improvement = c.change > o.tolerance && c.p_faster < o.alpha;
+  return c;
+}
+
+RegressReport compare_runs(const nlohmann::json& baseline, const std::string& baseline_file,
+                           const nlohmann::json& current, const std::string& current_file, const RegressOptions& o) {
+  const auto base = read_entries(baseline, baseline_file);
+  std::map<Key, std::vector<double>> cur;
+  for (auto& e : read_entries(current, current_file)) cur[e.key] = std::move(e.busbw);
+  RegressReport report;
+  int compared = 0;
+  for (const auto& b : base) {
+    RegressRow row;
+    std::tie(row.op, row.group, row.dtype, row.bytes, row.ranks) = b.key;
+    auto it = cur.find(b.key);
+    if (it == cur.end()) {
+      row.missing = true;
+    } else {
+      row.cmp = compare_samples(b.busbw, it->second, o);
+      ++compared;
+      if (row.cmp.regression) ++report.regressions;
+    }
+    report.rows.push_back(std::move(row));
+  }
+  if (compared == 0)
+    throw UsageError("no (op, group, dtype, size, ranks) in common between " + baseline_file + " and " + current_file);
+  return report;
+}
+
+std::string regress_table(const RegressReport& r, const RegressOptions& o) {
+  std::string s;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "# busbw medians of per-iteration samples; regression = drop > %.1f%% and Mann-Whitney p < %g\n",
+                o.tolerance * 100, o.alpha);
+  s += buf;
+  std::snprintf(buf, sizeof buf, "#%-15s %-14s %-9s %12s %5s %12s %12s %8s %9s  %s\n", "op", "group", "dtype", "bytes",
+                "ranks", "base_busbw", "cur_busbw", "change", "p_slower", "verdict");
+  s += buf;
+  for (const auto& row : r.rows) {
+    const char* verdict = row.missing        ? "missing in current"
+                          : row.cmp.regression ? "REGRESSION"
+                          : row.cmp.improvement ? "faster"
+                                                : "ok";
+    std::snprintf(buf, sizeof buf, " %-15s %-14s %-9s %12llu %5d %12.4f %12.4f %7.1f%% %9.2g  %s\n", row.op.c_str(),
+                  row.group.c_str(), row.dtype.c_str(), static_cast<unsigned long long>(row.bytes), row.ranks,
+                  row.cmp.base_median, row.cmp.current_median, row.cmp.change * 100, row.cmp.p_slower, verdict);
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace sax::harness

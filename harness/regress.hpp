@@ -1,0 +1,57 @@
+// `sax regress`: is the current `bench coll` run slower than the baseline? Per (op, group, dtype,
+// bytes, ranks) the per-iteration samples (times_us) become busbw samples; a regression is
+// flagged only when both
+//   - the median busbw fell by more than the tolerance (an effect big enough to matter), and
+//   - a one-sided Mann-Whitney U test says the current samples rank lower than the baseline's
+//     with p < alpha (the drop is not the iteration-to-iteration noise),
+// so noise alone does not raise an alarm and a real slowdown beyond the tolerance does.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sax::harness {
+
+struct RegressOptions {
+  double tolerance = 0.05;  // a fraction: 0.05 = 5 %
+  double alpha = 0.01;
+};
+
+// "5%" → 0.05, "0.05" → 0.05; anything else (or outside (0, 1)) is a UsageError.
+double parse_tolerance(const std::string& text);
+
+struct SampleComparison {
+  double base_median = 0, current_median = 0;
+  double change = 0;   // current / base - 1 (of the medians)
+  double p_slower = 1; // p-value of "current is lower than base"
+  double p_faster = 1;
+  bool regression = false, improvement = false;
+};
+// Samples are busbw (higher is better).
+SampleComparison compare_samples(const std::vector<double>& base_busbw, const std::vector<double>& current_busbw,
+                                 const RegressOptions& options);
+
+struct RegressRow {
+  std::string op, group, dtype;
+  std::uint64_t bytes = 0;
+  int ranks = 0;
+  bool missing = false;  // in the baseline but not in the current run
+  SampleComparison cmp;
+};
+
+struct RegressReport {
+  std::vector<RegressRow> rows;
+  int regressions = 0;
+};
+
+// Reads two `bench coll` JSON documents; a malformed one is an InputError naming its file.
+RegressReport compare_runs(const nlohmann::json& baseline, const std::string& baseline_file,
+                           const nlohmann::json& current, const std::string& current_file,
+                           const RegressOptions& options);
+
+std::string regress_table(const RegressReport& report, const RegressOptions& options);
+
+}  // namespace sax::harness
