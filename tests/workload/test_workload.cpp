@@ -8,93 +8,23 @@
 #include <set>
 
 #include "spec/groups.hpp"
+#include "tests/support/layout_grid.hpp"
 #include "tests/support/run.hpp"
 #include "workload/workload.hpp"
 
 using namespace sax;
 using namespace sax::workload;
+using sax::test::Case;
+using sax::test::grid;
 using sax::test::preset_path;
+using sax::test::small_cluster;
+using sax::test::tiny;
 
 namespace {
-
-struct Case {
-  std::string name;
-  Cluster cluster;
-  Model model;
-  Layout layout;
-};
-
-Cluster small_cluster(int buildings, int nodes, int devices) {
-  json j = sax::test::preset("clusters/local-2bld.json");
-  j["buildings"] = json::array();
-  for (int b = 0; b < buildings; ++b) j["buildings"].push_back({{"name", "b" + std::to_string(b)}, {"nodes", nodes}});
-  j["devices_per_node"] = devices;
-  return read_cluster(j, "cluster.json");
-}
-
-Model tiny(bool moe, std::int64_t layers, std::int64_t gbs) {
-  json j = sax::test::preset(moe ? "models/moe-tiny.json" : "models/gpt-tiny.json");
-  j["num_layers"] = layers;
-  j["global_batch_size"] = gbs;
-  if (moe) j["moe_layer_freq"] = 2;  // alternate MoE and dense layers
-  return read_model(j, "model.json");
-}
-
-// A grid of layouts over all schedules, SP, recompute, distributed optimizer, CP, EP, VPP,
-// uneven stages and orders; each validated before use.
-std::vector<Case> grid() {
-  std::vector<Case> out;
-  Cluster c16 = small_cluster(2, 2, 4);  // 16 ranks: 2 buildings × 2 nodes × 4
-  auto add = [&](const std::string& name, const Cluster& c, const Model& m, json lj) {
-    Layout l = read_layout(lj, name);
-    validate_layout(l, m, c, name);
-    out.push_back({name, c, m, l});
-  };
-  for (const char* sched : {"gpipe", "1f1b", "zero_bubble"})
-    for (const char* rc : {"none", "selective", "full"})
-      for (const char* sync : {"blocking", "overlapped", "hierarchical"}) {
-        std::string n = std::string("dense-") + sched + "-" + rc + "-" + sync;
-        add(n, c16, tiny(false, 8, 32),
-            {{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 4}, {"micro_batch_size", 1},
-             {"sequence_parallel", std::string(rc) != "full"}, {"recompute_granularity", rc},
-             {"use_distributed_optimizer", std::string(sync) != "blocking"},
-             {"schedule", {{"pipeline", sched}, {"dp_sync", sync}}}});
-      }
-  add("interleaved-vpp2", c16, tiny(false, 8, 32),
-      {{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
-       {"virtual_pipeline_model_parallel_size", 2}, {"micro_batch_size", 2},
-       {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "overlapped"}}}});
-  add("interleaved-vpp2-pp4-uneven-order", c16, tiny(false, 12, 16),
-      {{"pipeline_model_parallel_size", 4}, {"virtual_pipeline_model_parallel_size", 2},
-       {"decoder_first_pipeline_num_layers", 2}, {"decoder_last_pipeline_num_layers", 2}, {"order", "pp-tp-cp-ep-dp"},
-       {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "hierarchical"}}}});
-  add("uneven-1f1b", c16, tiny(false, 10, 16),
-      {{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 4}, {"decoder_first_pipeline_num_layers", 1},
-       {"decoder_last_pipeline_num_layers", 3}});
-  add("cp2-tp2-sp", c16, tiny(false, 4, 16),
-      {{"tensor_model_parallel_size", 2}, {"context_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
-       {"sequence_parallel", true}, {"use_distributed_optimizer", true},
-       {"schedule", {{"dp_sync", "hierarchical"}}}});
-  for (const char* sync : {"blocking", "overlapped", "hierarchical"})
-    add(std::string("moe-ep4-") + sync, c16, tiny(true, 4, 32),
-        {{"expert_model_parallel_size", 4}, {"pipeline_model_parallel_size", 2}, {"tensor_model_parallel_size", 2},
-         {"sequence_parallel", true}, {"use_distributed_optimizer", true}, {"order", "tp-cp-dp-ep-pp"},
-         {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", sync}}}});
-  add("moe-ep2-cp2-tied", c16, [] {
-        Model m = tiny(true, 4, 16);
-        m.untie_embeddings_and_output_weights = false;
-        return m;
-      }(),
-      {{"expert_model_parallel_size", 2}, {"context_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
-       {"recompute_granularity", "full"}, {"schedule", {{"pipeline", "zero_bubble"}}}});
-  return out;
-}
 
 std::string key(const Op& o) {
   return std::string(to_string(o.op)) + ":" + std::to_string(static_cast<long long>(o.bytes));
 }
-
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 }  // namespace
 
