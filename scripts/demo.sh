@@ -9,3 +9,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 echo "== 1. the testbed, the model and a candidate layout, validated"
 build/sax check configs/clusters/local-2bld.json configs/models/gpt-tiny.json configs/layouts/local-tp2-pp2.json
+
+echo "== explorer: the best layouts for gpt-tiny on the testbed, and llama3-70b on 98,304 H100s"
+build/sax explore --cluster configs/clusters/local-2bld.json --model configs/models/gpt-tiny.json --top 5 \
+  --compare configs/layouts/local-tp2-pp2.json
+build/sax explore --cluster configs/clusters/h100-3bld.json --model configs/models/llama3-70b.json --top 5
