@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <numeric>
 #include <thread>
+#include <tuple>
 
 #include "explorer/closed_forms.hpp"
 
@@ -45,25 +46,32 @@ bool same_link(const Link& a, const Link& b) {
   return a.bandwidth_gbps == b.bandwidth_gbps && a.latency_us == b.latency_us && a.oversubscription == b.oversubscription;
 }
 
-bool same_but_technology(const Candidate& a, const Candidate& b) {
+// Equal but for the network technology or the placement order.
+bool same_but_placement(const Candidate& a, const Candidate& b) {
   return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.pp == b.pp && a.vpp == b.vpp && a.mbs == b.mbs &&
-         a.first_layers == b.first_layers && a.last_layers == b.last_layers && a.order == b.order &&
+         a.first_layers == b.first_layers && a.last_layers == b.last_layers &&
          a.pipeline == b.pipeline && a.dp_sync == b.dp_sync && a.recompute == b.recompute && a.sp == b.sp &&
          a.distributed_optimizer == b.distributed_optimizer;
 }
 
+// A fixed preference among equals, so that the listing does not depend on thread timing.
+bool placement_before(const Candidate& a, const Candidate& b) {
+  return std::tie(a.order, a.technology) < std::tie(b.order, b.technology);
+}
+
 // Keeps the best N of one thread. A layout that differs from a listed one only in the network
-// technology and is within 0.5 % of its time is the same answer: the better one stays.
+// technology or the order and is within 0.5 % of its time is the same answer: the better (or,
+// when equal, the first enumerated: Megatron's default order, the cluster's own link) stays.
 struct TopN {
   std::size_t n;
   std::vector<Ranked> v;
   void offer(const Candidate& k, const Prediction& p) {
     if (v.size() == n && p.step_time_s >= v.back().prediction.step_time_s) return;
     for (std::size_t i = 0; i < v.size(); ++i) {
-      if (!same_but_technology(v[i].candidate, k)) continue;
+      if (!same_but_placement(v[i].candidate, k)) continue;
       const double t = v[i].prediction.step_time_s;
       if (p.step_time_s > t * 0.995 && p.step_time_s < t * 1.005) {
-        if (p.step_time_s >= t) return;
+        if (p.step_time_s > t || (p.step_time_s == t && !placement_before(k, v[i].candidate))) return;
         v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
         break;
       }
@@ -270,6 +278,15 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
     res.feasible += counts[t].feasible;
   }
   res.top = std::move(merged.v);
+  // Equal times in a fixed order (threads finish in any order).
+  std::stable_sort(res.top.begin(), res.top.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.prediction.step_time_s != b.prediction.step_time_s) return a.prediction.step_time_s < b.prediction.step_time_s;
+    const Candidate &x = a.candidate, &y = b.candidate;
+    return std::tie(x.tp, x.cp, x.ep, x.pp, x.vpp, x.mbs, x.first_layers, x.last_layers, x.pipeline, x.dp_sync,
+                    x.recompute, x.sp, x.distributed_optimizer, x.order, x.technology) <
+           std::tie(y.tp, y.cp, y.ep, y.pp, y.vpp, y.mbs, y.first_layers, y.last_layers, y.pipeline, y.dp_sync,
+                    y.recompute, y.sp, y.distributed_optimizer, y.order, y.technology);
+  });
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
