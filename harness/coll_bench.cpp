@@ -96,6 +96,7 @@ const BenchTunables& BenchTunables::get() {
     b.hang_rank = env_int("SAX_TEST_HANG_RANK", -1);
     b.exit_rank = env_int("SAX_TEST_EXIT_RANK", -1);
     if (const char* v = std::getenv("SAX_BENCH_INJECT_SLOWDOWN")) b.inject_slowdown = std::atof(v);
+    b.inject_block = std::max(0, env_int("SAX_BENCH_INJECT_BLOCK", 0));
     return b;
   }();
   return t;
@@ -196,7 +197,8 @@ json CollResult::to_json() const {
 }
 
 Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, MPI_Comm world, void* send, void* recv,
-                    std::size_t count, DType dtype, int iters, int warmup, double inject_slowdown) {
+                    std::size_t count, DType dtype, int iters, int warmup, double inject_slowdown,
+                    int inject_block) {
   for (int i = 0; i < warmup; ++i) entry.run(comm, send, recv, count, dtype, coll::Mode::blocking);
   SAX_MPI_CHECK(MPI_Barrier(world));
   std::vector<double> stamps(static_cast<std::size_t>(iters) + 1);
@@ -205,7 +207,9 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, MPI_Comm
   if (inject_slowdown > 0) {
     for (int i = 0; i < iters; ++i) {
       entry.run(comm, send, recv, count, dtype, coll::Mode::blocking);
-      const double t = MPI_Wtime(), until = t + inject_slowdown * (t - stamps[i]);
+      const double t = MPI_Wtime();
+      const bool slowed = inject_block == 0 || (i / inject_block) % 2 == 1;
+      const double until = slowed ? t + inject_slowdown * (t - stamps[i]) : t;
       while (MPI_Wtime() < until) {
       }
       stamps[i + 1] = MPI_Wtime();
@@ -258,7 +262,7 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
         (entry.in_place ? recv : send)->upload(host.data(), host.size());
       }
       Measurement m = time_op(entry, comm, world, send->data(), recv->data(), count, c.dtype, c.iters, c.warmup,
-                              tun.inject_slowdown);
+                              tun.inject_slowdown, tun.inject_block);
       CollResult r;
       r.op = op;
       r.bytes = bytes;
@@ -322,6 +326,7 @@ json collect_env(MPI_Comm world, const CollBenchPlan& plan) {
           {"groups", groups},
           {"link_class", plan.groups.link_class ? json(link_class_name(*plan.groups.link_class)) : json(nullptr)},
           {"inject_slowdown", BenchTunables::get().inject_slowdown},
+          {"inject_block", BenchTunables::get().inject_block},
           {"time_utc", when}};
 }
 

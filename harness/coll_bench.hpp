@@ -91,9 +91,15 @@ struct CollResult {
 //   SAX_TEST_EXIT_RANK=k         world rank k exits with status 3 there (a dead peer)
 //   SAX_BENCH_INJECT_SLOWDOWN=f  every iteration waits f × its own duration more (f=0.1: 10 % slower),
 //                                so that `sax regress` can be shown to catch a real slowdown
+//   SAX_BENCH_INJECT_BLOCK=k     iterations alternate in blocks of k and only odd blocks are slowed: a
+//                                slowed run interleaved with an unslowed one, both under the same
+//                                background load (tests split them into two files). Blocks, not
+//                                single iterations, because ranks that spun different times
+//                                spill skew into the next iteration.
 struct BenchTunables {
   int hang_rank = -1, exit_rank = -1;
   double inject_slowdown = 0;
+  int inject_block = 0;  // 0: every iteration
   static const BenchTunables& get();
 };
 
@@ -105,7 +111,8 @@ struct Measurement {
 // Times `iters` runs (after `warmup`) of one op at `count` elements on this rank's group
 // communicator. Collective over `world`.
 Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, MPI_Comm world, void* send, void* recv,
-                    std::size_t count, coll::DType dtype, int iters, int warmup, double inject_slowdown = 0);
+                    std::size_t count, coll::DType dtype, int iters, int warmup, double inject_slowdown = 0,
+                    int inject_block = 0);
 
 // The sweep: every op × size of the plan, on every rank; `on_result` runs on every rank after
 // each size (rank 0 prints). Buffers are allocated once from `comm` at the largest size.

@@ -60,14 +60,28 @@ double parse_tolerance(const std::string& text) {
   return v;
 }
 
+std::vector<double> block_medians(const std::vector<double>& samples, int blocks) {
+  const std::size_t n = samples.size();
+  if (blocks < 1 || n < 2 * static_cast<std::size_t>(blocks)) return samples;
+  const std::size_t size = n / static_cast<std::size_t>(blocks);
+  std::vector<double> out;
+  for (int b = 0; b < blocks; ++b) {
+    const auto first = samples.begin() + static_cast<std::ptrdiff_t>(b * size);
+    const auto last = b == blocks - 1 ? samples.end() : first + static_cast<std::ptrdiff_t>(size);
+    out.push_back(median(std::vector<double>(first, last)));
+  }
+  return out;
+}
+
 SampleComparison compare_samples(const std::vector<double>& base, const std::vector<double>& cur,
                                  const RegressOptions& o) {
   SampleComparison c;
   c.base_median = median(base);
   c.current_median = median(cur);
   c.change = c.base_median > 0 ? c.current_median / c.base_median - 1 : 0;
-  c.p_slower = mann_whitney(cur, base).p_less;
-  c.p_faster = mann_whitney(base, cur).p_less;
+  const auto b = block_medians(base, o.blocks), k = block_medians(cur, o.blocks);
+  c.p_slower = mann_whitney(k, b).p_less;
+  c.p_faster = mann_whitney(b, k).p_less;
   c.regression = c.change < -o.tolerance && c.p_slower < o.alpha;
   c.improvement = c.change > o.tolerance && c.p_faster < o.alpha;
   return c;
@@ -102,8 +116,9 @@ std::string regress_table(const RegressReport& r, const RegressOptions& o) {
   std::string s;
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "# busbw medians of per-iteration samples; regression = drop > %.1f%% and Mann-Whitney p < %g\n",
-                o.tolerance * 100, o.alpha);
+                "# busbw medians of per-iteration samples; regression = drop > %.1f%% and Mann-Whitney p < %g over %d "
+                "block medians\n",
+                o.tolerance * 100, o.alpha, o.blocks);
   s += buf;
   std::snprintf(buf, sizeof buf, "#%-15s %-14s %-9s %12s %5s %12s %12s %8s %9s  %s\n", "op", "group", "dtype", "bytes",
                 "ranks", "base_busbw", "cur_busbw", "change", "p_slower", "verdict");

@@ -2,9 +2,12 @@
 // bytes, ranks) the per-iteration samples (times_us) become busbw samples; a regression is
 // flagged only when both
 //   - the median busbw fell by more than the tolerance (an effect big enough to matter), and
-//   - a one-sided Mann-Whitney U test says the current samples rank lower than the baseline's
-//     with p < alpha (the drop is not the iteration-to-iteration noise),
-// so noise alone does not raise an alarm and a real slowdown beyond the tolerance does.
+//   - a one-sided Mann-Whitney U test says the current run's block medians rank lower than the
+//     baseline's with p < alpha (the drop is not noise).
+// Block medians (the samples cut, in time order, into `blocks` consecutive blocks), not single
+// iterations, are the test's units: on a shared machine consecutive iterations are correlated
+// (the scheduler keeps ranks in one arrangement for tens of milliseconds), and a test that took
+// them as independent would call such drift significant.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +21,11 @@ namespace sax::harness {
 struct RegressOptions {
   double tolerance = 0.05;  // a fraction: 0.05 = 5 %
   double alpha = 0.01;
+  int blocks = 50;  // fewer samples than 2 × blocks: every sample is its own block
 };
+
+// Medians of `blocks` consecutive blocks of `samples` (the remainder joins the last block).
+std::vector<double> block_medians(const std::vector<double>& samples, int blocks);
 
 // "5%" → 0.05, "0.05" → 0.05; anything else (or outside (0, 1)) is a UsageError.
 double parse_tolerance(const std::string& text);

@@ -1,0 +1,112 @@
+// The regression gate on synthetic samples with noise like this machine's (log-normal jitter
+// plus rare multi-millisecond stalls): identical distributions never flag over many seeds, a
+// 10 % slowdown always does, and a real results file with its times scaled by 1.1 flags.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "harness/regress.hpp"
+#include "spec/error.hpp"
+#include "spec/fields.hpp"
+#include "tests/support/run.hpp"
+
+using namespace sax::harness;
+
+namespace {
+
+// busbw samples: base / (jitter · stall).
+std::vector<double> noisy_busbw(std::mt19937& rng, int n, double base, double slowdown = 1.0) {
+  std::lognormal_distribution<double> jitter(0.0, 0.15);
+  std::bernoulli_distribution stall(0.05);
+  std::vector<double> out;
+  for (int i = 0; i < n; ++i) out.push_back(base / (slowdown * jitter(rng) * (stall(rng) ? 20.0 : 1.0)));
+  return out;
+}
+
+}  // namespace
+
+TEST(RegressUnit, ToleranceParsing) {
+  EXPECT_DOUBLE_EQ(parse_tolerance("5%"), 0.05);
+  EXPECT_DOUBLE_EQ(parse_tolerance("0.1"), 0.1);
+  EXPECT_THROW(parse_tolerance("5"), sax::UsageError);
+  EXPECT_THROW(parse_tolerance("abc"), sax::UsageError);
+  EXPECT_THROW(parse_tolerance("5%%"), sax::UsageError);
+  EXPECT_THROW(parse_tolerance("0%"), sax::UsageError);
+}
+
+TEST(RegressUnit, IdenticalDistributionsNeverFlag) {
+  RegressOptions o;
+  int alarms = 0;
+  for (unsigned seed = 0; seed < 200; ++seed) {
+    std::mt19937 rng(seed);
+    auto a = noisy_busbw(rng, 200, 10.0), b = noisy_busbw(rng, 200, 10.0);
+    alarms += compare_samples(a, b, o).regression;
+  }
+  EXPECT_EQ(alarms, 0);
+}
+
+TEST(RegressUnit, TenPercentSlowdownFlags) {
+  RegressOptions o;
+  int caught = 0;
+  for (unsigned seed = 0; seed < 50; ++seed) {
+    std::mt19937 rng(1000 + seed);
+    auto a = noisy_busbw(rng, 200, 10.0), b = noisy_busbw(rng, 200, 10.0, 1.10);
+    caught += compare_samples(a, b, o).regression;
+  }
+  EXPECT_GE(caught, 48);  // power of the gate at n = 200, 15 % jitter
+}
+
+TEST(RegressUnit, SmallDropWithinToleranceDoesNotFlag) {
+  RegressOptions o;
+  std::mt19937 rng(7);
+  auto a = noisy_busbw(rng, 500, 10.0), b = noisy_busbw(rng, 500, 10.0, 1.02);
+  EXPECT_FALSE(compare_samples(a, b, o).regression);
+}
+
+namespace {
+
+// A results file as `bench coll --json` writes it, with per-iteration times.
+nlohmann::json results_file(const std::vector<double>& times_us, double scale) {
+  nlohmann::json r = {{"op", "all_reduce"}, {"group", "world"}, {"dtype", "float32"}, {"bytes", 1 << 20},
+                      {"ranks", 4},        {"count", 1 << 18}};
+  std::vector<double> t;
+  for (double x : times_us) t.push_back(x * scale);
+  double mean = 0;
+  for (double x : t) mean += x / static_cast<double>(t.size());
+  r["time_us"] = mean;
+  r["algbw_gbps"] = (1 << 20) / (mean * 1e3);
+  r["busbw_gbps"] = r["algbw_gbps"].get<double>() * 1.5;
+  r["times_us"] = t;
+  return {{"version", 1}, {"results", {r}}};
+}
+
+}  // namespace
+
+TEST(RegressUnit, ScaledResultsFileFlagsAndIdenticalDoesNot) {
+  std::mt19937 rng(3);
+  std::lognormal_distribution<double> jitter(std::log(500.0), 0.2);
+  std::vector<double> t;
+  for (int i = 0; i < 400; ++i) t.push_back(jitter(rng));
+  RegressOptions o;
+  EXPECT_EQ(compare_runs(results_file(t, 1.0), "a", results_file(t, 1.0), "b", o).regressions, 0);
+  auto slow = compare_runs(results_file(t, 1.0), "a", results_file(t, 1.1), "b", o);
+  EXPECT_EQ(slow.regressions, 1);
+  EXPECT_NEAR(slow.rows[0].cmp.change, 1 / 1.1 - 1, 1e-9);
+}
+
+TEST(RegressUnit, MalformedFilesNameTheField) {
+  RegressOptions o;
+  nlohmann::json ok = results_file({1, 2, 3}, 1.0);
+  nlohmann::json bad = ok;
+  bad["results"][0].erase("times_us");
+  try {
+    compare_runs(ok, "a.json", bad, "b.json", o);
+    FAIL();
+  } catch (const sax::InputError& e) {
+    EXPECT_EQ(e.file(), "b.json");
+    EXPECT_EQ(e.path(), "/results/0/times_us");
+  }
+  nlohmann::json other = ok;
+  other["results"][0]["bytes"] = 2048;
+  EXPECT_THROW(compare_runs(ok, "a.json", other, "b.json", o), sax::UsageError);  // nothing in common
+}
