@@ -14,3 +14,10 @@ echo "== explorer: the best layouts for gpt-tiny on the testbed, and llama3-70b 
 build/sax explore --cluster configs/clusters/local-2bld.json --model configs/models/gpt-tiny.json --top 5 \
   --compare configs/layouts/local-tp2-pp2.json
 build/sax explore --cluster configs/clusters/h100-3bld.json --model configs/models/llama3-70b.json --top 5
+
+echo "== collectives across the two buildings: all ranks (world) and the pipeline groups (pp), checked"
+mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
+  build/sax bench coll --op all --check -b 1K -e 1M -f 32 -n 10 --group world --cluster configs/clusters/local-2bld.json
+mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
+  build/sax bench coll --op all_reduce,send_recv --check -b 1K -e 1M -f 32 -n 10 --group pp \
+  --cluster configs/clusters/local-2bld.json --layout configs/layouts/local-tp2-pp2.json
