@@ -46,9 +46,10 @@ int main(int argc, char** argv) {
   auto send = comm->allocate(max_bytes), recv = comm->allocate(max_bytes);
   const auto& entry = harness::coll_op_entry(coll::CollOp::all_reduce);
   if (rank == 0)
-    std::printf("# all_reduce float32, %d ranks, %d ABBA repetitions per size; time = slowest rank's mean per iteration\n"
-                "#%11s %6s %12s %12s %8s %8s %8s  %s\n",
-                size, reps, "bytes", "iters", "sax_us", "bare_us", "ratio", "min", "max", "verdict");
+    std::printf(
+        "# all_reduce float32, %d ranks, %d ABBA repetitions per size; time = slowest rank's mean per iteration\n"
+        "#%11s %6s %12s %12s %8s %8s %8s  %s\n",
+        size, reps, "bytes", "iters", "sax_us", "bare_us", "ratio", "min", "max", "verdict");
   bool all_within = true;
   for (std::uint64_t bytes : harness::sweep_sizes(1024, max_bytes, 4)) {
     const int count = static_cast<int>(bytes / 4);
@@ -64,8 +65,10 @@ int main(int argc, char** argv) {
                 .time_us;
       };
       auto run_bare = [&] { b = bare_allreduce_us(send->data(), recv->data(), count, iters, warmup); };
-      if (r % 2 == 0) run_sax(), run_bare();
-      else run_bare(), run_sax();
+      if (r % 2 == 0)
+        run_sax(), run_bare();
+      else
+        run_bare(), run_sax();
       sax_us.push_back(a), bare_us.push_back(b), ratio.push_back(a / b);
     }
     const double med = harness::median(ratio);
@@ -73,9 +76,8 @@ int main(int argc, char** argv) {
     all_within = all_within && within;
     if (rank == 0)
       std::printf("%12llu %6d %12.2f %12.2f %8.3f %8.3f %8.3f  %s\n", static_cast<unsigned long long>(bytes), iters,
-                  harness::median(sax_us), harness::median(bare_us), med,
-                  *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()),
-                  within ? "within 0.95-1.05" : "OUTSIDE 0.95-1.05");
+                  harness::median(sax_us), harness::median(bare_us), med, *std::min_element(ratio.begin(), ratio.end()),
+                  *std::max_element(ratio.begin(), ratio.end()), within ? "within 0.95-1.05" : "OUTSIDE 0.95-1.05");
   }
   comm.reset();
   MPI_Finalize();

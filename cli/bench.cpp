@@ -96,8 +96,10 @@ void run_bench_coll(const CollBenchArgs& args, const std::vector<std::string>& e
   try {
     if (!extras.empty()) throw UsageError("bench coll: unexpected argument '" + extras.front() + "'");
     std::string cuda_reason;
-    if (!devices.compiled) cuda_reason = "this sax was built without CUDA";
-    else if (devices.count == 0) cuda_reason = devices.reason.empty() ? "no CUDA device" : devices.reason;
+    if (!devices.compiled)
+      cuda_reason = "this sax was built without CUDA";
+    else if (devices.count == 0)
+      cuda_reason = devices.reason.empty() ? "no CUDA device" : devices.reason;
     plan = harness::plan_coll_bench(args, size, kernels::default_backend(), cuda_reason);
   } catch (const UsageError& e) {
     error = e.what();
@@ -113,7 +115,8 @@ void run_bench_coll(const CollBenchArgs& args, const std::vector<std::string>& e
   SAX_MPI_CHECK(MPI_Allreduce(&h, &h_max, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
   if (h_min != h_max)
     fail_together(rank, UsageError("arguments differ across ranks: every rank of sax bench coll must get the same "
-                                   "arguments" + (error.empty() ? std::string() : " (rank 0: " + error + ")")));
+                                   "arguments" +
+                                   (error.empty() ? std::string() : " (rank 0: " + error + ")")));
   if (any_bad)
     fail_together(rank, UsageError(bad ? error
                                        : "another rank rejected the arguments (rank 0 accepted them); are the input "
@@ -165,7 +168,8 @@ void run_bench_coll(const CollBenchArgs& args, const std::vector<std::string>& e
       wrong += *r.wrong;
     }
   if (wrong > 0)
-    fail_together(rank, RunError("check failed: " + std::to_string(wrong) + " wrong elements (first at " + where + ")"));
+    fail_together(rank,
+                  RunError("check failed: " + std::to_string(wrong) + " wrong elements (first at " + where + ")"));
 }
 
 }  // namespace
@@ -178,21 +182,25 @@ void add_bench(CLI::App& app) {
   // Options are read as text and validated inside the callback, once MPI is up, so that every
   // rank judges them alike and only rank 0 reports.
   auto args = std::make_shared<CollBenchArgs>();
-  cmd->add_option("--op", args->op, "all_reduce|all_gather|reduce_scatter|all_to_all|broadcast|send_recv|all (or a comma list)")
+  cmd->add_option("--op", args->op,
+                  "all_reduce|all_gather|reduce_scatter|all_to_all|broadcast|send_recv|all (or a comma list)")
       ->capture_default_str();
   cmd->add_option("-b,--min-bytes", args->min_bytes, "Smallest size (bytes; 1K, 16M, 1G)")->capture_default_str();
   cmd->add_option("-e,--max-bytes", args->max_bytes, "Largest size")->capture_default_str();
-  cmd->add_option("-f,--step-factor", args->step_factor, "Multiply the size by this between steps")->capture_default_str();
+  cmd->add_option("-f,--step-factor", args->step_factor, "Multiply the size by this between steps")
+      ->capture_default_str();
   cmd->add_option("-n,--iters", args->iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("-w,--warmup", args->warmup, "Untimed iterations before")->capture_default_str();
   cmd->add_option("-d,--dtype", args->dtype, "float32 | bfloat16")->capture_default_str();
   cmd->add_flag("-c,--check", args->check, "Fill with exact values, count wrong elements, exit 1 if any");
-  cmd->add_option("--group", args->group, "world | tp | cp | ep | dp | pp | expert_dp | intra_building | cross_building")
+  cmd->add_option("--group", args->group,
+                  "world | tp | cp | ep | dp | pp | expert_dp | intra_building | cross_building")
       ->capture_default_str();
   cmd->add_option("--cluster", args->cluster_file, "Cluster file (placement, link classes, building groups)");
   cmd->add_option("--layout", args->layout_file, "Layout file (parallel groups from its degrees and order)");
   cmd->add_option("--backend", args->backend, "cpu (MPI) | cuda (NCCL); default cuda when a device is present");
-  cmd->add_option("--timeout", args->timeout_s, "Seconds without progress before all ranks exit 1")->capture_default_str();
+  cmd->add_option("--timeout", args->timeout_s, "Seconds without progress before all ranks exit 1")
+      ->capture_default_str();
   cmd->add_option("--json", args->json_file, "Write the results as JSON (rank 0; atomically)");
   cmd->allow_extras();
   cmd->callback([args, cmd] { run_bench_coll(*args, cmd->remaining()); });

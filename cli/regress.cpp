@@ -1,11 +1,12 @@
 // `sax regress --baseline A.json --current B.json [--tolerance 5%]`: compares two `bench coll`
 // results per (op, group, dtype, size) from their per-iteration samples (harness/regress) and
 // exits 1 when the current run is slower beyond the tolerance and beyond its noise.
+#include "harness/regress.hpp"
+
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "harness/regress.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
 
@@ -39,7 +40,8 @@ void add_regress(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("regress", "Compare two bench coll results and flag busbw regressions");
   cmd->add_option("--baseline", args->baseline, "bench coll JSON of the reference run")->required();
   cmd->add_option("--current", args->current, "bench coll JSON of the run under test")->required();
-  cmd->add_option("--tolerance", args->tolerance, "Smallest busbw drop that counts (5% or 0.05)")->capture_default_str();
+  cmd->add_option("--tolerance", args->tolerance, "Smallest busbw drop that counts (5% or 0.05)")
+      ->capture_default_str();
   cmd->add_option("--alpha", args->alpha, "Significance level of the Mann-Whitney test")->capture_default_str();
   cmd->callback([args] { run_regress(*args); });
 }

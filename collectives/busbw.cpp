@@ -16,12 +16,18 @@ std::size_t dtype_bytes(DType d) { return d == DType::float32 ? 4 : 2; }
 
 const char* op_name(CollOp op) {
   switch (op) {
-    case CollOp::all_reduce: return "all_reduce";
-    case CollOp::all_gather: return "all_gather";
-    case CollOp::reduce_scatter: return "reduce_scatter";
-    case CollOp::all_to_all: return "all_to_all";
-    case CollOp::broadcast: return "broadcast";
-    case CollOp::send_recv: return "send_recv";
+    case CollOp::all_reduce:
+      return "all_reduce";
+    case CollOp::all_gather:
+      return "all_gather";
+    case CollOp::reduce_scatter:
+      return "reduce_scatter";
+    case CollOp::all_to_all:
+      return "all_to_all";
+    case CollOp::broadcast:
+      return "broadcast";
+    case CollOp::send_recv:
+      return "send_recv";
   }
   return "?";
 }
@@ -40,12 +46,15 @@ std::vector<std::string> op_names() {
 
 double busbw_factor(CollOp op, int n) {
   switch (op) {
-    case CollOp::all_reduce: return 2.0 * (n - 1) / n;
+    case CollOp::all_reduce:
+      return 2.0 * (n - 1) / n;
     case CollOp::all_gather:
     case CollOp::reduce_scatter:
-    case CollOp::all_to_all: return static_cast<double>(n - 1) / n;
+    case CollOp::all_to_all:
+      return static_cast<double>(n - 1) / n;
     case CollOp::broadcast:
-    case CollOp::send_recv: return 1.0;
+    case CollOp::send_recv:
+      return 1.0;
   }
   return 1.0;
 }

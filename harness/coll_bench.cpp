@@ -76,11 +76,20 @@ int env_int(const char* name, int fallback) {
 json CollBenchConfig::to_json() const {
   json ops_json = json::array();
   for (CollOp op : ops) ops_json.push_back(coll::op_name(op));
-  return {{"ops", ops_json},          {"min_bytes", min_bytes},   {"max_bytes", max_bytes},
-          {"step_factor", step_factor}, {"iters", iters},         {"warmup", warmup},
-          {"dtype", coll::dtype_name(dtype)}, {"check", check},   {"group", group},
-          {"cluster", cluster_file},  {"layout", layout_file},    {"backend", backend},
-          {"timeout_s", timeout_s},   {"json", json_file}};
+  return {{"ops", ops_json},
+          {"min_bytes", min_bytes},
+          {"max_bytes", max_bytes},
+          {"step_factor", step_factor},
+          {"iters", iters},
+          {"warmup", warmup},
+          {"dtype", coll::dtype_name(dtype)},
+          {"check", check},
+          {"group", group},
+          {"cluster", cluster_file},
+          {"layout", layout_file},
+          {"backend", backend},
+          {"timeout_s", timeout_s},
+          {"json", json_file}};
 }
 
 std::uint64_t config_hash(const CollBenchConfig& config) {
@@ -165,8 +174,8 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size, c
   for (const auto& g : plan.groups.groups) group_sizes.insert(g.size());
   for (std::uint64_t bytes : sweep_sizes(c.min_bytes, c.max_bytes, c.step_factor)) {
     if (bytes % e != 0)
-      throw UsageError("size " + std::to_string(bytes) + " B is not a whole number of " + std::to_string(e) +
-                       "-byte " + coll::dtype_name(c.dtype) + " elements");
+      throw UsageError("size " + std::to_string(bytes) + " B is not a whole number of " + std::to_string(e) + "-byte " +
+                       coll::dtype_name(c.dtype) + " elements");
     for (CollOp op : c.ops) {
       if (!coll::splits_by_rank(op)) continue;
       for (std::size_t n : group_sizes)
@@ -197,8 +206,7 @@ json CollResult::to_json() const {
 }
 
 Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, MPI_Comm world, void* send, void* recv,
-                    std::size_t count, DType dtype, int iters, int warmup, double inject_slowdown,
-                    int inject_block) {
+                    std::size_t count, DType dtype, int iters, int warmup, double inject_slowdown, int inject_block) {
   for (int i = 0; i < warmup; ++i) entry.run(comm, send, recv, count, dtype, coll::Mode::blocking);
   SAX_MPI_CHECK(MPI_Barrier(world));
   std::vector<double> stamps(static_cast<std::size_t>(iters) + 1);
@@ -301,7 +309,8 @@ json collect_env(MPI_Comm world, const CollBenchPlan& plan) {
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   SAX_MPI_CHECK(MPI_Get_processor_name(name, &len));
   std::vector<char> all(static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME);
-  SAX_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world));
+  SAX_MPI_CHECK(
+      MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world));
   std::vector<std::string> hosts;
   std::set<std::string> distinct;
   for (int r = 0; r < size; ++r) {

@@ -15,11 +15,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "collectives/busbw.hpp"
 #include "collectives/communicator.hpp"
@@ -117,7 +116,8 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, MPI_Comm
 // The sweep: every op × size of the plan, on every rank; `on_result` runs on every rank after
 // each size (rank 0 prints). Buffers are allocated once from `comm` at the largest size.
 std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communicator& comm, MPI_Comm world,
-                                       coll::Watchdog* watchdog, const std::function<void(const CollResult&)>& on_result);
+                                       coll::Watchdog* watchdog,
+                                       const std::function<void(const CollResult&)>& on_result);
 
 // Hosts, MPI library, ranks, backend: where a figure came from. Collective over `world`.
 json collect_env(MPI_Comm world, const CollBenchPlan& plan);

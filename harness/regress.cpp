@@ -124,8 +124,8 @@ std::string regress_table(const RegressReport& r, const RegressOptions& o) {
                 "ranks", "base_busbw", "cur_busbw", "change", "p_slower", "verdict");
   s += buf;
   for (const auto& row : r.rows) {
-    const char* verdict = row.missing        ? "missing in current"
-                          : row.cmp.regression ? "REGRESSION"
+    const char* verdict = row.missing           ? "missing in current"
+                          : row.cmp.regression  ? "REGRESSION"
                           : row.cmp.improvement ? "faster"
                                                 : "ok";
     std::snprintf(buf, sizeof buf, " %-15s %-14s %-9s %12llu %5d %12.4f %12.4f %7.1f%% %9.2g  %s\n", row.op.c_str(),

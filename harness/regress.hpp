@@ -11,10 +11,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace sax::harness {
 
@@ -32,8 +31,8 @@ double parse_tolerance(const std::string& text);
 
 struct SampleComparison {
   double base_median = 0, current_median = 0;
-  double change = 0;   // current / base - 1 (of the medians)
-  double p_slower = 1; // p-value of "current is lower than base"
+  double change = 0;    // current / base - 1 (of the medians)
+  double p_slower = 1;  // p-value of "current is lower than base"
   double p_faster = 1;
   bool regression = false, improvement = false;
 };

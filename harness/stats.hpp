@@ -13,9 +13,9 @@ double mean(const std::vector<double>& xs);
 double cv(const std::vector<double>& xs);
 
 struct MannWhitney {
-  double u = 0;        // U statistic of x
-  double z = 0;        // normal approximation, tie-corrected, with continuity correction
-  double p_less = 1;   // one-sided p-value for "x is stochastically smaller than y"
+  double u = 0;       // U statistic of x
+  double z = 0;       // normal approximation, tie-corrected, with continuity correction
+  double p_less = 1;  // one-sided p-value for "x is stochastically smaller than y"
 };
 MannWhitney mann_whitney(const std::vector<double>& x, const std::vector<double>& y);
 

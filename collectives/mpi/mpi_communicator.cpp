@@ -131,8 +131,8 @@ class MpiCommunicator final : public Communicator {
 
   Handle all_to_all_v(const void* send, const std::vector<std::size_t>& send_counts,
                       const std::vector<std::size_t>& send_displs, void* recv,
-                      const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs,
-                      DType d, Mode mode) override {
+                      const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs, DType d,
+                      Mode mode) override {
     if (send_counts.size() != static_cast<std::size_t>(size_) || send_displs.size() != send_counts.size() ||
         recv_counts.size() != send_counts.size() || recv_displs.size() != send_counts.size())
       throw RunError("all_to_all_v: counts and displacements need one entry per rank (" + std::to_string(size_) + ")");

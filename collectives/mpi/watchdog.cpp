@@ -27,7 +27,8 @@ Watchdog::~Watchdog() {
 void Watchdog::progress(const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
   what_ = what;
-  deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
+  deadline_ =
+      std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
 }
 
 void Watchdog::watch() {
@@ -40,7 +41,8 @@ void Watchdog::watch() {
   const std::string what = what_;
   lock.unlock();
   if (world_rank_ == 0) {
-    std::fprintf(stderr, "sax: failed: timeout: no progress for %g s during %s (a peer died or hangs); aborting all ranks\n",
+    std::fprintf(stderr,
+                 "sax: failed: timeout: no progress for %g s during %s (a peer died or hangs); aborting all ranks\n",
                  timeout_.count(), what.c_str());
     std::fflush(stderr);
   } else {

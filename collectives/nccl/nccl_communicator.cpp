@@ -20,8 +20,7 @@ void cuda_check(cudaError_t rc, const char* call, const char* file, int line) {
 
 void nccl_check(ncclResult_t rc, const char* call, const char* file, int line) {
   if (rc == ncclSuccess) return;
-  throw RunError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                 ncclGetErrorString(rc));
+  throw RunError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + ncclGetErrorString(rc));
 }
 
 #define SAX_CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
@@ -103,27 +102,27 @@ class NcclCommunicator final : public Communicator {
     const std::size_t block = count_per_peer * dtype_bytes(d);
     SAX_NCCL_CHECK(ncclGroupStart());
     for (int peer = 0; peer < size_; ++peer) {
-      SAX_NCCL_CHECK(ncclSend(static_cast<const char*>(send) + peer * block, count_per_peer, nccl_type(d), peer,
-                              comm_, stream_));
-      SAX_NCCL_CHECK(ncclRecv(static_cast<char*>(recv) + peer * block, count_per_peer, nccl_type(d), peer, comm_,
-                              stream_));
+      SAX_NCCL_CHECK(
+          ncclSend(static_cast<const char*>(send) + peer * block, count_per_peer, nccl_type(d), peer, comm_, stream_));
+      SAX_NCCL_CHECK(
+          ncclRecv(static_cast<char*>(recv) + peer * block, count_per_peer, nccl_type(d), peer, comm_, stream_));
     }
     SAX_NCCL_CHECK(ncclGroupEnd());
     return finish(mode);
   }
   Handle all_to_all_v(const void* send, const std::vector<std::size_t>& send_counts,
                       const std::vector<std::size_t>& send_displs, void* recv,
-                      const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs,
-                      DType d, Mode mode) override {
+                      const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs, DType d,
+                      Mode mode) override {
     const std::size_t e = dtype_bytes(d);
     SAX_NCCL_CHECK(ncclGroupStart());
     for (int peer = 0; peer < size_; ++peer) {
       if (send_counts[peer])
-        SAX_NCCL_CHECK(ncclSend(static_cast<const char*>(send) + send_displs[peer] * e, send_counts[peer],
-                                nccl_type(d), peer, comm_, stream_));
-      if (recv_counts[peer])
-        SAX_NCCL_CHECK(ncclRecv(static_cast<char*>(recv) + recv_displs[peer] * e, recv_counts[peer], nccl_type(d),
+        SAX_NCCL_CHECK(ncclSend(static_cast<const char*>(send) + send_displs[peer] * e, send_counts[peer], nccl_type(d),
                                 peer, comm_, stream_));
+      if (recv_counts[peer])
+        SAX_NCCL_CHECK(ncclRecv(static_cast<char*>(recv) + recv_displs[peer] * e, recv_counts[peer], nccl_type(d), peer,
+                                comm_, stream_));
     }
     SAX_NCCL_CHECK(ncclGroupEnd());
     return finish(mode);

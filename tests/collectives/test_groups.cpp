@@ -65,11 +65,11 @@ TEST(Groups, BuildingGroups) {
 
 TEST(Groups, BadInputIsRefused) {
   Presets p;
-  EXPECT_THROW(resolve_group("tensor", 4, p.source(&p.tp2pp2)), UsageError);          // unknown name
-  EXPECT_THROW(resolve_group("tp", 4, {}), UsageError);                               // needs a layout
-  EXPECT_THROW(resolve_group("intra_building", 4, {}), UsageError);                   // needs a cluster
-  EXPECT_THROW(resolve_group("dp", 4, p.source(&p.tp2pp2)), UsageError);              // DP = 1: no group
-  EXPECT_THROW(resolve_group("world", 8, p.source(nullptr)), UsageError);             // cluster has 4 ranks
+  EXPECT_THROW(resolve_group("tensor", 4, p.source(&p.tp2pp2)), UsageError);             // unknown name
+  EXPECT_THROW(resolve_group("tp", 4, {}), UsageError);                                  // needs a layout
+  EXPECT_THROW(resolve_group("intra_building", 4, {}), UsageError);                      // needs a cluster
+  EXPECT_THROW(resolve_group("dp", 4, p.source(&p.tp2pp2)), UsageError);                 // DP = 1: no group
+  EXPECT_THROW(resolve_group("world", 8, p.source(nullptr)), UsageError);                // cluster has 4 ranks
   EXPECT_THROW(resolve_group("ep", 3, {nullptr, "", &p.ep2dp4, "l.json"}), InputError);  // EP 2 ∤ DP 3
   Layout l = p.tp2pp2;
   l.pipeline_model_parallel_size = 3;

@@ -21,14 +21,17 @@ double simulate(CollOp op, const CollOpEntry& e, int r, int n, std::size_t count
     case CollOp::all_reduce:
       for (int q = 0; q < n; ++q) s += e.input(q, n, count, i);
       return s;
-    case CollOp::all_gather: return e.input(static_cast<int>(i / block), n, count, i % block);
+    case CollOp::all_gather:
+      return e.input(static_cast<int>(i / block), n, count, i % block);
     case CollOp::reduce_scatter:
       for (int q = 0; q < n; ++q) s += e.input(q, n, count, static_cast<std::size_t>(r) * block + i);
       return s;
     case CollOp::all_to_all:
       return e.input(static_cast<int>(i / block), n, count, static_cast<std::size_t>(r) * block + i % block);
-    case CollOp::broadcast: return e.input(0, n, count, i);
-    case CollOp::send_recv: return e.input((r + n - 1) % n, n, count, i);
+    case CollOp::broadcast:
+      return e.input(0, n, count, i);
+    case CollOp::send_recv:
+      return e.input((r + n - 1) % n, n, count, i);
   }
   return NAN;
 }
@@ -103,8 +106,8 @@ TEST(CollPlan, RefusesBadInput) {
   EXPECT_TRUE(refuses([](auto& a) { a.warmup = "-1"; }));
   EXPECT_TRUE(refuses([](auto& a) { a.timeout_s = "0"; }));
   EXPECT_TRUE(refuses([](auto& a) { a.backend = "tpu"; }));
-  EXPECT_TRUE(refuses([](auto& a) { a.backend = "cuda"; }));  // no device here
-  EXPECT_TRUE(refuses([](auto& a) { a.op = "all_gather", a.min_bytes = a.max_bytes = "1000"; }));  // 4 ∤ 250
+  EXPECT_TRUE(refuses([](auto& a) { a.backend = "cuda"; }));                                        // no device here
+  EXPECT_TRUE(refuses([](auto& a) { a.op = "all_gather", a.min_bytes = a.max_bytes = "1000"; }));   // 4 ∤ 250
   EXPECT_TRUE(refuses([](auto& a) { a.op = "all_to_all", a.min_bytes = a.max_bytes = "16"; }, 3));  // 3 × 4 ∤ 16
   EXPECT_TRUE(refuses([](auto& a) { a.min_bytes = a.max_bytes = "6"; }));  // not whole float32 elements
   EXPECT_TRUE(refuses([](auto& a) { a.group = "tp"; }));                   // no layout

@@ -67,8 +67,8 @@ namespace {
 
 // A results file as `bench coll --json` writes it, with per-iteration times.
 nlohmann::json results_file(const std::vector<double>& times_us, double scale) {
-  nlohmann::json r = {{"op", "all_reduce"}, {"group", "world"}, {"dtype", "float32"}, {"bytes", 1 << 20},
-                      {"ranks", 4},        {"count", 1 << 18}};
+  nlohmann::json r = {{"op", "all_reduce"}, {"group", "world"}, {"dtype", "float32"},
+                      {"bytes", 1 << 20},   {"ranks", 4},       {"count", 1 << 18}};
   std::vector<double> t;
   for (double x : times_us) t.push_back(x * scale);
   double mean = 0;
