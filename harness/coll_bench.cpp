@@ -104,6 +104,7 @@ const BenchTunables& BenchTunables::get() {
     BenchTunables b;
     b.hang_rank = env_int("SAX_TEST_HANG_RANK", -1);
     b.exit_rank = env_int("SAX_TEST_EXIT_RANK", -1);
+    b.corrupt_rank = env_int("SAX_TEST_CORRUPT_RANK", -1);
     if (const char* v = std::getenv("SAX_BENCH_INJECT_SLOWDOWN")) b.inject_slowdown = std::atof(v);
     b.inject_block = std::max(0, env_int("SAX_BENCH_INJECT_BLOCK", 0));
     return b;
@@ -289,6 +290,7 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
         // The buffers hold the last timed iteration's result: every iteration computes the same.
         std::vector<unsigned char> host(recv_n * e);
         recv->download(host.data(), host.size());
+        if (world_rank == tun.corrupt_rank && recv_n > 0) store(host, c.dtype, recv_n / 2, 100.0);
         std::int64_t wrong = 0, total = 0;
         for (std::size_t i = 0; i < recv_n; ++i)
           if (load(host, c.dtype, i) != entry.expected(me, n, count, i)) ++wrong;

@@ -88,6 +88,7 @@ struct CollResult {
 // Tunables for tests, read once from the environment (never needed in normal use):
 //   SAX_TEST_HANG_RANK=k         world rank k sleeps forever before its first timed loop (a hung peer)
 //   SAX_TEST_EXIT_RANK=k         world rank k exits with status 3 there (a dead peer)
+//   SAX_TEST_CORRUPT_RANK=k      world rank k alters one received element before checking (a wrong result)
 //   SAX_BENCH_INJECT_SLOWDOWN=f  every iteration waits f × its own duration more (f=0.1: 10 % slower),
 //                                so that `sax regress` can be shown to catch a real slowdown
 //   SAX_BENCH_INJECT_BLOCK=k     iterations alternate in blocks of k and only odd blocks are slowed: a
@@ -96,7 +97,7 @@ struct CollResult {
 //                                single iterations, because ranks that spun different times
 //                                spill skew into the next iteration.
 struct BenchTunables {
-  int hang_rank = -1, exit_rank = -1;
+  int hang_rank = -1, exit_rank = -1, corrupt_rank = -1;
   double inject_slowdown = 0;
   int inject_block = 0;  // 0: every iteration
   static const BenchTunables& get();

@@ -134,6 +134,16 @@ TEST(BenchMpi, JsonHasEveryFieldAndCheckPasses) {
   }
 }
 
+TEST(BenchMpi, WrongResultsMakeEveryRankExitOne) {
+  // Rank 3 sees one wrong element per size: 2 ops × 2 sizes = 4, summed over ranks.
+  Result r = bench("--op all_reduce,all_to_all --check -b 1K -e 4K -f 4 -n 3", "SAX_TEST_CORRUPT_RANK=3");
+  EXPECT_EQ(r.code, 1) << r.err;
+  auto lines = sax_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("sax: failed: check failed: 4 wrong elements"), std::string::npos) << lines[0];
+  EXPECT_NE(r.out.find("       1\n"), std::string::npos) << r.out;  // the #wrong column
+}
+
 namespace {
 
 // A small all-reduce sweep at the sizes where latency, and so this machine's scheduling noise,
