@@ -51,6 +51,8 @@ struct BadCase {
   std::string args;
   const char* says;
 };
+// Readable test names in CTest's listing.
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
 
 }  // namespace
 
