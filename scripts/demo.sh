@@ -10,12 +10,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 echo "== 1. the testbed, the model and a candidate layout, validated"
 build/sax check configs/clusters/local-2bld.json configs/models/gpt-tiny.json configs/layouts/local-tp2-pp2.json
 
-echo "== explorer: the best layouts for gpt-tiny on the testbed, and llama3-70b on 98,304 H100s"
+echo "== 2. explorer: the best layouts for gpt-tiny on the testbed, and llama3-70b on 98,304 H100s"
 build/sax explore --cluster configs/clusters/local-2bld.json --model configs/models/gpt-tiny.json --top 5 \
   --compare configs/layouts/local-tp2-pp2.json
 build/sax explore --cluster configs/clusters/h100-3bld.json --model configs/models/llama3-70b.json --top 5
 
-echo "== collectives across the two buildings: all ranks (world) and the pipeline groups (pp), checked"
+echo "== 3. collectives on the testbed's groups: all ranks (world) and the pipeline groups (pp) that cross the building boundary, checked"
+echo "   (ranks share this host; the boundary is a placement and a link class here, not yet a shaped link)"
 mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
   build/sax bench coll --op all --check -b 1K -e 1M -f 32 -n 10 --group world --cluster configs/clusters/local-2bld.json
 mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
