@@ -41,6 +41,14 @@ void run_explore(const ExploreArgs& a) {
 
   std::cout << "explore " << m.name << " on " << c.name << " (" << c.world_size() << " devices, "
             << c.buildings.size() << " buildings) — " << cm.params().source << "\n";
+  // The batch bounds what any layout can reach: say how thin it is spread before the ranking.
+  const double seqs_per_device = static_cast<double>(m.global_batch_size) / static_cast<double>(c.world_size());
+  std::cout << "  batch: " << m.global_batch_size << " sequences of " << m.seq_length << " tokens = "
+            << fmt(seqs_per_device * static_cast<double>(m.seq_length) >= 100 ? "%.0f" : "%.3g", seqs_per_device * static_cast<double>(m.seq_length)) << " tokens per device per step"
+            << (seqs_per_device < 1 ? " (under one sequence per device: DP is capped at the batch, so pipeline "
+                                      "bubble and gradient sync weigh heavily)"
+                                    : "")
+            << "\n";
   std::cout << "  candidates: " << r.generated << " generated from " << r.factorizations
             << " factorizations, " << r.pruned_divisibility << " pruned by divisibility, " << r.evaluated
             << " evaluated, " << r.pruned_memory << " pruned by memory, " << r.feasible << " feasible; "
