@@ -1,6 +1,8 @@
 // The `sax` program: parses arguments with CLI11 and dispatches to the folders' libraries.
 // Exit codes: 0 success, 1 a failed run, 2 bad input (one line naming file, field, expectation).
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +16,19 @@ void add_not_built(CLI::App& app, const char* name, const char* what, const char
   cmd->allow_extras();
   std::string msg = std::string("sax ") + name + " is not built yet (" + issue + ")";
   cmd->callback([msg] { throw UsageError(msg); });
+}
+
+// Under mpirun every rank parses the same arguments and meets the same error: one line from
+// the launcher's rank 0 is enough (the environment says which rank this is before MPI starts).
+static bool first_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v) == 0;
+  return true;
+}
+
+static int fail(int code, const char* prefix, const std::string& what) {
+  if (first_rank()) std::cerr << "sax: " << prefix << ": " << what << "\n";
+  return code;
 }
 
 }  // namespace sax::cli
@@ -43,20 +58,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "sax: error: " << e.what() << " (see sax --help)\n";
-    return 2;
+    return fail(2, "error", std::string(e.what()) + " (see sax --help)");
   } catch (const sax::UsageError& e) {
-    std::cerr << "sax: error: " << e.what() << "\n";
-    return 2;
+    return fail(2, "error", e.what());
   } catch (const sax::InputError& e) {
-    std::cerr << "sax: error: " << e.what() << "\n";
-    return 2;
+    return fail(2, "error", e.what());
   } catch (const sax::RunError& e) {
-    std::cerr << "sax: failed: " << e.what() << "\n";
-    return 1;
+    return fail(1, "failed", e.what());
   } catch (const std::exception& e) {
-    std::cerr << "sax: failed: " << e.what() << "\n";
-    return 1;
+    return fail(1, "failed", e.what());
   }
   return 0;
 }

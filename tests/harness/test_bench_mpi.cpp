@@ -79,7 +79,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"UnknownGroup", "--group tensor", "unknown group 'tensor'"},
                       BadCase{"BadLayoutFile", "--group tp --layout /nonexistent/l.json", "/nonexistent/l.json"},
                       BadCase{"UnknownFlag", "--bogus 3", "unexpected argument '--bogus'"},
-                      BadCase{"NotAnInteger", "-n many", "-n/--iters"}),
+                      BadCase{"NotAnInteger", "-n many", "-n/--iters"},
+                      // Caught by CLI11 before any rank knows its rank: still one line.
+                      BadCase{"RepeatedFlag", "-b 1K -b 2K", "--min-bytes"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(BenchMpi, MismatchedArgumentsAcrossRanksAreDetected) {
