@@ -81,8 +81,10 @@ Calibration read_calibration(const json& value, const std::string& file) {
   f.allow("kind");
   f.allow("comment");
   Calibration c;
-  c.version = static_cast<int>(f.integer("version", 1));
-  if (c.version != 1) f.fail("version", "1 (the only calibration format so far), got " + std::to_string(c.version));
+  // Compared before narrowing to int: 4294967297 would otherwise read as version 1.
+  const std::int64_t version = f.integer("version", 1);
+  if (version != 1) f.fail("version", "1 (the only calibration format so far), got " + std::to_string(version));
+  c.version = static_cast<int>(version);
   {
     Fields p(f.object("provenance"), file, f.path_of("provenance"));
     c.provenance.cluster = p.string("cluster");

@@ -1,5 +1,6 @@
 #include "spec/cluster.hpp"
 
+#include <cstdint>
 #include <set>
 
 #include "spec/model.hpp"
@@ -89,18 +90,26 @@ Cluster read_cluster(const json& value, const std::string& file) {
   const json& buildings = f.array("buildings");
   if (buildings.empty()) f.fail("buildings", "at least one building");
   std::set<std::string> names;
+  std::int64_t total_nodes = 0;
   for (std::size_t i = 0; i < buildings.size(); ++i) {
     Fields b(buildings[i], file, json_path(f.path_of("buildings"), i));
     Building bl;
     bl.name = b.string("name");
-    bl.nodes = b.integer("nodes", 1);
+    bl.nodes = b.integer_in("nodes", 1, kMaxSize);
+    total_nodes += bl.nodes;  // both terms <= 2^40 here: the sum cannot overflow
+    if (total_nodes > kMaxSize)
+      b.fail("nodes", "a node count that keeps the cluster at most " + std::to_string(kMaxSize) + " nodes");
     b.allow("comment");
     b.finish();
     if (!names.insert(bl.name).second)
       throw InputError(file, b.path_of("name"), "a building name used once, got \"" + bl.name + "\" twice");
     c.buildings.push_back(bl);
   }
-  c.devices_per_node = static_cast<int>(f.integer("devices_per_node", 1));
+  // An int in Cluster; the world size (nodes × devices_per_node) at most kMaxSize.
+  c.devices_per_node = static_cast<int>(f.integer_in("devices_per_node", 1, INT32_MAX));
+  if (total_nodes > kMaxSize / c.devices_per_node)
+    f.fail("devices_per_node", "a world size (" + std::to_string(total_nodes) + " nodes × devices_per_node " +
+                                   std::to_string(c.devices_per_node) + ") at most " + std::to_string(kMaxSize));
 
   {
     Fields d(f.object("device"), file, f.path_of("device"));

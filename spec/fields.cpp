@@ -116,6 +116,23 @@ std::int64_t Fields::integer(const std::string& key, std::int64_t min, std::int6
   return integer(key, min);
 }
 
+std::int64_t Fields::integer_in(const std::string& key, std::int64_t min, std::int64_t max) {
+  std::int64_t x = integer(key, min);
+  if (x > max)
+    fail(key, "an integer between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
+                  std::to_string(x));
+  return x;
+}
+
+std::int64_t Fields::integer_in(const std::string& key, std::int64_t min, std::int64_t max,
+                                std::int64_t fallback) {
+  if (!has(key)) {
+    read_.insert(key);
+    return fallback;
+  }
+  return integer_in(key, min, max);
+}
+
 double Fields::number(const std::string& key, double min_exclusive) {
   const json& v = require(key);
   if (!v.is_number()) fail(key, "a number, got " + json_type_name(v));

@@ -17,6 +17,12 @@ namespace sax {
 
 using json = nlohmann::json;
 
+// Upper bounds on integer fields, so that the products the checks and the cost model form
+// (TP×CP×PP, micro_batch_size×DP, nodes×devices_per_node, hidden×ffn, ...) stay far from
+// int64 overflow: a parallel degree at most 2^31, a count or size at most 2^40.
+inline constexpr std::int64_t kMaxDegree = std::int64_t{1} << 31;
+inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 40;
+
 // Reads and parses a JSON file; a missing file or a syntax error is an InputError.
 json load_json_file(const std::string& file);
 
@@ -43,6 +49,9 @@ class Fields {
   // Required (no default) or optional (with default) scalar fields. `min` is inclusive.
   std::int64_t integer(const std::string& key, std::int64_t min = 0);
   std::int64_t integer(const std::string& key, std::int64_t min, std::int64_t fallback);
+  // Same, with an inclusive upper bound too.
+  std::int64_t integer_in(const std::string& key, std::int64_t min, std::int64_t max);
+  std::int64_t integer_in(const std::string& key, std::int64_t min, std::int64_t max, std::int64_t fallback);
   double number(const std::string& key, double min_exclusive = 0.0);
   double number(const std::string& key, double min_exclusive, double fallback);
   double nonnegative(const std::string& key);  // a number >= 0

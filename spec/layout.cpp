@@ -132,20 +132,20 @@ Layout read_layout(const json& value, const std::string& file) {
   f.allow("comment");
   f.allow("name");
   Layout l;
-  l.tensor_model_parallel_size = f.integer("tensor_model_parallel_size", 1, 1);
-  l.pipeline_model_parallel_size = f.integer("pipeline_model_parallel_size", 1, 1);
-  l.context_parallel_size = f.integer("context_parallel_size", 1, 1);
-  l.expert_model_parallel_size = f.integer("expert_model_parallel_size", 1, 1);
-  l.virtual_pipeline_model_parallel_size = f.integer("virtual_pipeline_model_parallel_size", 1, 1);
-  l.micro_batch_size = f.integer("micro_batch_size", 1, 1);
+  l.tensor_model_parallel_size = f.integer_in("tensor_model_parallel_size", 1, kMaxDegree, 1);
+  l.pipeline_model_parallel_size = f.integer_in("pipeline_model_parallel_size", 1, kMaxDegree, 1);
+  l.context_parallel_size = f.integer_in("context_parallel_size", 1, kMaxDegree, 1);
+  l.expert_model_parallel_size = f.integer_in("expert_model_parallel_size", 1, kMaxDegree, 1);
+  l.virtual_pipeline_model_parallel_size = f.integer_in("virtual_pipeline_model_parallel_size", 1, kMaxDegree, 1);
+  l.micro_batch_size = f.integer_in("micro_batch_size", 1, kMaxDegree, 1);
   l.sequence_parallel = f.boolean("sequence_parallel", false);
   l.recompute_granularity = pick<Recompute>(
       f, "recompute_granularity",
       {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}},
       Recompute::none);
   l.use_distributed_optimizer = f.boolean("use_distributed_optimizer", false);
-  l.decoder_first_pipeline_num_layers = f.integer("decoder_first_pipeline_num_layers", 1, 0);
-  l.decoder_last_pipeline_num_layers = f.integer("decoder_last_pipeline_num_layers", 1, 0);
+  l.decoder_first_pipeline_num_layers = f.integer_in("decoder_first_pipeline_num_layers", 1, kMaxDegree, 0);
+  l.decoder_last_pipeline_num_layers = f.integer_in("decoder_last_pipeline_num_layers", 1, kMaxDegree, 0);
   l.order = parse_order(f);
   if (const json* sched = f.optional("schedule")) {
     Fields s(*sched, file, f.path_of("schedule"));
@@ -165,6 +165,15 @@ Layout read_layout(const json& value, const std::string& file) {
   }
   // Rules that need no model or cluster.
   const std::int64_t pp = l.pipeline_model_parallel_size, vpp = l.virtual_pipeline_model_parallel_size;
+  // No cluster is larger than kMaxSize devices; bounding TP×CP×PP here keeps model_parallel_size()
+  // and everything derived from it free of int64 overflow.
+  std::int64_t tp_cp = 0, mp = 0;
+  if (__builtin_mul_overflow(l.tensor_model_parallel_size, l.context_parallel_size, &tp_cp) ||
+      __builtin_mul_overflow(tp_cp, pp, &mp) || mp > kMaxSize)
+    f.fail("pipeline_model_parallel_size",
+           "TP×CP×PP (" + std::to_string(l.tensor_model_parallel_size) + "×" +
+               std::to_string(l.context_parallel_size) + "×" + std::to_string(pp) + ") at most " +
+               std::to_string(kMaxSize) + " (the largest world size)");
   if (vpp > 1 && pp == 1)
     f.fail("virtual_pipeline_model_parallel_size",
            "1 when pipeline_model_parallel_size is 1 (interleaving needs a pipeline), got " + std::to_string(vpp));
@@ -272,7 +281,8 @@ void validate_layout(const Layout& l, const Model& m, const Cluster& c, const st
       fail("virtual_pipeline_model_parallel_size",
            "a divisor of every stage's layer count (a stage holds " + str(layers) + "), got " + str(vpp));
 
-  if (m.global_batch_size % (l.micro_batch_size * dp) != 0)
+  std::int64_t mbs_dp = 0;
+  if (__builtin_mul_overflow(l.micro_batch_size, dp, &mbs_dp) || m.global_batch_size % mbs_dp != 0)
     fail("micro_batch_size", "micro_batch_size × DP (" + str(l.micro_batch_size) + "×" + str(dp) +
                                  ") to divide global_batch_size (" + str(m.global_batch_size) + ")");
   const std::int64_t micro = l.num_microbatches(m, world);

@@ -91,6 +91,11 @@ double Model::forward_flops_per_token() const {
   return num_dense_layers() * (attn + dense_mlp) + num_moe_layers() * (attn + moe_mlp) + logits;
 }
 
+// Sizes are bounded (kMaxSize) so that the FLOP and byte counts formed from them stay finite and
+// int64 products of two or three of them do not wrap; the layer count sizes a per-layer vector,
+// so it gets a tighter bound.
+static constexpr std::int64_t kMaxLayers = std::int64_t{1} << 20;
+
 Model read_model(const json& value, const std::string& file) {
   Fields f(value, file, "");
   f.allow("kind");
@@ -98,12 +103,12 @@ Model read_model(const json& value, const std::string& file) {
   Model m;
   m.name = f.string("name");
   m.dtype = f.choice("dtype", dtype_names(), "bf16");
-  m.num_layers = f.integer("num_layers", 1);
-  m.hidden_size = f.integer("hidden_size", 1);
-  m.ffn_hidden_size = f.integer("ffn_hidden_size", 1, 4 * m.hidden_size);
-  m.num_attention_heads = f.integer("num_attention_heads", 1);
-  m.num_query_groups = f.integer("num_query_groups", 1, m.num_attention_heads);
-  m.kv_channels = f.integer("kv_channels", 1, 0);
+  m.num_layers = f.integer_in("num_layers", 1, kMaxLayers);
+  m.hidden_size = f.integer_in("hidden_size", 1, kMaxSize);
+  m.ffn_hidden_size = f.integer_in("ffn_hidden_size", 1, kMaxSize, 4 * m.hidden_size);
+  m.num_attention_heads = f.integer_in("num_attention_heads", 1, kMaxSize);
+  m.num_query_groups = f.integer_in("num_query_groups", 1, kMaxSize, m.num_attention_heads);
+  m.kv_channels = f.integer_in("kv_channels", 1, kMaxSize, 0);
   if (m.kv_channels == 0) {
     if (m.hidden_size % m.num_attention_heads != 0)
       f.fail("num_attention_heads", "a divisor of hidden_size (" + std::to_string(m.hidden_size) +
@@ -115,11 +120,11 @@ Model read_model(const json& value, const std::string& file) {
     f.fail("num_query_groups", "a divisor of num_attention_heads (" +
                                    std::to_string(m.num_attention_heads) + "), got " +
                                    std::to_string(m.num_query_groups));
-  m.seq_length = f.integer("seq_length", 1);
-  m.max_position_embeddings = f.integer("max_position_embeddings", 1, m.seq_length);
+  m.seq_length = f.integer_in("seq_length", 1, kMaxSize);
+  m.max_position_embeddings = f.integer_in("max_position_embeddings", 1, kMaxSize, m.seq_length);
   if (m.max_position_embeddings < m.seq_length)
     f.fail("max_position_embeddings", "at least seq_length (" + std::to_string(m.seq_length) + ")");
-  m.vocab_size = f.integer("vocab_size", 1);
+  m.vocab_size = f.integer_in("vocab_size", 1, kMaxSize);
   m.swiglu = f.boolean("swiglu", false);
   m.untie_embeddings_and_output_weights = f.boolean("untie_embeddings_and_output_weights", false);
   m.add_bias_linear = f.boolean("add_bias_linear", true);
@@ -127,10 +132,10 @@ Model read_model(const json& value, const std::string& file) {
   m.position_embedding_type =
       f.choice("position_embedding_type", {"learned_absolute", "rope", "none"}, "learned_absolute");
 
-  m.num_experts = f.integer("num_experts", 0, 0);
+  m.num_experts = f.integer_in("num_experts", 0, kMaxSize, 0);
   const bool moe_field = f.has("moe_router_topk") || f.has("moe_ffn_hidden_size") || f.has("moe_layer_freq");
-  m.moe_router_topk = f.integer("moe_router_topk", 1, 2);
-  m.moe_ffn_hidden_size = f.integer("moe_ffn_hidden_size", 1, m.ffn_hidden_size);
+  m.moe_router_topk = f.integer_in("moe_router_topk", 1, kMaxSize, 2);
+  m.moe_ffn_hidden_size = f.integer_in("moe_ffn_hidden_size", 1, kMaxSize, m.ffn_hidden_size);
   if (m.num_experts == 0) {
     if (moe_field)
       f.fail("num_experts", "a positive expert count when moe_* fields are set (0 or absent is a dense model)");
@@ -153,16 +158,17 @@ Model read_model(const json& value, const std::string& file) {
                                      ") entries, got " + std::to_string(freq->size()));
       for (std::size_t i = 0; i < freq->size(); ++i) {
         const json& e = (*freq)[i];
-        if (!e.is_number_integer() || (e.get<int>() != 0 && e.get<int>() != 1))
+        // Compared as int64: get<int> would truncate 4294967297 to 1.
+        if (!e.is_number_integer() || (e.get<std::int64_t>() != 0 && e.get<std::int64_t>() != 1))
           throw InputError(file, json_path(f.path_of("moe_layer_freq"), i),
                            "0 (dense) or 1 (MoE), got " + json_type_name(e));
-        m.moe_layer_pattern[i] = e.get<int>() == 1;
+        m.moe_layer_pattern[i] = e.get<std::int64_t>() == 1;
       }
     } else if (freq) {
       f.fail("moe_layer_freq", "an integer >= 1 or a list of 0/1 per layer, got " + json_type_name(*freq));
     }
   }
-  m.global_batch_size = f.integer("global_batch_size", 1);
+  m.global_batch_size = f.integer_in("global_batch_size", 1, kMaxSize);
   f.finish();
   return m;
 }

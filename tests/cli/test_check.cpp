@@ -104,6 +104,42 @@ const Case kCases[] = {
      [](json& c) { c["links"]["cross_building"]["oversubscription"] = 0.5; }, "/links/cross_building/oversubscription"},
     {"TopkAboveExperts", "model", [](json& m) { m["moe_router_topk"] = 9; }, "/moe_router_topk"},
     {"QueryGroupsNotDividingHeads", "model", [](json& m) { m["num_query_groups"] = 5; }, "/num_query_groups"},
+    // Sizes so large that the products of the checks would overflow int64 (SIGFPE before).
+    {"TpTimesCpOverflows", "layout",
+     [](json& l) {
+       l["tensor_model_parallel_size"] = std::int64_t{1} << 62;
+       l["context_parallel_size"] = 4;
+     },
+     "/tensor_model_parallel_size"},
+    {"TpCpPpProductOverflows", "layout",
+     [](json& l) {
+       l["tensor_model_parallel_size"] = std::int64_t{1} << 31;
+       l["context_parallel_size"] = std::int64_t{1} << 31;
+       l["pipeline_model_parallel_size"] = 4;
+     },
+     "/pipeline_model_parallel_size"},
+    {"HugeMicroBatch", "layout", [](json& l) { l["micro_batch_size"] = std::int64_t{1} << 62; }, "/micro_batch_size"},
+    {"MicroBatchTimesDpOverflows", "layout",
+     [](json& l) { l["micro_batch_size"] = std::int64_t{1} << 31; }, "/micro_batch_size"},
+    {"HugeFirstStage", "layout", [](json& l) { l["decoder_first_pipeline_num_layers"] = std::int64_t{1} << 62; },
+     "/decoder_first_pipeline_num_layers"},
+    {"DevicesPerNodeBeyondInt", "cluster", [](json& c) { c["devices_per_node"] = std::int64_t{4294967298}; },
+     "/devices_per_node"},
+    {"WorldSizeBeyondBound", "cluster", [](json& c) { c["devices_per_node"] = std::int64_t{1} << 30; },
+     "/devices_per_node"},
+    {"HugeNodeCount", "cluster", [](json& c) { c["buildings"][1]["nodes"] = std::int64_t{1} << 62; },
+     "/buildings/1/nodes"},
+    {"HugeHidden", "model", [](json& m) { m["hidden_size"] = std::int64_t{1} << 50; }, "/hidden_size"},
+    {"HugeGlobalBatch", "model", [](json& m) { m["global_batch_size"] = std::int64_t{1} << 62; },
+     "/global_batch_size"},
+    {"HugeLayerCount", "model", [](json& m) { m["num_layers"] = std::int64_t{1} << 40; }, "/num_layers"},
+    {"MoeLayerFreqEntryTruncated", "model",
+     [](json& m) {
+       m["moe_layer_freq"] = json::array();
+       for (int i = 0; i < m["num_layers"].get<int>(); ++i) m["moe_layer_freq"].push_back(1);
+       m["moe_layer_freq"][3] = std::int64_t{4294967297};
+     },
+     "/moe_layer_freq/3"},
     {"DuplicateBuildingName", "cluster", [](json& c) { c["buildings"][1]["name"] = "bld-a"; }, "/buildings/1/name"},
 };
 

@@ -65,6 +65,7 @@ TEST(Calibration, ErrorsNameTheField) {
   };
   const std::vector<Case> cases = {
       {"/version", 2, "/version"},
+      {"/version", std::int64_t{4294967297}, "/version"},  // 2^32 + 1: not narrowed to 1
       {"/provenance/backend", "tpu", "/provenance/backend"},
       {"/links/intra_node/all_reduce/alpha_us", -1, "/links/intra_node/all_reduce/alpha_us"},
       {"/links/intra_node/all_reduce/beta_ns_per_byte", 0, "/links/intra_node/all_reduce/beta_ns_per_byte"},
