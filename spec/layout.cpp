@@ -107,7 +107,8 @@ static std::array<Dim, 5> parse_order(Fields& f) {
   std::vector<std::string> parts;
   std::stringstream ss(s);
   for (std::string p; std::getline(ss, p, '-');) parts.push_back(p);
-  if (parts.size() != 5) f.fail("order", want);
+  // getline drops a trailing empty part: "tp-cp-ep-dp-pp-" would otherwise split into five.
+  if (parts.size() != 5 || s.back() == '-') f.fail("order", want);
   std::vector<Dim> seen;
   for (std::size_t i = 0; i < 5; ++i) {
     bool ok = false;

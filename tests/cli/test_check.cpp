@@ -76,6 +76,7 @@ const Case kCases[] = {
     {"UnknownNetworkTechnology", "layout", [](json& l) { l["schedule"]["network_technology"] = "warp"; },
      "/schedule/network_technology"},
     {"BadOrder", "layout", [](json& l) { l["order"] = "tp-dp-pp"; }, "/order"},
+    {"OrderWithTrailingDash", "layout", [](json& l) { l["order"] = "tp-cp-ep-dp-pp-"; }, "/order"},
     // Unknown keys.
     {"UnknownLayoutKey", "layout", [](json& l) { l["tensor_paralel_size"] = 2; }, "/tensor_paralel_size"},
     {"UnknownModelKey", "model", [](json& m) { m["hiden_size"] = 2; }, "/hiden_size"},

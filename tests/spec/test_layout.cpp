@@ -123,6 +123,8 @@ TEST(Layout, FieldErrorsNameTheField) {
   EXPECT_EQ(path_of({{"recompute_granularity", "some"}}), "/recompute_granularity");
   EXPECT_EQ(path_of({{"order", "tp-cp-dp-pp"}}), "/order");
   EXPECT_EQ(path_of({{"order", "tp-ep-cp-dp-pp"}}), "/order");  // ep must adjoin dp
+  EXPECT_EQ(path_of({{"order", "tp-cp-ep-dp-pp-"}}), "/order");  // a trailing '-' is an empty sixth part
+  EXPECT_EQ(path_of({{"order", "-tp-cp-ep-dp-pp"}}), "/order");
   EXPECT_EQ(path_of({{"order", "tp-cp-ep-dp-pp"}}), "");
   EXPECT_EQ(path_of({{"order", "tp-cp-dp-ep-pp"}}), "");
   EXPECT_EQ(path_of({{"schedule", {{"pipeline", "zigzag"}}}}), "/schedule/pipeline");
