@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -9,6 +10,11 @@
 namespace sax {
 
 json load_json_file(const std::string& file) {
+  // A directory opens as an ifstream and then fails inside the parser with an I/O exception
+  // ("basic_filebuf::underflow ..."): refuse anything that is not a regular file up front.
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
+    throw InputError(file, "", "a readable JSON file (it is not a regular file)");
   std::ifstream in(file);
   if (!in) throw InputError(file, "", "a readable file (cannot open it)");
   try {
@@ -18,6 +24,8 @@ json load_json_file(const std::string& file) {
     // nlohmann's message is "[json.exception.parse_error.101] parse error at line 3, ...".
     auto pos = what.find("parse error");
     throw InputError(file, "", "valid JSON (" + what.substr(pos == std::string::npos ? 0 : pos) + ")");
+  } catch (const std::exception& e) {
+    throw InputError(file, "", std::string("a readable JSON file (") + e.what() + ")");
   }
 }
 

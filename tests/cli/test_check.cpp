@@ -207,6 +207,11 @@ TEST(Check, FileErrors) {
   r = run_sax("check " + t.write_text("bad.json", "{\"num_layers\": 3,,}"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("bad.json: expected valid JSON"), std::string::npos) << r.err;
+  // A directory: exit 1 with "basic_filebuf::underflow" before.
+  r = run_sax("check " + t.path.string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("expected a readable JSON file"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   r = run_sax("check " + t.write("what.json", json{{"hello", 1}}));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("what.json: expected a cluster"), std::string::npos) << r.err;
