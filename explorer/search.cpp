@@ -157,7 +157,8 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                                          PipelineSchedule::zero_bubble, PipelineSchedule::interleaved}) {
             if ((vpp > 1) != (sched == PipelineSchedule::interleaved)) continue;
             if (s.pp == 1 && sched != PipelineSchedule::one_f_one_b) continue;  // all the same without a pipeline
-            for (int sp = (s.tp > 1 ? 1 : 0); sp >= 0; --sp)
+            // SP needs TP > 1; MoE with TP > 1 needs SP (Megatron's rule, see validate_layout).
+            for (int sp = (s.tp > 1 ? 1 : 0); sp >= (m.is_moe() && s.tp > 1 ? 1 : 0); --sp)
               for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
                 for (int dist = 0; dist <= (s.dp * s.cp > 1 ? 1 : 0); ++dist)
                   for (DpSync sync : {DpSync::overlapped, DpSync::blocking, DpSync::hierarchical}) {
@@ -207,6 +208,7 @@ bool divisible(const Candidate& k, const Model& m, std::int64_t world) {
   if (k.dp % k.ep) return false;
   if (k.cp > 1 && m.seq_length % (2 * k.cp)) return false;
   if (k.sp && (m.seq_length / k.cp) % k.tp) return false;
+  if (m.is_moe() && k.tp > 1 && !k.sp) return false;
   if (m.global_batch_size % (k.mbs * k.dp)) return false;
   const std::int64_t micro = m.global_batch_size / (k.mbs * k.dp);
   if ((k.vpp > 1) != (k.pipeline == PipelineSchedule::interleaved)) return false;

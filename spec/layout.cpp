@@ -259,6 +259,12 @@ void validate_layout(const Layout& l, const Model& m, const Cluster& c, const st
     fail("sequence_parallel", "false, or a sequence per CP rank (" + str(m.seq_length / cp) +
                                   ") divisible by tensor_model_parallel_size (" + str(tp) + ")");
 
+  // Megatron-LM (validate_args): "When using MoE and tensor parallelism, sequence parallelism
+  // must be used." (Megatron-core's own check asks the same whenever EP and TP are both > 1.)
+  if (m.is_moe() && tp > 1 && !l.sequence_parallel)
+    fail("sequence_parallel", "true for MoE model " + m.name + " with tensor_model_parallel_size " + str(tp) +
+                                  " (Megatron requires sequence parallelism with MoE and TP > 1)");
+
   // Pipeline split: the first/last stages may hold fewer layers; the rest split evenly,
   // and every stage's layers split evenly into its virtual stages.
   const std::int64_t first = l.decoder_first_pipeline_num_layers, last = l.decoder_last_pipeline_num_layers;

@@ -29,7 +29,8 @@ json base_model() {
 }
 json base_layout() {
   return {{"tensor_model_parallel_size", 4}, {"pipeline_model_parallel_size", 4},
-          {"expert_model_parallel_size", 8}, {"micro_batch_size", 1}, {"order", "tp-cp-ep-dp-pp"},
+          {"expert_model_parallel_size", 8}, {"micro_batch_size", 1}, {"sequence_parallel", true},
+          {"order", "tp-cp-ep-dp-pp"},
           {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", "overlapped"}}}};
 }
 
@@ -69,6 +70,8 @@ const Case kCases[] = {
      "/expert_model_parallel_size"},
     {"BatchNotDivisibleByMicroBatchTimesDp", "layout", [](json& l) { l["micro_batch_size"] = 7; },
      "/micro_batch_size"},
+    {"MoeWithTpWithoutSequenceParallel", "layout", [](json& l) { l["sequence_parallel"] = false; },
+     "/sequence_parallel"},
     {"CpNotDividingSequence", "layout", [](json& l) { l["context_parallel_size"] = 3; },
      "/context_parallel_size"},
     {"InterleavedWithoutVirtualStages", "layout", [](json& l) { l["schedule"]["pipeline"] = "interleaved"; },

@@ -51,13 +51,14 @@ TEST(Search, DivisibilityCheckAgreesWithValidateLayout) {
           for (std::int64_t ep : {1, 2, 4})
             for (std::int64_t mbs : {1, 2, 3})
               for (std::int64_t vpp : {1, 2})
-                for (std::int64_t first : {0, 1}) {
+                for (std::int64_t first : {0, 1})
+                  for (bool sp : {false, true}) {
                   if (4 % (tp * cp * pp)) continue;
                   Candidate k;
                   k.tp = tp, k.cp = cp, k.pp = pp, k.ep = ep, k.mbs = mbs, k.vpp = vpp, k.dp = 4 / (tp * cp * pp);
                   k.first_layers = first;
                   k.pipeline = vpp > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
-                  k.sp = tp > 1;
+                  k.sp = sp;
                   bool valid = true;
                   try {
                     const Layout l = k.to_layout(c);

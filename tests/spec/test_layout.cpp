@@ -101,9 +101,17 @@ TEST(Layout, MoeRules) {
   Cluster c = h100();
   m.global_batch_size = 98304;
   EXPECT_EQ(error_path({{"expert_model_parallel_size", 8}, {"tensor_model_parallel_size", 8},
-                        {"pipeline_model_parallel_size", 4}},
+                        {"pipeline_model_parallel_size", 4}, {"sequence_parallel", true}},
                        m, c),
             "");
+  // Megatron: MoE with TP > 1 needs sequence parallelism, with or without EP.
+  EXPECT_EQ(error_path({{"expert_model_parallel_size", 8}, {"tensor_model_parallel_size", 8},
+                        {"pipeline_model_parallel_size", 4}},
+                       m, c),
+            "/sequence_parallel");
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 4}}, m, c),
+            "/sequence_parallel");
+  EXPECT_EQ(error_path({{"expert_model_parallel_size", 8}, {"pipeline_model_parallel_size", 4}}, m, c), "");
   EXPECT_EQ(error_path({{"expert_model_parallel_size", 3}}, m, c), "/expert_model_parallel_size");
 }
 
