@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@
 
 #include "collectives/bf16.hpp"
 #include "collectives/mpi/mpi_check.hpp"
+#include "collectives/mpi/watchdog.hpp"
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
 #include "spec/error.hpp"
@@ -144,8 +146,10 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size, c
   c.check = a.check;
   char* end = nullptr;
   c.timeout_s = std::strtod(a.timeout_s.c_str(), &end);
-  if (a.timeout_s.empty() || *end != '\0' || !(c.timeout_s > 0))
-    throw UsageError("--timeout: expected seconds > 0, got '" + a.timeout_s + "'");
+  // Bounded: a deadline of now + 1e20 s (or inf) overflows steady_clock and fires at once.
+  if (a.timeout_s.empty() || *end != '\0' || !std::isfinite(c.timeout_s) || !(c.timeout_s > 0) ||
+      c.timeout_s > coll::kMaxTimeoutS)
+    throw UsageError("--timeout: expected seconds > 0 and at most 1e6, got '" + a.timeout_s + "'");
   c.backend = a.backend.empty() ? default_backend : a.backend;
   if (c.backend != "cpu" && c.backend != "cuda")
     throw UsageError("--backend: expected cpu or cuda, got '" + c.backend + "'");

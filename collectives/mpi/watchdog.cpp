@@ -3,12 +3,14 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace sax::coll {
 
 Watchdog::Watchdog(double timeout_s, int world_rank)
-    : timeout_(timeout_s),
+    : timeout_(std::isfinite(timeout_s) && timeout_s > 0 ? std::min(timeout_s, kMaxTimeoutS) : kMaxTimeoutS),
       world_rank_(world_rank),
       deadline_(std::chrono::steady_clock::now() +
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_)) {

@@ -12,6 +12,10 @@
 
 namespace sax::coll {
 
+// The longest timeout: sax bench coll refuses more, and the watchdog clamps to it, because
+// steady_clock::now() + 1e20 s overflows and would put the deadline in the past.
+inline constexpr double kMaxTimeoutS = 1e6;
+
 class Watchdog {
  public:
   Watchdog(double timeout_s, int world_rank);

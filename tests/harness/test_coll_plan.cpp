@@ -2,8 +2,11 @@
 // MPI), and argument validation: every bad input `sax bench coll` must refuse with exit 2.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
+#include "collectives/mpi/watchdog.hpp"
 #include "harness/coll_bench.hpp"
 #include "spec/error.hpp"
 #include "tests/support/run.hpp"
@@ -105,6 +108,12 @@ TEST(CollPlan, RefusesBadInput) {
   EXPECT_TRUE(refuses([](auto& a) { a.iters = "0"; }));
   EXPECT_TRUE(refuses([](auto& a) { a.warmup = "-1"; }));
   EXPECT_TRUE(refuses([](auto& a) { a.timeout_s = "0"; }));
+  // A deadline past steady_clock's range fired the watchdog at once.
+  EXPECT_TRUE(refuses([](auto& a) { a.timeout_s = "1e20"; }));
+  EXPECT_TRUE(refuses([](auto& a) { a.timeout_s = "inf"; }));
+  EXPECT_TRUE(refuses([](auto& a) { a.timeout_s = "nan"; }));
+  EXPECT_TRUE(refuses([](auto& a) { a.timeout_s = "1000001"; }));
+  EXPECT_FALSE(refuses([](auto& a) { a.timeout_s = "1e6"; }));
   EXPECT_TRUE(refuses([](auto& a) { a.backend = "tpu"; }));
   EXPECT_TRUE(refuses([](auto& a) { a.backend = "cuda"; }));                                        // no device here
   EXPECT_TRUE(refuses([](auto& a) { a.op = "all_gather", a.min_bytes = a.max_bytes = "1000"; }));   // 4 ∤ 250
@@ -113,4 +122,16 @@ TEST(CollPlan, RefusesBadInput) {
   EXPECT_TRUE(refuses([](auto& a) { a.group = "tp"; }));                   // no layout
   EXPECT_TRUE(refuses([](auto& a) { a.cluster_file = "/nonexistent.json"; }));
   EXPECT_FALSE(refuses([](auto&) {}));
+}
+
+// The watchdog clamps a timeout beyond steady_clock's range instead of firing at once (it would
+// call MPI_Abort, without MPI started here, and end this test program).
+TEST(Watchdog, HugeTimeoutDoesNotFireAtOnce) {
+  for (double t : {1e20, HUGE_VAL}) {
+    sax::coll::Watchdog w(t, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    w.progress("still going");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  SUCCEED();
 }
