@@ -26,6 +26,7 @@ std::string fmt(const char* f, double x) {
 void run_explore(const ExploreArgs& a) {
   if (a.top < 1) throw UsageError("--top: expected a number of layouts >= 1, got " + std::to_string(a.top));
   if (a.threads < 0) throw UsageError("--threads: expected >= 0 (0 = all cores), got " + std::to_string(a.threads));
+  if (!a.json_file.empty()) check_writable(a.json_file);  // before the search and any output
   const Cluster c = load_cluster(a.cluster);
   const Model m = load_model(a.model);
   Layout compare;

@@ -19,6 +19,7 @@ void run_predict(const PredictArgs& a) {
   const Model m = load_model(a.model);
   const Layout l = load_layout(a.layout);
   validate_layout(l, m, c, a.layout);
+  if (!a.json_file.empty()) check_writable(a.json_file);  // before anything is printed
   const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
   const explorer::Prediction p = cm.predict(l);
   std::cout << "prediction for " << a.layout << " on " << c.name << " (" << c.world_size() << " devices) with "

@@ -47,6 +47,15 @@ void write_json_file(const std::string& file, const json& value) {
   }
 }
 
+void check_writable(const std::string& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw InputError(file, "", "a writable file path (it is a directory)");
+  // The same temporary file write_json_file creates beside the target, created and removed.
+  std::string tmp = file + ".tmp." + std::to_string(::getpid());
+  if (!std::ofstream(tmp)) throw InputError(file, "", "a writable path (cannot create " + tmp + ")");
+  std::remove(tmp.c_str());
+}
+
 std::string json_path(const std::string& parent, const std::string& key) {
   std::string escaped;
   for (char c : key) {

@@ -3,6 +3,8 @@
 // layouts that are layout files; bad input exits 2 with one line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "explorer/search.hpp"
 #include "tests/support/run.hpp"
 
@@ -136,6 +138,20 @@ TEST(Search, ResultsAreTheSameOnOneThreadAndMany) {
   EXPECT_EQ(a.feasible, b.feasible);
   for (std::size_t i = 0; i < a.top.size(); ++i)
     EXPECT_DOUBLE_EQ(a.top[i].prediction.step_time_s, b.top[i].prediction.step_time_s);
+}
+
+// A --json path that cannot be written is exit 2 with one line, before any output or search.
+TEST(ExploreCli, UnwritableJsonPathIsFoundFirst) {
+  const std::string inputs = " --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +
+                             test::preset_path("models/moe-tiny.json");
+  for (const std::string cmd : {"explore" + inputs, "predict" + inputs + " --layout " +
+                                                        test::preset_path("layouts/local-ep2-dp4.json")}) {
+    const auto r = test::run_sax(cmd + " --json /nonexistent-dir/out.json");
+    EXPECT_EQ(r.code, 2) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find("/nonexistent-dir/out.json: expected a writable path"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << cmd << " printed before failing:\n" << r.out;
+  }
 }
 
 TEST(ExploreCli, JsonCandidatesAreValidLayoutFiles) {

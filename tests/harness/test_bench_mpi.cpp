@@ -79,6 +79,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"UnknownGroup", "--group tensor", "unknown group 'tensor'"},
                       BadCase{"BadLayoutFile", "--group tp --layout /nonexistent/l.json", "/nonexistent/l.json"},
                       BadCase{"UnknownFlag", "--bogus 3", "unexpected argument '--bogus'"},
+                      // Found before the sweep (it was exit 1 by MPI_Abort after it).
+                      BadCase{"UnwritableJson", "-b 1K -e 1K --json /nonexistent-dir/out.json",
+                              "/nonexistent-dir/out.json: expected a writable path"},
                       BadCase{"NotAnInteger", "-n many", "-n/--iters"},
                       // Caught by CLI11 before any rank knows its rank: still one line.
                       BadCase{"RepeatedFlag", "-b 1K -b 2K", "--min-bytes"}),
