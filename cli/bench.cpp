@@ -36,7 +36,10 @@ class MpiSession {
     int init = 0;
     MPI_Initialized(&init);
     if (!init) {
-      MPI_Init(nullptr, nullptr);
+      // The watchdog calls MPI_Abort from its own thread: ask for MPI_THREAD_MULTIPLE. A library
+      // that provides less still runs; the header warns (see harness::coll_header).
+      int provided = MPI_THREAD_SINGLE;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
       owned_ = true;
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

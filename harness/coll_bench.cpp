@@ -308,6 +308,18 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
   return results;
 }
 
+std::string mpi_thread_level_name() {
+  int provided = MPI_THREAD_SINGLE;
+  SAX_MPI_CHECK(MPI_Query_thread(&provided));
+  switch (provided) {
+    case MPI_THREAD_SINGLE: return "single";
+    case MPI_THREAD_FUNNELED: return "funneled";
+    case MPI_THREAD_SERIALIZED: return "serialized";
+    case MPI_THREAD_MULTIPLE: return "multiple";
+  }
+  return "unknown";
+}
+
 json collect_env(MPI_Comm world, const CollBenchPlan& plan) {
   int rank = 0, size = 1, len = 0;
   SAX_MPI_CHECK(MPI_Comm_rank(world, &rank));
@@ -337,6 +349,7 @@ json collect_env(MPI_Comm world, const CollBenchPlan& plan) {
           {"hosts", distinct.size()},
           {"rank_hosts", hosts},
           {"mpi_library", library},
+          {"mpi_thread_level", mpi_thread_level_name()},
           {"backend", plan.config.backend},
           {"groups", groups},
           {"link_class", plan.groups.link_class ? json(link_class_name(*plan.groups.link_class)) : json(nullptr)},
@@ -369,6 +382,11 @@ std::string coll_header(const CollBenchPlan& plan, const json& env) {
        format_bytes(c.max_bytes) + " x" + std::to_string(c.step_factor) + ", iters " + std::to_string(c.iters) +
        ", warmup " + std::to_string(c.warmup) + ", check " + (c.check ? "on" : "off") +
        "; time = slowest rank's mean, p50/p99/cv over per-iteration slowest-rank times\n";
+  // The --timeout watchdog calls MPI_Abort from its own thread while the main thread may be
+  // inside a collective: only MPI_THREAD_MULTIPLE makes that call well-defined.
+  if (env.contains("mpi_thread_level") && env["mpi_thread_level"] != "multiple")
+    s += "# warning: the MPI library provides thread level " + env["mpi_thread_level"].get<std::string>() +
+         ", not multiple: the --timeout watchdog's abort from its own thread may not work\n";
   return s;
 }
 

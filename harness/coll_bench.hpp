@@ -121,6 +121,8 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
                                        const std::function<void(const CollResult&)>& on_result);
 
 // Hosts, MPI library, ranks, backend: where a figure came from. Collective over `world`.
+// The thread level MPI was started with: "single", "funneled", "serialized" or "multiple".
+std::string mpi_thread_level_name();
 json collect_env(MPI_Comm world, const CollBenchPlan& plan);
 
 json coll_results_json(const CollBenchConfig& config, const json& env, const std::vector<CollResult>& results);

@@ -129,6 +129,9 @@ TEST(BenchMpi, JsonHasEveryFieldAndCheckPasses) {
   EXPECT_NE(r.out.find("link class cross_building"), std::string::npos) << r.out;
   auto j = nlohmann::json::parse(sax::test::slurp(t.file("r.json")));
   for (const char* k : {"version", "config", "env", "results"}) EXPECT_TRUE(j.contains(k)) << k;
+  // MPI started with MPI_THREAD_MULTIPLE: the watchdog aborts from its own thread.
+  EXPECT_EQ(j["env"]["mpi_thread_level"], "multiple");
+  EXPECT_EQ(r.out.find("# warning"), std::string::npos) << r.out;
   ASSERT_EQ(j["results"].size(), 12u);  // 6 ops × 2 sizes
   for (const auto& res : j["results"]) {
     for (const char* k : {"op", "bytes", "count", "dtype", "group", "ranks", "time_us", "algbw_gbps", "busbw_gbps",
