@@ -1,5 +1,7 @@
 #include "explorer/closed_forms.hpp"
 
+#include <algorithm>
+
 #include "explorer/placement.hpp"
 #include "explorer/quantities.hpp"
 
@@ -65,7 +67,11 @@ double bubble_fraction(PipelineSchedule schedule, std::int64_t pp, std::int64_t 
     case PipelineSchedule::gpipe:
     case PipelineSchedule::one_f_one_b: return p1 / md;
     case PipelineSchedule::interleaved: return p1 / (static_cast<double>(vpp) * md);
-    case PipelineSchedule::zero_bubble: return p1 / (3.0 * md);
+    // ZB-H1 as workload/ orders it (list scheduling under 1F1B's memory limit): the W's fill
+    // p−1 slots of bubble only when there are enough micro-batches; with m < p the backward
+    // chain waits longer: max(p−1, 2p−1−m) idle units against 3m of work.
+    case PipelineSchedule::zero_bubble:
+      return std::max(p1, 2.0 * static_cast<double>(pp) - 1.0 - md) / (3.0 * md);
   }
   return p1 / md;
 }

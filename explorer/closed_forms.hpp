@@ -24,7 +24,8 @@ StepTotals step_totals(const Cluster& cluster, const Model& model, const Layout&
 
 // Pipeline bubble as a fraction of the ideal (bubble-free) compute time, by schedule:
 // GPipe and 1F1B (p−1)/m, interleaved (p−1)/(v·m), zero bubble (ZB-H1, Qi et al. 2023,
-// with forward, backward-input and backward-weight of equal length) (p−1)/(3m).
+// with forward, backward-input and backward-weight of equal length) max(p−1, 2p−1−m)/(3m),
+// i.e. (p−1)/(3m) once m ≥ p. Each is the makespan of workload/'s block order (tested).
 double bubble_fraction(const Layout& layout, std::int64_t num_microbatches);
 double bubble_fraction(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t num_microbatches);
 

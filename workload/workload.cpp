@@ -56,6 +56,43 @@ struct Block {
   std::int64_t microbatch, chunk;
 };
 
+// ZB-H1 (Qi et al. 2023): each backward split into B (input gradients) and W (weight
+// gradients); only B is on the critical path between stages, so W's fill what would be bubble.
+// The order is what list scheduling gives with F, B and W of one time unit each: a stage runs
+// a B whose gradient has arrived, else a forward while fewer than pp−stage micro-batches are in
+// flight (1F1B's activation memory), else a pending W. Its bubble is max(p−1, 2p−1−m) units
+// against the 3m of work, (p−1)/(3m) once m ≥ p (explorer/closed_forms.cpp).
+std::vector<Block> zero_bubble_blocks(std::int64_t pp, std::int64_t stage, std::int64_t m) {
+  std::vector<std::vector<Block>> orders(static_cast<std::size_t>(pp));
+  // finish[pass][stage][mb]: the time step at whose end the pass is done (-1: not yet).
+  std::vector<std::vector<std::int64_t>> fdone(pp, std::vector<std::int64_t>(m, -1)), bdone = fdone;
+  std::vector<std::int64_t> nf(pp, 0), nb(pp, 0);
+  std::vector<std::deque<std::int64_t>> pending_w(pp);
+  std::int64_t remaining = 3 * m * pp;
+  for (std::int64_t t = 0; remaining > 0; ++t) {
+    for (std::int64_t i = 0; i < pp; ++i) {
+      auto ready = [&](std::int64_t done_at) { return done_at >= 0 && done_at < t; };
+      Block b{Pass::W, -1, 0};
+      if (nb[i] < nf[i] && (i == pp - 1 ? ready(fdone[i][nb[i]]) : ready(bdone[i + 1][nb[i]]))) {
+        b = {Pass::B, nb[i], 0};
+        bdone[i][nb[i]++] = t;
+        pending_w[i].push_back(b.microbatch);
+      } else if (nf[i] < m && nf[i] - nb[i] < pp - i && (i == 0 || ready(fdone[i - 1][nf[i]]))) {
+        b = {Pass::F, nf[i], 0};
+        fdone[i][nf[i]++] = t;
+      } else if (!pending_w[i].empty()) {
+        b = {Pass::W, pending_w[i].front(), 0};
+        pending_w[i].pop_front();
+      } else {
+        continue;  // idle: the bubble
+      }
+      orders[i].push_back(b);
+      --remaining;
+    }
+  }
+  return orders[stage];
+}
+
 std::vector<Block> schedule_blocks(PipelineSchedule sched, std::int64_t pp, std::int64_t vpp, std::int64_t stage,
                                    std::int64_t m) {
   std::vector<Block> out;
@@ -79,32 +116,15 @@ std::vector<Block> schedule_blocks(PipelineSchedule sched, std::int64_t pp, std:
     for (std::int64_t j = total - warmup; j < total; ++j) out.push_back({Pass::B, mb(j), bchunk(j)});
     return out;
   }
-  // 1F1B, and zero bubble (ZB-H1) which splits every backward into B and W and defers the
-  // first pp−stage−1 W's into the cool-down, where B's would otherwise wait on the bubble.
-  const bool zb = sched == PipelineSchedule::zero_bubble;
+  if (sched == PipelineSchedule::zero_bubble) return zero_bubble_blocks(pp, stage, m);
+  // 1F1B: pp−stage−1 warm-up forwards, then one forward one backward, then the cool-down.
   const std::int64_t warmup = std::min(pp - stage - 1, m);
-  std::deque<std::int64_t> deferred;
   for (std::int64_t i = 0; i < warmup; ++i) out.push_back({Pass::F, i, 0});
   for (std::int64_t j = 0; j < m - warmup; ++j) {
     out.push_back({Pass::F, warmup + j, 0});
     out.push_back({Pass::B, j, 0});
-    if (zb) {
-      if (j < warmup) deferred.push_back(j);
-      else out.push_back({Pass::W, j, 0});
-    }
   }
-  for (std::int64_t j = m - warmup; j < m; ++j) {
-    out.push_back({Pass::B, j, 0});
-    if (zb) {
-      deferred.push_back(j);
-      out.push_back({Pass::W, deferred.front(), 0});
-      deferred.pop_front();
-    }
-  }
-  while (zb && !deferred.empty()) {
-    out.push_back({Pass::W, deferred.front(), 0});
-    deferred.pop_front();
-  }
+  for (std::int64_t j = m - warmup; j < m; ++j) out.push_back({Pass::B, j, 0});
   return out;
 }
 
