@@ -53,6 +53,7 @@ TEST(ClosedForms, FlopsSumToTheModelsTrainingFlops) {
     l.pipeline_model_parallel_size = k.pp;
     l.virtual_pipeline_model_parallel_size = k.vpp;
     l.expert_model_parallel_size = k.ep;
+    l.sequence_parallel = k.tp > 1;  // Megatron requires SP for MoE with TP > 1
     l.decoder_first_pipeline_num_layers = k.first;
     l.decoder_last_pipeline_num_layers = k.last;
     l.schedule.pipeline = k.vpp > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
