@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "cli/commands.hpp"
+#include "cli/json_out.hpp"
 #include "collectives/mpi/mpi_check.hpp"
 #include "collectives/mpi/mpi_communicator.hpp"
 #include "collectives/mpi/watchdog.hpp"

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cli/commands.hpp"
+#include "cli/json_out.hpp"
 #include "cli/explorer_inputs.hpp"
 
 namespace sax::cli {

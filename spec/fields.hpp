@@ -26,13 +26,6 @@ inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 40;
 // Reads and parses a JSON file; a missing file or a syntax error is an InputError.
 json load_json_file(const std::string& file);
 
-// Writes JSON to `file` atomically (temporary file + rename), so nothing is half-written.
-void write_json_file(const std::string& file, const json& value);
-
-// Fails now, as write_json_file would later (an InputError naming `file`), when `file` cannot be
-// written: so that a command finds a bad --json path before its work, not after.
-void check_writable(const std::string& file);
-
 // Appends a key to a JSON pointer, escaping '~' and '/' as RFC 6901 asks.
 std::string json_path(const std::string& parent, const std::string& key);
 std::string json_path(const std::string& parent, std::size_t index);
