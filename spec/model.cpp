@@ -105,7 +105,10 @@ Model read_model(const json& value, const std::string& file) {
   m.dtype = f.choice("dtype", dtype_names(), "bf16");
   m.num_layers = f.integer_in("num_layers", 1, kMaxLayers);
   m.hidden_size = f.integer_in("hidden_size", 1, kMaxSize);
-  m.ffn_hidden_size = f.integer_in("ffn_hidden_size", 1, kMaxSize, 4 * m.hidden_size);
+  m.swiglu = f.boolean("swiglu", false);
+  // Megatron's default width: 4h, or with SwiGLU two thirds of it rounded down to a multiple of 64.
+  const std::int64_t default_ffn = m.swiglu ? (8 * m.hidden_size / 3) / 64 * 64 : 4 * m.hidden_size;
+  m.ffn_hidden_size = f.integer_in("ffn_hidden_size", 1, kMaxSize, default_ffn > 0 ? default_ffn : 4 * m.hidden_size);
   m.num_attention_heads = f.integer_in("num_attention_heads", 1, kMaxSize);
   m.num_query_groups = f.integer_in("num_query_groups", 1, kMaxSize, m.num_attention_heads);
   m.kv_channels = f.integer_in("kv_channels", 1, kMaxSize, 0);
@@ -125,7 +128,6 @@ Model read_model(const json& value, const std::string& file) {
   if (m.max_position_embeddings < m.seq_length)
     f.fail("max_position_embeddings", "at least seq_length (" + std::to_string(m.seq_length) + ")");
   m.vocab_size = f.integer_in("vocab_size", 1, kMaxSize);
-  m.swiglu = f.boolean("swiglu", false);
   m.untie_embeddings_and_output_weights = f.boolean("untie_embeddings_and_output_weights", false);
   m.add_bias_linear = f.boolean("add_bias_linear", true);
   m.normalization = f.choice("normalization", {"LayerNorm", "RMSNorm"}, "LayerNorm");

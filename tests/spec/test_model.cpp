@@ -95,3 +95,11 @@ TEST(Model, RoundTripsThroughJson) {
     EXPECT_EQ(a.training_flops_per_step(), b.training_flops_per_step()) << f;
   }
 }
+
+TEST(Model, DefaultFfnWidthFollowsMegatron) {
+  auto j = sax::test::preset("models/gpt-tiny.json");  // hidden 256
+  j.erase("ffn_hidden_size");
+  EXPECT_EQ(sax::read_model(j, "t.json").ffn_hidden_size, 1024);
+  j["swiglu"] = true;
+  EXPECT_EQ(sax::read_model(j, "t.json").ffn_hidden_size, 640);  // int(8·256/3 / 64)·64
+}
