@@ -27,10 +27,17 @@ void run_regress(const RegressArgs& a) {
   const auto report =
       harness::compare_runs(load_json_file(a.baseline), a.baseline, load_json_file(a.current), a.current, o);
   std::cout << harness::regress_table(report, o);
+  if (report.underpowered > 0)
+    std::cerr << "sax: warning: " << report.underpowered << " of " << report.compared
+              << " size(s) have too few samples for the test to reach p < " << a.alpha
+              << " at any slowdown: run more iterations (-n)\n";
   if (report.regressions > 0)
     throw RunError(std::to_string(report.regressions) + " regression(s) of busbw beyond " + a.tolerance + " in " +
                    a.current + " against " + a.baseline);
-  std::cout << "no regression (" << report.rows.size() << " sizes compared)\n";
+  std::cout << "no regression (" << report.compared << " sizes compared";
+  if (report.compared < static_cast<int>(report.rows.size()))
+    std::cout << ", " << report.rows.size() - static_cast<std::size_t>(report.compared) << " missing in the current run";
+  std::cout << ")\n";
 }
 
 }  // namespace

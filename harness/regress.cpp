@@ -1,5 +1,7 @@
 #include "harness/regress.hpp"
 
+#include <cmath>
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -82,6 +84,9 @@ SampleComparison compare_samples(const std::vector<double>& base, const std::vec
   const auto b = block_medians(base, o.blocks), k = block_medians(cur, o.blocks);
   c.p_slower = mann_whitney(k, b).p_less;
   c.p_faster = mann_whitney(b, k).p_less;
+  // log C(n+m, n) via lgamma: exact enough, and no overflow at 50 + 50 blocks.
+  const double n = static_cast<double>(b.size()), m = static_cast<double>(k.size());
+  c.min_p = std::exp(std::lgamma(n + 1) + std::lgamma(m + 1) - std::lgamma(n + m + 1));
   c.regression = c.change < -o.tolerance && c.p_slower < o.alpha;
   c.improvement = c.change > o.tolerance && c.p_faster < o.alpha;
   return c;
@@ -93,7 +98,6 @@ RegressReport compare_runs(const nlohmann::json& baseline, const std::string& ba
   std::map<Key, std::vector<double>> cur;
   for (auto& e : read_entries(current, current_file)) cur[e.key] = std::move(e.busbw);
   RegressReport report;
-  int compared = 0;
   for (const auto& b : base) {
     RegressRow row;
     std::tie(row.op, row.group, row.dtype, row.bytes, row.ranks) = b.key;
@@ -102,12 +106,13 @@ RegressReport compare_runs(const nlohmann::json& baseline, const std::string& ba
       row.missing = true;
     } else {
       row.cmp = compare_samples(b.busbw, it->second, o);
-      ++compared;
+      ++report.compared;
+      if (row.cmp.min_p >= o.alpha) ++report.underpowered;
       if (row.cmp.regression) ++report.regressions;
     }
     report.rows.push_back(std::move(row));
   }
-  if (compared == 0)
+  if (report.compared == 0)
     throw UsageError("no (op, group, dtype, size, ranks) in common between " + baseline_file + " and " + current_file);
   return report;
 }

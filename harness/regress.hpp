@@ -35,6 +35,9 @@ struct SampleComparison {
   double p_slower = 1;  // p-value of "current is lower than base"
   double p_faster = 1;
   bool regression = false, improvement = false;
+  // The smallest p-value the test can give with these sample counts (1 / C(n+m, n)): above
+  // alpha, no difference however large can be called significant.
+  double min_p = 0;
 };
 // Samples are busbw (higher is better).
 SampleComparison compare_samples(const std::vector<double>& base_busbw, const std::vector<double>& current_busbw,
@@ -51,6 +54,8 @@ struct RegressRow {
 struct RegressReport {
   std::vector<RegressRow> rows;
   int regressions = 0;
+  int compared = 0;      // rows present in both runs
+  int underpowered = 0;  // compared rows with too few samples to ever flag (min_p >= alpha)
 };
 
 // Reads two `bench coll` JSON documents; a malformed one is an InputError naming its file.

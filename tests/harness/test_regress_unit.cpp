@@ -110,3 +110,19 @@ TEST(RegressUnit, MalformedFilesNameTheField) {
   other["results"][0]["bytes"] = 2048;
   EXPECT_THROW(compare_runs(ok, "a.json", other, "b.json", o), sax::UsageError);  // nothing in common
 }
+
+TEST(RegressUnit, TooFewSamplesAreCountedAsUnderpowered) {
+  // 4 against 4 samples: the smallest one-sided Mann-Whitney p is 1/C(8,4) = 1/70 > 0.01, so
+  // even a halving of busbw cannot be called significant — the report must say so.
+  RegressOptions o;
+  std::vector<double> t4 = {500, 510, 490, 505}, t5 = {500, 510, 490, 505, 495};
+  auto few = compare_runs(results_file(t4, 1.0), "a", results_file(t4, 2.0), "b", o);
+  EXPECT_EQ(few.compared, 1);
+  EXPECT_EQ(few.underpowered, 1);
+  EXPECT_EQ(few.regressions, 0);
+  EXPECT_NEAR(few.rows[0].cmp.min_p, 1.0 / 70, 1e-12);
+  // 5 against 5: 1/252 < 0.01, and the halving is flagged.
+  auto enough = compare_runs(results_file(t5, 1.0), "a", results_file(t5, 2.0), "b", o);
+  EXPECT_EQ(enough.underpowered, 0);
+  EXPECT_EQ(enough.regressions, 1);
+}
