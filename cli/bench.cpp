@@ -104,7 +104,7 @@ void run_bench_coll(const CollBenchArgs& args, const std::vector<std::string>& e
       cuda_reason = "this sax was built without CUDA";
     else if (devices.count == 0)
       cuda_reason = devices.reason.empty() ? "no CUDA device" : devices.reason;
-    plan = harness::plan_coll_bench(args, size, kernels::default_backend(), cuda_reason);
+    plan = harness::plan_coll_bench(args, size, kernels::default_backend(devices), cuda_reason);
     // Rank 0 writes the JSON: find an unwritable path now, not after the sweep.
     if (rank == 0 && !plan->config.json_file.empty()) check_writable(plan->config.json_file);
   } catch (const UsageError& e) {

@@ -2,6 +2,6 @@
 
 namespace sax::kernels {
 
-std::string default_backend() { return cuda_devices().count > 0 ? "cuda" : "cpu"; }
+std::string default_backend(const CudaDevices& devices) { return devices.count > 0 ? "cuda" : "cpu"; }
 
 }  // namespace sax::kernels

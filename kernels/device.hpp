@@ -16,7 +16,7 @@ struct CudaDevices {
 
 CudaDevices cuda_devices();
 
-// "cuda" when a CUDA device is usable, otherwise "cpu".
-std::string default_backend();
+// "cuda" when `devices` has a usable CUDA device, otherwise "cpu".
+std::string default_backend(const CudaDevices& devices);
 
 }  // namespace sax::kernels
