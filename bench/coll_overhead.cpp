@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 31;
   const auto parsed_max = argc > 2 ? sax::harness::parse_bytes(argv[2]) : std::optional<std::uint64_t>(16u << 20);
   if (reps < 1 || !parsed_max || argc > 3) {
-    if (rank == 0) std::fprintf(stderr, "usage: mpirun -np N coll_overhead [repetitions>=1, default 31] [max_bytes, default 16M]\n");
+    if (rank == 0)
+      std::fprintf(stderr, "usage: mpirun -np N coll_overhead [repetitions>=1, default 31] [max_bytes, default 16M]\n");
     MPI_Finalize();
     return 2;
   }

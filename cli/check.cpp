@@ -21,8 +21,8 @@ void print_cluster(const Cluster& c) {
   std::cout << "  buildings       ";
   for (std::size_t i = 0; i < c.buildings.size(); ++i)
     std::cout << (i ? ", " : "") << c.buildings[i].name << " × " << c.buildings[i].nodes << " nodes";
-  std::cout << "\n  world size      " << c.world_size() << " (" << c.num_nodes() << " nodes × "
-            << c.devices_per_node << " " << c.device.name << ")\n";
+  std::cout << "\n  world size      " << c.world_size() << " (" << c.num_nodes() << " nodes × " << c.devices_per_node
+            << " " << c.device.name << ")\n";
   std::cout << "  peak TFLOP/s    ";
   bool first = true;
   for (const auto& [dt, t] : c.device.peak_tflops) {
@@ -52,8 +52,8 @@ void print_model(const Model& m) {
   std::cout << "  parameters      " << human_count(m.params_total()) << " total, " << human_count(m.params_active())
             << " active\n";
   std::cout << "  FLOPs           " << sci(m.training_flops_per_token()) << " per token (training), "
-            << sci(m.training_flops_per_step()) << " per step of " << m.global_batch_size << " × "
-            << m.seq_length << " tokens\n";
+            << sci(m.training_flops_per_step()) << " per step of " << m.global_batch_size << " × " << m.seq_length
+            << " tokens\n";
 }
 
 void print_layout(const Layout& l, const Model& m, const Cluster& c, const std::string& file) {
@@ -69,10 +69,9 @@ void print_layout(const Layout& l, const Model& m, const Cluster& c, const std::
   auto layers = l.stage_layers(m);
   for (std::size_t s = 0; s < layers.size(); ++s) std::cout << (s ? " " : "") << layers[s];
   std::cout << " layers\n";
-  std::cout << "  placement       " << l.order_string() << ", schedule " << to_string(l.schedule.pipeline) << ", DP sync "
-            << to_string(l.schedule.dp_sync) << ", cross-building "
-            << (l.schedule.network_technology.empty() ? "(cluster default)" : l.schedule.network_technology)
-            << "\n";
+  std::cout << "  placement       " << l.order_string() << ", schedule " << to_string(l.schedule.pipeline)
+            << ", DP sync " << to_string(l.schedule.dp_sync) << ", cross-building "
+            << (l.schedule.network_technology.empty() ? "(cluster default)" : l.schedule.network_technology) << "\n";
 }
 
 void run_check(const CheckArgs& args) {

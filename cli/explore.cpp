@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "cli/json_out.hpp"
 #include "cli/explorer_inputs.hpp"
+#include "cli/json_out.hpp"
 
 namespace sax::cli {
 
@@ -41,24 +41,27 @@ void run_explore(const ExploreArgs& a) {
   o.threads = a.threads;
   const explorer::SearchResult r = explorer::search(cm, c, m, o);
 
-  std::cout << "explore " << m.name << " on " << c.name << " (" << c.world_size() << " devices, "
-            << c.buildings.size() << " buildings) — " << cm.params().source << "\n";
+  std::cout << "explore " << m.name << " on " << c.name << " (" << c.world_size() << " devices, " << c.buildings.size()
+            << " buildings) — " << cm.params().source << "\n";
   // The batch bounds what any layout can reach: say how thin it is spread before the ranking.
   const double seqs_per_device = static_cast<double>(m.global_batch_size) / static_cast<double>(c.world_size());
   std::cout << "  batch: " << m.global_batch_size << " sequences of " << m.seq_length << " tokens = "
-            << fmt(seqs_per_device * static_cast<double>(m.seq_length) >= 100 ? "%.0f" : "%.3g", seqs_per_device * static_cast<double>(m.seq_length)) << " tokens per device per step"
+            << fmt(seqs_per_device * static_cast<double>(m.seq_length) >= 100 ? "%.0f" : "%.3g",
+                   seqs_per_device * static_cast<double>(m.seq_length))
+            << " tokens per device per step"
             << (seqs_per_device < 1 ? " (under one sequence per device: DP is capped at the batch, so pipeline "
                                       "bubble and gradient sync weigh heavily)"
                                     : "")
             << "\n";
-  std::cout << "  candidates: " << r.generated << " generated from " << r.factorizations
-            << " factorizations, " << r.pruned_divisibility << " pruned by divisibility, " << r.evaluated
-            << " evaluated, " << r.pruned_memory << " pruned by memory, " << r.feasible << " feasible; "
-            << fmt("%.2f", r.seconds) << " s on " << r.threads << " threads\n";
+  std::cout << "  candidates: " << r.generated << " generated from " << r.factorizations << " factorizations, "
+            << r.pruned_divisibility << " pruned by divisibility, " << r.evaluated << " evaluated, " << r.pruned_memory
+            << " pruned by memory, " << r.feasible << " feasible; " << fmt("%.2f", r.seconds) << " s on " << r.threads
+            << " threads\n";
   if (r.top.empty()) {
     std::cout << "  no layout fits in " << fmt("%.1f", cm.memory_limit_gib()) << " GiB per device\n";
   } else {
-    std::printf("  %-3s %-10s %-6s %-8s %-44s %s\n", "#", "step", "MFU", "memory", "layout", "placement, schedule — why");
+    std::printf("  %-3s %-10s %-6s %-8s %-44s %s\n", "#", "step", "MFU", "memory", "layout",
+                "placement, schedule — why");
     for (std::size_t i = 0; i < r.top.size(); ++i) {
       const auto& x = r.top[i];
       const Layout l = x.candidate.to_layout(c);
@@ -87,9 +90,12 @@ void run_explore(const ExploreArgs& a) {
                        {"predicted", explorer::to_json(x.prediction)},
                        {"why", explorer::explain(x.candidate, x.prediction, c)}});
     json j = {{"version", 1},
-              {"inputs", {{"cluster", a.cluster}, {"model", a.model},
-                          {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
-                          {"cost_source", cm.params().source}, {"world_size", c.world_size()}}},
+              {"inputs",
+               {{"cluster", a.cluster},
+                {"model", a.model},
+                {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
+                {"cost_source", cm.params().source},
+                {"world_size", c.world_size()}}},
               {"generated", r.generated},
               {"pruned_divisibility", r.pruned_divisibility},
               {"evaluated", r.evaluated},

@@ -53,7 +53,8 @@ inline void print_prediction(const explorer::Candidate& k, const Layout& l, cons
   const auto& b = p.breakdown;
   std::cout << "  breakdown     compute " << f(b.compute_s, "%.4g s") << " (recompute " << f(b.recompute_s, "%.3g s")
             << "), bubble " << f(b.bubble_s, "%.3g s");
-  for (Dim d : kDims) std::cout << ", " << dim_name(d) << " comm " << f(b.exposed_comm_s[static_cast<int>(d)], "%.3g s");
+  for (Dim d : kDims)
+    std::cout << ", " << dim_name(d) << " comm " << f(b.exposed_comm_s[static_cast<int>(d)], "%.3g s");
   std::cout << ", optimizer " << f(b.optimizer_s, "%.3g s") << "\n";
   std::cout << "  why           " << explorer::explain(k, p, c) << "\n";
 }

@@ -1,9 +1,10 @@
 #include "cli/json_out.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "spec/error.hpp"
 

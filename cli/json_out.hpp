@@ -2,9 +2,8 @@
 // files; spec/ reads them (DESIGN.md: spec does no I/O beyond reading files).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace sax {
 

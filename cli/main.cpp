@@ -1,10 +1,9 @@
 // The `sax` program: parses arguments with CLI11 and dispatches to the folders' libraries.
 // Exit codes: 0 success, 1 a failed run, 2 bad input (one line naming file, field, expectation).
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
 #include "spec/error.hpp"

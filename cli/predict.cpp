@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "cli/json_out.hpp"
 #include "cli/explorer_inputs.hpp"
+#include "cli/json_out.hpp"
 
 namespace sax::cli {
 
@@ -28,9 +28,12 @@ void run_predict(const PredictArgs& a) {
   print_prediction(explorer::Candidate::of(l, c), l, p, cm, c);
   if (!a.json_file.empty()) {
     json j = {{"version", 1},
-              {"inputs", {{"cluster", a.cluster}, {"model", a.model}, {"layout", a.layout},
-                          {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
-                          {"cost_source", cm.params().source}}},
+              {"inputs",
+               {{"cluster", a.cluster},
+                {"model", a.model},
+                {"layout", a.layout},
+                {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
+                {"cost_source", cm.params().source}}},
               {"layout", to_json(l)},
               {"predicted", explorer::to_json(p)},
               {"why", explorer::explain(explorer::Candidate::of(l, c), p, c)}};

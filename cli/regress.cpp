@@ -36,7 +36,8 @@ void run_regress(const RegressArgs& a) {
                    a.current + " against " + a.baseline);
   std::cout << "no regression (" << report.compared << " sizes compared";
   if (report.compared < static_cast<int>(report.rows.size()))
-    std::cout << ", " << report.rows.size() - static_cast<std::size_t>(report.compared) << " missing in the current run";
+    std::cout << ", " << report.rows.size() - static_cast<std::size_t>(report.compared)
+              << " missing in the current run";
   std::cout << ")\n";
 }
 

@@ -65,8 +65,10 @@ double bubble_fraction(PipelineSchedule schedule, std::int64_t pp, std::int64_t 
   const double p1 = static_cast<double>(pp - 1), md = static_cast<double>(m);
   switch (schedule) {
     case PipelineSchedule::gpipe:
-    case PipelineSchedule::one_f_one_b: return p1 / md;
-    case PipelineSchedule::interleaved: return p1 / (static_cast<double>(vpp) * md);
+    case PipelineSchedule::one_f_one_b:
+      return p1 / md;
+    case PipelineSchedule::interleaved:
+      return p1 / (static_cast<double>(vpp) * md);
     // ZB-H1 as workload/ orders it (list scheduling under 1F1B's memory limit): the W's fill
     // p−1 slots of bubble only when there are enough micro-batches; with m < p the backward
     // chain waits longer: max(p−1, 2p−1−m) idle units against 3m of work.
@@ -85,8 +87,7 @@ namespace {
 
 // The messages of one gradient sync (or, with `gather`, the distributed optimizer's parameter
 // all-gather) of `params` over a DP-like group, as workload/README.md lists them.
-void dp_sync(const GroupPlace& g, double params, double e, bool dist, bool hierarchical, bool gather,
-             StepTotals& t) {
+void dp_sync(const GroupPlace& g, double params, double e, bool dist, bool hierarchical, bool gather, StepTotals& t) {
   if (g.size <= 1 || params <= 0) return;
   const int d = static_cast<int>(Dim::dp);
   auto msg = [&](double bytes) {
@@ -98,9 +99,9 @@ void dp_sync(const GroupPlace& g, double params, double e, bool dist, bool hiera
   const double G = 4.0 * params, gb = e * params;
   if (!gather) {
     if (!hier) return msg(G);
-    if (n_intra > 1) msg(G);                           // reduce_scatter intra
-    msg(G / static_cast<double>(n_intra));             // all_reduce (reduce_scatter) cross
-    if (!dist && n_intra > 1) msg(G);                  // all_gather intra
+    if (n_intra > 1) msg(G);                // reduce_scatter intra
+    msg(G / static_cast<double>(n_intra));  // all_reduce (reduce_scatter) cross
+    if (!dist && n_intra > 1) msg(G);       // all_gather intra
     return;
   }
   if (!dist) return;
@@ -113,8 +114,9 @@ void dp_sync(const GroupPlace& g, double params, double e, bool dist, bool hiera
 
 StepTotals step_totals(const Cluster& cluster, const Model& model, const Layout& l, std::int64_t stage) {
   const ModelConsts c = ModelConsts::of(model);
-  const std::int64_t tp = l.tensor_model_parallel_size, cp = l.context_parallel_size, pp = l.pipeline_model_parallel_size,
-                     vpp = l.virtual_pipeline_model_parallel_size, ep = l.expert_model_parallel_size;
+  const std::int64_t tp = l.tensor_model_parallel_size, cp = l.context_parallel_size,
+                     pp = l.pipeline_model_parallel_size, vpp = l.virtual_pipeline_model_parallel_size,
+                     ep = l.expert_model_parallel_size;
   const bool sp = l.sequence_parallel && tp > 1;
   const MicroShape x = MicroShape::of(c, tp, cp, l.micro_batch_size, sp);
   const std::int64_t m = l.num_microbatches(model, cluster.world_size());
@@ -139,8 +141,8 @@ StepTotals step_totals(const Cluster& cluster, const Model& model, const Layout&
   const double passes = 2.0 + (full ? 1.0 : 0.0);  // forward, backward, recomputed forward
   if (tp > 1) {
     double per_mb = L * passes * (sp ? 4.0 : 2.0);
-    if (st.first) per_mb += 1;                // embedding: all_reduce (reduce_scatter with SP)
-    if (st.last) per_mb += sp ? 2.0 : 1.0;    // output: all_gather + reduce_scatter with SP, else all_reduce
+    if (st.first) per_mb += 1;              // embedding: all_reduce (reduce_scatter with SP)
+    if (st.last) per_mb += sp ? 2.0 : 1.0;  // output: all_gather + reduce_scatter with SP, else all_reduce
     add(Dim::tp, md * per_mb, x.A);
   }
   if (cp > 1) {

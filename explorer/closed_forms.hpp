@@ -14,8 +14,8 @@ namespace sax::explorer {
 
 struct StepTotals {
   double forward_flops = 0, backward_flops = 0, recompute_flops = 0;  // compute ops, summed over the step
-  std::array<double, 5> sent_bytes{};       // per Dim (static_cast<int>(sax::Dim)); recv excluded
-  std::array<std::int64_t, 5> messages{};   // per Dim; recv excluded
+  std::array<double, 5> sent_bytes{};      // per Dim (static_cast<int>(sax::Dim)); recv excluded
+  std::array<std::int64_t, 5> messages{};  // per Dim; recv excluded
 };
 
 // One rank of pipeline stage `stage` (every rank of a stage has the same totals). The layout

@@ -50,7 +50,8 @@ CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
   // A device without a figure for the model's dtype: the fastest figure it has is no better
   // than a guess, so take the slowest (fp32 when listed).
   double tflops = 0;
-  if (it != cl.device.peak_tflops.end()) tflops = it->second;
+  if (it != cl.device.peak_tflops.end())
+    tflops = it->second;
   else
     for (const auto& [dt, v] : cl.device.peak_tflops) tflops = tflops == 0 ? v : std::min(tflops, v);
   p.peak_flops = tflops * 1e12;
@@ -123,7 +124,8 @@ Layout Candidate::to_layout(const Cluster& cl) const {
   l.recompute_granularity = recompute;
   l.sequence_parallel = sp;
   l.use_distributed_optimizer = distributed_optimizer;
-  if (technology >= 0) l.schedule.network_technology = cl.network_technologies[static_cast<std::size_t>(technology)].name;
+  if (technology >= 0)
+    l.schedule.network_technology = cl.network_technologies[static_cast<std::size_t>(technology)].name;
   return l;
 }
 
@@ -140,15 +142,21 @@ PipelineSplit PipelineSplit::of(const ModelConsts& c, std::int64_t pp, std::int6
 }
 
 CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams params)
-    : cluster_(cluster), model_(model), c_(ModelConsts::of(model)), p_(std::move(params)),
+    : cluster_(cluster),
+      model_(model),
+      c_(ModelConsts::of(model)),
+      p_(std::move(params)),
       shape_(ClusterShape::of(cluster)) {
   training_flops_per_step_ = model.training_flops_per_step();
   tokens_per_step_ = static_cast<double>(model.tokens_per_step());
   // Megatron-LM's distributed-optimizer table (docs: bytes per parameter): weights and their
   // gradients on every rank, optimizer states (fp32 master weights, Adam m and v) sharded.
-  if (model.dtype == "fp16") fixed_bytes_per_param_ = 4, optimizer_state_bytes_per_param_ = 16;
-  else if (model.dtype == "fp32" || model.dtype == "tf32") fixed_bytes_per_param_ = 8, optimizer_state_bytes_per_param_ = 8;
-  else fixed_bytes_per_param_ = 6, optimizer_state_bytes_per_param_ = 12;  // bf16 (fp8 keeps bf16 weights)
+  if (model.dtype == "fp16")
+    fixed_bytes_per_param_ = 4, optimizer_state_bytes_per_param_ = 16;
+  else if (model.dtype == "fp32" || model.dtype == "tf32")
+    fixed_bytes_per_param_ = 8, optimizer_state_bytes_per_param_ = 8;
+  else
+    fixed_bytes_per_param_ = 6, optimizer_state_bytes_per_param_ = 12;  // bf16 (fp8 keeps bf16 weights)
 }
 
 CostModel::StageMemory CostModel::stage_memory(const Candidate& k, const StageLayers& st, const MicroShape& x,
@@ -159,20 +167,21 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& k, const StageLa
   const double weight_bytes = c_.e >= 4 ? 4.0 : 2.0;
   mem.weights = params * weight_bytes;
   mem.grads = params * (fixed_bytes_per_param_ - weight_bytes);
-  mem.optimizer = optimizer_state_bytes_per_param_ *
-                  (k.distributed_optimizer ? p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(edp_cp)
-                                           : params);
+  mem.optimizer =
+      optimizer_state_bytes_per_param_ *
+      (k.distributed_optimizer ? p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(edp_cp)
+                               : params);
   // Activations per layer and micro-batch: Korthikanti et al. 2022 (sbh(34 + 5as/h), /t with
   // SP), written per term so that GQA, SwiGLU and expert widths enter; with f = 4h, MHA and
   // GeLU it is the paper's formula. Units of sbh bytes at 2-byte activations.
   const bool sp = k.sp && k.tp > 1;
   const double t = static_cast<double>(k.tp);
   const double sbh = x.T * c_.h;
-  const double replicated = 10;  // two norm inputs, QKV and MLP inputs, two dropout masks
+  const double replicated = 10;              // two norm inputs, QKV and MLP inputs, two dropout masks
   const double attn = 4 + 4 * c_.kv / c_.q;  // Q, K, V, the output projection's input
   const double mlp_dense = (c_.w == 3 ? 6 : 4) * c_.f / c_.h;
   const double mlp_moe = c_.k * ((c_.w == 3 ? 6 : 4) * c_.fe / c_.h + 2);  // k copies, tokens permuted
-  const double score = 5 * c_.heads * c_.s / c_.h;  // softmax input/output and its dropout mask
+  const double score = 5 * c_.heads * c_.s / c_.h;                         // softmax input/output and its dropout mask
   auto per_layer = [&](double mlp, Recompute r) {
     double par = attn + mlp + (r == Recompute::none ? score : 0.0);
     double units = r == Recompute::full ? 2.0 / (sp ? t : 1.0) : (sp ? (replicated + par) / t : replicated + par / t);
@@ -182,9 +191,13 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& k, const StageLa
   double held = 0;  // micro-batches of the whole stage's layers in flight
   const double md = static_cast<double>(m), pp = static_cast<double>(k.pp), i = static_cast<double>(st.stage);
   switch (k.pipeline) {
-    case PipelineSchedule::gpipe: held = md; break;
+    case PipelineSchedule::gpipe:
+      held = md;
+      break;
     case PipelineSchedule::one_f_one_b:
-    case PipelineSchedule::zero_bubble: held = std::min(pp - i, md); break;
+    case PipelineSchedule::zero_bubble:
+      held = std::min(pp - i, md);
+      break;
     case PipelineSchedule::interleaved: {
       const double v = static_cast<double>(k.vpp);
       held = std::min((pp - i - 1) * 2 + (v - 1) * pp + 1, md * v) / v;
@@ -293,8 +306,7 @@ Prediction CostModel::evaluate(const Candidate& k, const PipelineSplit& split, b
     PerMb pm;
     const double fwd = dense * t_dense + moe * t_moe + (st.last ? t_logits : 0.0);
     pm.compute = 3 * fwd;  // backward: twice the forward's FLOPs at the same efficiency
-    pm.recompute = full ? dense * t_dense + moe * t_moe
-                        : (k.recompute == Recompute::selective ? L * t_attn : 0.0);
+    pm.recompute = full ? dense * t_dense + moe * t_moe : (k.recompute == Recompute::selective ? L * t_attn : 0.0);
     pm.tp = L * passes * tp_layer_pass + (st.first ? (sp ? tp_rs : tp_ar) : 0.0) +
             (st.last ? (sp ? tp_ag + tp_rs : tp_ar) : 0.0);
     pm.cp = L * ((full ? 2 : 1) * cp_f_exposed + cp_b_exposed);
@@ -364,8 +376,8 @@ Prediction CostModel::evaluate(const Candidate& k, const PipelineSplit& split, b
     if (overlapped) {
       // Gradients reduce behind the last micro-batch's backward, parameters gather behind the
       // next step's first forward; compute runs `overlap_slowdown` slower meanwhile.
-      const double fwd = (static_cast<double>(st.dense) * t_dense + static_cast<double>(st.moe) * t_moe +
-                          (st.last ? t_logits : 0.0));
+      const double fwd =
+          (static_cast<double>(st.dense) * t_dense + static_cast<double>(st.moe) * t_moe + (st.last ? t_logits : 0.0));
       const double window_b = 2 * fwd, window_f = fwd;
       dp_s = std::max(0.0, grad - window_b) + p_.overlap_slowdown * std::min(grad, window_b) +
              std::max(0.0, gather - window_f) + p_.overlap_slowdown * std::min(gather, window_f);
@@ -375,8 +387,8 @@ Prediction CostModel::evaluate(const Candidate& k, const PipelineSplit& split, b
     double emb = 0;
     if (c_.tied && k.pp > 1 && (st.first || st.last))
       emb = all_reduce(l_pp, 2, 4 * c_.V * c_.h / n_tp, share(g_pp, k_tail));
-    const double updated = dist ? p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(edp_cp)
-                                : p.dense + p.expert;
+    const double updated =
+        dist ? p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(edp_cp) : p.dense + p.expert;
     const double opt = updated * p_.optimizer_bytes_per_param / hbm;
     const double tail = dp_s + emb + opt;
     if (tail > tail_worst) {

@@ -20,17 +20,17 @@ namespace sax::explorer {
 // α (s per algorithm step) and β (s per byte of bus traffic) per collective op, one link.
 struct LinkCost {
   std::array<double, 5> alpha_s{}, beta_s_per_byte{};  // indexed by CollectiveOp
-  double oversubscription = 1.0;  // cross-building only: applied by load (see cost_model.cpp)
+  double oversubscription = 1.0;                       // cross-building only: applied by load (see cost_model.cpp)
 };
 
 // Everything the cost model assumes. `datasheet` fills it from the cluster and the documented
 // defaults; `calibrated` overrides what a calibration file measured.
 struct CostParams {
-  double peak_flops = 0;           // dense FLOP/s of the model's dtype
+  double peak_flops = 0;  // dense FLOP/s of the model's dtype
   double hbm_bytes_per_s = 0;
   double hbm_gib = 0;
-  std::array<LinkCost, 3> links;         // by LinkClass; cross_building = the cluster's own link
-  std::vector<LinkCost> technologies;    // cross-building link per cluster network technology
+  std::array<LinkCost, 3> links;       // by LinkClass; cross_building = the cluster's own link
+  std::vector<LinkCost> technologies;  // cross-building link per cluster network technology
   EfficiencyCurve gemm, attention;
   double hbm_efficiency = 0.8;
   double overlap_slowdown = 0.1;
@@ -74,8 +74,8 @@ struct PipelineSplit {
 };
 
 struct Breakdown {
-  double compute_s = 0;    // forward + backward (+ recompute) on the critical stage
-  double recompute_s = 0;  // the recompute part of compute_s
+  double compute_s = 0;                    // forward + backward (+ recompute) on the critical stage
+  double recompute_s = 0;                  // the recompute part of compute_s
   std::array<double, 5> exposed_comm_s{};  // per Dim, not hidden behind compute
   double bubble_s = 0;
   double optimizer_s = 0;

@@ -31,8 +31,10 @@ std::int64_t per_building(const Progression& p, std::int64_t B) {
 void finish(GroupPlace& g, const ClusterShape& shape, bool all_to_all) {
   // Adjacent progressions (nothing placed between them) are one: DP and CP side by side.
   if (g.num_parts == 2) {
-    if (g.parts[0].n == 1) g.parts[0] = g.parts[1], g.num_parts = 1;
-    else if (g.parts[1].n == 1) g.num_parts = 1;
+    if (g.parts[0].n == 1)
+      g.parts[0] = g.parts[1], g.num_parts = 1;
+    else if (g.parts[1].n == 1)
+      g.num_parts = 1;
     else if (g.parts[1].stride == g.parts[0].stride * g.parts[0].n)
       g.parts[0].n *= g.parts[1].n, g.num_parts = 1;
   }
@@ -71,18 +73,33 @@ void finish(GroupPlace& g, const ClusterShape& shape, bool all_to_all) {
 
 }  // namespace
 
-Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& order, std::int64_t tp,
-                       std::int64_t cp, std::int64_t ep, std::int64_t dp, std::int64_t pp) {
+Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& order, std::int64_t tp, std::int64_t cp,
+                       std::int64_t ep, std::int64_t dp, std::int64_t pp) {
   // Strides of the dense axes (ep lives inside dp).
   std::int64_t stride = 1, s_tp = 1, s_cp = 1, s_dp = 1, s_pp = 1;
   bool ep_inner = true, seen_ep = false;
   for (Dim d : order) {
     switch (d) {
-      case Dim::tp: s_tp = stride; stride *= tp; break;
-      case Dim::cp: s_cp = stride; stride *= cp; break;
-      case Dim::dp: s_dp = stride; stride *= dp; ep_inner = seen_ep; break;
-      case Dim::pp: s_pp = stride; stride *= pp; break;
-      case Dim::ep: seen_ep = true; break;
+      case Dim::tp:
+        s_tp = stride;
+        stride *= tp;
+        break;
+      case Dim::cp:
+        s_cp = stride;
+        stride *= cp;
+        break;
+      case Dim::dp:
+        s_dp = stride;
+        stride *= dp;
+        ep_inner = seen_ep;
+        break;
+      case Dim::pp:
+        s_pp = stride;
+        stride *= pp;
+        break;
+      case Dim::ep:
+        seen_ep = true;
+        break;
     }
   }
   const std::int64_t edp = dp / ep;

@@ -54,8 +54,8 @@ struct Placement {
 };
 
 // Sizes: tp, cp, ep, dp (the full DP, of which EP is a part), pp.
-Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& order, std::int64_t tp,
-                       std::int64_t cp, std::int64_t ep, std::int64_t dp, std::int64_t pp);
+Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& order, std::int64_t tp, std::int64_t cp,
+                       std::int64_t ep, std::int64_t dp, std::int64_t pp);
 Placement place_groups(const Cluster& cluster, const Layout& layout);
 
 }  // namespace sax::explorer

@@ -6,8 +6,8 @@ namespace sax::explorer {
 
 json to_json(const Prediction& p) {
   const Breakdown& b = p.breakdown;
-  json breakdown = {{"compute", b.compute_s}, {"recompute", b.recompute_s}, {"bubble", b.bubble_s},
-                    {"optimizer", b.optimizer_s}};
+  json breakdown = {
+      {"compute", b.compute_s}, {"recompute", b.recompute_s}, {"bubble", b.bubble_s}, {"optimizer", b.optimizer_s}};
   for (Dim d : kDims) breakdown[std::string(dim_name(d)) + "_comm"] = b.exposed_comm_s[static_cast<int>(d)];
   json links = json::object();
   for (Dim d : kDims) links[dim_name(d)] = link_class_name(p.link[static_cast<int>(d)]);

@@ -27,7 +27,7 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
 
 struct Shape {
   std::int64_t tp, cp, pp, dp, first, last;
-  PipelineSplit split;            // vpp = 1
+  PipelineSplit split;             // vpp = 1
   std::vector<std::int64_t> vpps;  // > 1 that divide every stage's layers
   std::vector<PipelineSplit> vsplits;
 };
@@ -36,21 +36,22 @@ struct Shape {
 // dimension is the one that spans buildings. EP adjoins DP (Megatron's rank generator).
 void orders_for(const Shape& s, std::int64_t ep, std::vector<std::array<Dim, 5>>& out) {
   out.clear();
-  out.push_back({Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp});                             // PP spans buildings
-  if (s.dp > 1 && s.pp > 1) out.push_back({Dim::tp, Dim::cp, Dim::pp, Dim::ep, Dim::dp});   // DP spans buildings
-  if (ep > 1 && ep < s.dp) out.push_back({Dim::tp, Dim::cp, Dim::pp, Dim::dp, Dim::ep});    // EP spans buildings
+  out.push_back({Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp});                                   // PP spans buildings
+  if (s.dp > 1 && s.pp > 1) out.push_back({Dim::tp, Dim::cp, Dim::pp, Dim::ep, Dim::dp});         // DP spans buildings
+  if (ep > 1 && ep < s.dp) out.push_back({Dim::tp, Dim::cp, Dim::pp, Dim::dp, Dim::ep});          // EP spans buildings
   if (s.cp > 1 && s.dp * s.pp > 1) out.push_back({Dim::tp, Dim::ep, Dim::dp, Dim::pp, Dim::cp});  // CP spans
 }
 
 bool same_link(const Link& a, const Link& b) {
-  return a.bandwidth_gbps == b.bandwidth_gbps && a.latency_us == b.latency_us && a.oversubscription == b.oversubscription;
+  return a.bandwidth_gbps == b.bandwidth_gbps && a.latency_us == b.latency_us &&
+         a.oversubscription == b.oversubscription;
 }
 
 // Equal but for the network technology or the placement order.
 bool same_but_placement(const Candidate& a, const Candidate& b) {
   return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.pp == b.pp && a.vpp == b.vpp && a.mbs == b.mbs &&
-         a.first_layers == b.first_layers && a.last_layers == b.last_layers &&
-         a.pipeline == b.pipeline && a.dp_sync == b.dp_sync && a.recompute == b.recompute && a.sp == b.sp &&
+         a.first_layers == b.first_layers && a.last_layers == b.last_layers && a.pipeline == b.pipeline &&
+         a.dp_sync == b.dp_sync && a.recompute == b.recompute && a.sp == b.sp &&
          a.distributed_optimizer == b.distributed_optimizer;
 }
 
@@ -282,7 +283,8 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
   res.top = std::move(merged.v);
   // Equal times in a fixed order (threads finish in any order).
   std::stable_sort(res.top.begin(), res.top.end(), [](const Ranked& a, const Ranked& b) {
-    if (a.prediction.step_time_s != b.prediction.step_time_s) return a.prediction.step_time_s < b.prediction.step_time_s;
+    if (a.prediction.step_time_s != b.prediction.step_time_s)
+      return a.prediction.step_time_s < b.prediction.step_time_s;
     const Candidate &x = a.candidate, &y = b.candidate;
     return std::tie(x.tp, x.cp, x.ep, x.pp, x.vpp, x.mbs, x.first_layers, x.last_layers, x.pipeline, x.dp_sync,
                     x.recompute, x.sp, x.distributed_optimizer, x.order, x.technology) <
@@ -319,8 +321,8 @@ std::string explain(const Candidate& k, const Prediction& p, const Cluster& cl) 
   if (k.technology >= 0) s += " over " + cl.network_technologies[static_cast<std::size_t>(k.technology)].name;
   if (k.tp > 1) s += std::string(", TP on ") + link_class_name(p.link[0]);
   const Breakdown& b = p.breakdown;
-  std::vector<std::pair<double, std::string>> terms = {{b.compute_s, "compute"}, {b.bubble_s, "bubble"},
-                                                       {b.optimizer_s, "optimizer"}};
+  std::vector<std::pair<double, std::string>> terms = {
+      {b.compute_s, "compute"}, {b.bubble_s, "bubble"}, {b.optimizer_s, "optimizer"}};
   for (int d = 0; d < 5; ++d) terms.push_back({b.exposed_comm_s[d], std::string(dim_name(kDims[d])) + " comm"});
   std::sort(terms.begin(), terms.end(), [](const auto& a, const auto& c) { return a.first > c.first; });
   s += "; ";

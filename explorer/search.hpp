@@ -28,13 +28,13 @@ struct Ranked {
 };
 
 struct SearchResult {
-  std::vector<Ranked> top;  // fastest first, feasible only
-  std::int64_t factorizations = 0;        // (TP, CP, PP split) shapes that divide the cluster and model
-  std::int64_t generated = 0;             // full candidates assembled from them
-  std::int64_t pruned_divisibility = 0;   // failed a divisibility rule at the candidate level
-  std::int64_t evaluated = 0;             // passed divisibility: memory worked out (= generated − pruned_divisibility)
-  std::int64_t pruned_memory = 0;         // of those, did not fit in device memory
-  std::int64_t feasible = 0;              // fit, and costed in full (= evaluated − pruned_memory)
+  std::vector<Ranked> top;               // fastest first, feasible only
+  std::int64_t factorizations = 0;       // (TP, CP, PP split) shapes that divide the cluster and model
+  std::int64_t generated = 0;            // full candidates assembled from them
+  std::int64_t pruned_divisibility = 0;  // failed a divisibility rule at the candidate level
+  std::int64_t evaluated = 0;            // passed divisibility: memory worked out (= generated − pruned_divisibility)
+  std::int64_t pruned_memory = 0;        // of those, did not fit in device memory
+  std::int64_t feasible = 0;             // fit, and costed in full (= evaluated − pruned_memory)
   double seconds = 0;
   int threads = 1;
 };

@@ -312,10 +312,14 @@ std::string mpi_thread_level_name() {
   int provided = MPI_THREAD_SINGLE;
   SAX_MPI_CHECK(MPI_Query_thread(&provided));
   switch (provided) {
-    case MPI_THREAD_SINGLE: return "single";
-    case MPI_THREAD_FUNNELED: return "funneled";
-    case MPI_THREAD_SERIALIZED: return "serialized";
-    case MPI_THREAD_MULTIPLE: return "multiple";
+    case MPI_THREAD_SINGLE:
+      return "single";
+    case MPI_THREAD_FUNNELED:
+      return "funneled";
+    case MPI_THREAD_SERIALIZED:
+      return "serialized";
+    case MPI_THREAD_MULTIPLE:
+      return "multiple";
   }
   return "unknown";
 }

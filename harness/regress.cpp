@@ -1,7 +1,6 @@
 #include "harness/regress.hpp"
 
 #include <cmath>
-
 #include <cstdio>
 #include <cstdlib>
 #include <map>

@@ -6,11 +6,16 @@ namespace sax {
 
 const char* to_string(CollectiveOp op) {
   switch (op) {
-    case CollectiveOp::all_reduce: return "all_reduce";
-    case CollectiveOp::all_gather: return "all_gather";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
-    case CollectiveOp::all_to_all: return "all_to_all";
-    case CollectiveOp::send_recv: return "send_recv";
+    case CollectiveOp::all_reduce:
+      return "all_reduce";
+    case CollectiveOp::all_gather:
+      return "all_gather";
+    case CollectiveOp::reduce_scatter:
+      return "reduce_scatter";
+    case CollectiveOp::all_to_all:
+      return "all_to_all";
+    case CollectiveOp::send_recv:
+      return "send_recv";
   }
   return "?";
 }
@@ -45,7 +50,9 @@ FitQuality read_fit(Fields& f) {
   return q;
 }
 
-json fit_json(const FitQuality& q) { return {{"r2", q.r2}, {"max_rel_error", q.max_rel_error}, {"samples", q.samples}}; }
+json fit_json(const FitQuality& q) {
+  return {{"r2", q.r2}, {"max_rel_error", q.max_rel_error}, {"samples", q.samples}};
+}
 
 EfficiencyCurve read_curve(Fields& parent, const std::string& key) {
   Fields f(parent.object(key), parent.file(), parent.path_of(key));
@@ -118,10 +125,14 @@ Calibration read_calibration(const json& value, const std::string& file) {
   }
   if (const json* compute = f.optional("compute")) {
     Fields k(*compute, file, f.path_of("compute"));
-    if (k.has("gemm")) c.gemm = read_curve(k, "gemm");
-    else k.allow("gemm");
-    if (k.has("attention")) c.attention = read_curve(k, "attention");
-    else k.allow("attention");
+    if (k.has("gemm"))
+      c.gemm = read_curve(k, "gemm");
+    else
+      k.allow("gemm");
+    if (k.has("attention"))
+      c.attention = read_curve(k, "attention");
+    else
+      k.allow("attention");
     if (k.has("hbm_efficiency")) {
       double e = k.number("hbm_efficiency", 0.0);
       if (e > 1.0) k.fail("hbm_efficiency", "a fraction of HBM bandwidth in (0, 1], got " + std::to_string(e));
@@ -131,8 +142,10 @@ Calibration read_calibration(const json& value, const std::string& file) {
     }
     k.finish();
   }
-  if (f.has("overlap_slowdown")) c.overlap_slowdown = f.nonnegative("overlap_slowdown");
-  else f.allow("overlap_slowdown");
+  if (f.has("overlap_slowdown"))
+    c.overlap_slowdown = f.nonnegative("overlap_slowdown");
+  else
+    f.allow("overlap_slowdown");
   f.finish();
   return c;
 }

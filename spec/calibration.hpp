@@ -32,9 +32,9 @@ constexpr CollectiveOp kCollectiveOps[] = {CollectiveOp::all_reduce, CollectiveO
 const char* to_string(CollectiveOp op);
 
 struct FitQuality {
-  double r2 = 0;              // coefficient of determination of the fit, 0..1
-  double max_rel_error = 0;   // worst |predicted − measured| / measured over the samples
-  std::int64_t samples = 0;   // measurements the fit used
+  double r2 = 0;             // coefficient of determination of the fit, 0..1
+  double max_rel_error = 0;  // worst |predicted − measured| / measured over the samples
+  std::int64_t samples = 0;  // measurements the fit used
 };
 
 struct AlphaBeta {
@@ -56,8 +56,8 @@ struct EfficiencyCurve {
 };
 
 struct CalibrationProvenance {
-  std::string cluster;  // the cluster file's name it was measured on
-  std::string backend;  // cpu | cuda
+  std::string cluster;    // the cluster file's name it was measured on
+  std::string backend;    // cpu | cuda
   std::string emulation;  // how building boundaries were emulated (software, kernel shaping, none)
   std::string date;
   std::string tool;

@@ -9,9 +9,12 @@ namespace sax {
 
 const char* link_class_name(LinkClass c) {
   switch (c) {
-    case LinkClass::intra_node: return "intra_node";
-    case LinkClass::intra_building: return "intra_building";
-    case LinkClass::cross_building: return "cross_building";
+    case LinkClass::intra_node:
+      return "intra_node";
+    case LinkClass::intra_building:
+      return "intra_building";
+    case LinkClass::cross_building:
+      return "cross_building";
   }
   return "?";
 }
@@ -47,9 +50,12 @@ LinkClass Cluster::link_between(std::int64_t a, std::int64_t b) const {
 
 const Link& Cluster::link(LinkClass c) const {
   switch (c) {
-    case LinkClass::intra_node: return intra_node;
-    case LinkClass::intra_building: return intra_building;
-    case LinkClass::cross_building: return cross_building;
+    case LinkClass::intra_node:
+      return intra_node;
+    case LinkClass::intra_building:
+      return intra_building;
+    case LinkClass::cross_building:
+      return cross_building;
   }
   return cross_building;
 }
@@ -157,9 +163,7 @@ Cluster read_cluster(const json& value, const std::string& file) {
 Cluster load_cluster(const std::string& file) { return read_cluster(load_json_file(file), file); }
 
 static json to_json(const Link& l) {
-  return {{"bandwidth_gbps", l.bandwidth_gbps},
-          {"latency_us", l.latency_us},
-          {"oversubscription", l.oversubscription}};
+  return {{"bandwidth_gbps", l.bandwidth_gbps}, {"latency_us", l.latency_us}, {"oversubscription", l.oversubscription}};
 }
 
 json to_json(const Cluster& c) {

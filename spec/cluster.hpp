@@ -16,8 +16,7 @@ namespace sax {
 
 enum class LinkClass { intra_node, intra_building, cross_building };
 const char* link_class_name(LinkClass c);
-constexpr LinkClass kLinkClasses[] = {LinkClass::intra_node, LinkClass::intra_building,
-                                      LinkClass::cross_building};
+constexpr LinkClass kLinkClasses[] = {LinkClass::intra_node, LinkClass::intra_building, LinkClass::cross_building};
 
 struct Link {
   double bandwidth_gbps = 0;      // per device, per direction, GB/s

@@ -4,9 +4,12 @@ namespace sax {
 
 const char* to_string(DocumentKind k) {
   switch (k) {
-    case DocumentKind::cluster: return "cluster";
-    case DocumentKind::model: return "model";
-    case DocumentKind::layout: return "layout";
+    case DocumentKind::cluster:
+      return "cluster";
+    case DocumentKind::model:
+      return "model";
+    case DocumentKind::layout:
+      return "layout";
   }
   return "?";
 }
@@ -24,17 +27,21 @@ DocumentKind detect_kind(const json& v, const std::string& file) {
   for (const char* key : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                           "expert_model_parallel_size", "micro_batch_size", "order", "schedule"})
     if (v.contains(key)) return DocumentKind::layout;
-  throw InputError(file, "", "a cluster (with \"buildings\"), a model (with \"num_layers\") or a layout "
-                             "(with parallel sizes), or a \"kind\" field saying which");
+  throw InputError(file, "",
+                   "a cluster (with \"buildings\"), a model (with \"num_layers\") or a layout "
+                   "(with parallel sizes), or a \"kind\" field saying which");
 }
 
 Document load_document(const std::string& file) {
   json v = load_json_file(file);
   DocumentKind kind = detect_kind(v, file);
   switch (kind) {
-    case DocumentKind::cluster: return {file, kind, read_cluster(v, file)};
-    case DocumentKind::model: return {file, kind, read_model(v, file)};
-    case DocumentKind::layout: return {file, kind, read_layout(v, file)};
+    case DocumentKind::cluster:
+      return {file, kind, read_cluster(v, file)};
+    case DocumentKind::model:
+      return {file, kind, read_model(v, file)};
+    case DocumentKind::layout:
+      return {file, kind, read_layout(v, file)};
   }
   throw InputError(file, "", "a known kind");
 }

@@ -22,8 +22,7 @@ class InputError : public std::runtime_error {
   const std::string& expected() const { return expected_; }
 
  private:
-  static std::string format(const std::string& file, const std::string& path,
-                            const std::string& expected) {
+  static std::string format(const std::string& file, const std::string& path, const std::string& expected) {
     std::string s = file.empty() ? std::string("<input>") : file;
     if (!path.empty()) s += ": " + path;
     return s + ": expected " + expected;

@@ -1,11 +1,12 @@
 #include "spec/fields.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 namespace sax {
 
@@ -32,28 +33,37 @@ json load_json_file(const std::string& file) {
 std::string json_path(const std::string& parent, const std::string& key) {
   std::string escaped;
   for (char c : key) {
-    if (c == '~') escaped += "~0";
-    else if (c == '/') escaped += "~1";
-    else escaped += c;
+    if (c == '~')
+      escaped += "~0";
+    else if (c == '/')
+      escaped += "~1";
+    else
+      escaped += c;
   }
   return parent + "/" + escaped;
 }
 
-std::string json_path(const std::string& parent, std::size_t index) {
-  return parent + "/" + std::to_string(index);
-}
+std::string json_path(const std::string& parent, std::size_t index) { return parent + "/" + std::to_string(index); }
 
 std::string json_type_name(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return std::string("a boolean (") + (v.get<bool>() ? "true" : "false") + ")";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return std::string("a boolean (") + (v.get<bool>() ? "true" : "false") + ")";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "the integer " + v.dump();
-    case json::value_t::number_float: return "the number " + v.dump();
-    case json::value_t::string: return "the string " + v.dump();
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    default: return "an unsupported value";
+    case json::value_t::number_unsigned:
+      return "the integer " + v.dump();
+    case json::value_t::number_float:
+      return "the number " + v.dump();
+    case json::value_t::string:
+      return "the string " + v.dump();
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    default:
+      return "an unsupported value";
   }
 }
 
@@ -84,9 +94,7 @@ const json* Fields::optional(const std::string& key) {
 
 void Fields::allow(const std::string& key) { read_.insert(key); }
 
-static bool is_integral(const json& v) {
-  return v.is_number_integer() || v.is_number_unsigned();
-}
+static bool is_integral(const json& v) { return v.is_number_integer() || v.is_number_unsigned(); }
 
 std::int64_t Fields::integer(const std::string& key, std::int64_t min) {
   const json& v = require(key);
@@ -109,13 +117,12 @@ std::int64_t Fields::integer(const std::string& key, std::int64_t min, std::int6
 std::int64_t Fields::integer_in(const std::string& key, std::int64_t min, std::int64_t max) {
   std::int64_t x = integer(key, min);
   if (x > max)
-    fail(key, "an integer between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
-                  std::to_string(x));
+    fail(key,
+         "an integer between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + std::to_string(x));
   return x;
 }
 
-std::int64_t Fields::integer_in(const std::string& key, std::int64_t min, std::int64_t max,
-                                std::int64_t fallback) {
+std::int64_t Fields::integer_in(const std::string& key, std::int64_t min, std::int64_t max, std::int64_t fallback) {
   if (!has(key)) {
     read_.insert(key);
     return fallback;

@@ -4,12 +4,11 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "spec/error.hpp"
 
@@ -57,8 +56,7 @@ class Fields {
   std::string string(const std::string& key);
   std::string string(const std::string& key, const std::string& fallback);
   std::string choice(const std::string& key, const std::vector<std::string>& choices);
-  std::string choice(const std::string& key, const std::vector<std::string>& choices,
-                     const std::string& fallback);
+  std::string choice(const std::string& key, const std::vector<std::string>& choices, const std::string& fallback);
 
   // Structured fields: the raw JSON of an object or array, type-checked.
   const json& object(const std::string& key);

@@ -6,14 +6,22 @@ namespace sax {
 
 const char* to_string(GroupKind g) {
   switch (g) {
-    case GroupKind::tp: return "tp";
-    case GroupKind::cp: return "cp";
-    case GroupKind::ep: return "ep";
-    case GroupKind::dp: return "dp";
-    case GroupKind::pp: return "pp";
-    case GroupKind::expert_dp: return "expert_dp";
-    case GroupKind::dp_cp: return "dp_cp";
-    case GroupKind::expert_dp_cp: return "expert_dp_cp";
+    case GroupKind::tp:
+      return "tp";
+    case GroupKind::cp:
+      return "cp";
+    case GroupKind::ep:
+      return "ep";
+    case GroupKind::dp:
+      return "dp";
+    case GroupKind::pp:
+      return "pp";
+    case GroupKind::expert_dp:
+      return "expert_dp";
+    case GroupKind::dp_cp:
+      return "dp_cp";
+    case GroupKind::expert_dp_cp:
+      return "expert_dp_cp";
   }
   return "?";
 }
@@ -22,11 +30,16 @@ namespace {
 // Dense axes: 0 tp, 1 cp, 2 dp, 3 pp.
 int axis_of(Dim d) {
   switch (d) {
-    case Dim::tp: return 0;
-    case Dim::cp: return 1;
-    case Dim::dp: return 2;
-    case Dim::pp: return 3;
-    case Dim::ep: return -1;
+    case Dim::tp:
+      return 0;
+    case Dim::cp:
+      return 1;
+    case Dim::dp:
+      return 2;
+    case Dim::pp:
+      return 3;
+    case Dim::ep:
+      return -1;
   }
   return -1;
 }
@@ -49,24 +62,36 @@ RankGrid::RankGrid(const Layout& l, std::int64_t world) : world_(world), ep_(l.e
 
 std::int64_t RankGrid::size(GroupKind g) const {
   switch (g) {
-    case GroupKind::tp: return sizes_[0];
-    case GroupKind::cp: return sizes_[1];
-    case GroupKind::dp: return sizes_[2];
-    case GroupKind::pp: return sizes_[3];
-    case GroupKind::ep: return ep_;
-    case GroupKind::expert_dp: return sizes_[2] / ep_;
-    case GroupKind::dp_cp: return sizes_[2] * sizes_[1];
-    case GroupKind::expert_dp_cp: return sizes_[2] / ep_ * sizes_[1];
+    case GroupKind::tp:
+      return sizes_[0];
+    case GroupKind::cp:
+      return sizes_[1];
+    case GroupKind::dp:
+      return sizes_[2];
+    case GroupKind::pp:
+      return sizes_[3];
+    case GroupKind::ep:
+      return ep_;
+    case GroupKind::expert_dp:
+      return sizes_[2] / ep_;
+    case GroupKind::dp_cp:
+      return sizes_[2] * sizes_[1];
+    case GroupKind::expert_dp_cp:
+      return sizes_[2] / ep_ * sizes_[1];
   }
   return 1;
 }
 
 std::int64_t RankGrid::coordinate(std::int64_t rank, GroupKind g) const {
   switch (g) {
-    case GroupKind::tp: return dense_coord(rank, 0);
-    case GroupKind::cp: return dense_coord(rank, 1);
-    case GroupKind::dp: return dense_coord(rank, 2);
-    case GroupKind::pp: return dense_coord(rank, 3);
+    case GroupKind::tp:
+      return dense_coord(rank, 0);
+    case GroupKind::cp:
+      return dense_coord(rank, 1);
+    case GroupKind::dp:
+      return dense_coord(rank, 2);
+    case GroupKind::pp:
+      return dense_coord(rank, 3);
     case GroupKind::ep: {
       std::int64_t d = dense_coord(rank, 2);
       return ep_inner_ ? d % ep_ : d / size(GroupKind::expert_dp);
@@ -76,8 +101,10 @@ std::int64_t RankGrid::coordinate(std::int64_t rank, GroupKind g) const {
       return ep_inner_ ? d / ep_ : d % size(GroupKind::expert_dp);
     }
     // CP varies fastest within the combined groups.
-    case GroupKind::dp_cp: return dense_coord(rank, 1) + sizes_[1] * dense_coord(rank, 2);
-    case GroupKind::expert_dp_cp: return dense_coord(rank, 1) + sizes_[1] * coordinate(rank, GroupKind::expert_dp);
+    case GroupKind::dp_cp:
+      return dense_coord(rank, 1) + sizes_[1] * dense_coord(rank, 2);
+    case GroupKind::expert_dp_cp:
+      return dense_coord(rank, 1) + sizes_[1] * coordinate(rank, GroupKind::expert_dp);
   }
   return 0;
 }

@@ -7,50 +7,70 @@ namespace sax {
 
 const char* dim_name(Dim d) {
   switch (d) {
-    case Dim::tp: return "tp";
-    case Dim::cp: return "cp";
-    case Dim::ep: return "ep";
-    case Dim::dp: return "dp";
-    case Dim::pp: return "pp";
+    case Dim::tp:
+      return "tp";
+    case Dim::cp:
+      return "cp";
+    case Dim::ep:
+      return "ep";
+    case Dim::dp:
+      return "dp";
+    case Dim::pp:
+      return "pp";
   }
   return "?";
 }
 
 const char* to_string(PipelineSchedule s) {
   switch (s) {
-    case PipelineSchedule::gpipe: return "gpipe";
-    case PipelineSchedule::one_f_one_b: return "1f1b";
-    case PipelineSchedule::interleaved: return "interleaved";
-    case PipelineSchedule::zero_bubble: return "zero_bubble";
+    case PipelineSchedule::gpipe:
+      return "gpipe";
+    case PipelineSchedule::one_f_one_b:
+      return "1f1b";
+    case PipelineSchedule::interleaved:
+      return "interleaved";
+    case PipelineSchedule::zero_bubble:
+      return "zero_bubble";
   }
   return "?";
 }
 
 const char* to_string(DpSync s) {
   switch (s) {
-    case DpSync::blocking: return "blocking";
-    case DpSync::overlapped: return "overlapped";
-    case DpSync::hierarchical: return "hierarchical";
+    case DpSync::blocking:
+      return "blocking";
+    case DpSync::overlapped:
+      return "overlapped";
+    case DpSync::hierarchical:
+      return "hierarchical";
   }
   return "?";
 }
 
 const char* to_string(Recompute r) {
   switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
+    case Recompute::none:
+      return "none";
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
   }
   return "?";
 }
 
 std::int64_t Layout::size(Dim d, std::int64_t world_size) const {
   switch (d) {
-    case Dim::tp: return tensor_model_parallel_size;
-    case Dim::cp: return context_parallel_size;
-    case Dim::ep: return expert_model_parallel_size;
-    case Dim::dp: return data_parallel_size(world_size);
-    case Dim::pp: return pipeline_model_parallel_size;
+    case Dim::tp:
+      return tensor_model_parallel_size;
+    case Dim::cp:
+      return context_parallel_size;
+    case Dim::ep:
+      return expert_model_parallel_size;
+    case Dim::dp:
+      return data_parallel_size(world_size);
+    case Dim::pp:
+      return pipeline_model_parallel_size;
   }
   return 1;
 }
@@ -81,8 +101,7 @@ std::vector<std::int64_t> Layout::stage_layers(const Model& model) const {
 }
 
 template <typename E>
-static E pick(Fields& f, const std::string& key, const std::vector<std::pair<std::string, E>>& table,
-              E fallback) {
+static E pick(Fields& f, const std::string& key, const std::vector<std::pair<std::string, E>>& table, E fallback) {
   std::vector<std::string> names;
   std::string def;
   for (const auto& [n, e] : table) {
@@ -102,8 +121,10 @@ static std::array<Dim, 5> parse_order(Fields& f) {
     return order;
   }
   const std::string s = f.string("order");
-  const std::string want = "the five dimensions tp, cp, ep, dp, pp each once, joined by '-' (e.g. "
-                           "\"tp-cp-ep-dp-pp\"), with ep next to dp, got \"" + s + "\"";
+  const std::string want =
+      "the five dimensions tp, cp, ep, dp, pp each once, joined by '-' (e.g. "
+      "\"tp-cp-ep-dp-pp\"), with ep next to dp, got \"" +
+      s + "\"";
   std::vector<std::string> parts;
   std::stringstream ss(s);
   for (std::string p; std::getline(ss, p, '-');) parts.push_back(p);
@@ -142,8 +163,7 @@ Layout read_layout(const json& value, const std::string& file) {
   l.sequence_parallel = f.boolean("sequence_parallel", false);
   l.recompute_granularity = pick<Recompute>(
       f, "recompute_granularity",
-      {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}},
-      Recompute::none);
+      {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}}, Recompute::none);
   l.use_distributed_optimizer = f.boolean("use_distributed_optimizer", false);
   l.decoder_first_pipeline_num_layers = f.integer_in("decoder_first_pipeline_num_layers", 1, kMaxDegree, 0);
   l.decoder_last_pipeline_num_layers = f.integer_in("decoder_last_pipeline_num_layers", 1, kMaxDegree, 0);
@@ -156,11 +176,10 @@ Layout read_layout(const json& value, const std::string& file) {
                                                   {"interleaved", PipelineSchedule::interleaved},
                                                   {"zero_bubble", PipelineSchedule::zero_bubble}},
                                                  PipelineSchedule::one_f_one_b);
-    l.schedule.dp_sync = pick<DpSync>(s, "dp_sync",
-                                      {{"blocking", DpSync::blocking},
-                                       {"overlapped", DpSync::overlapped},
-                                       {"hierarchical", DpSync::hierarchical}},
-                                      DpSync::overlapped);
+    l.schedule.dp_sync = pick<DpSync>(
+        s, "dp_sync",
+        {{"blocking", DpSync::blocking}, {"overlapped", DpSync::overlapped}, {"hierarchical", DpSync::hierarchical}},
+        DpSync::overlapped);
     l.schedule.network_technology = s.string("network_technology", "");
     s.finish();
   }
@@ -171,10 +190,9 @@ Layout read_layout(const json& value, const std::string& file) {
   std::int64_t tp_cp = 0, mp = 0;
   if (__builtin_mul_overflow(l.tensor_model_parallel_size, l.context_parallel_size, &tp_cp) ||
       __builtin_mul_overflow(tp_cp, pp, &mp) || mp > kMaxSize)
-    f.fail("pipeline_model_parallel_size",
-           "TP×CP×PP (" + std::to_string(l.tensor_model_parallel_size) + "×" +
-               std::to_string(l.context_parallel_size) + "×" + std::to_string(pp) + ") at most " +
-               std::to_string(kMaxSize) + " (the largest world size)");
+    f.fail("pipeline_model_parallel_size", "TP×CP×PP (" + std::to_string(l.tensor_model_parallel_size) + "×" +
+                                               std::to_string(l.context_parallel_size) + "×" + std::to_string(pp) +
+                                               ") at most " + std::to_string(kMaxSize) + " (the largest world size)");
   if (vpp > 1 && pp == 1)
     f.fail("virtual_pipeline_model_parallel_size",
            "1 when pipeline_model_parallel_size is 1 (interleaving needs a pipeline), got " + std::to_string(vpp));
@@ -185,12 +203,12 @@ Layout read_layout(const json& value, const std::string& file) {
                      "(\"interleaved\" needs virtual stages)");
   if (!interleaved && vpp > 1)
     throw InputError(file, "/schedule/pipeline",
-                     "\"interleaved\" when virtual_pipeline_model_parallel_size is " +
-                         std::to_string(vpp) + ", got \"" + to_string(l.schedule.pipeline) + "\"");
+                     "\"interleaved\" when virtual_pipeline_model_parallel_size is " + std::to_string(vpp) +
+                         ", got \"" + to_string(l.schedule.pipeline) + "\"");
   if (pp == 1 && (l.decoder_first_pipeline_num_layers || l.decoder_last_pipeline_num_layers))
-    f.fail(l.decoder_first_pipeline_num_layers ? "decoder_first_pipeline_num_layers"
-                                               : "decoder_last_pipeline_num_layers",
-           "no uneven stage when pipeline_model_parallel_size is 1");
+    f.fail(
+        l.decoder_first_pipeline_num_layers ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers",
+        "no uneven stage when pipeline_model_parallel_size is 1");
   f.finish();
   return l;
 }
@@ -208,13 +226,10 @@ json to_json(const Layout& l) {
             {"recompute_granularity", to_string(l.recompute_granularity)},
             {"use_distributed_optimizer", l.use_distributed_optimizer},
             {"order", l.order_string()}};
-  if (l.decoder_first_pipeline_num_layers)
-    j["decoder_first_pipeline_num_layers"] = l.decoder_first_pipeline_num_layers;
-  if (l.decoder_last_pipeline_num_layers)
-    j["decoder_last_pipeline_num_layers"] = l.decoder_last_pipeline_num_layers;
+  if (l.decoder_first_pipeline_num_layers) j["decoder_first_pipeline_num_layers"] = l.decoder_first_pipeline_num_layers;
+  if (l.decoder_last_pipeline_num_layers) j["decoder_last_pipeline_num_layers"] = l.decoder_last_pipeline_num_layers;
   j["schedule"] = {{"pipeline", to_string(l.schedule.pipeline)}, {"dp_sync", to_string(l.schedule.dp_sync)}};
-  if (!l.schedule.network_technology.empty())
-    j["schedule"]["network_technology"] = l.schedule.network_technology;
+  if (!l.schedule.network_technology.empty()) j["schedule"]["network_technology"] = l.schedule.network_technology;
   return j;
 }
 
@@ -230,25 +245,24 @@ void validate_layout(const Layout& l, const Model& m, const Cluster& c, const st
                      vpp = l.virtual_pipeline_model_parallel_size;
 
   if (world % l.model_parallel_size() != 0)
-    fail("pipeline_model_parallel_size",
-         "TP×CP×PP (" + str(tp) + "×" + str(cp) + "×" + str(pp) + " = " + str(l.model_parallel_size()) +
-             ") to divide the world size of cluster " + c.name + " (" + str(world) + ")");
+    fail("pipeline_model_parallel_size", "TP×CP×PP (" + str(tp) + "×" + str(cp) + "×" + str(pp) + " = " +
+                                             str(l.model_parallel_size()) + ") to divide the world size of cluster " +
+                                             c.name + " (" + str(world) + ")");
   const std::int64_t dp = l.data_parallel_size(world);
 
   if (m.num_attention_heads % tp != 0)
     fail("tensor_model_parallel_size", "a divisor of num_attention_heads (" + str(m.num_attention_heads) +
                                            ") of model " + m.name + ", got " + str(tp));
   if (m.num_query_groups % tp != 0)
-    fail("tensor_model_parallel_size", "a divisor of num_query_groups (" + str(m.num_query_groups) +
-                                           ") of model " + m.name + ", got " + str(tp));
+    fail("tensor_model_parallel_size",
+         "a divisor of num_query_groups (" + str(m.num_query_groups) + ") of model " + m.name + ", got " + str(tp));
   if (m.ffn_hidden_size % tp != 0 || (m.is_moe() && m.moe_ffn_hidden_size % tp != 0))
     fail("tensor_model_parallel_size", "a divisor of the FFN width of model " + m.name + ", got " + str(tp));
 
-  if (!m.is_moe() && ep != 1)
-    fail("expert_model_parallel_size", "1 for dense model " + m.name + ", got " + str(ep));
+  if (!m.is_moe() && ep != 1) fail("expert_model_parallel_size", "1 for dense model " + m.name + ", got " + str(ep));
   if (m.is_moe() && m.num_experts % ep != 0)
-    fail("expert_model_parallel_size", "a divisor of num_experts (" + str(m.num_experts) + ") of model " +
-                                           m.name + ", got " + str(ep));
+    fail("expert_model_parallel_size",
+         "a divisor of num_experts (" + str(m.num_experts) + ") of model " + m.name + ", got " + str(ep));
   if (dp % ep != 0)
     fail("expert_model_parallel_size", "a divisor of the data-parallel size (" + str(dp) + "), got " + str(ep));
 

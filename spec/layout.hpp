@@ -53,9 +53,7 @@ struct Layout {
   std::int64_t model_parallel_size() const {
     return tensor_model_parallel_size * context_parallel_size * pipeline_model_parallel_size;
   }
-  std::int64_t data_parallel_size(std::int64_t world_size) const {
-    return world_size / model_parallel_size();
-  }
+  std::int64_t data_parallel_size(std::int64_t world_size) const { return world_size / model_parallel_size(); }
   std::int64_t size(Dim d, std::int64_t world_size) const;
   std::string order_string() const;
   // Layers held by each pipeline stage (first/last counts applied), length PP.
@@ -71,7 +69,6 @@ json to_json(const Layout& layout);
 
 // Checks a layout against a model and a cluster: every rule a user can break. Errors name
 // `layout_file` and the layout field at fault, with the model or cluster value it clashes with.
-void validate_layout(const Layout& layout, const Model& model, const Cluster& cluster,
-                     const std::string& layout_file);
+void validate_layout(const Layout& layout, const Model& model, const Cluster& cluster, const std::string& layout_file);
 
 }  // namespace sax

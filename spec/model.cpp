@@ -56,8 +56,7 @@ double Model::moe_layer_active_params() const {
 
 double Model::embedding_params() const {
   double p = static_cast<double>(vocab_size) * hidden_size;
-  if (position_embedding_type == "learned_absolute")
-    p += static_cast<double>(max_position_embeddings) * hidden_size;
+  if (position_embedding_type == "learned_absolute") p += static_cast<double>(max_position_embeddings) * hidden_size;
   return p;
 }
 
@@ -115,14 +114,12 @@ Model read_model(const json& value, const std::string& file) {
   if (m.kv_channels == 0) {
     if (m.hidden_size % m.num_attention_heads != 0)
       f.fail("num_attention_heads", "a divisor of hidden_size (" + std::to_string(m.hidden_size) +
-                                        ") unless kv_channels is set, got " +
-                                        std::to_string(m.num_attention_heads));
+                                        ") unless kv_channels is set, got " + std::to_string(m.num_attention_heads));
     m.kv_channels = m.hidden_size / m.num_attention_heads;
   }
   if (m.num_attention_heads % m.num_query_groups != 0)
-    f.fail("num_query_groups", "a divisor of num_attention_heads (" +
-                                   std::to_string(m.num_attention_heads) + "), got " +
-                                   std::to_string(m.num_query_groups));
+    f.fail("num_query_groups", "a divisor of num_attention_heads (" + std::to_string(m.num_attention_heads) +
+                                   "), got " + std::to_string(m.num_query_groups));
   m.seq_length = f.integer_in("seq_length", 1, kMaxSize);
   m.max_position_embeddings = f.integer_in("max_position_embeddings", 1, kMaxSize, m.seq_length);
   if (m.max_position_embeddings < m.seq_length)
@@ -145,8 +142,8 @@ Model read_model(const json& value, const std::string& file) {
     f.allow("moe_layer_freq");
   } else {
     if (m.moe_router_topk > m.num_experts)
-      f.fail("moe_router_topk", "at most num_experts (" + std::to_string(m.num_experts) + "), got " +
-                                    std::to_string(m.moe_router_topk));
+      f.fail("moe_router_topk",
+             "at most num_experts (" + std::to_string(m.num_experts) + "), got " + std::to_string(m.moe_router_topk));
     const json* freq = f.optional("moe_layer_freq");
     m.moe_layer_pattern.assign(static_cast<std::size_t>(m.num_layers), true);
     if (freq && (freq->is_number_integer() || freq->is_number_unsigned())) {
@@ -156,8 +153,8 @@ Model read_model(const json& value, const std::string& file) {
       for (std::int64_t i = 0; i < m.num_layers; ++i) m.moe_layer_pattern[i] = (i % n == 0);
     } else if (freq && freq->is_array()) {
       if (static_cast<std::int64_t>(freq->size()) != m.num_layers)
-        f.fail("moe_layer_freq", "a list of num_layers (" + std::to_string(m.num_layers) +
-                                     ") entries, got " + std::to_string(freq->size()));
+        f.fail("moe_layer_freq", "a list of num_layers (" + std::to_string(m.num_layers) + ") entries, got " +
+                                     std::to_string(freq->size()));
       for (std::size_t i = 0; i < freq->size(); ++i) {
         const json& e = (*freq)[i];
         // Compared as int64: get<int> would truncate 4294967297 to 1.

@@ -47,13 +47,13 @@ struct Model {
   std::int64_t num_dense_layers() const { return num_layers - num_moe_layers(); }
 
   // Parameter counts by part (weights and biases, norms included).
-  double attention_params() const;         // one layer's self-attention, its norm included
+  double attention_params() const;            // one layer's self-attention, its norm included
   double mlp_params(std::int64_t ffn) const;  // one MLP of width `ffn` (no norm)
-  double dense_layer_params() const;       // attention + norm + MLP
-  double moe_layer_params() const;         // attention + norm + router + all experts
-  double moe_layer_active_params() const;  // attention + norm + router + top-k experts
-  double embedding_params() const;         // word (+ position) embeddings
-  double output_params() const;            // output layer (0 when tied) + final norm
+  double dense_layer_params() const;          // attention + norm + MLP
+  double moe_layer_params() const;            // attention + norm + router + all experts
+  double moe_layer_active_params() const;     // attention + norm + router + top-k experts
+  double embedding_params() const;            // word (+ position) embeddings
+  double output_params() const;               // output layer (0 when tied) + final norm
   double params_total() const;
   double params_active() const;
 

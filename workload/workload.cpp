@@ -8,40 +8,62 @@ namespace sax::workload {
 
 const char* to_string(Phase p) {
   switch (p) {
-    case Phase::forward: return "forward";
-    case Phase::backward: return "backward";
-    case Phase::backward_input: return "backward_input";
-    case Phase::backward_weight: return "backward_weight";
-    case Phase::recompute: return "recompute";
-    case Phase::optimizer: return "optimizer";
+    case Phase::forward:
+      return "forward";
+    case Phase::backward:
+      return "backward";
+    case Phase::backward_input:
+      return "backward_input";
+    case Phase::backward_weight:
+      return "backward_weight";
+    case Phase::recompute:
+      return "recompute";
+    case Phase::optimizer:
+      return "optimizer";
   }
   return "?";
 }
 
 const char* to_string(CollOp c) {
   switch (c) {
-    case CollOp::all_reduce: return "all_reduce";
-    case CollOp::all_gather: return "all_gather";
-    case CollOp::reduce_scatter: return "reduce_scatter";
-    case CollOp::all_to_all: return "all_to_all";
-    case CollOp::send: return "send";
-    case CollOp::recv: return "recv";
-    case CollOp::send_recv: return "send_recv";
+    case CollOp::all_reduce:
+      return "all_reduce";
+    case CollOp::all_gather:
+      return "all_gather";
+    case CollOp::reduce_scatter:
+      return "reduce_scatter";
+    case CollOp::all_to_all:
+      return "all_to_all";
+    case CollOp::send:
+      return "send";
+    case CollOp::recv:
+      return "recv";
+    case CollOp::send_recv:
+      return "send_recv";
   }
   return "?";
 }
 
 const char* to_string(Group g) {
   switch (g) {
-    case Group::tp: return "tp";
-    case Group::cp: return "cp";
-    case Group::ep: return "ep";
-    case Group::pp: return "pp";
-    case Group::dp_cp: return "dp_cp";
-    case Group::expert_dp_cp: return "expert_dp_cp";
-    case Group::dp_intra_building: return "dp_intra_building";
-    case Group::dp_cross_building: return "dp_cross_building";
-    case Group::embedding: return "embedding";
+    case Group::tp:
+      return "tp";
+    case Group::cp:
+      return "cp";
+    case Group::ep:
+      return "ep";
+    case Group::pp:
+      return "pp";
+    case Group::dp_cp:
+      return "dp_cp";
+    case Group::expert_dp_cp:
+      return "expert_dp_cp";
+    case Group::dp_intra_building:
+      return "dp_intra_building";
+    case Group::dp_cross_building:
+      return "dp_cross_building";
+    case Group::embedding:
+      return "embedding";
   }
   return "?";
 }
@@ -170,9 +192,12 @@ class Builder {
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       const Block& b = blocks[i];
       const bool sync_after = overlapped() && i == last_block[b.chunk];
-      if (b.pass == Pass::F) forward_block(b);
-      else if (b.pass == Pass::B) backward_block(b, sync_after && last_pass == Pass::B);
-      else weight_block(b, sync_after);
+      if (b.pass == Pass::F)
+        forward_block(b);
+      else if (b.pass == Pass::B)
+        backward_block(b, sync_after && last_pass == Pass::B);
+      else
+        weight_block(b, sync_after);
     }
     dp_sync_and_optimizer();
     return std::move(w_);
@@ -187,8 +212,8 @@ class Builder {
   bool is_moe(std::int64_t layer) const { return m_.moe_layer_pattern[static_cast<std::size_t>(layer)]; }
   double mlp_w() const { return m_.swiglu ? 3.0 : 2.0; }
 
-  Op compute(Phase ph, const Block& b, std::int64_t layer, const char* name, double m, double n, double k,
-             double count, double scale) {
+  Op compute(Phase ph, const Block& b, std::int64_t layer, const char* name, double m, double n, double k, double count,
+             double scale) {
     Op o;
     o.kind = OpKind::compute;
     o.phase = ph;
@@ -204,8 +229,8 @@ class Builder {
     return o;
   }
 
-  void message(Phase ph, std::int64_t mb, std::int64_t chunk, std::int64_t layer, const char* name, Dim dim,
-               Group g, CollOp op, double bytes, std::int64_t peer = -1, bool overlappable = false) {
+  void message(Phase ph, std::int64_t mb, std::int64_t chunk, std::int64_t layer, const char* name, Dim dim, Group g,
+               CollOp op, double bytes, std::int64_t peer = -1, bool overlappable = false) {
     Op o;
     o.kind = OpKind::message;
     o.phase = ph;
@@ -244,12 +269,15 @@ class Builder {
   // it (all_reduce, or reduce_scatter with SP). Backward mirrors: before (SP all_gather of
   // the gradient), after (reduce_scatter with SP, all_reduce without).
   void tp_before(Phase ph, const Block& b, std::int64_t layer) {
-    if (tp_ > 1 && sp_) message(ph, b.microbatch, b.chunk, layer, "sp_all_gather", Dim::tp, Group::tp, CollOp::all_gather, A_);
+    if (tp_ > 1 && sp_)
+      message(ph, b.microbatch, b.chunk, layer, "sp_all_gather", Dim::tp, Group::tp, CollOp::all_gather, A_);
   }
   void tp_after(Phase ph, const Block& b, std::int64_t layer) {
     if (tp_ <= 1) return;
-    if (sp_) message(ph, b.microbatch, b.chunk, layer, "sp_reduce_scatter", Dim::tp, Group::tp, CollOp::reduce_scatter, A_);
-    else message(ph, b.microbatch, b.chunk, layer, "tp_all_reduce", Dim::tp, Group::tp, CollOp::all_reduce, A_);
+    if (sp_)
+      message(ph, b.microbatch, b.chunk, layer, "sp_reduce_scatter", Dim::tp, Group::tp, CollOp::reduce_scatter, A_);
+    else
+      message(ph, b.microbatch, b.chunk, layer, "tp_all_reduce", Dim::tp, Group::tp, CollOp::all_reduce, A_);
   }
   void cp_ring(Phase ph, const Block& b, std::int64_t layer, double factor) {
     const double kvb = 2.0 * T_ * (kv_ / tp_) * e_;
@@ -323,23 +351,31 @@ class Builder {
 
   void forward_block(const Block& b) {
     const std::int64_t v = virtual_stage(b.chunk);
-    if (v > 0) message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, Group::pp, CollOp::recv, pp_bytes(), pp_peer(v - 1));
+    if (v > 0)
+      message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, Group::pp, CollOp::recv, pp_bytes(),
+              pp_peer(v - 1));
     if (has_embedding(b.chunk) && tp_ > 1)
       message(Phase::forward, b.microbatch, b.chunk, -1, "embedding", Dim::tp, Group::tp,
               sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
     for (std::int64_t i = 0; i < chunk_layers_; ++i) layer_forward(Phase::forward, b, chunk_offset_[v] + i, false);
     if (has_output(b.chunk)) {
-      if (sp_) message(Phase::forward, b.microbatch, b.chunk, -1, "output_all_gather", Dim::tp, Group::tp, CollOp::all_gather, A_);
+      if (sp_)
+        message(Phase::forward, b.microbatch, b.chunk, -1, "output_all_gather", Dim::tp, Group::tp, CollOp::all_gather,
+                A_);
       w_.ops.push_back(compute(Phase::forward, b, -1, "logits", T_, logits_n(), h_, 1, 1.0));
     }
-    if (v < pp_ * vpp_ - 1) message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, Group::pp, CollOp::send, pp_bytes(), pp_peer(v + 1));
+    if (v < pp_ * vpp_ - 1)
+      message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, Group::pp, CollOp::send, pp_bytes(),
+              pp_peer(v + 1));
   }
 
   void backward_block(const Block& b, bool sync_after) {
     const std::int64_t v = virtual_stage(b.chunk);
     const Phase ph = zb() ? Phase::backward_input : Phase::backward;
     const double scale = zb() ? 1.0 : 2.0;
-    if (v < pp_ * vpp_ - 1) message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, Group::pp, CollOp::recv, pp_bytes(), pp_peer(v + 1));
+    if (v < pp_ * vpp_ - 1)
+      message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, Group::pp, CollOp::recv, pp_bytes(),
+              pp_peer(v + 1));
     if (has_output(b.chunk)) {
       w_.ops.push_back(compute(ph, b, -1, "logits", T_, logits_n(), h_, 1, scale));
       if (tp_ > 1)
@@ -353,12 +389,15 @@ class Builder {
       layer_backward(ph, b, layer, scale);
       if (sync_after) layer_dp_sync(layer);
     }
-    if (v > 0) message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, Group::pp, CollOp::send, pp_bytes(), pp_peer(v - 1));
+    if (v > 0)
+      message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, Group::pp, CollOp::send, pp_bytes(),
+              pp_peer(v - 1));
   }
 
   void weight_block(const Block& b, bool sync_after) {
     const std::int64_t v = virtual_stage(b.chunk);
-    if (has_output(b.chunk)) w_.ops.push_back(compute(Phase::backward_weight, b, -1, "logits", T_, logits_n(), h_, 1, 1.0));
+    if (has_output(b.chunk))
+      w_.ops.push_back(compute(Phase::backward_weight, b, -1, "logits", T_, logits_n(), h_, 1, 1.0));
     for (std::int64_t i = chunk_layers_ - 1; i >= 0; --i) {
       layer_weight_grads(b, chunk_offset_[v] + i);
       if (sync_after) layer_dp_sync(chunk_offset_[v] + i);
@@ -511,12 +550,19 @@ Totals totals(const Workload& w) {
   for (const Op& o : w.ops) {
     if (o.kind == OpKind::compute) {
       switch (o.phase) {
-        case Phase::forward: t.forward_flops += o.flops; break;
+        case Phase::forward:
+          t.forward_flops += o.flops;
+          break;
         case Phase::backward:
         case Phase::backward_input:
-        case Phase::backward_weight: t.backward_flops += o.flops; break;
-        case Phase::recompute: t.recompute_flops += o.flops; break;
-        case Phase::optimizer: break;
+        case Phase::backward_weight:
+          t.backward_flops += o.flops;
+          break;
+        case Phase::recompute:
+          t.recompute_flops += o.flops;
+          break;
+        case Phase::optimizer:
+          break;
       }
       continue;
     }

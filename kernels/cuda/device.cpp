@@ -1,6 +1,6 @@
-#include <cuda_runtime.h>
-
 #include "kernels/device.hpp"
+
+#include <cuda_runtime.h>
 
 namespace sax::kernels {
 

@@ -28,8 +28,11 @@ json base_model() {
   return m;
 }
 json base_layout() {
-  return {{"tensor_model_parallel_size", 4}, {"pipeline_model_parallel_size", 4},
-          {"expert_model_parallel_size", 8}, {"micro_batch_size", 1}, {"sequence_parallel", true},
+  return {{"tensor_model_parallel_size", 4},
+          {"pipeline_model_parallel_size", 4},
+          {"expert_model_parallel_size", 8},
+          {"micro_batch_size", 1},
+          {"sequence_parallel", true},
           {"order", "tp-cp-ep-dp-pp"},
           {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", "overlapped"}}}};
 }
@@ -50,8 +53,8 @@ const Case kCases[] = {
        l["schedule"]["pipeline"] = "interleaved";
      },
      "/virtual_pipeline_model_parallel_size"},
-    {"UnevenFirstStageLeavesUnevenMiddle", "layout",
-     [](json& l) { l["decoder_first_pipeline_num_layers"] = 3; }, "/decoder_first_pipeline_num_layers"},
+    {"UnevenFirstStageLeavesUnevenMiddle", "layout", [](json& l) { l["decoder_first_pipeline_num_layers"] = 3; },
+     "/decoder_first_pipeline_num_layers"},
     {"UnevenLastStageLeavesUnevenMiddle", "layout", [](json& l) { l["decoder_last_pipeline_num_layers"] = 4; },
      "/decoder_last_pipeline_num_layers"},
     {"FirstPlusLastExceedLayers", "layout",
@@ -62,18 +65,17 @@ const Case kCases[] = {
      "/decoder_first_pipeline_num_layers"},
     {"ExpertsNotDivisibleByEp", "layout", [](json& l) { l["expert_model_parallel_size"] = 3; },
      "/expert_model_parallel_size"},
-    {"EpOnDenseModel", "model", [](json& m) {
+    {"EpOnDenseModel", "model",
+     [](json& m) {
        m.erase("num_experts");
        m.erase("moe_router_topk");
        m.erase("moe_ffn_hidden_size");
      },
      "/expert_model_parallel_size"},
-    {"BatchNotDivisibleByMicroBatchTimesDp", "layout", [](json& l) { l["micro_batch_size"] = 7; },
-     "/micro_batch_size"},
+    {"BatchNotDivisibleByMicroBatchTimesDp", "layout", [](json& l) { l["micro_batch_size"] = 7; }, "/micro_batch_size"},
     {"MoeWithTpWithoutSequenceParallel", "layout", [](json& l) { l["sequence_parallel"] = false; },
      "/sequence_parallel"},
-    {"CpNotDividingSequence", "layout", [](json& l) { l["context_parallel_size"] = 3; },
-     "/context_parallel_size"},
+    {"CpNotDividingSequence", "layout", [](json& l) { l["context_parallel_size"] = 3; }, "/context_parallel_size"},
     {"InterleavedWithoutVirtualStages", "layout", [](json& l) { l["schedule"]["pipeline"] = "interleaved"; },
      "/schedule/pipeline"},
     {"UnknownNetworkTechnology", "layout", [](json& l) { l["schedule"]["network_technology"] = "warp"; },
@@ -83,16 +85,14 @@ const Case kCases[] = {
     // Unknown keys.
     {"UnknownLayoutKey", "layout", [](json& l) { l["tensor_paralel_size"] = 2; }, "/tensor_paralel_size"},
     {"UnknownModelKey", "model", [](json& m) { m["hiden_size"] = 2; }, "/hiden_size"},
-    {"UnknownClusterKey", "cluster", [](json& c) { c["links"]["intra_node"]["bw"] = 2; },
-     "/links/intra_node/bw"},
+    {"UnknownClusterKey", "cluster", [](json& c) { c["links"]["intra_node"]["bw"] = 2; }, "/links/intra_node/bw"},
     {"UnknownScheduleKey", "layout", [](json& l) { l["schedule"]["dp"] = "x"; }, "/schedule/dp"},
     // Wrong types.
     {"StringWhereIntegerExpected", "layout", [](json& l) { l["micro_batch_size"] = "1"; }, "/micro_batch_size"},
     {"FloatWhereIntegerExpected", "model", [](json& m) { m["num_layers"] = 32.5; }, "/num_layers"},
     {"NumberWhereBoolExpected", "layout", [](json& l) { l["sequence_parallel"] = 1; }, "/sequence_parallel"},
     {"ObjectWhereArrayExpected", "cluster", [](json& c) { c["buildings"] = json::object(); }, "/buildings"},
-    {"BadRecomputeChoice", "layout", [](json& l) { l["recompute_granularity"] = "half"; },
-     "/recompute_granularity"},
+    {"BadRecomputeChoice", "layout", [](json& l) { l["recompute_granularity"] = "half"; }, "/recompute_granularity"},
     {"BadDtype", "model", [](json& m) { m["dtype"] = "int4"; }, "/dtype"},
     {"MissingRequiredField", "model", [](json& m) { m.erase("hidden_size"); }, "/hidden_size"},
     // Negative or zero sizes.
@@ -104,8 +104,8 @@ const Case kCases[] = {
      "/links/cross_building/bandwidth_gbps"},
     {"NegativeLatency", "cluster", [](json& c) { c["network_technologies"][0]["cross_building"]["latency_us"] = -1; },
      "/network_technologies/0/cross_building/latency_us"},
-    {"OversubscriptionBelowOne", "cluster",
-     [](json& c) { c["links"]["cross_building"]["oversubscription"] = 0.5; }, "/links/cross_building/oversubscription"},
+    {"OversubscriptionBelowOne", "cluster", [](json& c) { c["links"]["cross_building"]["oversubscription"] = 0.5; },
+     "/links/cross_building/oversubscription"},
     {"TopkAboveExperts", "model", [](json& m) { m["moe_router_topk"] = 9; }, "/moe_router_topk"},
     {"QueryGroupsNotDividingHeads", "model", [](json& m) { m["num_query_groups"] = 5; }, "/num_query_groups"},
     // Sizes so large that the products of the checks would overflow int64 (SIGFPE before).
@@ -123,8 +123,8 @@ const Case kCases[] = {
      },
      "/pipeline_model_parallel_size"},
     {"HugeMicroBatch", "layout", [](json& l) { l["micro_batch_size"] = std::int64_t{1} << 62; }, "/micro_batch_size"},
-    {"MicroBatchTimesDpOverflows", "layout",
-     [](json& l) { l["micro_batch_size"] = std::int64_t{1} << 31; }, "/micro_batch_size"},
+    {"MicroBatchTimesDpOverflows", "layout", [](json& l) { l["micro_batch_size"] = std::int64_t{1} << 31; },
+     "/micro_batch_size"},
     {"HugeFirstStage", "layout", [](json& l) { l["decoder_first_pipeline_num_layers"] = std::int64_t{1} << 62; },
      "/decoder_first_pipeline_num_layers"},
     {"DevicesPerNodeBeyondInt", "cluster", [](json& c) { c["devices_per_node"] = std::int64_t{4294967298}; },
@@ -134,8 +134,7 @@ const Case kCases[] = {
     {"HugeNodeCount", "cluster", [](json& c) { c["buildings"][1]["nodes"] = std::int64_t{1} << 62; },
      "/buildings/1/nodes"},
     {"HugeHidden", "model", [](json& m) { m["hidden_size"] = std::int64_t{1} << 50; }, "/hidden_size"},
-    {"HugeGlobalBatch", "model", [](json& m) { m["global_batch_size"] = std::int64_t{1} << 62; },
-     "/global_batch_size"},
+    {"HugeGlobalBatch", "model", [](json& m) { m["global_batch_size"] = std::int64_t{1} << 62; }, "/global_batch_size"},
     {"HugeLayerCount", "model", [](json& m) { m["num_layers"] = std::int64_t{1} << 40; }, "/num_layers"},
     {"MoeLayerFreqEntryTruncated", "model",
      [](json& m) {
@@ -223,8 +222,8 @@ TEST(Check, FileErrors) {
 TEST(Cli, HelpListsTheDesignsSubcommands) {
   auto r = run_sax("--help");
   EXPECT_EQ(r.code, 0);
-  for (const char* sub : {"bench", "run", "launch", "calibrate", "explore", "predict", "validate", "regress", "trace",
-                          "check"})
+  for (const char* sub :
+       {"bench", "run", "launch", "calibrate", "explore", "predict", "validate", "regress", "trace", "check"})
     EXPECT_NE(r.out.find(std::string("  ") + sub + " "), std::string::npos) << sub << "\n" << r.out;
 }
 

@@ -48,8 +48,8 @@ TEST(Calibration, ReadsAndRoundTrips) {
   EXPECT_EQ(ar->fit.samples, 24);
   EXPECT_FALSE(c.links[0][static_cast<int>(CollectiveOp::all_gather)].has_value());
   ASSERT_TRUE(c.gemm.has_value());
-  EXPECT_DOUBLE_EQ(c.gemm->at(1e3), 0.2);    // clamped below
-  EXPECT_DOUBLE_EQ(c.gemm->at(1e12), 0.6);   // clamped above
+  EXPECT_DOUBLE_EQ(c.gemm->at(1e3), 0.2);                     // clamped below
+  EXPECT_DOUBLE_EQ(c.gemm->at(1e12), 0.6);                    // clamped above
   EXPECT_NEAR(c.gemm->at(std::sqrt(1e6 * 1e9)), 0.4, 1e-12);  // linear in log10(FLOPs)
   EXPECT_FALSE(c.attention.has_value());
   EXPECT_DOUBLE_EQ(*c.overlap_slowdown, 0.15);
@@ -61,7 +61,7 @@ TEST(Calibration, ErrorsNameTheField) {
   struct Case {
     std::string pointer;  // where to change good()
     json value;
-    std::string path;     // the JSON path the error must name
+    std::string path;  // the JSON path the error must name
   };
   const std::vector<Case> cases = {
       {"/version", 2, "/version"},

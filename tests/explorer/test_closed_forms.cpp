@@ -102,8 +102,8 @@ TEST(ClosedForms, MessagesOfASmallLayoutByHand) {
     EXPECT_DOUBLE_EQ(t.sent_bytes[pp], micro * T * h * e + 4.0 * 4096 * 256 / 2);
     EXPECT_EQ(t.messages[dp], 0);  // DP = 1
     // Forward FLOPs: 2 layers of (qkv + attention + out + mlp), the logits on the last stage.
-    const double q = 256, fwd_layer = 2 * T * h * 3 * q / 2 + 4 * T * 256 * q / 2 + 2 * T * q * h / 2 +
-                                      2 * T * 2 * h * 1024 / 2;
+    const double q = 256,
+                 fwd_layer = 2 * T * h * 3 * q / 2 + 4 * T * 256 * q / 2 + 2 * T * q * h / 2 + 2 * T * 2 * h * 1024 / 2;
     const double logits = st == 1 ? 2 * T * h * 4096 / 2 : 0.0;
     EXPECT_DOUBLE_EQ(t.forward_flops, micro * (2 * fwd_layer + logits));
     EXPECT_DOUBLE_EQ(t.recompute_flops, 0.0);

@@ -43,13 +43,12 @@ TEST_P(ClosedFormsVsWorkload, EveryStageMatchesTheExplicitStep) {
   for (bool done : stage_done) EXPECT_TRUE(done);
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, ClosedFormsVsWorkload, ::testing::ValuesIn(sax::test::grid()),
-                         [](const auto& info) {
-                           std::string n = info.param.name;
-                           for (char& c : n)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Layouts, ClosedFormsVsWorkload, ::testing::ValuesIn(sax::test::grid()), [](const auto& info) {
+  std::string n = info.param.name;
+  for (char& c : n)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+});
 
 // The bubble the explorer charges is the makespan of the order the workload emits: every
 // stage's blocks are run in their listed order, a forward after the previous virtual stage's
@@ -78,7 +77,9 @@ double simulated_bubble(PipelineSchedule sched, std::int64_t pp, std::int64_t vp
     char last = 0;
     for (const auto& o : workload::build(c, model, l, r).ops) {
       if (o.kind != workload::OpKind::compute || o.microbatch < 0 || o.phase == workload::Phase::recompute) continue;
-      const char pass = o.phase == workload::Phase::forward ? 'F' : o.phase == workload::Phase::backward_weight ? 'W' : 'B';
+      const char pass = o.phase == workload::Phase::forward           ? 'F'
+                        : o.phase == workload::Phase::backward_weight ? 'W'
+                                                                      : 'B';
       if (pass != last || o.microbatch != last_mb || o.chunk != last_chunk)
         orders[r].push_back({pass, o.microbatch, o.chunk * pp + r});
       last = pass, last_mb = o.microbatch, last_chunk = o.chunk;

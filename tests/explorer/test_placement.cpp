@@ -97,7 +97,8 @@ TEST(Placement, LinkClassOfEveryGroupKindMatchesRankGrid) {
                   for (auto m : members) ++per[c.place(m).building];
                   for (auto [b, n] : per) all_even = all_even && n == per.begin()->second;
                   if (count < 0) count = per.begin()->second, spanned = static_cast<std::int64_t>(per.size());
-                  all_even = all_even && count == per.begin()->second && spanned == static_cast<std::int64_t>(per.size());
+                  all_even =
+                      all_even && count == per.begin()->second && spanned == static_cast<std::int64_t>(per.size());
                 }
                 if (all_even) {
                   EXPECT_EQ(g.per_building, count) << what;

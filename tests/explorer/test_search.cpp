@@ -55,24 +55,24 @@ TEST(Search, DivisibilityCheckAgreesWithValidateLayout) {
               for (std::int64_t vpp : {1, 2})
                 for (std::int64_t first : {0, 1})
                   for (bool sp : {false, true}) {
-                  if (4 % (tp * cp * pp)) continue;
-                  Candidate k;
-                  k.tp = tp, k.cp = cp, k.pp = pp, k.ep = ep, k.mbs = mbs, k.vpp = vpp, k.dp = 4 / (tp * cp * pp);
-                  k.first_layers = first;
-                  k.pipeline = vpp > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
-                  k.sp = sp;
-                  bool valid = true;
-                  try {
-                    const Layout l = k.to_layout(c);
-                    if (vpp > 1 && pp == 1) valid = false;  // read_layout's own rule
-                    if (first && pp == 1) valid = false;
-                    if (valid) validate_layout(l, m, c, "x");
-                  } catch (const InputError&) {
-                    valid = false;
+                    if (4 % (tp * cp * pp)) continue;
+                    Candidate k;
+                    k.tp = tp, k.cp = cp, k.pp = pp, k.ep = ep, k.mbs = mbs, k.vpp = vpp, k.dp = 4 / (tp * cp * pp);
+                    k.first_layers = first;
+                    k.pipeline = vpp > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+                    k.sp = sp;
+                    bool valid = true;
+                    try {
+                      const Layout l = k.to_layout(c);
+                      if (vpp > 1 && pp == 1) valid = false;  // read_layout's own rule
+                      if (first && pp == 1) valid = false;
+                      if (valid) validate_layout(l, m, c, "x");
+                    } catch (const InputError&) {
+                      valid = false;
+                    }
+                    EXPECT_EQ(divisible(k, m, 4), valid) << name << " " << describe_degrees(k) << " vpp" << vpp;
+                    ++checked;
                   }
-                  EXPECT_EQ(divisible(k, m, 4), valid) << name << " " << describe_degrees(k) << " vpp" << vpp;
-                  ++checked;
-                }
     EXPECT_GT(checked, 100);
   }
 }
@@ -103,7 +103,9 @@ TEST(Search, LayoutsThatDoNotFitArePruned) {
 }
 
 TEST(Search, TensorParallelismIsNeverPlacedAcrossBuildingsWhenAnotherLayoutFits) {
-  for (auto [cn, mn] : {std::pair{"local-2bld", "gpt-tiny"}, {"local-2bld", "moe-tiny"}, {"h100-3bld", "llama3-8b"},
+  for (auto [cn, mn] : {std::pair{"local-2bld", "gpt-tiny"},
+                        {"local-2bld", "moe-tiny"},
+                        {"h100-3bld", "llama3-8b"},
                         {"a100-3bld", "llama3-70b"}}) {
     const Cluster c = cluster(cn);
     const Model m = model(mn);
@@ -144,8 +146,8 @@ TEST(Search, ResultsAreTheSameOnOneThreadAndMany) {
 TEST(ExploreCli, UnwritableJsonPathIsFoundFirst) {
   const std::string inputs = " --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +
                              test::preset_path("models/moe-tiny.json");
-  for (const std::string cmd : {"explore" + inputs, "predict" + inputs + " --layout " +
-                                                        test::preset_path("layouts/local-ep2-dp4.json")}) {
+  for (const std::string cmd :
+       {"explore" + inputs, "predict" + inputs + " --layout " + test::preset_path("layouts/local-ep2-dp4.json")}) {
     const auto r = test::run_sax(cmd + " --json /nonexistent-dir/out.json");
     EXPECT_EQ(r.code, 2) << cmd << "\n" << r.err;
     EXPECT_NE(r.err.find("/nonexistent-dir/out.json: expected a writable path"), std::string::npos) << r.err;

@@ -16,7 +16,7 @@ TEST(Cluster, PresetSizes) {
   EXPECT_EQ(l.world_size(), 4);
   EXPECT_EQ(l.buildings.size(), 2u);
   EXPECT_DOUBLE_EQ(l.cross_building.bandwidth_gbps * 8, 1.0);  // 1 Gbit/s
-  EXPECT_DOUBLE_EQ(l.cross_building.latency_us, 1000.0);      // 1 ms
+  EXPECT_DOUBLE_EQ(l.cross_building.latency_us, 1000.0);       // 1 ms
 }
 
 TEST(Cluster, PlacesRanksAndNamesTheLinkBetweenThem) {

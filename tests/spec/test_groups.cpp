@@ -16,7 +16,8 @@ Layout layout(const json& j) { return read_layout(j, "l.json"); }
 TEST(RankGrid, MegatronDefaultOrderOnSixteenRanks) {
   // TP 2, CP 1, PP 2, world 16 → DP 4; order tp-cp-ep-dp-pp (tp fastest, pp slowest).
   RankGrid g(layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}}), 16);
-  EXPECT_EQ(g.all_groups(GroupKind::tp), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
+  EXPECT_EQ(g.all_groups(GroupKind::tp),
+            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
   EXPECT_EQ(g.group(0, GroupKind::dp), (std::vector<std::int64_t>{0, 2, 4, 6}));
   EXPECT_EQ(g.group(9, GroupKind::dp), (std::vector<std::int64_t>{9, 11, 13, 15}));
   EXPECT_EQ(g.group(3, GroupKind::pp), (std::vector<std::int64_t>{3, 11}));
@@ -25,9 +26,8 @@ TEST(RankGrid, MegatronDefaultOrderOnSixteenRanks) {
 }
 
 TEST(RankGrid, OrderDecidesWhichDimensionIsContiguous) {
-  RankGrid g(layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
-                     {"order", "tp-pp-cp-ep-dp"}}),
-             8);
+  RankGrid g(
+      layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}, {"order", "tp-pp-cp-ep-dp"}}), 8);
   EXPECT_EQ(g.group(0, GroupKind::pp), (std::vector<std::int64_t>{0, 2}));
   EXPECT_EQ(g.group(0, GroupKind::dp), (std::vector<std::int64_t>{0, 4}));
 }
@@ -38,8 +38,8 @@ TEST(RankGrid, ExpertGroupsSplitDataParallel) {
   RankGrid a(inner, 16);
   EXPECT_EQ(a.group(0, GroupKind::ep), (std::vector<std::int64_t>{0, 2, 4, 6}));
   EXPECT_EQ(a.group(0, GroupKind::expert_dp), (std::vector<std::int64_t>{0, 8}));
-  Layout outer = layout({{"tensor_model_parallel_size", 2}, {"expert_model_parallel_size", 4},
-                         {"order", "tp-cp-dp-ep-pp"}});
+  Layout outer =
+      layout({{"tensor_model_parallel_size", 2}, {"expert_model_parallel_size", 4}, {"order", "tp-cp-dp-ep-pp"}});
   RankGrid b(outer, 16);
   EXPECT_EQ(b.group(0, GroupKind::ep), (std::vector<std::int64_t>{0, 4, 8, 12}));
   EXPECT_EQ(b.group(0, GroupKind::expert_dp), (std::vector<std::int64_t>{0, 2}));
@@ -47,11 +47,14 @@ TEST(RankGrid, ExpertGroupsSplitDataParallel) {
 
 TEST(RankGrid, EveryKindPartitionsTheRanksAndCoordinatesMatchPositions) {
   for (const char* order : {"tp-cp-ep-dp-pp", "tp-pp-dp-ep-cp", "pp-dp-ep-cp-tp", "cp-ep-dp-tp-pp"}) {
-    Layout l = layout({{"tensor_model_parallel_size", 2}, {"context_parallel_size", 2},
-                       {"pipeline_model_parallel_size", 2}, {"expert_model_parallel_size", 2}, {"order", order}});
+    Layout l = layout({{"tensor_model_parallel_size", 2},
+                       {"context_parallel_size", 2},
+                       {"pipeline_model_parallel_size", 2},
+                       {"expert_model_parallel_size", 2},
+                       {"order", order}});
     RankGrid g(l, 32);  // DP 4
-    for (GroupKind k : {GroupKind::tp, GroupKind::cp, GroupKind::ep, GroupKind::dp, GroupKind::pp,
-                        GroupKind::expert_dp, GroupKind::dp_cp, GroupKind::expert_dp_cp}) {
+    for (GroupKind k : {GroupKind::tp, GroupKind::cp, GroupKind::ep, GroupKind::dp, GroupKind::pp, GroupKind::expert_dp,
+                        GroupKind::dp_cp, GroupKind::expert_dp_cp}) {
       std::set<std::int64_t> all;
       for (const auto& grp : g.all_groups(k)) {
         ASSERT_EQ(static_cast<std::int64_t>(grp.size()), g.size(k)) << order << " " << to_string(k);
@@ -68,9 +71,8 @@ TEST(RankGrid, EveryKindPartitionsTheRanksAndCoordinatesMatchPositions) {
 
 TEST(RankGrid, GradientGroupsJoinDataAndContextParallel) {
   // TP 2, CP 2, world 16 → DP 4; dp_cp groups hold the 8 ranks that share a TP coordinate.
-  RankGrid g(layout({{"tensor_model_parallel_size", 2}, {"context_parallel_size", 2},
-                     {"expert_model_parallel_size", 2}}),
-             16);
+  RankGrid g(
+      layout({{"tensor_model_parallel_size", 2}, {"context_parallel_size", 2}, {"expert_model_parallel_size", 2}}), 16);
   EXPECT_EQ(g.size(GroupKind::dp_cp), 8);
   EXPECT_EQ(g.group(0, GroupKind::dp_cp), (std::vector<std::int64_t>{0, 2, 4, 6, 8, 10, 12, 14}));
   EXPECT_EQ(g.size(GroupKind::expert_dp_cp), 4);
@@ -82,9 +84,8 @@ TEST(RankGrid, LinkClassOfGroupsOnTheLocalTestbed) {
   RankGrid g(layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}}), 4);
   EXPECT_EQ(group_link_class(c, g.group(0, GroupKind::tp)), LinkClass::intra_node);
   EXPECT_EQ(group_link_class(c, g.group(0, GroupKind::pp)), LinkClass::cross_building);
-  RankGrid h(layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
-                     {"order", "pp-tp-cp-ep-dp"}}),
-             4);
+  RankGrid h(
+      layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}, {"order", "pp-tp-cp-ep-dp"}}), 4);
   EXPECT_EQ(group_link_class(c, h.group(0, GroupKind::tp)), LinkClass::cross_building);
   EXPECT_EQ(group_link_class(c, h.group(0, GroupKind::pp)), LinkClass::intra_node);
 }

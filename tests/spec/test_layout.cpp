@@ -31,8 +31,8 @@ TEST(Layout, DefaultsFollowMegatron) {
 }
 
 TEST(Layout, DataParallelSizeIsDerivedFromWorld) {
-  Layout l = layout({{"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 4},
-                     {"context_parallel_size", 2}});
+  Layout l =
+      layout({{"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 4}, {"context_parallel_size", 2}});
   EXPECT_EQ(l.data_parallel_size(98304), 98304 / 64);
   EXPECT_EQ(l.size(Dim::dp, 98304), 1536);
 }
@@ -50,8 +50,10 @@ TEST(Layout, EvenAndUnevenStageSplits) {
   EXPECT_EQ(s.front(), 3);
   EXPECT_EQ(s.back(), 5);
   for (std::size_t i = 1; i < 7; ++i) EXPECT_EQ(s[i], 12);  // (80 - 8) / 6
-  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 8},
-                        {"decoder_first_pipeline_num_layers", 3}, {"decoder_last_pipeline_num_layers", 5},
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 8},
+                        {"pipeline_model_parallel_size", 8},
+                        {"decoder_first_pipeline_num_layers", 3},
+                        {"decoder_last_pipeline_num_layers", 5},
                         {"micro_batch_size", 1}},
                        m, h100()),
             "");
@@ -61,9 +63,12 @@ TEST(Layout, ValidLayoutsPass) {
   Model m = llama70();
   m.global_batch_size = 6144;  // DP 768 × 8 micro-batches (a multiple of PP for interleaving)
   Cluster c = h100();
-  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 8},
-                        {"virtual_pipeline_model_parallel_size", 5}, {"schedule", {{"pipeline", "interleaved"}}},
-                        {"context_parallel_size", 2}, {"micro_batch_size", 1}},
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 8},
+                        {"pipeline_model_parallel_size", 8},
+                        {"virtual_pipeline_model_parallel_size", 5},
+                        {"schedule", {{"pipeline", "interleaved"}}},
+                        {"context_parallel_size", 2},
+                        {"micro_batch_size", 1}},
                        m, c),
             "");
 }
@@ -80,7 +85,8 @@ TEST(Layout, EachRuleNamesItsField) {
   // Layers (80) must split over PP = 3: 80 % 3 != 0 (and 3 divides the world).
   EXPECT_EQ(error_path({{"pipeline_model_parallel_size", 3}}, m, c), "/pipeline_model_parallel_size");
   // VPP must divide each stage's layers (10 per stage).
-  EXPECT_EQ(error_path({{"pipeline_model_parallel_size", 8}, {"virtual_pipeline_model_parallel_size", 3},
+  EXPECT_EQ(error_path({{"pipeline_model_parallel_size", 8},
+                        {"virtual_pipeline_model_parallel_size", 3},
                         {"schedule", {{"pipeline", "interleaved"}}}},
                        m, c),
             "/virtual_pipeline_model_parallel_size");
@@ -100,15 +106,18 @@ TEST(Layout, MoeRules) {
   Model m = load_model(preset_path("models/mixtral-8x7b.json"));  // 8 experts
   Cluster c = h100();
   m.global_batch_size = 98304;
-  EXPECT_EQ(error_path({{"expert_model_parallel_size", 8}, {"tensor_model_parallel_size", 8},
-                        {"pipeline_model_parallel_size", 4}, {"sequence_parallel", true}},
+  EXPECT_EQ(error_path({{"expert_model_parallel_size", 8},
+                        {"tensor_model_parallel_size", 8},
+                        {"pipeline_model_parallel_size", 4},
+                        {"sequence_parallel", true}},
                        m, c),
             "");
   // Megatron: MoE with TP > 1 needs sequence parallelism, with or without EP.
-  EXPECT_EQ(error_path({{"expert_model_parallel_size", 8}, {"tensor_model_parallel_size", 8},
-                        {"pipeline_model_parallel_size", 4}},
-                       m, c),
-            "/sequence_parallel");
+  EXPECT_EQ(
+      error_path(
+          {{"expert_model_parallel_size", 8}, {"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 4}},
+          m, c),
+      "/sequence_parallel");
   EXPECT_EQ(error_path({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 4}}, m, c),
             "/sequence_parallel");
   EXPECT_EQ(error_path({{"expert_model_parallel_size", 8}, {"pipeline_model_parallel_size", 4}}, m, c), "");
@@ -130,7 +139,7 @@ TEST(Layout, FieldErrorsNameTheField) {
   EXPECT_EQ(path_of({{"sequence_parallel", 1}}), "/sequence_parallel");
   EXPECT_EQ(path_of({{"recompute_granularity", "some"}}), "/recompute_granularity");
   EXPECT_EQ(path_of({{"order", "tp-cp-dp-pp"}}), "/order");
-  EXPECT_EQ(path_of({{"order", "tp-ep-cp-dp-pp"}}), "/order");  // ep must adjoin dp
+  EXPECT_EQ(path_of({{"order", "tp-ep-cp-dp-pp"}}), "/order");   // ep must adjoin dp
   EXPECT_EQ(path_of({{"order", "tp-cp-ep-dp-pp-"}}), "/order");  // a trailing '-' is an empty sixth part
   EXPECT_EQ(path_of({{"order", "-tp-cp-ep-dp-pp"}}), "/order");
   EXPECT_EQ(path_of({{"order", "tp-cp-ep-dp-pp"}}), "");
@@ -145,9 +154,12 @@ TEST(Layout, FieldErrorsNameTheField) {
 }
 
 TEST(Layout, RoundTripsThroughJson) {
-  json j = {{"tensor_model_parallel_size", 4}, {"pipeline_model_parallel_size", 4},
-            {"virtual_pipeline_model_parallel_size", 2}, {"order", "tp-cp-dp-ep-pp"},
-            {"decoder_first_pipeline_num_layers", 4}, {"recompute_granularity", "selective"},
+  json j = {{"tensor_model_parallel_size", 4},
+            {"pipeline_model_parallel_size", 4},
+            {"virtual_pipeline_model_parallel_size", 2},
+            {"order", "tp-cp-dp-ep-pp"},
+            {"decoder_first_pipeline_num_layers", 4},
+            {"recompute_granularity", "selective"},
             {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "hierarchical"}, {"network_technology", "x"}}}};
   Layout a = layout(j);
   json back = to_json(a);

@@ -17,8 +17,8 @@ struct Published {
 // Figures as the model cards and papers give them: Llama 3 (Meta, 2024), Mixtral of Experts
 // (Mistral AI, 2024: 46.7B total, 12.9B active), GPT-3 (Brown et al., 2020: 175B).
 const Published kPublished[] = {
-    {"models/llama3-8b.json", 8.03e9, 0},        {"models/llama3-70b.json", 70.6e9, 0},
-    {"models/llama3-405b.json", 405.8e9, 0},     {"models/mixtral-8x7b.json", 46.7e9, 12.9e9},
+    {"models/llama3-8b.json", 8.03e9, 0},    {"models/llama3-70b.json", 70.6e9, 0},
+    {"models/llama3-405b.json", 405.8e9, 0}, {"models/mixtral-8x7b.json", 46.7e9, 12.9e9},
     {"models/gpt3-175b.json", 175.0e9, 0},
 };
 
@@ -34,15 +34,14 @@ TEST_P(PresetParams, MatchesPublishedFigureWithinOnePercent) {
   EXPECT_NEAR(m.params_active() / active, 1.0, 0.01) << m.name << " active " << m.params_active();
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, PresetParams, ::testing::ValuesIn(kPublished),
-                         [](const auto& info) {
-                           std::string s = info.param.file;
-                           s = s.substr(s.find('/') + 1);
-                           s = s.substr(0, s.find('.'));
-                           for (char& c : s)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(Presets, PresetParams, ::testing::ValuesIn(kPublished), [](const auto& info) {
+  std::string s = info.param.file;
+  s = s.substr(s.find('/') + 1);
+  s = s.substr(0, s.find('.'));
+  for (char& c : s)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+});
 
 TEST(Model, TinyPresetsAreSmallAndMoeTinyIsSparse) {
   sax::Model gpt = load_model(preset_path("models/gpt-tiny.json"));
@@ -61,8 +60,7 @@ TEST(Model, TrainingFlopsFollowSixNPlusAttention) {
   const double h = m.hidden_size, q = m.num_attention_heads * m.kv_channels;
   const double kv = m.num_query_groups * m.kv_channels;
   const double layer_w = h * (q + 2 * kv) + q * h + 3 * h * m.ffn_hidden_size;
-  const double expect = 6 * (m.num_layers * layer_w + h * m.vocab_size) +
-                        3 * m.num_layers * 4.0 * m.seq_length * q;
+  const double expect = 6 * (m.num_layers * layer_w + h * m.vocab_size) + 3 * m.num_layers * 4.0 * m.seq_length * q;
   EXPECT_DOUBLE_EQ(m.training_flops_per_token(), expect);
   EXPECT_DOUBLE_EQ(m.training_flops_per_step(), expect * m.seq_length * m.global_batch_size);
   // At 8K context attention adds about a fifth to 6N for an 8B model...

@@ -11,10 +11,10 @@
 
 namespace sax::test {
 
+using nlohmann::json;
 using sax::Cluster;
 using sax::Layout;
 using sax::Model;
-using nlohmann::json;
 
 struct Case {
   std::string name;
@@ -54,38 +54,59 @@ inline std::vector<Case> grid() {
       for (const char* sync : {"blocking", "overlapped", "hierarchical"}) {
         std::string n = std::string("dense-") + sched + "-" + rc + "-" + sync;
         add(n, c16, tiny(false, 8, 32),
-            {{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 4}, {"micro_batch_size", 1},
-             {"sequence_parallel", std::string(rc) != "full"}, {"recompute_granularity", rc},
+            {{"tensor_model_parallel_size", 2},
+             {"pipeline_model_parallel_size", 4},
+             {"micro_batch_size", 1},
+             {"sequence_parallel", std::string(rc) != "full"},
+             {"recompute_granularity", rc},
              {"use_distributed_optimizer", std::string(sync) != "blocking"},
              {"schedule", {{"pipeline", sched}, {"dp_sync", sync}}}});
       }
   add("interleaved-vpp2", c16, tiny(false, 8, 32),
-      {{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
-       {"virtual_pipeline_model_parallel_size", 2}, {"micro_batch_size", 2},
+      {{"tensor_model_parallel_size", 2},
+       {"pipeline_model_parallel_size", 2},
+       {"virtual_pipeline_model_parallel_size", 2},
+       {"micro_batch_size", 2},
        {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "overlapped"}}}});
   add("interleaved-vpp2-pp4-uneven-order", c16, tiny(false, 12, 16),
-      {{"pipeline_model_parallel_size", 4}, {"virtual_pipeline_model_parallel_size", 2},
-       {"decoder_first_pipeline_num_layers", 2}, {"decoder_last_pipeline_num_layers", 2}, {"order", "pp-tp-cp-ep-dp"},
+      {{"pipeline_model_parallel_size", 4},
+       {"virtual_pipeline_model_parallel_size", 2},
+       {"decoder_first_pipeline_num_layers", 2},
+       {"decoder_last_pipeline_num_layers", 2},
+       {"order", "pp-tp-cp-ep-dp"},
        {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "hierarchical"}}}});
   add("uneven-1f1b", c16, tiny(false, 10, 16),
-      {{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 4}, {"decoder_first_pipeline_num_layers", 1},
+      {{"tensor_model_parallel_size", 2},
+       {"pipeline_model_parallel_size", 4},
+       {"decoder_first_pipeline_num_layers", 1},
        {"decoder_last_pipeline_num_layers", 3}});
   add("cp2-tp2-sp", c16, tiny(false, 4, 16),
-      {{"tensor_model_parallel_size", 2}, {"context_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
-       {"sequence_parallel", true}, {"use_distributed_optimizer", true},
+      {{"tensor_model_parallel_size", 2},
+       {"context_parallel_size", 2},
+       {"pipeline_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"use_distributed_optimizer", true},
        {"schedule", {{"dp_sync", "hierarchical"}}}});
   for (const char* sync : {"blocking", "overlapped", "hierarchical"})
     add(std::string("moe-ep4-") + sync, c16, tiny(true, 4, 32),
-        {{"expert_model_parallel_size", 4}, {"pipeline_model_parallel_size", 2}, {"tensor_model_parallel_size", 2},
-         {"sequence_parallel", true}, {"use_distributed_optimizer", true}, {"order", "tp-cp-dp-ep-pp"},
+        {{"expert_model_parallel_size", 4},
+         {"pipeline_model_parallel_size", 2},
+         {"tensor_model_parallel_size", 2},
+         {"sequence_parallel", true},
+         {"use_distributed_optimizer", true},
+         {"order", "tp-cp-dp-ep-pp"},
          {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", sync}}}});
-  add("moe-ep2-cp2-tied", c16, [] {
+  add("moe-ep2-cp2-tied", c16,
+      [] {
         Model m = tiny(true, 4, 16);
         m.untie_embeddings_and_output_weights = false;
         return m;
       }(),
-      {{"expert_model_parallel_size", 2}, {"context_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
-       {"recompute_granularity", "full"}, {"schedule", {{"pipeline", "zero_bubble"}}}});
+      {{"expert_model_parallel_size", 2},
+       {"context_parallel_size", 2},
+       {"pipeline_model_parallel_size", 2},
+       {"recompute_granularity", "full"},
+       {"schedule", {{"pipeline", "zero_bubble"}}}});
   return out;
 }
 

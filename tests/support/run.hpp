@@ -1,15 +1,15 @@
 // Test helpers: run the `sax` binary and capture its exit code and output; temporary files.
 #pragma once
 
+#include <sys/wait.h>
+
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <string>
-#include <sys/wait.h>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace sax::test {
 

@@ -58,7 +58,8 @@ TEST_P(WorkloadGrid, EveryMicroBatchPassesEveryChunkInALegalOrder) {
       state[k] = st;
       seen.insert(k);
     }
-    EXPECT_EQ(static_cast<std::int64_t>(seen.size()), w.num_microbatches * s.layout.virtual_pipeline_model_parallel_size)
+    EXPECT_EQ(static_cast<std::int64_t>(seen.size()),
+              w.num_microbatches * s.layout.virtual_pipeline_model_parallel_size)
         << s.name;
     const int done = s.layout.schedule.pipeline == PipelineSchedule::zero_bubble ? 3 : 2;
     for (const auto& [k, st] : state) EXPECT_EQ(st, done) << s.name;
@@ -66,8 +67,10 @@ TEST_P(WorkloadGrid, EveryMicroBatchPassesEveryChunkInALegalOrder) {
     int opt = 0;
     bool after_opt_backward = false;
     for (const Op& o : w.ops) {
-      if (o.phase == Phase::optimizer && o.kind == OpKind::compute) ++opt;
-      else if (opt && o.kind == OpKind::compute) after_opt_backward = true;
+      if (o.phase == Phase::optimizer && o.kind == OpKind::compute)
+        ++opt;
+      else if (opt && o.kind == OpKind::compute)
+        after_opt_backward = true;
     }
     EXPECT_EQ(opt, 1);
     EXPECT_FALSE(after_opt_backward) << s.name;
@@ -91,8 +94,10 @@ TEST_P(WorkloadGrid, SendsMatchRecvsAndGroupsAgreeOnTheirCollectives) {
   // Collectives: members of each TP, CP, EP, PP-embedding and DP-sync group issue the same
   // sequence of (operation, bytes) on that group.
   RankGrid grid(s.layout, world);
-  const std::pair<Group, GroupKind> kinds[] = {{Group::tp, GroupKind::tp}, {Group::cp, GroupKind::cp},
-                                               {Group::ep, GroupKind::ep}, {Group::dp_cp, GroupKind::dp_cp},
+  const std::pair<Group, GroupKind> kinds[] = {{Group::tp, GroupKind::tp},
+                                               {Group::cp, GroupKind::cp},
+                                               {Group::ep, GroupKind::ep},
+                                               {Group::dp_cp, GroupKind::dp_cp},
                                                {Group::expert_dp_cp, GroupKind::expert_dp_cp}};
   for (const auto& [g, kind] : kinds)
     for (const auto& members : grid.all_groups(kind)) {
@@ -101,8 +106,10 @@ TEST_P(WorkloadGrid, SendsMatchRecvsAndGroupsAgreeOnTheirCollectives) {
         std::vector<std::string> seq;
         for (const Op& o : all[members[i]].ops)
           if (o.kind == OpKind::message && o.group == g) seq.push_back(key(o));
-        if (i == 0) first = seq;
-        else EXPECT_EQ(seq, first) << s.name << " group " << to_string(g) << " member " << members[i];
+        if (i == 0)
+          first = seq;
+        else
+          EXPECT_EQ(seq, first) << s.name << " group " << to_string(g) << " member " << members[i];
       }
     }
 }
@@ -123,14 +130,15 @@ TEST_P(WorkloadGrid, DataParallelSyncCarriesEveryParameterOnce) {
   // Every rank's optimizer shard (or full copy) summed over all ranks: with the distributed
   // optimizer each parameter is updated once; without it, once per replica — DP×CP replicas of
   // the dense parameters, expert-DP×CP replicas of the experts.
-  const double expert = s.model.num_moe_layers() * s.model.num_experts * s.model.mlp_params(s.model.moe_ffn_hidden_size);
+  const double expert =
+      s.model.num_moe_layers() * s.model.num_experts * s.model.mlp_params(s.model.moe_ffn_hidden_size);
   double dense = s.model.params_total() - expert;
   // Tied embeddings with PP > 1: the last stage's copy of the word embedding is a second copy.
   if (!s.model.untie_embeddings_and_output_weights && s.layout.pipeline_model_parallel_size > 1)
     dense += static_cast<double>(s.model.vocab_size) * s.model.hidden_size;
   const bool dist = s.layout.use_distributed_optimizer;
-  const double expected = dist ? dense + expert
-                               : dense * grid.size(GroupKind::dp_cp) + expert * grid.size(GroupKind::expert_dp_cp);
+  const double expected =
+      dist ? dense + expert : dense * grid.size(GroupKind::dp_cp) + expert * grid.size(GroupKind::expert_dp_cp);
   EXPECT_NEAR(params / expected, 1.0, 1e-9) << s.name;
 }
 
@@ -185,8 +193,10 @@ TEST(Schedules, OrdersOnTheFirstAndLastStage) {
 TEST(Workload, MessageSizesFollowTheContract) {
   Cluster c = small_cluster(2, 1, 4);  // 8 ranks
   Model m = tiny(false, 4, 8);
-  Layout l = read_layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2},
-                          {"micro_batch_size", 2}, {"sequence_parallel", true}},
+  Layout l = read_layout({{"tensor_model_parallel_size", 2},
+                          {"pipeline_model_parallel_size", 2},
+                          {"micro_batch_size", 2},
+                          {"sequence_parallel", true}},
                          "l.json");
   validate_layout(l, m, c, "l.json");
   Workload w = build(c, m, l, 0);
