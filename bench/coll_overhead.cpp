@@ -19,9 +19,11 @@
 #include <vector>
 
 #include "collectives/mpi/mpi_communicator.hpp"
-#include "harness/coll_bench.hpp"
+#include "harness/coll_engine.hpp"
+#include "harness/job.hpp"
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
+#include "kernels/device.hpp"
 
 namespace {
 
@@ -39,23 +41,21 @@ double bare_allreduce_us(const void* send, void* recv, int count, int iters, int
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  sax::harness::Job job;  // starts MPI as `sax bench coll` does, and finalizes it on every way out
+  const int rank = job.rank(), size = job.size();
   const int reps = argc > 1 ? std::atoi(argv[1]) : 31;
   const auto parsed_max = argc > 2 ? sax::harness::parse_bytes(argv[2]) : std::optional<std::uint64_t>(16u << 20);
   if (reps < 1 || !parsed_max || argc > 3) {
     if (rank == 0)
       std::fprintf(stderr, "usage: mpirun -np N coll_overhead [repetitions>=1, default 31] [max_bytes, default 16M]\n");
-    MPI_Finalize();
     return 2;
   }
   const std::uint64_t max_bytes = *parsed_max;
   using namespace sax;
   auto comm = coll::make_mpi_communicator(MPI_COMM_WORLD);
-  auto send = comm->allocate(max_bytes), recv = comm->allocate(max_bytes);
-  const auto& entry = harness::coll_op_entry(coll::CollOp::all_reduce);
+  auto device = kernels::make_device(Backend::cpu);
+  auto send = device->allocate(max_bytes), recv = device->allocate(max_bytes);
+  const auto& entry = harness::coll_op_entry(CollOp::all_reduce);
   if (rank == 0)
     std::printf(
         "# all_reduce float32, %d ranks, %d ABBA repetitions per size; time = slowest rank's mean per iteration\n"
@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
       double a = 0, b = 0;
       auto run_sax = [&] {
-        a = harness::time_op(entry, *comm, MPI_COMM_WORLD, send->data(), recv->data(), static_cast<std::size_t>(count),
-                             coll::DType::float32, iters, warmup)
+        a = harness::time_op(entry, *comm, job, send->data(), recv->data(), static_cast<std::size_t>(count),
+                             DType::fp32, iters, warmup)
                 .time_us;
       };
       auto run_bare = [&] { b = bare_allreduce_us(send->data(), recv->data(), count, iters, warmup); };
@@ -91,6 +91,5 @@ int main(int argc, char** argv) {
                   *std::max_element(ratio.begin(), ratio.end()), within ? "within 0.95-1.05" : "OUTSIDE 0.95-1.05");
   }
   comm.reset();
-  MPI_Finalize();
   return all_within ? 0 : 1;
 }

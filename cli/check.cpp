@@ -17,7 +17,7 @@ struct CheckArgs {
 };
 
 void print_cluster(const Cluster& c) {
-  std::cout << "cluster " << c.name << " (backend " << c.backend << ")\n";
+  std::cout << "cluster " << c.name << " (backend " << to_string(c.backend) << ")\n";
   std::cout << "  buildings       ";
   for (std::size_t i = 0; i < c.buildings.size(); ++i)
     std::cout << (i ? ", " : "") << c.buildings[i].name << " × " << c.buildings[i].nodes << " nodes";
@@ -26,7 +26,7 @@ void print_cluster(const Cluster& c) {
   std::cout << "  peak TFLOP/s    ";
   bool first = true;
   for (const auto& [dt, t] : c.device.peak_tflops) {
-    std::cout << (first ? "" : ", ") << dt << " " << t;
+    std::cout << (first ? "" : ", ") << to_string(dt) << " " << t;
     first = false;
   }
   std::cout << "; HBM " << c.device.hbm_gib << " GiB at " << c.device.hbm_bandwidth_gbps << " GB/s\n";
@@ -42,7 +42,7 @@ void print_cluster(const Cluster& c) {
 }
 
 void print_model(const Model& m) {
-  std::cout << "model " << m.name << " (" << (m.is_moe() ? "MoE" : "dense") << ", " << m.dtype << ")\n";
+  std::cout << "model " << m.name << " (" << (m.is_moe() ? "MoE" : "dense") << ", " << to_string(m.dtype) << ")\n";
   std::cout << "  shape           " << m.num_layers << " layers, hidden " << m.hidden_size << ", ffn "
             << m.ffn_hidden_size << ", heads " << m.num_attention_heads << "/" << m.num_query_groups << " kv, seq "
             << m.seq_length << ", vocab " << m.vocab_size << "\n";

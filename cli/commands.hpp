@@ -13,7 +13,12 @@ void add_predict(CLI::App& app);
 // `bench coll` (collective sweeps under mpirun) and `regress` (the busbw regression gate).
 void add_bench(CLI::App& app);
 void add_regress(CLI::App& app);
-// Subcommands named by the design whose issue has not landed yet: they say so and exit 2.
-void add_not_built(CLI::App& app, const char* name, const char* what, const char* issue);
+// Subcommands this sax cannot run — named by the design but not built yet, or needing what this
+// build was configured without: they say why and exit 2.
+void add_not_built(CLI::App& app, const char* name, const char* what, const char* why);
+inline constexpr const char* kLaterIssue = "it is not built yet (a later issue)";
+inline constexpr const char* kWithoutTestbed =
+    "this sax was built without MPI, which the testbed needs (planning only: check, explore, predict); install "
+    "Open MPI (scripts/install-deps.sh: libopenmpi-dev) and configure and build again";
 
 }  // namespace sax::cli

@@ -1,19 +1,21 @@
 // The `sax` program: parses arguments with CLI11 and dispatches to the folders' libraries.
-// Exit codes: 0 success, 1 a failed run, 2 bad input (one line naming file, field, expectation).
+// Exit codes, here and nowhere else: 0 success, 1 a failed run (a RunError, among them a failed
+// MPI/CUDA/cuBLAS/NCCL/CUPTI call), 2 bad input (one line naming file, field, expectation).
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include "cli/commands.hpp"
+#include "sax_version.hpp"
 #include "spec/error.hpp"
 
 namespace sax::cli {
 
-void add_not_built(CLI::App& app, const char* name, const char* what, const char* issue) {
-  CLI::App* cmd = app.add_subcommand(name, std::string(what) + " [not built yet]");
+void add_not_built(CLI::App& app, const char* name, const char* what, const char* why) {
+  CLI::App* cmd = app.add_subcommand(name, std::string(what) + " [not available]");
   cmd->allow_extras();
-  std::string msg = std::string("sax ") + name + " is not built yet (" + issue + ")";
+  std::string msg = std::string("sax ") + name + " is not available: " + why;
   cmd->callback([msg] { throw UsageError(msg); });
 }
 
@@ -35,17 +37,23 @@ static int fail(int code, const char* prefix, const std::string& what) {
 int main(int argc, char** argv) {
   CLI::App app{"sax — ScaleAcross Explorer: plan and validate large-model training across buildings"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "sax 0.1.0");
+  app.set_version_flag("--version", std::string("sax ") + sax::kVersion);
   using namespace sax::cli;
+#ifdef SAX_HAVE_TESTBED
   add_bench(app);
-  add_not_built(app, "run", "Execute one layout's training step on the testbed and time every phase", "a later issue");
-  add_not_built(app, "launch", "Place ranks on emulated buildings and start the workers", "a later issue");
-  add_not_built(app, "calibrate", "Fit link and compute coefficients from testbed sweeps", "a later issue");
+  add_regress(app);
+#else
+  // A planning-only build (no MPI found when it was configured): the testbed commands say so.
+  add_not_built(app, "bench", "Sweep collectives under mpirun (bench coll)", kWithoutTestbed);
+  add_not_built(app, "regress", "Compare two bench coll results and flag busbw regressions", kWithoutTestbed);
+#endif
+  add_not_built(app, "run", "Execute one layout's training step on the testbed and time every phase", kLaterIssue);
+  add_not_built(app, "launch", "Place ranks on emulated buildings and start the workers", kLaterIssue);
+  add_not_built(app, "calibrate", "Fit link and compute coefficients from testbed sweeps", kLaterIssue);
   add_explore(app);
   add_predict(app);
-  add_not_built(app, "validate", "Run the explorer's top layouts and set predicted against measured", "a later issue");
-  add_regress(app);
-  add_not_built(app, "trace", "Merge per-rank timelines into one Chrome trace", "a later issue");
+  add_not_built(app, "validate", "Run the explorer's top layouts and set predicted against measured", kLaterIssue);
+  add_not_built(app, "trace", "Merge per-rank timelines into one Chrome trace", kLaterIssue);
   add_check(app);
 
   try {

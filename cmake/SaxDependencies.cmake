@@ -1,29 +1,42 @@
-# Dependencies, found the CMake way. Required on every machine: MPI, nlohmann_json,
-# CLI11, a CBLAS (OpenBLAS preferred). Optional: CUDA toolkit + NCCL + CUPTI.
+# Dependencies, found the CMake way. Required on every machine: nlohmann_json, CLI11 — enough to
+# plan (check, explore, predict: spec/, workload/, explorer/). The testbed also needs MPI (and,
+# for the CPU kernels, a CBLAS, OpenBLAS preferred); without MPI `sax` still builds and its
+# testbed subcommands say what is missing. Optional: CUDA toolkit + NCCL + CUPTI.
 
-find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(nlohmann_json 3.9 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(Threads REQUIRED)
 
+find_package(MPI COMPONENTS CXX)
+set(SAX_HAVE_MPI ${MPI_CXX_FOUND})
+
 # OpenBLAS first (it ships cblas.h and its own CMake config on Debian); any CBLAS otherwise.
+set(SAX_HAVE_BLAS OFF)
 find_package(OpenBLAS CONFIG QUIET)
 if(OpenBLAS_FOUND)
   set(SAX_BLAS_LIBRARIES ${OpenBLAS_LIBRARIES})
   set(SAX_BLAS_INCLUDE_DIRS ${OpenBLAS_INCLUDE_DIRS})
+  set(SAX_HAVE_BLAS ON)
 else()
   set(BLA_VENDOR OpenBLAS)
-  find_package(BLAS)
+  find_package(BLAS QUIET)
   if(NOT BLAS_FOUND)
     unset(BLA_VENDOR)
-    find_package(BLAS REQUIRED)
+    find_package(BLAS QUIET)
   endif()
-  set(SAX_BLAS_LIBRARIES ${BLAS_LIBRARIES})
-  find_path(SAX_BLAS_INCLUDE_DIRS cblas.h PATH_SUFFIXES openblas REQUIRED)
+  if(BLAS_FOUND)
+    set(SAX_BLAS_LIBRARIES ${BLAS_LIBRARIES})
+    find_path(SAX_BLAS_INCLUDE_DIRS cblas.h PATH_SUFFIXES openblas)
+    if(SAX_BLAS_INCLUDE_DIRS)
+      set(SAX_HAVE_BLAS ON)
+    endif()
+  endif()
 endif()
-add_library(sax_blas INTERFACE)
-target_link_libraries(sax_blas INTERFACE ${SAX_BLAS_LIBRARIES})
-target_include_directories(sax_blas INTERFACE ${SAX_BLAS_INCLUDE_DIRS})
+if(SAX_HAVE_BLAS)
+  add_library(sax_blas INTERFACE)
+  target_link_libraries(sax_blas INTERFACE ${SAX_BLAS_LIBRARIES})
+  target_include_directories(sax_blas INTERFACE ${SAX_BLAS_INCLUDE_DIRS})
+endif()
 
 # CUDA: the runtime API only (CUDA::cudart), never the driver library, so that `sax`
 # starts on machines without a driver. Architectures are explicit: `native` fails

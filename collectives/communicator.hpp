@@ -1,20 +1,19 @@
 // One communicator interface for every backend: the collectives a training step uses, each
-// blocking or asynchronous. Buffers belong to the backend (host memory for MPI, device memory
-// for NCCL) and are obtained from it, so callers never see a transport's headers.
+// blocking or asynchronous. Buffers come from the device the rank runs on (kernels/device.hpp:
+// host memory on the CPU backend, device memory on CUDA), so callers never see a transport's
+// headers; element types are sax::DType (float32 and bfloat16 on every backend).
 #pragma once
 
 #include <cstddef>
 #include <memory>
-#include <optional>
-#include <string>
 #include <vector>
+
+#include "spec/dtype.hpp"
 
 namespace sax::coll {
 
-enum class DType { float32, bfloat16 };
-const char* dtype_name(DType d);
-std::optional<DType> parse_dtype(const std::string& name);
-std::size_t dtype_bytes(DType d);
+// The element types every backend moves and sums (MPI has no bfloat16: sax sums it itself).
+inline bool supported(DType d) { return d == DType::fp32 || d == DType::bf16; }
 
 // Completion of an operation. An empty handle is complete (what blocking calls return).
 class Handle {
@@ -31,6 +30,9 @@ class Handle {
     if (impl_) impl_->wait();
     impl_.reset();
   }
+  // Never blocks. On the CPU backend each test also progresses the operation (MPI moves
+  // nonblocking collectives forward inside its calls): a step that overlaps communication with
+  // compute tests its handles between compute ops.
   bool test() {
     if (impl_ && impl_->test()) impl_.reset();
     return !impl_;
@@ -44,16 +46,6 @@ class Handle {
 // Handle says when; compute may run in between (overlap).
 enum class Mode { blocking, async };
 
-// Memory the backend's collectives read and write. upload/download move host bytes in and out.
-class Buffer {
- public:
-  virtual ~Buffer() = default;
-  virtual void* data() = 0;
-  virtual std::size_t bytes() const = 0;
-  virtual void upload(const void* host, std::size_t bytes) = 0;
-  virtual void download(void* host, std::size_t bytes) const = 0;
-};
-
 // Reductions are sums. Counts are elements of `dtype`; ranks are ranks inside this communicator.
 class Communicator {
  public:
@@ -61,7 +53,6 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* backend() const = 0;  // "cpu" (MPI) | "cuda" (NCCL)
-  virtual std::unique_ptr<Buffer> allocate(std::size_t bytes) = 0;
 
   virtual Handle all_reduce(const void* send, void* recv, std::size_t count, DType dtype, Mode mode) = 0;
   // send holds size() blocks of recv_count; this rank receives the sum of block rank().

@@ -9,12 +9,6 @@ namespace sax::explorer {
 
 namespace {
 
-constexpr int kAR = static_cast<int>(CollectiveOp::all_reduce);
-constexpr int kAG = static_cast<int>(CollectiveOp::all_gather);
-constexpr int kRS = static_cast<int>(CollectiveOp::reduce_scatter);
-constexpr int kA2A = static_cast<int>(CollectiveOp::all_to_all);
-constexpr int kP2P = static_cast<int>(CollectiveOp::send_recv);
-
 LinkCost datasheet_link(const Link& l, bool apply_oversubscription) {
   LinkCost c;
   // Datasheet: one latency per algorithm step and the per-device bandwidth for every op.
@@ -24,17 +18,6 @@ LinkCost datasheet_link(const Link& l, bool apply_oversubscription) {
   c.oversubscription = apply_oversubscription ? 1.0 : l.oversubscription;
   return c;
 }
-
-// Ring-algorithm times (nccl-tests' bus-bandwidth convention), `k` multiplies β (shared links).
-inline double all_reduce(const LinkCost& l, double n, double S, double k) {
-  if (n <= 1) return 0;
-  return 2 * (n - 1) * l.alpha_s[kAR] + 2 * (n - 1) / n * S * l.beta_s_per_byte[kAR] * k;
-}
-inline double gather_like(const LinkCost& l, int op, double n, double S, double k) {
-  if (n <= 1) return 0;
-  return (n - 1) * l.alpha_s[op] + (n - 1) / n * S * l.beta_s_per_byte[op] * k;
-}
-inline double p2p(const LinkCost& l, double S, double k) { return l.alpha_s[kP2P] + S * l.beta_s_per_byte[kP2P] * k; }
 
 }  // namespace
 
@@ -72,7 +55,7 @@ CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calib
   CostParams p = datasheet(cl, m);
   p.source = "calibration " + file;
   for (LinkClass lc : kLinkClasses)
-    for (CollectiveOp op : kCollectiveOps)
+    for (CollOp op : kPricedCollOps)
       if (const auto& ab = k.links[static_cast<int>(lc)][static_cast<int>(op)]) {
         LinkCost& l = p.links[static_cast<int>(lc)];
         l.alpha_s[static_cast<int>(op)] = ab->alpha_us * 1e-6;
@@ -85,62 +68,6 @@ CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calib
   return p;
 }
 
-Candidate Candidate::of(const Layout& l, const Cluster& cl) {
-  Candidate c;
-  c.tp = l.tensor_model_parallel_size;
-  c.cp = l.context_parallel_size;
-  c.ep = l.expert_model_parallel_size;
-  c.pp = l.pipeline_model_parallel_size;
-  c.vpp = l.virtual_pipeline_model_parallel_size;
-  c.mbs = l.micro_batch_size;
-  c.dp = l.data_parallel_size(cl.world_size());
-  c.first_layers = l.decoder_first_pipeline_num_layers;
-  c.last_layers = l.decoder_last_pipeline_num_layers;
-  c.order = l.order;
-  c.pipeline = l.schedule.pipeline;
-  c.dp_sync = l.schedule.dp_sync;
-  c.recompute = l.recompute_granularity;
-  c.sp = l.sequence_parallel;
-  c.distributed_optimizer = l.use_distributed_optimizer;
-  c.technology = -1;
-  for (std::size_t i = 0; i < cl.network_technologies.size(); ++i)
-    if (cl.network_technologies[i].name == l.schedule.network_technology) c.technology = static_cast<int>(i);
-  return c;
-}
-
-Layout Candidate::to_layout(const Cluster& cl) const {
-  Layout l;
-  l.tensor_model_parallel_size = tp;
-  l.context_parallel_size = cp;
-  l.expert_model_parallel_size = ep;
-  l.pipeline_model_parallel_size = pp;
-  l.virtual_pipeline_model_parallel_size = vpp;
-  l.micro_batch_size = mbs;
-  l.decoder_first_pipeline_num_layers = first_layers;
-  l.decoder_last_pipeline_num_layers = last_layers;
-  l.order = order;
-  l.schedule.pipeline = pipeline;
-  l.schedule.dp_sync = dp_sync;
-  l.recompute_granularity = recompute;
-  l.sequence_parallel = sp;
-  l.use_distributed_optimizer = distributed_optimizer;
-  if (technology >= 0)
-    l.schedule.network_technology = cl.network_technologies[static_cast<std::size_t>(technology)].name;
-  return l;
-}
-
-PipelineSplit PipelineSplit::of(const ModelConsts& c, std::int64_t pp, std::int64_t vpp, std::int64_t first_layers,
-                                std::int64_t last_layers) {
-  PipelineSplit s{pp, vpp, first_layers, last_layers, {}};
-  for (const StageLayers& st : stage_layers(c, pp, vpp, first_layers, last_layers)) {
-    bool seen = false;
-    for (const StageLayers& k : s.kinds)
-      seen = seen || (k.dense == st.dense && k.moe == st.moe && k.first == st.first && k.last == st.last);
-    if (!seen) s.kinds.push_back(st);  // stages come in ascending order: the smallest index stays
-  }
-  return s;
-}
-
 CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams params)
     : cluster_(cluster),
       model_(model),
@@ -151,16 +78,17 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
   tokens_per_step_ = static_cast<double>(model.tokens_per_step());
   // Megatron-LM's distributed-optimizer table (docs: bytes per parameter): weights and their
   // gradients on every rank, optimizer states (fp32 master weights, Adam m and v) sharded.
-  if (model.dtype == "fp16")
+  if (model.dtype == DType::fp16)
     fixed_bytes_per_param_ = 4, optimizer_state_bytes_per_param_ = 16;
-  else if (model.dtype == "fp32" || model.dtype == "tf32")
+  else if (model.dtype == DType::fp32 || model.dtype == DType::tf32)
     fixed_bytes_per_param_ = 8, optimizer_state_bytes_per_param_ = 8;
   else
     fixed_bytes_per_param_ = 6, optimizer_state_bytes_per_param_ = 12;  // bf16 (fp8 keeps bf16 weights)
 }
 
 CostModel::StageMemory CostModel::stage_memory(const Candidate& k, const StageLayers& st, const MicroShape& x,
-                                               std::int64_t m, std::int64_t edp_cp, std::int64_t dp_cp) const {
+                                               std::int64_t m) const {
+  const std::int64_t dp_cp = k.dp * k.cp, edp_cp = k.dp / k.ep * k.cp;
   StageMemory mem;
   const StageParams p = stage_params(c_, st, k.tp, k.ep, k.pp);
   const double params = p.dense + p.expert;
@@ -212,29 +140,152 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& k, const StageLa
   return mem;
 }
 
-double CostModel::memory_gib(const Candidate& k, const PipelineSplit& split, const Placement&) const {
-  const std::int64_t m = model_.global_batch_size / (k.mbs * k.dp);
-  const MicroShape x = MicroShape::of(c_, k.tp, k.cp, k.mbs, k.sp && k.tp > 1);
-  double worst = 0;
-  for (const StageLayers& st : split.kinds)
-    worst = std::max(worst, stage_memory(k, st, x, m, k.dp / k.ep * k.cp, k.dp * k.cp).total());
-  return worst / static_cast<double>(1ull << 30);
+namespace terms {
+
+double traffic_time(const Traffic& t, const Channel& ch) {
+  if (ch.ranks <= 1 || t.count <= 0) return 0.0;
+  const RingAlgorithm a = ring_algorithm(t.op, ch.ranks);
+  return t.count * a.steps * ch.link->alpha(t.op) + a.bus_factor * t.bytes * ch.link->beta(t.op) * ch.share;
 }
 
-Prediction CostModel::evaluate(const Candidate& k, const PipelineSplit& split, bool stop_if_infeasible) const {
+double gemm_time(const CostParams& p, double flops) {
+  return flops > 0 ? flops / (p.peak_flops * p.gemm.at(flops)) : 0.0;
+}
+
+double attention_time(const CostParams& p, double flops) {
+  return flops > 0 ? flops / (p.peak_flops * p.attention.at(flops)) : 0.0;
+}
+
+LayerTimes layer_times(const CostParams& p, const ModelConsts& c, const MicroShape& x, const Candidate& cand) {
+  LayerTimes t;
+  t.attention_core = attention_time(p, x.attention);
+  const double hbm = p.hbm_bytes_per_s * p.hbm_efficiency;
+  // Norms, residual adds and activations: memory-bound; half of them replicated over TP without SP.
+  const double tp = static_cast<double>(cand.tp);
+  const double elementwise = p.elementwise_bytes_per_token_hidden * x.T * c.h * c.e *
+                             (0.5 / (cand.sequence_parallel() ? tp : 1.0) + 0.5 / tp) / hbm;
+  const double attention_block = gemm_time(p, x.qkv) + t.attention_core + gemm_time(p, x.out);
+  t.dense_layer = attention_block + gemm_time(p, x.mlp) + elementwise;
+  t.moe_layer = attention_block + gemm_time(p, x.router) + gemm_time(p, x.experts) * p.router_imbalance + elementwise;
+  t.logits = gemm_time(p, x.logits);
+  return t;
+}
+
+double overlapped_sync_time(double grad_s, double gather_s, double backward_s, double forward_s,
+                            double overlap_slowdown) {
+  return std::max(0.0, grad_s - backward_s) + overlap_slowdown * std::min(grad_s, backward_s) +
+         std::max(0.0, gather_s - forward_s) + overlap_slowdown * std::min(gather_s, forward_s);
+}
+
+double optimizer_time(const CostParams& p, double updated) {
+  return updated * p.optimizer_bytes_per_param / (p.hbm_bytes_per_s * p.hbm_efficiency);
+}
+
+}  // namespace terms
+
+// The cross-building link is shared: by every dimension whose groups cross it while the
+// pipeline runs (and the overlapped DP sync), then by the DP sync alone. Each crossing group
+// puts `cross_fraction` of a building's devices on it; beyond 1/oversubscription of them the
+// per-device bandwidth shrinks in proportion (the share: how many times slower bytes go).
+CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& pl) const {
+  Channels ch;
+  ch.params = &p_;
+  ch.placement = &pl;
+  ch.cross = &p_.cross_link(cand.technology);
+  ch.node = shape_.node;
+  auto crossing = [](const GroupPlace& g) { return g.link == LinkClass::cross_building ? g.cross_fraction : 0.0; };
+  const double dp_load = std::max(crossing(pl[GroupKind::dp_cp]), crossing(pl[GroupKind::expert_dp_cp]));
+  const double pipeline_load = crossing(pl[GroupKind::tp]) + crossing(pl[GroupKind::cp]) + crossing(pl[GroupKind::ep]) +
+                               crossing(pl[GroupKind::pp]) + (cand.dp_sync == DpSync::overlapped ? dp_load : 0.0);
+  ch.pipeline_share = std::max(1.0, ch.cross->oversubscription * pipeline_load);
+  ch.tail_share = std::max(1.0, ch.cross->oversubscription * std::max(dp_load, crossing(pl[GroupKind::pp])));
+  auto on = [&](const GroupPlace& g, double share) {
+    const bool crosses = g.link == LinkClass::cross_building;
+    return Channel{crosses ? ch.cross : &p_.links[static_cast<int>(g.link)], static_cast<double>(g.size),
+                   crosses ? share : 1.0};
+  };
+  ch.tp = on(pl[GroupKind::tp], ch.pipeline_share);
+  ch.cp = on(pl[GroupKind::cp], ch.pipeline_share);
+  ch.ep = on(pl[GroupKind::ep], ch.pipeline_share);
+  ch.pp = on(pl[GroupKind::pp], ch.pipeline_share);
+  ch.embedding = on(pl[GroupKind::embedding], ch.tail_share);
+  return ch;
+}
+
+Channel CostModel::Channels::dp(GroupKind kind, bool during_pipeline) const {
+  const bool expert = kind == GroupKind::expert_dp_cp || kind == GroupKind::expert_dp_cp_intra_building ||
+                      kind == GroupKind::expert_dp_cp_cross_building;
+  const GroupPlace& g = (*placement)[expert ? GroupKind::expert_dp_cp : GroupKind::dp_cp];
+  if (kind == GroupKind::dp_cp_intra_building || kind == GroupKind::expert_dp_cp_intra_building) {
+    // Inside a node when a building's members fit one.
+    const double ni = static_cast<double>(g.per_building);
+    const double inner_stride = static_cast<double>(g.parts[0].n > 1 ? g.parts[0].stride : g.parts[1].stride);
+    return {&params->links[inner_stride * ni <= static_cast<double>(node) ? 0 : 1], ni, 1.0};
+  }
+  if (kind == GroupKind::dp_cp_cross_building || kind == GroupKind::expert_dp_cp_cross_building)
+    // Every rank's shard crosses at once.
+    return {cross, static_cast<double>(g.buildings_spanned), std::max(1.0, cross->oversubscription * 1.0)};
+  const bool crosses = g.link == LinkClass::cross_building;
+  return {crosses ? cross : &params->links[static_cast<int>(g.link)], static_cast<double>(g.size),
+          crosses ? (during_pipeline ? pipeline_share : tail_share) : 1.0};
+}
+
+terms::Microbatch CostModel::microbatch(const Candidate& cand, const StageLayers& st, const StageTraffic& tr,
+                                        const terms::LayerTimes& t, const Channels& ch) const {
+  terms::Microbatch mb;
+  const double dense = static_cast<double>(st.dense), moe = static_cast<double>(st.moe), L = dense + moe;
+  const double fwd = dense * t.dense_layer + moe * t.moe_layer + (st.last ? t.logits : 0.0);
+  mb.compute = 3 * fwd;  // backward: twice the forward's FLOPs at the same efficiency
+  if (cand.recompute == Recompute::full) mb.recompute = dense * t.dense_layer + moe * t.moe_layer;
+  if (cand.recompute == Recompute::selective) mb.recompute = L * t.attention_core;
+  for (const Traffic& k : tr.tp) mb.tp += terms::traffic_time(k, ch.tp);
+  // The KV ring runs behind the attention of the block it already holds (Megatron's CP).
+  const double ring_forward = terms::traffic_time(tr.cp_forward, ch.cp);
+  const double ring_backward = terms::traffic_time(tr.cp_backward, ch.cp);
+  mb.cp = tr.cp_forward_passes * std::max(0.0, ring_forward - t.attention_core) +
+          tr.cp_backward_passes * std::max(0.0, ring_backward - 2 * t.attention_core);
+  Traffic ep = tr.ep;
+  ep.bytes *= p_.router_imbalance;  // the busiest expert's tokens
+  mb.ep = terms::traffic_time(ep, ch.ep);
+  mb.pp = terms::traffic_time(tr.pp, ch.pp);
+  return mb;
+}
+
+terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const StageTraffic& tr,
+                            const terms::LayerTimes& t, const Channels& ch) const {
+  terms::Tail tail;
+  const bool overlapped = cand.dp_sync == DpSync::overlapped;
+  double grad = 0, gather = 0;
+  for (const Traffic& k : tr.dp_grad) grad += terms::traffic_time(k, ch.dp(k.group, overlapped));
+  for (const Traffic& k : tr.dp_gather) gather += terms::traffic_time(k, ch.dp(k.group, overlapped));
+  if (overlapped) {
+    const double fwd = static_cast<double>(st.dense) * t.dense_layer + static_cast<double>(st.moe) * t.moe_layer +
+                       (st.last ? t.logits : 0.0);
+    tail.dp = terms::overlapped_sync_time(grad, gather, 2 * fwd, fwd, p_.overlap_slowdown);
+  } else {
+    tail.dp = grad + gather;
+  }
+  tail.embedding = terms::traffic_time(tr.embedding, ch.embedding);
+  const StageParams p = stage_params(c_, st, cand.tp, cand.ep, cand.pp);
+  const double dp_cp = static_cast<double>(cand.dp * cand.cp),
+               edp_cp = static_cast<double>(cand.dp / cand.ep * cand.cp);
+  const double updated = cand.distributed_optimizer ? p.dense / dp_cp + p.expert / edp_cp : p.dense + p.expert;
+  tail.optimizer = terms::optimizer_time(p_, updated);
+  return tail;
+}
+
+Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible) const {
   Prediction r;
-  const std::int64_t m = model_.global_batch_size / (k.mbs * k.dp);
+  const std::int64_t m = model_.global_batch_size / (cand.mbs * cand.dp);
   const double md = static_cast<double>(m);
   r.num_microbatches = m;
-  const bool sp = k.sp && k.tp > 1;
-  const MicroShape x = MicroShape::of(c_, k.tp, k.cp, k.mbs, sp);
-  const std::int64_t dp_cp = k.dp * k.cp, edp_cp = k.dp / k.ep * k.cp;
+  const MicroShape x = MicroShape::of(c_, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
 
   // Memory first: a layout that does not fit is pruned before its time is worked out.
   const double gib = 1.0 / static_cast<double>(1ull << 30);
   double worst = -1;
   for (const StageLayers& st : split.kinds) {
-    StageMemory mem = stage_memory(k, st, x, m, edp_cp, dp_cp);
+    const StageMemory mem = stage_memory(cand, st, x, m);
     if (mem.total() > worst) {
       worst = mem.total();
       r.memory = {mem.weights * gib, mem.grads * gib, mem.optimizer * gib, mem.activations * gib};
@@ -244,167 +295,45 @@ Prediction CostModel::evaluate(const Candidate& k, const PipelineSplit& split, b
   r.feasible = r.memory_gib <= memory_limit_gib();
   if (!r.feasible && stop_if_infeasible) return r;
 
-  const Placement pl = place_groups(shape_, k.order, k.tp, k.cp, k.ep, k.dp, k.pp);
-  const GroupPlace &g_tp = pl[GroupSlot::tp], &g_cp = pl[GroupSlot::cp], &g_ep = pl[GroupSlot::ep],
-                   &g_pp = pl[GroupSlot::pp], &g_dp = pl[GroupSlot::dp_cp], &g_edp = pl[GroupSlot::expert_dp_cp];
-  r.link = {g_tp.link, g_cp.link, g_ep.link, g_dp.link, g_pp.link};
+  const Placement pl = place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp);
+  r.link = {pl[GroupKind::tp].link, pl[GroupKind::cp].link, pl[GroupKind::ep].link, pl[GroupKind::dp_cp].link,
+            pl[GroupKind::pp].link};
+  const Channels ch = channels(cand, pl);
+  const terms::LayerTimes times = terms::layer_times(p_, c_, x, cand);
 
-  // The cross-building link is shared: by every dimension whose groups cross it while the
-  // pipeline runs (and the overlapped DP sync), then by the DP sync alone. Each crossing group
-  // puts `cross_fraction` of a building's devices on it; beyond 1/oversubscription of them
-  // the per-device bandwidth shrinks in proportion.
-  const LinkCost& cross = p_.cross_link(k.technology);
-  const bool overlapped = k.dp_sync == DpSync::overlapped;
-  auto frac = [](const GroupPlace& g) { return g.link == LinkClass::cross_building ? g.cross_fraction : 0.0; };
-  const double dp_load = std::max(frac(g_dp), frac(g_edp));
-  const double load_pipe = frac(g_tp) + frac(g_cp) + frac(g_ep) + frac(g_pp) + (overlapped ? dp_load : 0.0);
-  const double k_pipe = std::max(1.0, cross.oversubscription * load_pipe);
-  const double k_tail = std::max(1.0, cross.oversubscription * std::max(dp_load, frac(g_pp)));
-  auto link_of = [&](const GroupPlace& g) -> const LinkCost& {
-    return g.link == LinkClass::cross_building ? cross : p_.links[static_cast<int>(g.link)];
-  };
-  auto share = [&](const GroupPlace& g, double kk) { return g.link == LinkClass::cross_building ? kk : 1.0; };
-
-  // Compute per micro-batch and layer (efficiency by op size).
-  const double peak = p_.peak_flops;
-  auto gemm = [&](double f) { return f > 0 ? f / (peak * p_.gemm.at(f)) : 0.0; };
-  const double t_attn = x.attention > 0 ? x.attention / (peak * p_.attention.at(x.attention)) : 0.0;
-  const double hbm = p_.hbm_bytes_per_s * p_.hbm_efficiency;
-  // Norms, residual adds and activations: memory-bound; half of them replicated over TP without SP.
-  const double t_elem = p_.elementwise_bytes_per_token_hidden * x.T * c_.h * c_.e *
-                        (0.5 / (sp ? static_cast<double>(k.tp) : 1.0) + 0.5 / static_cast<double>(k.tp)) / hbm;
-  const double t_attn_block = gemm(x.qkv) + t_attn + gemm(x.out);
-  const double t_dense = t_attn_block + gemm(x.mlp) + t_elem;
-  const double t_moe = t_attn_block + gemm(x.router) + gemm(x.experts) * p_.router_imbalance + t_elem;
-  const double t_logits = gemm(x.logits);
-
-  // Communication per micro-batch.
-  const double n_tp = static_cast<double>(k.tp), n_cp = static_cast<double>(k.cp), n_ep = static_cast<double>(k.ep);
-  const LinkCost &l_tp = link_of(g_tp), &l_cp = link_of(g_cp), &l_ep = link_of(g_ep), &l_pp = link_of(g_pp);
-  const double s_tp = share(g_tp, k_pipe), s_cp = share(g_cp, k_pipe), s_ep = share(g_ep, k_pipe),
-               s_pp = share(g_pp, k_pipe);
-  const double tp_ar = all_reduce(l_tp, n_tp, x.A, s_tp);
-  const double tp_ag = gather_like(l_tp, kAG, n_tp, x.A, s_tp), tp_rs = gather_like(l_tp, kRS, n_tp, x.A, s_tp);
-  const double tp_layer_pass = sp ? 2 * (tp_ag + tp_rs) : 2 * tp_ar;
-  const double cp_f = k.cp > 1 ? (n_cp - 1) * p2p(l_cp, x.KVb, s_cp) : 0.0;
-  const double cp_b = k.cp > 1 ? (n_cp - 1) * p2p(l_cp, 2 * x.KVb, s_cp) : 0.0;
-  // The KV ring runs behind the attention of the block it already holds (Megatron's CP).
-  const double cp_f_exposed = std::max(0.0, cp_f - t_attn), cp_b_exposed = std::max(0.0, cp_b - 2 * t_attn);
-  const double ep_layer_pass = k.ep > 1 ? 2 * gather_like(l_ep, kA2A, n_ep, x.D * p_.router_imbalance, s_ep) : 0.0;
-  const double pp_msg = k.pp > 1 ? p2p(l_pp, x.P, s_pp) : 0.0;
-  const bool full = k.recompute == Recompute::full;
-  const double passes = full ? 3.0 : 2.0;
-
-  struct PerMb {
-    double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, pp = 0;
-    double total() const { return compute + recompute + tp + cp + ep + pp; }
-  };
-  PerMb crit;
-  double t_mb = -1;
+  // Per micro-batch the slowest stage sets the pace; after the pipeline the slowest tail decides.
+  terms::Microbatch crit;
+  terms::Tail tail_worst;
+  double t_mb = -1, tail_s = -1;
   for (const StageLayers& st : split.kinds) {
-    const double dense = static_cast<double>(st.dense), moe = static_cast<double>(st.moe), L = dense + moe;
-    PerMb pm;
-    const double fwd = dense * t_dense + moe * t_moe + (st.last ? t_logits : 0.0);
-    pm.compute = 3 * fwd;  // backward: twice the forward's FLOPs at the same efficiency
-    pm.recompute = full ? dense * t_dense + moe * t_moe : (k.recompute == Recompute::selective ? L * t_attn : 0.0);
-    pm.tp = L * passes * tp_layer_pass + (st.first ? (sp ? tp_rs : tp_ar) : 0.0) +
-            (st.last ? (sp ? tp_ag + tp_rs : tp_ar) : 0.0);
-    pm.cp = L * ((full ? 2 : 1) * cp_f_exposed + cp_b_exposed);
-    pm.ep = moe * passes * ep_layer_pass;
-    pm.pp = static_cast<double>((k.vpp - (st.last ? 1 : 0)) + (k.vpp - (st.first ? 1 : 0))) * pp_msg;
-    if (pm.total() > t_mb) {
-      t_mb = pm.total();
-      crit = pm;
+    const StageTraffic tr = stage_traffic(c_, cand, st, x, pl);
+    const terms::Microbatch mb = microbatch(cand, st, tr, times, ch);
+    if (mb.total() > t_mb) {
+      t_mb = mb.total();
+      crit = mb;
       r.critical_stage = st.stage;
     }
+    const terms::Tail t = tail(cand, st, tr, times, ch);
+    if (t.total() > tail_s) {
+      tail_s = t.total();
+      tail_worst = t;
+    }
   }
-  r.bubble_fraction = bubble_fraction(k.pipeline, k.pp, k.vpp, m);
+  r.bubble_fraction = bubble_fraction(cand.pipeline, cand.pp, cand.vpp, m);
   Breakdown& b = r.breakdown;
   b.compute_s = md * (crit.compute + crit.recompute);
   b.recompute_s = md * crit.recompute;
   b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * crit.tp;
   b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * crit.cp;
   b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * crit.ep;
-  b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * crit.pp;
+  b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * crit.pp + tail_worst.embedding;
+  b.exposed_comm_s[static_cast<int>(Dim::dp)] = tail_worst.dp;
   b.bubble_s = md * t_mb * r.bubble_fraction;
+  b.optimizer_s = tail_worst.optimizer;
 
-  // After the pipeline: DP gradient sync (and parameter all-gather), tied-embedding sync,
-  // optimizer step; the slowest stage decides.
-  const bool dist = k.distributed_optimizer;
-  const bool hier = k.dp_sync == DpSync::hierarchical;
-  double tail_worst = -1, dp_exposed = 0, emb_exposed = 0, opt_s = 0;
-  for (const StageLayers& st : split.kinds) {
-    const StageParams p = stage_params(c_, st, k.tp, k.ep, k.pp);
-    // One sync of `params` over group g as `msgs` messages; returns {gradient sync, all-gather}.
-    auto sync = [&](const GroupPlace& g, double params, double msgs, double kk) -> std::pair<double, double> {
-      if (g.size <= 1 || params <= 0) return {0.0, 0.0};
-      const double G = 4 * params, Gp = c_.e * params, n = static_cast<double>(g.size);
-      const LinkCost& l = link_of(g);
-      const double kk_g = share(g, kk);
-      if (hier && g.link == LinkClass::cross_building && g.per_building > 0 && g.buildings_spanned > 1) {
-        const double ni = static_cast<double>(g.per_building), nc = static_cast<double>(g.buildings_spanned);
-        // The intra-building part: inside a node when a building's members fit one.
-        const double inner_stride = static_cast<double>(g.parts[0].n > 1 ? g.parts[0].stride : g.parts[1].stride);
-        const LinkCost& li = p_.links[inner_stride * ni <= static_cast<double>(shape_.node) ? 0 : 1];
-        const double kc = std::max(1.0, cross.oversubscription * 1.0);  // every rank's shard crosses
-        double grad = gather_like(li, kRS, ni, G, 1.0) +
-                      (dist ? gather_like(cross, kRS, nc, G / ni, kc) : all_reduce(cross, nc, G / ni, kc)) +
-                      (dist ? 0.0 : gather_like(li, kAG, ni, G, 1.0));
-        double gather = dist ? gather_like(cross, kAG, nc, Gp / ni, kc) + gather_like(li, kAG, ni, Gp, 1.0) : 0.0;
-        return {grad, gather};
-      }
-      // Several messages: the latency once per message, the bytes once in all.
-      const double extra_alpha = (msgs - 1) * (n - 1);
-      double grad = dist ? gather_like(l, kRS, n, G, kk_g) + extra_alpha * l.alpha_s[kRS]
-                         : all_reduce(l, n, G, kk_g) + 2 * extra_alpha * l.alpha_s[kAR];
-      double gather = dist ? gather_like(l, kAG, n, Gp, kk_g) + extra_alpha * l.alpha_s[kAG] : 0.0;
-      return {grad, gather};
-    };
-    double grad = 0, gather = 0;
-    if (overlapped) {
-      auto a = sync(g_dp, p.dense, static_cast<double>(st.layers()) + (p.edge > 0 ? 1 : 0), k_pipe);
-      auto e = sync(g_edp, p.expert, static_cast<double>(st.moe), k_pipe);
-      grad = a.first + e.first;
-      gather = a.second + e.second;
-    } else {
-      auto a = sync(g_dp, p.dense, 1, k_tail);
-      auto e = sync(g_edp, p.expert, 1, k_tail);
-      grad = a.first + e.first;
-      gather = a.second + e.second;
-    }
-    double dp_s = 0;
-    if (overlapped) {
-      // Gradients reduce behind the last micro-batch's backward, parameters gather behind the
-      // next step's first forward; compute runs `overlap_slowdown` slower meanwhile.
-      const double fwd =
-          (static_cast<double>(st.dense) * t_dense + static_cast<double>(st.moe) * t_moe + (st.last ? t_logits : 0.0));
-      const double window_b = 2 * fwd, window_f = fwd;
-      dp_s = std::max(0.0, grad - window_b) + p_.overlap_slowdown * std::min(grad, window_b) +
-             std::max(0.0, gather - window_f) + p_.overlap_slowdown * std::min(gather, window_f);
-    } else {
-      dp_s = grad + gather;
-    }
-    double emb = 0;
-    if (c_.tied && k.pp > 1 && (st.first || st.last))
-      emb = all_reduce(l_pp, 2, 4 * c_.V * c_.h / n_tp, share(g_pp, k_tail));
-    const double updated =
-        dist ? p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(edp_cp) : p.dense + p.expert;
-    const double opt = updated * p_.optimizer_bytes_per_param / hbm;
-    const double tail = dp_s + emb + opt;
-    if (tail > tail_worst) {
-      tail_worst = tail;
-      dp_exposed = dp_s;
-      emb_exposed = emb;
-      opt_s = opt;
-    }
-  }
-  b.exposed_comm_s[static_cast<int>(Dim::dp)] = dp_exposed;
-  b.exposed_comm_s[static_cast<int>(Dim::pp)] += emb_exposed;
-  b.optimizer_s = opt_s;
-
-  r.step_time_s = md * t_mb * (1 + r.bubble_fraction) + tail_worst;
+  r.step_time_s = md * t_mb * (1 + r.bubble_fraction) + tail_s;
   r.tokens_per_s = tokens_per_step_ / r.step_time_s;
-  r.mfu = training_flops_per_step_ / (r.step_time_s * static_cast<double>(shape_.world) * peak);
+  r.mfu = training_flops_per_step_ / (r.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
   return r;
 }
 

@@ -1,6 +1,8 @@
 // The cost model: step time with its breakdown, tokens/s, MFU and memory per device of a
-// layout, from closed forms (quantities.hpp, the same as closed_forms.hpp) and α-β link costs.
-// Datasheet values (peak × the default efficiencies below) unless a calibration file is given.
+// layout. It prices the closed forms' counts (closed_forms.hpp: the same messages the workload
+// lists) with α-β link costs and the compute efficiencies, as named terms (the `terms` functions
+// below) that the calibrator fits and the tests check one by one. Datasheet values (peak × the
+// default efficiencies, README "Cost-model defaults") unless a calibration file is given.
 #pragma once
 
 #include <array>
@@ -8,10 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "explorer/candidate.hpp"
+#include "explorer/closed_forms.hpp"
 #include "explorer/placement.hpp"
 #include "explorer/quantities.hpp"
 #include "spec/calibration.hpp"
 #include "spec/cluster.hpp"
+#include "spec/collective.hpp"
 #include "spec/layout.hpp"
 #include "spec/model.hpp"
 
@@ -19,12 +24,15 @@ namespace sax::explorer {
 
 // α (s per algorithm step) and β (s per byte of bus traffic) per collective op, one link.
 struct LinkCost {
-  std::array<double, 5> alpha_s{}, beta_s_per_byte{};  // indexed by CollectiveOp
-  double oversubscription = 1.0;                       // cross-building only: applied by load (see cost_model.cpp)
+  std::array<double, kNumCollOps> alpha_s{}, beta_s_per_byte{};  // by CollOp; read through priced_as()
+  double oversubscription = 1.0;  // cross-building only: applied by load (see cost_model.cpp)
+  double alpha(CollOp op) const { return alpha_s[static_cast<std::size_t>(priced_as(op))]; }
+  double beta(CollOp op) const { return beta_s_per_byte[static_cast<std::size_t>(priced_as(op))]; }
 };
 
 // Everything the cost model assumes. `datasheet` fills it from the cluster and the documented
-// defaults; `calibrated` overrides what a calibration file measured.
+// defaults (README "Cost-model defaults" gives each one's source); `calibrated` overrides what a
+// calibration file measured.
 struct CostParams {
   double peak_flops = 0;  // dense FLOP/s of the model's dtype
   double hbm_bytes_per_s = 0;
@@ -46,31 +54,6 @@ struct CostParams {
   const LinkCost& cross_link(int technology) const {
     return technology < 0 ? links[2] : technologies[static_cast<std::size_t>(technology)];
   }
-};
-
-// A layout in the compact form the search enumerates (no strings; the network technology is an
-// index into the cluster's list, −1 = the cluster's own cross-building link).
-struct Candidate {
-  std::int64_t tp = 1, cp = 1, ep = 1, pp = 1, vpp = 1, mbs = 1, dp = 1;
-  std::int64_t first_layers = 0, last_layers = 0;
-  std::array<Dim, 5> order = {Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp};
-  PipelineSchedule pipeline = PipelineSchedule::one_f_one_b;
-  DpSync dp_sync = DpSync::overlapped;
-  Recompute recompute = Recompute::none;
-  bool sp = false, distributed_optimizer = false;
-  int technology = -1;
-
-  static Candidate of(const Layout& layout, const Cluster& cluster);
-  Layout to_layout(const Cluster& cluster) const;
-};
-
-// The stages of a pipeline split that can differ (first, last, middle kinds), each kept once
-// with its smallest stage index (which holds the most in-flight micro-batches).
-struct PipelineSplit {
-  std::int64_t pp = 1, vpp = 1, first_layers = 0, last_layers = 0;
-  std::vector<StageLayers> kinds;
-  static PipelineSplit of(const ModelConsts& c, std::int64_t pp, std::int64_t vpp, std::int64_t first_layers,
-                          std::int64_t last_layers);
 };
 
 struct Breakdown {
@@ -96,6 +79,58 @@ struct Prediction {
   std::int64_t critical_stage = 0;
 };
 
+// Where one kind of traffic runs: the link it is priced on, the ranks of each of its groups, and
+// how much slower its bytes go because other traffic shares the cross-building link (≥ 1).
+struct Channel {
+  const LinkCost* link = nullptr;
+  double ranks = 1;
+  double share = 1;
+};
+
+// The named terms of the step time, each a function the calibrator can fit and a test can check.
+namespace terms {
+
+// Seconds of `traffic` on `channel`, by the op's ring algorithm (spec/collective.hpp): per
+// message steps(n)·α, per byte bus_factor(n)·β·share. Zero in a group of one rank.
+double traffic_time(const Traffic& traffic, const Channel& channel);
+
+// Compute of one micro-batch's forward on one rank: one op of `flops` FLOPs at the efficiency
+// its size reaches (GEMMs, attention core), and memory-bound work at the HBM bandwidth reached.
+double gemm_time(const CostParams& params, double flops);
+double attention_time(const CostParams& params, double flops);
+struct LayerTimes {
+  double attention_core = 0;  // scores and weighted sum
+  double dense_layer = 0;     // attention block + MLP + elementwise
+  double moe_layer = 0;       // attention block + router + experts (× router imbalance) + elementwise
+  double logits = 0;
+};
+LayerTimes layer_times(const CostParams& params, const ModelConsts& c, const MicroShape& x, const Candidate& cand);
+
+// One micro-batch of one stage: compute (forward + backward at twice the forward's FLOPs), the
+// recomputed part, and each dimension's exposed communication. TP, EP and PP messages are on the
+// critical path; each layer pass's CP ring runs behind that pass's attention core.
+struct Microbatch {
+  double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, pp = 0;
+  double total() const { return compute + recompute + tp + cp + ep + pp; }
+};
+
+// Seconds after the pipeline drains, for one stage: the DP gradient sync and parameter all-gather
+// (the part not hidden behind compute when overlapped, and the overlap slowdown on what is), the
+// tied embedding's gradient all-reduce, the optimizer step.
+struct Tail {
+  double dp = 0, embedding = 0, optimizer = 0;
+  double total() const { return dp + embedding + optimizer; }
+};
+// Overlapped DP sync: gradients reduce behind the last micro-batch's backward (`backward_s`),
+// parameters gather behind the next step's first forward (`forward_s`); what they overlap runs
+// `overlap_slowdown` slower.
+double overlapped_sync_time(double grad_s, double gather_s, double backward_s, double forward_s,
+                            double overlap_slowdown);
+// The optimizer step: `updated` parameters at optimizer_bytes_per_param of HBM traffic each.
+double optimizer_time(const CostParams& params, double updated);
+
+}  // namespace terms
+
 class CostModel {
  public:
   CostModel(const Cluster& cluster, const Model& model, CostParams params);
@@ -103,10 +138,37 @@ class CostModel {
   // The hot path: no allocation. `split` must match the candidate's pp/vpp/first/last.
   // With `stop_if_infeasible` the time is not computed for a layout that does not fit.
   Prediction evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible = false) const;
-  // Memory of the fullest device, GiB (the early pruning test).
-  double memory_gib(const Candidate& cand, const PipelineSplit& split, const Placement& pl) const;
   // One layout (validated by the caller).
   Prediction predict(const Layout& layout) const;
+
+  // The channels of a candidate's traffic, with the cross-building link shared as cost_model.cpp
+  // describes: by the pipeline's crossing traffic while it runs, by the DP sync alone after it.
+  struct Channels {
+    Channel tp, cp, ep, pp, embedding;
+    // The gradient-sync groups (GroupKind::dp_cp, expert_dp_cp and their building halves), while
+    // the pipeline runs (an overlapped sync) or after it.
+    Channel dp(GroupKind kind, bool during_pipeline) const;
+    const CostParams* params = nullptr;
+    const Placement* placement = nullptr;
+    const LinkCost* cross = nullptr;
+    std::int64_t node = 1;  // ranks per node
+    double pipeline_share = 1, tail_share = 1;
+  };
+  Channels channels(const Candidate& cand, const Placement& placement) const;
+  // The terms of one stage, for a candidate (what evaluate combines).
+  terms::Microbatch microbatch(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
+                               const terms::LayerTimes& times, const Channels& ch) const;
+  terms::Tail tail(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
+                   const terms::LayerTimes& times, const Channels& ch) const;
+
+  // Bytes one device of a stage holds at its fullest: weights, gradients, optimizer states and
+  // the activations of the micro-batches the schedule keeps in flight.
+  struct StageMemory {
+    double weights = 0, grads = 0, optimizer = 0, activations = 0;
+    double total() const { return weights + grads + optimizer + activations; }
+  };
+  StageMemory stage_memory(const Candidate& cand, const StageLayers& st, const MicroShape& x,
+                           std::int64_t num_microbatches) const;
 
   const ModelConsts& consts() const { return c_; }
   const CostParams& params() const { return p_; }
@@ -114,13 +176,6 @@ class CostModel {
   double memory_limit_gib() const { return p_.hbm_gib * p_.memory_usable_fraction; }
 
  private:
-  struct StageMemory {
-    double weights = 0, grads = 0, optimizer = 0, activations = 0;
-    double total() const { return weights + grads + optimizer + activations; }
-  };
-  StageMemory stage_memory(const Candidate& cand, const StageLayers& st, const MicroShape& x, std::int64_t m,
-                           std::int64_t edp_cp, std::int64_t dp_cp) const;
-
   const Cluster& cluster_;
   const Model& model_;
   ModelConsts c_;

@@ -108,29 +108,29 @@ Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& orde
   const Progression p_cp{s_cp, cp}, p_dp{s_dp, dp};
 
   Placement pl;
-  auto set1 = [&](GroupSlot slot, Progression p, bool a2a) {
+  auto set1 = [&](GroupKind slot, Progression p, bool a2a) {
     GroupPlace& g = pl[slot];
     g.parts[0] = p;
     g.num_parts = 1;
     finish(g, shape, a2a);
   };
-  auto set2 = [&](GroupSlot slot, Progression a, Progression b) {
+  auto set2 = [&](GroupKind slot, Progression a, Progression b) {
     GroupPlace& g = pl[slot];
     if (a.stride > b.stride) std::swap(a, b);
     g.parts = {a, b};
     g.num_parts = 2;
     finish(g, shape, false);
   };
-  set1(GroupSlot::tp, {s_tp, tp}, false);
-  set1(GroupSlot::cp, p_cp, false);
-  set1(GroupSlot::ep, p_ep, true);
-  set1(GroupSlot::pp, {s_pp, pp}, false);
-  set2(GroupSlot::dp_cp, p_cp, p_dp);
-  set2(GroupSlot::expert_dp_cp, p_cp, p_edp);
+  set1(GroupKind::tp, {s_tp, tp}, false);
+  set1(GroupKind::cp, p_cp, false);
+  set1(GroupKind::ep, p_ep, true);
+  set1(GroupKind::pp, {s_pp, pp}, false);
+  set2(GroupKind::dp_cp, p_cp, p_dp);
+  set2(GroupKind::expert_dp_cp, p_cp, p_edp);
   // Tied embeddings: the first and the last stage of a pipeline, the two ends of a PP group;
   // it crosses what the PP group crosses.
-  pl[GroupSlot::embedding] = pl[GroupSlot::pp];
-  pl[GroupSlot::embedding].size = pp > 1 ? 2 : 1;
+  pl[GroupKind::embedding] = pl[GroupKind::pp];
+  pl[GroupKind::embedding].size = pp > 1 ? 2 : 1;
   return pl;
 }
 

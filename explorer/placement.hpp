@@ -11,8 +11,10 @@
 
 #include <array>
 #include <cstdint>
+#include <stdexcept>
 
 #include "spec/cluster.hpp"
+#include "spec/groups.hpp"
 #include "spec/layout.hpp"
 
 namespace sax::explorer {
@@ -44,13 +46,35 @@ struct GroupPlace {
   std::int64_t per_building = 0, buildings_spanned = 1;
 };
 
-enum class GroupSlot { tp, cp, ep, pp, dp_cp, expert_dp_cp, embedding };
-constexpr int kGroupSlots = 7;
-
+// The group kinds the cost model prices (spec/groups.hpp): the five dimensions' groups, the two
+// gradient-sync groups (whose building halves follow from per_building and buildings_spanned)
+// and the tied embedding's.
 struct Placement {
-  std::array<GroupPlace, kGroupSlots> groups{};
-  const GroupPlace& operator[](GroupSlot g) const { return groups[static_cast<int>(g)]; }
-  GroupPlace& operator[](GroupSlot g) { return groups[static_cast<int>(g)]; }
+  std::array<GroupPlace, 7> groups{};
+  const GroupPlace& operator[](GroupKind g) const { return groups[slot(g)]; }
+  GroupPlace& operator[](GroupKind g) { return groups[slot(g)]; }
+
+ private:
+  static std::size_t slot(GroupKind g) {
+    switch (g) {
+      case GroupKind::tp:
+        return 0;
+      case GroupKind::cp:
+        return 1;
+      case GroupKind::ep:
+        return 2;
+      case GroupKind::pp:
+        return 3;
+      case GroupKind::dp_cp:
+        return 4;
+      case GroupKind::expert_dp_cp:
+        return 5;
+      case GroupKind::embedding:
+        return 6;
+      default:
+        throw std::logic_error(std::string("placement: group kind ") + to_string(g) + " is not placed");
+    }
+  }
 };
 
 // Sizes: tp, cp, ep, dp (the full DP, of which EP is a part), pp.

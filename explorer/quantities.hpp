@@ -14,11 +14,13 @@ namespace sax::explorer {
 // What depends on the model only.
 struct ModelConsts {
   double h = 0, s = 0, q = 0, kv = 0, f = 0, fe = 0, w = 2, E = 0, k = 0, V = 0, e = 2, heads = 0;
-  double norm = 0;                  // one norm's parameters
   double layer_dense_params = 0;    // a dense layer (attention, norms, MLP)
   double moe_nonexpert_params = 0;  // an MoE layer without its experts (attention, norms, router)
   double expert_params = 0;         // one expert's MLP
   double embedding_params = 0;      // word (+ position) embeddings
+  // The final norm and output layer the last stage holds without a pipeline, and with one
+  // (Model::last_stage_output_params).
+  double output_params_pp1 = 0, output_params_pp = 0;
   bool tied = true;
   std::int64_t layers = 0;
   std::vector<std::int64_t> moe_prefix;  // moe_prefix[i] = MoE layers among layers [0, i)
@@ -81,7 +83,7 @@ inline StageParams stage_params(const ModelConsts& c, const StageLayers& st, std
   const double t = static_cast<double>(tp);
   StageParams p;
   if (st.first) p.edge += c.embedding_params / t;
-  if (st.last) p.edge += (c.norm + ((!c.tied || pp > 1) ? c.V * c.h : 0.0)) / t;
+  if (st.last) p.edge += (pp > 1 ? c.output_params_pp : c.output_params_pp1) / t;
   p.dense =
       p.edge +
       (static_cast<double>(st.dense) * c.layer_dense_params + static_cast<double>(st.moe) * c.moe_nonexpert_params) / t;

@@ -1,7 +1,5 @@
 #include "explorer/report.hpp"
 
-#include <cstdio>
-
 namespace sax::explorer {
 
 json to_json(const Prediction& p) {
@@ -26,13 +24,6 @@ json to_json(const Prediction& p) {
           {"num_microbatches", p.num_microbatches},
           {"critical_stage", p.critical_stage},
           {"link_class", links}};
-}
-
-std::string summary(const Prediction& p) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "step %.3f s, MFU %.1f %%, %.3g tokens/s, %.1f GiB per device%s", p.step_time_s,
-                100 * p.mfu, p.tokens_per_s, p.memory_gib, p.feasible ? "" : " (does not fit)");
-  return buf;
 }
 
 }  // namespace sax::explorer

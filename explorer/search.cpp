@@ -93,16 +93,14 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
   std::vector<Shape> out;
   for (std::int64_t tp : divisors(world)) {
     if (tp > std::max<std::int64_t>(2 * cl.devices_per_node, 2)) break;
-    if (m.num_attention_heads % tp || m.num_query_groups % tp || m.ffn_hidden_size % tp ||
-        (m.is_moe() && m.moe_ffn_hidden_size % tp))
-      continue;
+    if (tensor_parallel_rule(m, tp) != LayoutRule::ok) continue;
     for (std::int64_t cp : divisors(world / tp)) {
       if (cp > o.max_context_parallel) break;
-      if (cp > 1 && m.seq_length % (2 * cp)) continue;
+      if (context_parallel_rule(m, cp) != LayoutRule::ok) continue;
       for (std::int64_t pp : divisors(world / (tp * cp))) {
         if (pp > L) break;
         const std::int64_t dp = world / (tp * cp * pp);
-        if (m.global_batch_size % dp) continue;
+        if (batch_rule(m, 1, dp) != LayoutRule::ok) continue;
         // Pipeline splits: even, and the first and last stages lighter (they also hold the
         // embedding and the output layer) with the middle ones k layers each.
         std::vector<std::pair<std::int64_t, std::int64_t>> splits;
@@ -147,13 +145,12 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
       const Placement pl = place_groups(ClusterShape::of(cl), order, s.tp, s.cp, ep, s.dp, s.pp);
       bool crosses = false;
       for (const auto& g : pl.groups) crosses = crosses || (g.size > 1 && g.link == LinkClass::cross_building);
-      const bool dp_crosses = pl[GroupSlot::dp_cp].link == LinkClass::cross_building ||
-                              pl[GroupSlot::expert_dp_cp].link == LinkClass::cross_building;
+      const bool dp_crosses = pl[GroupKind::dp_cp].link == LinkClass::cross_building ||
+                              pl[GroupKind::expert_dp_cp].link == LinkClass::cross_building;
       for (std::size_t vi = 0; vi <= s.vpps.size(); ++vi) {
         const std::int64_t vpp = vi == 0 ? 1 : s.vpps[vi - 1];
         const PipelineSplit& split = vi == 0 ? s.split : s.vsplits[vi - 1];
         for (std::int64_t mbs : o.micro_batch_sizes) {
-          const std::int64_t m_count = m.global_batch_size % (mbs * s.dp) ? 0 : m.global_batch_size / (mbs * s.dp);
           for (PipelineSchedule sched : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe,
                                          PipelineSchedule::zero_bubble, PipelineSchedule::interleaved}) {
             if ((vpp > 1) != (sched == PipelineSchedule::interleaved)) continue;
@@ -178,7 +175,7 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                       k.distributed_optimizer = dist == 1;
                       k.technology = tech;
                       // Candidate-level divisibility (validate_layout's rules, as arithmetic).
-                      if (m_count == 0 || !divisible(k, m, world)) {
+                      if (!divisible(k, m, world)) {
                         ++n.pruned_div;
                         continue;
                       }
@@ -202,26 +199,7 @@ std::vector<int> technologies(const Cluster& cl) {
 }  // namespace
 
 bool divisible(const Candidate& k, const Model& m, std::int64_t world) {
-  if (k.tp * k.cp * k.pp * k.dp != world) return false;
-  if (m.num_attention_heads % k.tp || m.num_query_groups % k.tp || m.ffn_hidden_size % k.tp) return false;
-  if (m.is_moe() && (m.moe_ffn_hidden_size % k.tp || m.num_experts % k.ep)) return false;
-  if (!m.is_moe() && k.ep != 1) return false;
-  if (k.dp % k.ep) return false;
-  if (k.cp > 1 && m.seq_length % (2 * k.cp)) return false;
-  if (k.sp && (m.seq_length / k.cp) % k.tp) return false;
-  if (m.is_moe() && k.tp > 1 && !k.sp) return false;
-  if (m.global_batch_size % (k.mbs * k.dp)) return false;
-  const std::int64_t micro = m.global_batch_size / (k.mbs * k.dp);
-  if ((k.vpp > 1) != (k.pipeline == PipelineSchedule::interleaved)) return false;
-  if (k.vpp > 1 && (k.pp == 1 || micro % k.pp)) return false;
-  if (k.pp == 1 && (k.first_layers || k.last_layers)) return false;
-  const std::int64_t mid_stages = k.pp - (k.first_layers ? 1 : 0) - (k.last_layers ? 1 : 0);
-  const std::int64_t mid_layers = m.num_layers - k.first_layers - k.last_layers;
-  if (mid_layers < 0 || (mid_stages == 0 && mid_layers != 0)) return false;
-  if (mid_stages > 0 && (mid_layers < mid_stages || mid_layers % mid_stages)) return false;
-  const std::int64_t per = mid_stages > 0 ? mid_layers / mid_stages : 0;
-  if ((mid_stages > 0 && per % k.vpp) || k.first_layers % k.vpp || k.last_layers % k.vpp) return false;
-  return true;
+  return k.tp * k.cp * k.pp * k.dp == world && first_broken_rule(k.degrees(), m, world) == LayoutRule::ok;
 }
 
 std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& cm, const Cluster& cl, const Model& m,

@@ -4,9 +4,7 @@ namespace sax::harness {
 
 namespace {
 
-using coll::CollOp;
 using coll::Communicator;
-using coll::DType;
 using coll::Handle;
 using coll::Mode;
 
@@ -71,7 +69,7 @@ const CollOpEntry kTable[] = {
 
 }  // namespace
 
-const CollOpEntry& coll_op_entry(coll::CollOp op) {
+const CollOpEntry& coll_op_entry(CollOp op) {
   for (const auto& e : kTable)
     if (e.op == op) return e;
   return kTable[0];

@@ -11,17 +11,17 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "collectives/busbw.hpp"
 #include "collectives/communicator.hpp"
+#include "spec/collective.hpp"
 
 namespace sax::harness {
 
 struct CollOpEntry {
-  coll::CollOp op;
+  CollOp op;
   // Elements in each rank's send and receive buffers for a sweep of `count` over n ranks.
   std::size_t (*send_count)(std::size_t count, int n);
   std::size_t (*recv_count)(std::size_t count, int n);
-  coll::Handle (*run)(coll::Communicator& c, const void* send, void* recv, std::size_t count, coll::DType dtype,
+  coll::Handle (*run)(coll::Communicator& c, const void* send, void* recv, std::size_t count, DType dtype,
                       coll::Mode mode);
   // The op works in place on the receive buffer (broadcast): fill that one, not the send buffer.
   bool in_place;
@@ -30,7 +30,7 @@ struct CollOpEntry {
   double (*expected)(int r, int n, std::size_t count, std::size_t i);
 };
 
-const CollOpEntry& coll_op_entry(coll::CollOp op);
+const CollOpEntry& coll_op_entry(CollOp op);
 
 // The value rank r contributes at element k: in -2..2, different across neighbouring ranks.
 inline double check_value(int r, std::size_t k) {

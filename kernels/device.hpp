@@ -1,9 +1,18 @@
-// Which compute backends this build and this machine offer. The CUDA side is compiled only
-// where the toolkit was found (SAX_HAVE_CUDA); it asks the runtime API, never the driver API,
-// so a build with CUDA still starts on a machine without a driver.
+// The device a rank computes on, behind one interface: it hands out the memory the kernels and the
+// collectives use, and the streams on which both enqueue, so that a step can order and overlap
+// compute and communication (the NCCL communicator takes the communication stream; see
+// collectives/factory.hpp). The CPU backend: host memory, null streams (work runs on the calling
+// thread; communication overlaps through MPI's nonblocking operations). The CUDA backend:
+// device memory and CUDA streams, compiled only where the toolkit was found (SAX_HAVE_CUDA), using
+// the runtime API only so that a build with CUDA still starts on a machine without a driver.
 #pragma once
 
+#include <cstddef>
+#include <memory>
 #include <string>
+
+#include "spec/cluster.hpp"
+#include "spec/stream.hpp"
 
 namespace sax::kernels {
 
@@ -14,9 +23,44 @@ struct CudaDevices {
   std::string reason;     // why count is 0 ("built without CUDA", "no CUDA driver", ...)
 };
 
+// Asks the CUDA runtime (never fails: a missing driver is a reason, not an error).
 CudaDevices cuda_devices();
 
-// "cuda" when `devices` has a usable CUDA device, otherwise "cpu".
-std::string default_backend(const CudaDevices& devices);
+// Memory on a device. upload/download move host bytes in and out.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual void* data() = 0;
+  virtual std::size_t bytes() const = 0;
+  virtual void upload(const void* host, std::size_t bytes) = 0;
+  virtual void download(void* host, std::size_t bytes) const = 0;
+};
+
+// A point in a stream's work: recorded on one stream, waited for by another or by the host.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void record(Stream stream) = 0;
+  virtual void wait(Stream waiter) = 0;  // `waiter`'s later work starts after the recorded point
+  virtual void synchronize() = 0;        // the host waits
+  virtual bool done() = 0;               // never blocks
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual Backend backend() const = 0;
+  virtual int index() const = 0;
+  virtual std::string name() const = 0;
+  virtual std::unique_ptr<Buffer> allocate(std::size_t bytes) = 0;  // zero-filled
+  // Where compute kernels and collectives run; different streams so that they can overlap.
+  virtual Stream compute_stream() = 0;
+  virtual Stream comm_stream() = 0;
+  virtual std::unique_ptr<Event> make_event() = 0;
+  virtual void synchronize(Stream stream) = 0;  // the host waits for the stream's work
+};
+
+// Backend::cpu, or CUDA device `index` (a UsageError where this build has no CUDA backend).
+std::unique_ptr<Device> make_device(Backend backend, int index = 0);
 
 }  // namespace sax::kernels

@@ -4,22 +4,6 @@
 
 namespace sax {
 
-const char* to_string(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::all_reduce:
-      return "all_reduce";
-    case CollectiveOp::all_gather:
-      return "all_gather";
-    case CollectiveOp::reduce_scatter:
-      return "reduce_scatter";
-    case CollectiveOp::all_to_all:
-      return "all_to_all";
-    case CollectiveOp::send_recv:
-      return "send_recv";
-  }
-  return "?";
-}
-
 double EfficiencyCurve::at(double flops) const {
   if (points.empty()) return 1.0;
   if (flops <= points.front().flops) return points.front().efficiency;
@@ -95,7 +79,7 @@ Calibration read_calibration(const json& value, const std::string& file) {
   {
     Fields p(f.object("provenance"), file, f.path_of("provenance"));
     c.provenance.cluster = p.string("cluster");
-    c.provenance.backend = p.choice("backend", {"cpu", "cuda"});
+    c.provenance.backend = *parse_backend(p.choice("backend", {"cpu", "cuda"}));
     c.provenance.emulation = p.string("emulation", "");
     c.provenance.date = p.string("date", "");
     c.provenance.tool = p.string("tool", "");
@@ -108,7 +92,7 @@ Calibration read_calibration(const json& value, const std::string& file) {
       const json* cls = l.optional(link_class_name(lc));
       if (!cls) continue;
       Fields ops(*cls, file, l.path_of(link_class_name(lc)));
-      for (CollectiveOp op : kCollectiveOps) {
+      for (CollOp op : kPricedCollOps) {
         const json* e = ops.optional(to_string(op));
         if (!e) continue;
         Fields ab(*e, file, ops.path_of(to_string(op)));
@@ -157,13 +141,13 @@ json to_json(const Calibration& c) {
             {"version", c.version},
             {"provenance",
              {{"cluster", c.provenance.cluster},
-              {"backend", c.provenance.backend},
+              {"backend", to_string(c.provenance.backend)},
               {"emulation", c.provenance.emulation},
               {"date", c.provenance.date},
               {"tool", c.provenance.tool}}}};
   json links = json::object();
   for (LinkClass lc : kLinkClasses)
-    for (CollectiveOp op : kCollectiveOps)
+    for (CollOp op : kPricedCollOps)
       if (const auto& v = c.links[static_cast<int>(lc)][static_cast<int>(op)])
         links[link_class_name(lc)][to_string(op)] = {
             {"alpha_us", v->alpha_us}, {"beta_ns_per_byte", v->beta_ns_per_byte}, {"fit", fit_json(v->fit)}};

@@ -1,11 +1,11 @@
 // The calibration file: what `sax calibrate` fits from testbed sweeps and the explorer's cost
 // model reads instead of datasheet values.
 //
-// - links: per link class (intra_node, intra_building, cross_building) and collective op
-//   (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv), the α-β coefficients of the
-//   op's algorithm: α = latency per algorithm step (µs), β = seconds per byte of the
-//   algorithm's bus traffic (ns/byte = 1 / busbw in GB/s). A ring all-reduce of S bytes over n
-//   ranks then takes 2(n−1)·α + 2(n−1)/n·S·β, as nccl-tests' busbw convention implies.
+// - links: per link class (intra_node, intra_building, cross_building) and priced collective op
+//   (kPricedCollOps: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv), the α-β
+//   coefficients of the op's algorithm: α = latency per algorithm step (µs), β = time per byte
+//   of the algorithm's bus traffic (ns/byte = 1 / busbw in GB/s); the op's time follows from
+//   ring_algorithm (spec/collective.hpp).
 // - compute: per op class (gemm, attention) an efficiency curve: points (FLOPs of one op,
 //   achieved fraction of the dtype's peak), interpolated linearly in log10(FLOPs), clamped at
 //   the ends; `hbm_efficiency` is the fraction of HBM bandwidth memory-bound ops reach.
@@ -21,15 +21,10 @@
 #include <vector>
 
 #include "spec/cluster.hpp"
+#include "spec/collective.hpp"
 #include "spec/fields.hpp"
 
 namespace sax {
-
-enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv };
-constexpr CollectiveOp kCollectiveOps[] = {CollectiveOp::all_reduce, CollectiveOp::all_gather,
-                                           CollectiveOp::reduce_scatter, CollectiveOp::all_to_all,
-                                           CollectiveOp::send_recv};
-const char* to_string(CollectiveOp op);
 
 struct FitQuality {
   double r2 = 0;             // coefficient of determination of the fit, 0..1
@@ -56,8 +51,8 @@ struct EfficiencyCurve {
 };
 
 struct CalibrationProvenance {
-  std::string cluster;    // the cluster file's name it was measured on
-  std::string backend;    // cpu | cuda
+  std::string cluster;  // the cluster file's name it was measured on
+  Backend backend = Backend::cpu;
   std::string emulation;  // how building boundaries were emulated (software, kernel shaping, none)
   std::string date;
   std::string tool;
@@ -66,8 +61,8 @@ struct CalibrationProvenance {
 struct Calibration {
   int version = 1;
   CalibrationProvenance provenance;
-  // [link class][op]; absent entries fall back to the cluster's datasheet values.
-  std::array<std::array<std::optional<AlphaBeta>, 5>, 3> links;
+  // [link class][op], set for priced ops only; absent entries fall back to the cluster's datasheet.
+  std::array<std::array<std::optional<AlphaBeta>, kNumCollOps>, 3> links;
   std::optional<EfficiencyCurve> gemm, attention;
   std::optional<double> hbm_efficiency;
   std::optional<double> overlap_slowdown;

@@ -3,8 +3,6 @@
 #include <cstdint>
 #include <set>
 
-#include "spec/model.hpp"
-
 namespace sax {
 
 const char* link_class_name(LinkClass c) {
@@ -17,6 +15,14 @@ const char* link_class_name(LinkClass c) {
       return "cross_building";
   }
   return "?";
+}
+
+const char* to_string(Backend b) { return b == Backend::cuda ? "cuda" : "cpu"; }
+
+std::optional<Backend> parse_backend(const std::string& name) {
+  if (name == "cpu") return Backend::cpu;
+  if (name == "cuda") return Backend::cuda;
+  return std::nullopt;
 }
 
 std::int64_t Cluster::num_nodes() const {
@@ -91,7 +97,7 @@ Cluster read_cluster(const json& value, const std::string& file) {
   f.allow("comment");
   Cluster c;
   c.name = f.string("name");
-  c.backend = f.choice("backend", {"cpu", "cuda"}, "cpu");
+  c.backend = *parse_backend(f.choice("backend", {"cpu", "cuda"}, "cpu"));
 
   const json& buildings = f.array("buildings");
   if (buildings.empty()) f.fail("buildings", "at least one building");
@@ -121,8 +127,8 @@ Cluster read_cluster(const json& value, const std::string& file) {
     Fields d(f.object("device"), file, f.path_of("device"));
     c.device.name = d.string("name");
     Fields peak(d.object("peak_tflops"), file, d.path_of("peak_tflops"));
-    for (const auto& dt : dtype_names())
-      if (peak.has(dt)) c.device.peak_tflops[dt] = peak.number(dt, 0.0);
+    for (DType dt : kDTypes)
+      if (peak.has(to_string(dt))) c.device.peak_tflops[dt] = peak.number(to_string(dt), 0.0);
     peak.finish();
     if (c.device.peak_tflops.empty())
       d.fail("peak_tflops", "at least one dtype's dense TFLOP/s (fp32, tf32, bf16, fp16, fp8)");
@@ -169,12 +175,14 @@ static json to_json(const Link& l) {
 json to_json(const Cluster& c) {
   json j;
   j["name"] = c.name;
-  j["backend"] = c.backend;
+  j["backend"] = to_string(c.backend);
   j["buildings"] = json::array();
   for (const auto& b : c.buildings) j["buildings"].push_back({{"name", b.name}, {"nodes", b.nodes}});
   j["devices_per_node"] = c.devices_per_node;
+  json peak = json::object();
+  for (const auto& [dt, tflops] : c.device.peak_tflops) peak[to_string(dt)] = tflops;
   j["device"] = {{"name", c.device.name},
-                 {"peak_tflops", c.device.peak_tflops},
+                 {"peak_tflops", peak},
                  {"hbm_gib", c.device.hbm_gib},
                  {"hbm_bandwidth_gbps", c.device.hbm_bandwidth_gbps}};
   j["links"] = {{"intra_node", to_json(c.intra_node)},

@@ -7,12 +7,19 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "spec/dtype.hpp"
 #include "spec/fields.hpp"
 
 namespace sax {
+
+// Where the testbed runs: the CPU backend (OpenBLAS, MPI) or the CUDA backend (cuBLAS, NCCL).
+enum class Backend { cpu, cuda };
+const char* to_string(Backend b);
+std::optional<Backend> parse_backend(const std::string& name);
 
 enum class LinkClass { intra_node, intra_building, cross_building };
 const char* link_class_name(LinkClass c);
@@ -38,7 +45,7 @@ struct Building {
 
 struct Device {
   std::string name;
-  std::map<std::string, double> peak_tflops;  // dense, per dtype
+  std::map<DType, double> peak_tflops;  // dense, per dtype
   double hbm_gib = 0;
   double hbm_bandwidth_gbps = 0;  // GB/s
 };
@@ -52,7 +59,7 @@ struct RankPlace {
 
 struct Cluster {
   std::string name;
-  std::string backend = "cpu";  // the testbed's backend: cpu | cuda
+  Backend backend = Backend::cpu;  // the testbed's backend
   std::vector<Building> buildings;
   int devices_per_node = 0;
   Device device;

@@ -1,6 +1,8 @@
-// Errors the `sax` program turns into exit codes: InputError → 2 (bad input, one line naming
-// file, JSON path and what was expected), UsageError → 2 (a bad command line), RunError → 1 (a run
-// that failed).
+// Errors the `sax` program turns into exit codes (cli/main.cpp, in one place): InputError → 2
+// (bad input, one line naming file, JSON path and what was expected), UsageError → 2 (a bad
+// command line), RunError → 1 (a run that failed), and among run errors a LibraryError: a call
+// into MPI, CUDA, cuBLAS, NCCL or CUPTI that failed, thrown by that library's check macro
+// (spec/checks/) with the call, the file and the line.
 #pragma once
 
 #include <stdexcept>
@@ -41,5 +43,32 @@ class RunError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// A library call that failed: "<call> failed at <file>:<line>: <the library's own message>".
+class LibraryError : public RunError {
+ public:
+  LibraryError(const char* library, const char* call, const char* file, int line, const std::string& detail)
+      : RunError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + detail),
+        library_(library),
+        call_(call) {}
+  const std::string& library() const { return library_; }  // "MPI", "CUDA", "cuBLAS", "NCCL", "CUPTI"
+  const std::string& call() const { return call_; }
+
+ private:
+  std::string library_, call_;
+};
+
+#define SAX_LIBRARY_ERROR(Name, library)                                          \
+  class Name : public LibraryError {                                              \
+   public:                                                                        \
+    Name(const char* call, const char* file, int line, const std::string& detail) \
+        : LibraryError(library, call, file, line, detail) {}                      \
+  }
+SAX_LIBRARY_ERROR(MpiError, "MPI");
+SAX_LIBRARY_ERROR(CudaError, "CUDA");
+SAX_LIBRARY_ERROR(CublasError, "cuBLAS");
+SAX_LIBRARY_ERROR(NcclError, "NCCL");
+SAX_LIBRARY_ERROR(CuptiError, "CUPTI");
+#undef SAX_LIBRARY_ERROR
 
 }  // namespace sax

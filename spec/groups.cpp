@@ -1,32 +1,29 @@
 #include "spec/groups.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace sax {
 
-const char* to_string(GroupKind g) {
-  switch (g) {
-    case GroupKind::tp:
-      return "tp";
-    case GroupKind::cp:
-      return "cp";
-    case GroupKind::ep:
-      return "ep";
-    case GroupKind::dp:
-      return "dp";
-    case GroupKind::pp:
-      return "pp";
-    case GroupKind::expert_dp:
-      return "expert_dp";
-    case GroupKind::dp_cp:
-      return "dp_cp";
-    case GroupKind::expert_dp_cp:
-      return "expert_dp_cp";
-  }
-  return "?";
-}
-
 namespace {
+
+constexpr const char* kNames[kNumGroupKinds] = {"world",
+                                                "tp",
+                                                "cp",
+                                                "ep",
+                                                "dp",
+                                                "pp",
+                                                "expert_dp",
+                                                "dp_cp",
+                                                "expert_dp_cp",
+                                                "dp_cp_intra_building",
+                                                "dp_cp_cross_building",
+                                                "expert_dp_cp_intra_building",
+                                                "expert_dp_cp_cross_building",
+                                                "embedding",
+                                                "intra_building",
+                                                "cross_building"};
+
 // Dense axes: 0 tp, 1 cp, 2 dp, 3 pp.
 int axis_of(Dim d) {
   switch (d) {
@@ -43,7 +40,36 @@ int axis_of(Dim d) {
   }
   return -1;
 }
+
 }  // namespace
+
+const char* to_string(GroupKind g) { return kNames[static_cast<int>(g)]; }
+
+std::optional<GroupKind> parse_group_kind(const std::string& name) {
+  for (int i = 0; i < kNumGroupKinds; ++i)
+    if (name == kNames[i]) return static_cast<GroupKind>(i);
+  return std::nullopt;
+}
+
+std::vector<std::string> group_kind_names() { return {std::begin(kNames), std::end(kNames)}; }
+
+bool needs_layout(GroupKind g) {
+  return g != GroupKind::world && g != GroupKind::intra_building && g != GroupKind::cross_building;
+}
+
+bool needs_cluster(GroupKind g) {
+  switch (g) {
+    case GroupKind::dp_cp_intra_building:
+    case GroupKind::dp_cp_cross_building:
+    case GroupKind::expert_dp_cp_intra_building:
+    case GroupKind::expert_dp_cp_cross_building:
+    case GroupKind::intra_building:
+    case GroupKind::cross_building:
+      return true;
+    default:
+      return false;
+  }
+}
 
 RankGrid::RankGrid(const Layout& l, std::int64_t world) : world_(world), ep_(l.expert_model_parallel_size) {
   sizes_ = {l.tensor_model_parallel_size, l.context_parallel_size, l.data_parallel_size(world),
@@ -60,8 +86,26 @@ RankGrid::RankGrid(const Layout& l, std::int64_t world) : world_(world), ep_(l.e
   ep_inner_ = ep < dp;
 }
 
+RankGrid::RankGrid(const Layout& l, const Cluster& c) : RankGrid(l, c.world_size()) {
+  std::int64_t first = 0;
+  for (const Building& b : c.buildings) {
+    building_start_.push_back(first);
+    first += b.nodes * c.devices_per_node;
+  }
+  building_start_.push_back(first);
+}
+
+int RankGrid::building(std::int64_t rank) const {
+  if (building_start_.empty()) throw std::logic_error("RankGrid: building groups need the cluster");
+  return static_cast<int>(std::upper_bound(building_start_.begin(), building_start_.end(), rank) -
+                          building_start_.begin()) -
+         1;
+}
+
 std::int64_t RankGrid::size(GroupKind g) const {
   switch (g) {
+    case GroupKind::world:
+      return world_;
     case GroupKind::tp:
       return sizes_[0];
     case GroupKind::cp:
@@ -78,12 +122,17 @@ std::int64_t RankGrid::size(GroupKind g) const {
       return sizes_[2] * sizes_[1];
     case GroupKind::expert_dp_cp:
       return sizes_[2] / ep_ * sizes_[1];
+    case GroupKind::embedding:
+      return sizes_[3] > 1 ? 2 : 1;
+    default:
+      return static_cast<std::int64_t>(group(0, g).size());
   }
-  return 1;
 }
 
 std::int64_t RankGrid::coordinate(std::int64_t rank, GroupKind g) const {
   switch (g) {
+    case GroupKind::world:
+      return rank;
     case GroupKind::tp:
       return dense_coord(rank, 0);
     case GroupKind::cp:
@@ -105,34 +154,54 @@ std::int64_t RankGrid::coordinate(std::int64_t rank, GroupKind g) const {
       return dense_coord(rank, 1) + sizes_[1] * dense_coord(rank, 2);
     case GroupKind::expert_dp_cp:
       return dense_coord(rank, 1) + sizes_[1] * coordinate(rank, GroupKind::expert_dp);
+    default: {
+      const auto members = group(rank, g);
+      return std::find(members.begin(), members.end(), rank) - members.begin();
+    }
   }
-  return 0;
+}
+
+// The members of the rank's `parent` group in its own building (intra), or at its position
+// inside their buildings, one per building, in building order (cross).
+std::vector<std::int64_t> RankGrid::building_half(std::int64_t rank, GroupKind parent, bool intra) const {
+  const std::vector<std::int64_t> members = group(rank, parent);
+  const std::size_t buildings = building_start_.size() - 1;
+  std::vector<std::vector<std::int64_t>> by_building(buildings);
+  for (std::int64_t m : members) by_building[static_cast<std::size_t>(building(m))].push_back(m);
+  const auto& mine = by_building[static_cast<std::size_t>(building(rank))];
+  if (intra) return mine;
+  const std::size_t position = static_cast<std::size_t>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
+  std::vector<std::int64_t> out;
+  for (const auto& in_b : by_building)
+    if (position < in_b.size()) out.push_back(in_b[position]);
+  return out;
 }
 
 std::vector<std::int64_t> RankGrid::group(std::int64_t rank, GroupKind g) const {
   std::vector<std::int64_t> members;
-  const std::int64_t n = size(g);
-  members.reserve(static_cast<std::size_t>(n));
   auto with_axis = [&](int axis, std::int64_t value) {
     return rank + (value - dense_coord(rank, axis)) * strides_[axis];
   };
   switch (g) {
+    case GroupKind::world:
+      for (std::int64_t r = 0; r < world_; ++r) members.push_back(r);
+      break;
     case GroupKind::tp:
     case GroupKind::cp:
     case GroupKind::dp:
     case GroupKind::pp: {
-      int axis = g == GroupKind::tp ? 0 : g == GroupKind::cp ? 1 : g == GroupKind::dp ? 2 : 3;
-      for (std::int64_t i = 0; i < n; ++i) members.push_back(with_axis(axis, i));
+      const int axis = g == GroupKind::tp ? 0 : g == GroupKind::cp ? 1 : g == GroupKind::dp ? 2 : 3;
+      for (std::int64_t i = 0; i < sizes_[axis]; ++i) members.push_back(with_axis(axis, i));
       break;
     }
     case GroupKind::ep: {
       const std::int64_t edp = size(GroupKind::expert_dp), e = coordinate(rank, GroupKind::expert_dp);
-      for (std::int64_t i = 0; i < n; ++i) members.push_back(with_axis(2, ep_inner_ ? e * ep_ + i : i * edp + e));
+      for (std::int64_t i = 0; i < ep_; ++i) members.push_back(with_axis(2, ep_inner_ ? e * ep_ + i : i * edp + e));
       break;
     }
     case GroupKind::expert_dp: {
       const std::int64_t edp = size(GroupKind::expert_dp), e = coordinate(rank, GroupKind::ep);
-      for (std::int64_t i = 0; i < n; ++i) members.push_back(with_axis(2, ep_inner_ ? i * ep_ + e : e * edp + i));
+      for (std::int64_t i = 0; i < edp; ++i) members.push_back(with_axis(2, ep_inner_ ? i * ep_ + e : e * edp + i));
       break;
     }
     case GroupKind::dp_cp:
@@ -144,6 +213,20 @@ std::vector<std::int64_t> RankGrid::group(std::int64_t rank, GroupKind g) const 
         for (std::int64_t c = 0; c < cp; ++c) members.push_back(base + c * strides_[1]);
       }
       break;
+    }
+    case GroupKind::dp_cp_intra_building:
+    case GroupKind::dp_cp_cross_building:
+      return building_half(rank, GroupKind::dp_cp, g == GroupKind::dp_cp_intra_building);
+    case GroupKind::expert_dp_cp_intra_building:
+    case GroupKind::expert_dp_cp_cross_building:
+      return building_half(rank, GroupKind::expert_dp_cp, g == GroupKind::expert_dp_cp_intra_building);
+    case GroupKind::intra_building:
+    case GroupKind::cross_building:
+      return building_half(rank, GroupKind::world, g == GroupKind::intra_building);
+    case GroupKind::embedding: {
+      const std::int64_t pp = sizes_[3], s = dense_coord(rank, 3);
+      if (pp == 1 || (s != 0 && s != pp - 1)) return {rank};
+      return {with_axis(3, 0), with_axis(3, pp - 1)};
     }
   }
   return members;

@@ -1,15 +1,18 @@
-// Which ranks form each parallel group, from a layout's placement order — Megatron's rank
-// generator, as plain arithmetic (no MPI), so the collectives, the workload and the explorer all
-// agree on it.
+// Which ranks form each group, once for the whole program — Megatron's rank generator as plain
+// arithmetic (no MPI): the collectives, the workload, the explorer and `bench coll` all resolve
+// groups here.
 //
-// Ranks are laid out with the first dimension of `order` varying fastest. The dense dimensions
-// are tp, cp, dp, pp (ep has size 1 there); expert layers split the DP dimension into
+// Ranks are laid out with the first dimension of a layout's `order` varying fastest. The dense
+// dimensions are tp, cp, dp, pp (ep has size 1 there); expert layers split the DP dimension into
 // EP × expert-DP, EP taking the inner part when `order` puts ep before dp ("ep-dp"), the outer
-// part otherwise ("dp-ep").
+// part otherwise ("dp-ep"). Groups that depend on where ranks sit (the building halves) need the
+// cluster: ranks fill the devices of a node, the nodes of a building, the buildings in order.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "spec/cluster.hpp"
@@ -17,21 +20,56 @@
 
 namespace sax {
 
-// A parallel group kind: the five dimensions, the expert data-parallel group (ranks that hold
-// the same experts), and the gradient-sync groups: with CP the CP ranks hold the same weights,
-// so gradients are reduced over DP×CP (Megatron's data-parallel group "with context
-// parallel"), expert gradients over expert-DP×CP.
-enum class GroupKind { tp, cp, ep, dp, pp, expert_dp, dp_cp, expert_dp_cp };
+enum class GroupKind {
+  world,  // every rank
+  // The parallel dimensions, and the expert data-parallel group (ranks that hold the same experts).
+  tp,
+  cp,
+  ep,
+  dp,
+  pp,
+  expert_dp,
+  // Gradient sync: with CP the CP ranks hold the same weights, so gradients are reduced over
+  // DP×CP (Megatron's data-parallel group "with context parallel"), expert gradients over
+  // expert-DP×CP.
+  dp_cp,
+  expert_dp_cp,
+  // The two levels of a hierarchical gradient sync over those groups: the members in this rank's
+  // building, and the members at this rank's position inside their buildings, one per building.
+  dp_cp_intra_building,
+  dp_cp_cross_building,
+  expert_dp_cp_intra_building,
+  expert_dp_cp_cross_building,
+  // Tied embeddings: the first and the last stage of this rank's pipeline (a middle stage's rank
+  // is alone in its group).
+  embedding,
+  // The cluster's buildings: the ranks of one building; one rank per building (the ranks with
+  // the same index inside their building).
+  intra_building,
+  cross_building,
+};
+constexpr int kNumGroupKinds = 16;
+
 const char* to_string(GroupKind g);
+std::optional<GroupKind> parse_group_kind(const std::string& name);
+std::vector<std::string> group_kind_names();
+// Whether resolving the kind needs a layout's degrees (all but world and the building groups),
+// or where ranks sit (the building halves and the building groups).
+bool needs_layout(GroupKind g);
+bool needs_cluster(GroupKind g);
 
 class RankGrid {
  public:
-  // `layout` must divide `world_size` (validate_layout checks it).
+  // The layout must divide the world size (check_layout_degrees). Without a cluster the kinds
+  // that need one are refused (std::logic_error: a caller's bug, checked before with needs_cluster).
   RankGrid(const Layout& layout, std::int64_t world_size);
+  RankGrid(const Layout& layout, const Cluster& cluster);
 
   std::int64_t world_size() const { return world_; }
+  // Members of each group of kind g; of rank 0's group for the kinds whose groups may differ in
+  // size (the building kinds with buildings of unequal size, embedding with middle stages).
   std::int64_t size(GroupKind g) const;
-  // The rank's index inside its group of kind g (0 .. size(g)-1).
+  // The rank's index inside its group of kind g (0 .. its group's size − 1).
   std::int64_t coordinate(std::int64_t rank, GroupKind g) const;
   // Members of the rank's group of kind g, in coordinate order (member i has coordinate i).
   std::vector<std::int64_t> group(std::int64_t rank, GroupKind g) const;
@@ -39,13 +77,18 @@ class RankGrid {
   std::vector<std::vector<std::int64_t>> all_groups(GroupKind g) const;
   // The pipeline stage of a rank (its pp coordinate).
   std::int64_t stage(std::int64_t rank) const { return coordinate(rank, GroupKind::pp); }
+  // The building a rank sits in (needs the cluster).
+  int building(std::int64_t rank) const;
 
  private:
   // Coordinates in the dense space (tp, cp, dp, pp), strides from the order.
   std::array<std::int64_t, 4> sizes_{}, strides_{};
   std::int64_t world_ = 0, ep_ = 1;
   bool ep_inner_ = true;  // "ep-dp": EP groups are consecutive DP coordinates
+  // First rank of each building, then the world size; empty without a cluster.
+  std::vector<std::int64_t> building_start_;
   std::int64_t dense_coord(std::int64_t rank, int axis) const { return (rank / strides_[axis]) % sizes_[axis]; }
+  std::vector<std::int64_t> building_half(std::int64_t rank, GroupKind parent, bool intra) const;
 };
 
 // The slowest link class any pair of members crosses.

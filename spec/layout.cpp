@@ -81,23 +81,95 @@ std::string Layout::order_string() const {
   return s;
 }
 
-std::vector<std::int64_t> Layout::stage_layers(const Model& model) const {
-  const std::int64_t pp = pipeline_model_parallel_size;
+std::vector<std::int64_t> split_stage_layers(std::int64_t num_layers, std::int64_t pp, std::int64_t first,
+                                             std::int64_t last) {
   std::vector<std::int64_t> layers(static_cast<std::size_t>(pp), 0);
-  std::int64_t rest = model.num_layers, stages = pp;
-  if (decoder_first_pipeline_num_layers > 0) {
-    layers.front() = decoder_first_pipeline_num_layers;
-    rest -= decoder_first_pipeline_num_layers;
+  std::int64_t rest = num_layers, stages = pp;
+  if (first > 0) {
+    layers.front() = first;
+    rest -= first;
     --stages;
   }
-  if (decoder_last_pipeline_num_layers > 0) {
-    layers.back() = decoder_last_pipeline_num_layers;
-    rest -= decoder_last_pipeline_num_layers;
+  if (last > 0) {
+    layers.back() = last;
+    rest -= last;
     --stages;
   }
-  const std::int64_t first = decoder_first_pipeline_num_layers > 0 ? 1 : 0;
-  for (std::int64_t s = first; s < first + stages; ++s) layers[s] = stages > 0 ? rest / stages : 0;
+  const std::int64_t lo = first > 0 ? 1 : 0;
+  for (std::int64_t s = lo; s < lo + stages; ++s) layers[s] = stages > 0 ? rest / stages : 0;
   return layers;
+}
+
+std::vector<std::int64_t> Layout::stage_layers(const Model& model) const {
+  return split_stage_layers(model.num_layers, pipeline_model_parallel_size, decoder_first_pipeline_num_layers,
+                            decoder_last_pipeline_num_layers);
+}
+
+LayoutRule schedule_rule(const Layout& l) {
+  const std::int64_t pp = l.pipeline_model_parallel_size, vpp = l.virtual_pipeline_model_parallel_size;
+  const bool interleaved = l.schedule.pipeline == PipelineSchedule::interleaved;
+  if (vpp > 1 && pp == 1) return LayoutRule::vpp_needs_pipeline;
+  if (interleaved && vpp == 1) return LayoutRule::interleaved_needs_vpp;
+  if (!interleaved && vpp > 1) return LayoutRule::vpp_needs_interleaved;
+  if (pp == 1 && (l.decoder_first_pipeline_num_layers || l.decoder_last_pipeline_num_layers))
+    return LayoutRule::uneven_needs_pipeline;
+  return LayoutRule::ok;
+}
+
+LayoutRule tensor_parallel_rule(const Model& m, std::int64_t tp) {
+  if (m.num_attention_heads % tp != 0) return LayoutRule::tp_divides_heads;
+  if (m.num_query_groups % tp != 0) return LayoutRule::tp_divides_query_groups;
+  if (m.ffn_hidden_size % tp != 0 || (m.is_moe() && m.moe_ffn_hidden_size % tp != 0)) return LayoutRule::tp_divides_ffn;
+  return LayoutRule::ok;
+}
+
+LayoutRule context_parallel_rule(const Model& m, std::int64_t cp) {
+  return cp > 1 && m.seq_length % (2 * cp) != 0 ? LayoutRule::cp_divides_sequence : LayoutRule::ok;
+}
+
+LayoutRule batch_rule(const Model& m, std::int64_t mbs, std::int64_t dp) {
+  std::int64_t mbs_dp = 0;
+  if (__builtin_mul_overflow(mbs, dp, &mbs_dp) || m.global_batch_size % mbs_dp != 0) return LayoutRule::batch_divides;
+  return LayoutRule::ok;
+}
+
+LayoutRule degrees_rule(const Layout& l, std::int64_t world) {
+  if (world % l.model_parallel_size() != 0) return LayoutRule::model_parallel_divides_world;
+  if (l.data_parallel_size(world) % l.expert_model_parallel_size != 0) return LayoutRule::ep_divides_dp;
+  return LayoutRule::ok;
+}
+
+LayoutRule first_broken_rule(const Layout& l, const Model& m, std::int64_t world) {
+  const std::int64_t tp = l.tensor_model_parallel_size, pp = l.pipeline_model_parallel_size,
+                     cp = l.context_parallel_size, ep = l.expert_model_parallel_size,
+                     vpp = l.virtual_pipeline_model_parallel_size;
+  if (LayoutRule r = schedule_rule(l); r != LayoutRule::ok) return r;
+  if (world % l.model_parallel_size() != 0) return LayoutRule::model_parallel_divides_world;
+  const std::int64_t dp = l.data_parallel_size(world);
+  if (LayoutRule r = tensor_parallel_rule(m, tp); r != LayoutRule::ok) return r;
+  if (!m.is_moe() && ep != 1) return LayoutRule::ep_is_one_for_dense;
+  if (m.is_moe() && m.num_experts % ep != 0) return LayoutRule::ep_divides_experts;
+  if (dp % ep != 0) return LayoutRule::ep_divides_dp;
+  if (LayoutRule r = context_parallel_rule(m, cp); r != LayoutRule::ok) return r;
+  if (l.sequence_parallel && (m.seq_length / cp) % tp != 0) return LayoutRule::sp_divides_sequence;
+  // Megatron-LM (validate_args): "When using MoE and tensor parallelism, sequence parallelism
+  // must be used." (Megatron-core's own check asks the same whenever EP and TP are both > 1.)
+  if (m.is_moe() && tp > 1 && !l.sequence_parallel) return LayoutRule::moe_tp_needs_sp;
+  // Pipeline split: the first/last stages may hold fewer layers; the rest split evenly,
+  // and every stage's layers split evenly into its virtual stages.
+  const std::int64_t first = l.decoder_first_pipeline_num_layers, last = l.decoder_last_pipeline_num_layers;
+  if (first + last > m.num_layers) return LayoutRule::stage_layers_at_most_layers;
+  const std::int64_t middle_stages = pp - (first ? 1 : 0) - (last ? 1 : 0);
+  const std::int64_t middle_layers = m.num_layers - first - last;
+  if (middle_stages == 0 && middle_layers != 0) return LayoutRule::stage_layers_cover_layers;
+  if (middle_stages > 0 && (middle_layers < middle_stages || middle_layers % middle_stages != 0))
+    return LayoutRule::stages_split_evenly;
+  const std::int64_t middle = middle_stages > 0 ? middle_layers / middle_stages : 0;
+  if (middle % vpp != 0 || first % vpp != 0 || last % vpp != 0) return LayoutRule::vpp_divides_stage_layers;
+  if (LayoutRule r = batch_rule(m, l.micro_batch_size, dp); r != LayoutRule::ok) return r;
+  if (l.schedule.pipeline == PipelineSchedule::interleaved && l.num_microbatches(m, world) % pp != 0)
+    return LayoutRule::interleaved_microbatches_divide;
+  return LayoutRule::ok;
 }
 
 template <typename E>
@@ -193,22 +265,25 @@ Layout read_layout(const json& value, const std::string& file) {
     f.fail("pipeline_model_parallel_size", "TP×CP×PP (" + std::to_string(l.tensor_model_parallel_size) + "×" +
                                                std::to_string(l.context_parallel_size) + "×" + std::to_string(pp) +
                                                ") at most " + std::to_string(kMaxSize) + " (the largest world size)");
-  if (vpp > 1 && pp == 1)
-    f.fail("virtual_pipeline_model_parallel_size",
-           "1 when pipeline_model_parallel_size is 1 (interleaving needs a pipeline), got " + std::to_string(vpp));
-  const bool interleaved = l.schedule.pipeline == PipelineSchedule::interleaved;
-  if (interleaved && vpp == 1)
-    throw InputError(file, "/schedule/pipeline",
-                     "\"1f1b\" or \"gpipe\" when virtual_pipeline_model_parallel_size is 1 "
-                     "(\"interleaved\" needs virtual stages)");
-  if (!interleaved && vpp > 1)
-    throw InputError(file, "/schedule/pipeline",
-                     "\"interleaved\" when virtual_pipeline_model_parallel_size is " + std::to_string(vpp) +
-                         ", got \"" + to_string(l.schedule.pipeline) + "\"");
-  if (pp == 1 && (l.decoder_first_pipeline_num_layers || l.decoder_last_pipeline_num_layers))
-    f.fail(
-        l.decoder_first_pipeline_num_layers ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers",
-        "no uneven stage when pipeline_model_parallel_size is 1");
+  switch (schedule_rule(l)) {
+    case LayoutRule::vpp_needs_pipeline:
+      f.fail("virtual_pipeline_model_parallel_size",
+             "1 when pipeline_model_parallel_size is 1 (interleaving needs a pipeline), got " + std::to_string(vpp));
+    case LayoutRule::interleaved_needs_vpp:
+      throw InputError(file, "/schedule/pipeline",
+                       "\"1f1b\" or \"gpipe\" when virtual_pipeline_model_parallel_size is 1 "
+                       "(\"interleaved\" needs virtual stages)");
+    case LayoutRule::vpp_needs_interleaved:
+      throw InputError(file, "/schedule/pipeline",
+                       "\"interleaved\" when virtual_pipeline_model_parallel_size is " + std::to_string(vpp) +
+                           ", got \"" + to_string(l.schedule.pipeline) + "\"");
+    case LayoutRule::uneven_needs_pipeline:
+      f.fail(l.decoder_first_pipeline_num_layers ? "decoder_first_pipeline_num_layers"
+                                                 : "decoder_last_pipeline_num_layers",
+             "no uneven stage when pipeline_model_parallel_size is 1");
+    default:
+      break;
+  }
   f.finish();
   return l;
 }
@@ -235,83 +310,92 @@ json to_json(const Layout& l) {
 
 static std::string str(std::int64_t x) { return std::to_string(x); }
 
-void validate_layout(const Layout& l, const Model& m, const Cluster& c, const std::string& file) {
-  auto fail = [&](const std::string& field, const std::string& expected) {
-    throw InputError(file, "/" + field, expected);
-  };
-  const std::int64_t world = c.world_size();
+// The message of a broken rule: the field at fault and what was expected, with the model or
+// cluster value it clashes with.
+[[noreturn]] static void fail_rule(LayoutRule rule, const Layout& l, const Model* m, std::int64_t world,
+                                   const std::string& cluster_name, const std::string& file) {
+  struct Fail {
+    const std::string& file;
+    [[noreturn]] void operator()(const std::string& field, const std::string& expected) const {
+      throw InputError(file, "/" + field, expected);
+    }
+  } fail{file};
   const std::int64_t tp = l.tensor_model_parallel_size, pp = l.pipeline_model_parallel_size,
                      cp = l.context_parallel_size, ep = l.expert_model_parallel_size,
                      vpp = l.virtual_pipeline_model_parallel_size;
-
-  if (world % l.model_parallel_size() != 0)
-    fail("pipeline_model_parallel_size", "TP×CP×PP (" + str(tp) + "×" + str(cp) + "×" + str(pp) + " = " +
-                                             str(l.model_parallel_size()) + ") to divide the world size of cluster " +
-                                             c.name + " (" + str(world) + ")");
-  const std::int64_t dp = l.data_parallel_size(world);
-
-  if (m.num_attention_heads % tp != 0)
-    fail("tensor_model_parallel_size", "a divisor of num_attention_heads (" + str(m.num_attention_heads) +
-                                           ") of model " + m.name + ", got " + str(tp));
-  if (m.num_query_groups % tp != 0)
-    fail("tensor_model_parallel_size",
-         "a divisor of num_query_groups (" + str(m.num_query_groups) + ") of model " + m.name + ", got " + str(tp));
-  if (m.ffn_hidden_size % tp != 0 || (m.is_moe() && m.moe_ffn_hidden_size % tp != 0))
-    fail("tensor_model_parallel_size", "a divisor of the FFN width of model " + m.name + ", got " + str(tp));
-
-  if (!m.is_moe() && ep != 1) fail("expert_model_parallel_size", "1 for dense model " + m.name + ", got " + str(ep));
-  if (m.is_moe() && m.num_experts % ep != 0)
-    fail("expert_model_parallel_size",
-         "a divisor of num_experts (" + str(m.num_experts) + ") of model " + m.name + ", got " + str(ep));
-  if (dp % ep != 0)
-    fail("expert_model_parallel_size", "a divisor of the data-parallel size (" + str(dp) + "), got " + str(ep));
-
-  if (cp > 1 && m.seq_length % (2 * cp) != 0)
-    fail("context_parallel_size", "a CP size with seq_length (" + str(m.seq_length) +
-                                      ") divisible by 2×CP (causal load balancing), got " + str(cp));
-  if (l.sequence_parallel && (m.seq_length / cp) % tp != 0)
-    fail("sequence_parallel", "false, or a sequence per CP rank (" + str(m.seq_length / cp) +
-                                  ") divisible by tensor_model_parallel_size (" + str(tp) + ")");
-
-  // Megatron-LM (validate_args): "When using MoE and tensor parallelism, sequence parallelism
-  // must be used." (Megatron-core's own check asks the same whenever EP and TP are both > 1.)
-  if (m.is_moe() && tp > 1 && !l.sequence_parallel)
-    fail("sequence_parallel", "true for MoE model " + m.name + " with tensor_model_parallel_size " + str(tp) +
-                                  " (Megatron requires sequence parallelism with MoE and TP > 1)");
-
-  // Pipeline split: the first/last stages may hold fewer layers; the rest split evenly,
-  // and every stage's layers split evenly into its virtual stages.
   const std::int64_t first = l.decoder_first_pipeline_num_layers, last = l.decoder_last_pipeline_num_layers;
-  if (first + last > m.num_layers)
-    fail(first ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers",
-         "first + last stage layers at most num_layers (" + str(m.num_layers) + ")");
-  const std::int64_t middle_stages = pp - (first ? 1 : 0) - (last ? 1 : 0);
-  const std::int64_t middle_layers = m.num_layers - first - last;
-  if (middle_stages == 0 && middle_layers != 0)
-    fail(last ? "decoder_last_pipeline_num_layers" : "decoder_first_pipeline_num_layers",
-         "first + last stage layers equal to num_layers (" + str(m.num_layers) + ") when they are the only stages");
-  if (middle_stages > 0 && (middle_layers < middle_stages || middle_layers % middle_stages != 0)) {
-    std::string why = str(middle_layers) + " layers to split evenly over " + str(middle_stages) + " stages";
-    if (first || last)
+  const std::int64_t dp = world % l.model_parallel_size() == 0 ? l.data_parallel_size(world) : 0;
+  const std::string model = m ? " of model " + m->name : "";
+  const std::int64_t layers = m ? m->num_layers : 0;
+  switch (rule) {
+    case LayoutRule::model_parallel_divides_world:
+      fail("pipeline_model_parallel_size", "TP×CP×PP (" + str(tp) + "×" + str(cp) + "×" + str(pp) + " = " +
+                                               str(l.model_parallel_size()) + ") to divide the world size" +
+                                               (cluster_name.empty() ? "" : " of cluster " + cluster_name) + " (" +
+                                               str(world) + ")");
+    case LayoutRule::tp_divides_heads:
+      fail("tensor_model_parallel_size",
+           "a divisor of num_attention_heads (" + str(m->num_attention_heads) + ")" + model + ", got " + str(tp));
+    case LayoutRule::tp_divides_query_groups:
+      fail("tensor_model_parallel_size",
+           "a divisor of num_query_groups (" + str(m->num_query_groups) + ")" + model + ", got " + str(tp));
+    case LayoutRule::tp_divides_ffn:
+      fail("tensor_model_parallel_size", "a divisor of the FFN width" + model + ", got " + str(tp));
+    case LayoutRule::ep_is_one_for_dense:
+      fail("expert_model_parallel_size", "1 for dense model " + m->name + ", got " + str(ep));
+    case LayoutRule::ep_divides_experts:
+      fail("expert_model_parallel_size",
+           "a divisor of num_experts (" + str(m->num_experts) + ")" + model + ", got " + str(ep));
+    case LayoutRule::ep_divides_dp:
+      fail("expert_model_parallel_size", "a divisor of the data-parallel size (" + str(dp) + "), got " + str(ep));
+    case LayoutRule::cp_divides_sequence:
+      fail("context_parallel_size", "a CP size with seq_length (" + str(m->seq_length) +
+                                        ") divisible by 2×CP (causal load balancing), got " + str(cp));
+    case LayoutRule::sp_divides_sequence:
+      fail("sequence_parallel", "false, or a sequence per CP rank (" + str(m->seq_length / cp) +
+                                    ") divisible by tensor_model_parallel_size (" + str(tp) + ")");
+    case LayoutRule::moe_tp_needs_sp:
+      fail("sequence_parallel", "true for MoE model " + m->name + " with tensor_model_parallel_size " + str(tp) +
+                                    " (Megatron requires sequence parallelism with MoE and TP > 1)");
+    case LayoutRule::stage_layers_at_most_layers:
       fail(first ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers",
-           "a count that leaves " + why + " (num_layers " + str(m.num_layers) + ")");
-    fail("pipeline_model_parallel_size", "a divisor of num_layers (" + str(m.num_layers) + "), got " + str(pp));
+           "first + last stage layers at most num_layers (" + str(layers) + ")");
+    case LayoutRule::stage_layers_cover_layers:
+      fail(last ? "decoder_last_pipeline_num_layers" : "decoder_first_pipeline_num_layers",
+           "first + last stage layers equal to num_layers (" + str(layers) + ") when they are the only stages");
+    case LayoutRule::stages_split_evenly: {
+      const std::int64_t middle_stages = pp - (first ? 1 : 0) - (last ? 1 : 0);
+      const std::string why =
+          str(layers - first - last) + " layers to split evenly over " + str(middle_stages) + " stages";
+      if (first || last)
+        fail(first ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers",
+             "a count that leaves " + why + " (num_layers " + str(layers) + ")");
+      fail("pipeline_model_parallel_size", "a divisor of num_layers (" + str(layers) + "), got " + str(pp));
+    }
+    case LayoutRule::vpp_divides_stage_layers:
+      for (std::int64_t n : l.stage_layers(*m))
+        if (n % vpp != 0)
+          fail("virtual_pipeline_model_parallel_size",
+               "a divisor of every stage's layer count (a stage holds " + str(n) + "), got " + str(vpp));
+      break;
+    case LayoutRule::batch_divides:
+      fail("micro_batch_size", "micro_batch_size × DP (" + str(l.micro_batch_size) + "×" + str(dp) +
+                                   ") to divide global_batch_size (" + str(m->global_batch_size) + ")");
+    case LayoutRule::interleaved_microbatches_divide:
+      fail("micro_batch_size", "a number of micro-batches (" + str(l.num_microbatches(*m, world)) +
+                                   ") divisible by pipeline_model_parallel_size (" + str(pp) +
+                                   ") for the interleaved schedule");
+    default:
+      break;
   }
-  for (std::int64_t layers : l.stage_layers(m))
-    if (layers % vpp != 0)
-      fail("virtual_pipeline_model_parallel_size",
-           "a divisor of every stage's layer count (a stage holds " + str(layers) + "), got " + str(vpp));
+  // The schedule rules are read_layout's; a layout built in code reaches here.
+  fail("schedule", std::string("a pipeline schedule that fits the layout's pipeline (rule ") +
+                       std::to_string(static_cast<int>(rule)) + ")");
+}
 
-  std::int64_t mbs_dp = 0;
-  if (__builtin_mul_overflow(l.micro_batch_size, dp, &mbs_dp) || m.global_batch_size % mbs_dp != 0)
-    fail("micro_batch_size", "micro_batch_size × DP (" + str(l.micro_batch_size) + "×" + str(dp) +
-                                 ") to divide global_batch_size (" + str(m.global_batch_size) + ")");
-  const std::int64_t micro = l.num_microbatches(m, world);
-  if (l.schedule.pipeline == PipelineSchedule::interleaved && micro % pp != 0)
-    fail("micro_batch_size", "a number of micro-batches (" + str(micro) +
-                                 ") divisible by pipeline_model_parallel_size (" + str(pp) +
-                                 ") for the interleaved schedule");
-
+void validate_layout(const Layout& l, const Model& m, const Cluster& c, const std::string& file) {
+  if (LayoutRule r = first_broken_rule(l, m, c.world_size()); r != LayoutRule::ok)
+    fail_rule(r, l, &m, c.world_size(), c.name, file);
   if (!l.schedule.network_technology.empty() && !c.technology(l.schedule.network_technology)) {
     std::string names;
     for (const auto& t : c.network_technologies) names += (names.empty() ? "" : ", ") + t.name;
@@ -319,6 +403,10 @@ void validate_layout(const Layout& l, const Model& m, const Cluster& c, const st
                      "a network technology of cluster " + c.name + " (" + (names.empty() ? "none defined" : names) +
                          "), got \"" + l.schedule.network_technology + "\"");
   }
+}
+
+void validate_degrees(const Layout& l, std::int64_t world, const std::string& file) {
+  if (LayoutRule r = degrees_rule(l, world); r != LayoutRule::ok) fail_rule(r, l, nullptr, world, "", file);
 }
 
 }  // namespace sax

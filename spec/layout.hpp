@@ -63,6 +63,54 @@ struct Layout {
   }
 };
 
+// Layers per pipeline stage: `first` and `last` layers on the first and last stage when > 0
+// (Megatron's decoder_first/last_pipeline_num_layers), the rest split evenly (rounded down).
+std::vector<std::int64_t> split_stage_layers(std::int64_t num_layers, std::int64_t pp, std::int64_t first,
+                                             std::int64_t last);
+
+// Every rule a layout must satisfy, each defined once (layout.cpp): validate_layout and
+// read_layout turn the first broken one into an InputError naming the field; the search prunes
+// millions of candidates with the same verdicts, without building a message.
+enum class LayoutRule {
+  ok,
+  // Schedule and pipeline (no model needed): checked when a layout file is read.
+  vpp_needs_pipeline,     // virtual stages need PP > 1
+  interleaved_needs_vpp,  // the interleaved schedule needs virtual stages
+  vpp_needs_interleaved,  // virtual stages need the interleaved schedule
+  uneven_needs_pipeline,  // first/last stage layer counts need PP > 1
+  // Degrees against the world size (no model needed).
+  model_parallel_divides_world,  // TP×CP×PP divides the world size
+  ep_divides_dp,                 // EP divides DP
+  // Against the model.
+  tp_divides_heads,
+  tp_divides_query_groups,
+  tp_divides_ffn,
+  ep_is_one_for_dense,
+  ep_divides_experts,
+  cp_divides_sequence,          // seq_length divisible by 2×CP (causal load balancing)
+  sp_divides_sequence,          // with SP, seq_length/CP divisible by TP
+  moe_tp_needs_sp,              // MoE with TP > 1 needs SP (Megatron)
+  stage_layers_at_most_layers,  // first + last ≤ num_layers
+  stage_layers_cover_layers,    // first + last = num_layers when they are the only stages
+  stages_split_evenly,          // the middle stages split the rest evenly, at least one layer each
+  vpp_divides_stage_layers,
+  batch_divides,                    // micro_batch_size × DP divides global_batch_size
+  interleaved_microbatches_divide,  // interleaved: micro-batches divisible by PP
+};
+
+// The first rule of the schedule and pipeline (read_layout's) that the layout breaks.
+LayoutRule schedule_rule(const Layout& layout);
+// The first rule that fails for TP against the model (heads, query groups, FFN widths), or ok.
+LayoutRule tensor_parallel_rule(const Model& model, std::int64_t tp);
+// The first rule that fails for CP against the model's sequence, or ok.
+LayoutRule context_parallel_rule(const Model& model, std::int64_t cp);
+// micro_batch_size × DP dividing global_batch_size (with mbs 1: whether any micro-batch size can).
+LayoutRule batch_rule(const Model& model, std::int64_t micro_batch_size, std::int64_t data_parallel_size);
+// The degrees against the world size alone (the groups of RankGrid need these two).
+LayoutRule degrees_rule(const Layout& layout, std::int64_t world_size);
+// Every rule, in validate_layout's order (the network technology aside: it needs the cluster).
+LayoutRule first_broken_rule(const Layout& layout, const Model& model, std::int64_t world_size);
+
 Layout read_layout(const json& value, const std::string& file);
 Layout load_layout(const std::string& file);
 json to_json(const Layout& layout);
@@ -70,5 +118,8 @@ json to_json(const Layout& layout);
 // Checks a layout against a model and a cluster: every rule a user can break. Errors name
 // `layout_file` and the layout field at fault, with the model or cluster value it clashes with.
 void validate_layout(const Layout& layout, const Model& model, const Cluster& cluster, const std::string& layout_file);
+// The two rules of degrees_rule as an InputError naming `layout_file` (for groups resolved
+// without a model: `bench coll --layout`).
+void validate_degrees(const Layout& layout, std::int64_t world_size, const std::string& layout_file);
 
 }  // namespace sax

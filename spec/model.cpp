@@ -4,25 +4,11 @@
 
 namespace sax {
 
-const std::vector<std::string>& dtype_names() {
-  static const std::vector<std::string> names = {"fp32", "tf32", "bf16", "fp16", "fp8"};
-  return names;
-}
-
-int dtype_bytes(const std::string& dtype) {
-  if (dtype == "fp32" || dtype == "tf32") return 4;
-  if (dtype == "bf16" || dtype == "fp16") return 2;
-  if (dtype == "fp8") return 1;
-  throw InputError("", "", "a dtype (one of fp32, tf32, bf16, fp16, fp8), got \"" + dtype + "\"");
-}
-
 std::int64_t Model::num_moe_layers() const {
   return static_cast<std::int64_t>(std::count(moe_layer_pattern.begin(), moe_layer_pattern.end(), true));
 }
 
-static double norm_params(const Model& m) {
-  return m.normalization == "LayerNorm" ? 2.0 * m.hidden_size : 1.0 * m.hidden_size;
-}
+double Model::norm_params() const { return normalization == "LayerNorm" ? 2.0 * hidden_size : 1.0 * hidden_size; }
 
 double Model::attention_params() const {
   const double h = hidden_size;
@@ -30,7 +16,7 @@ double Model::attention_params() const {
   const double kv = static_cast<double>(num_query_groups) * kv_channels;
   double p = h * (q + 2 * kv) + q * h;  // QKV projection + output projection
   if (add_bias_linear) p += (q + 2 * kv) + h;
-  return p + norm_params(*this);
+  return p + norm_params();
 }
 
 double Model::mlp_params(std::int64_t ffn) const {
@@ -40,17 +26,18 @@ double Model::mlp_params(std::int64_t ffn) const {
   return p;
 }
 
-double Model::dense_layer_params() const {
-  return attention_params() + norm_params(*this) + mlp_params(ffn_hidden_size);
+double Model::dense_layer_params() const { return attention_params() + norm_params() + mlp_params(ffn_hidden_size); }
+
+double Model::moe_layer_nonexpert_params() const {
+  return attention_params() + norm_params() + static_cast<double>(hidden_size) * num_experts;
 }
 
 double Model::moe_layer_params() const {
-  return attention_params() + norm_params(*this) + static_cast<double>(hidden_size) * num_experts +
-         static_cast<double>(num_experts) * mlp_params(moe_ffn_hidden_size);
+  return moe_layer_nonexpert_params() + static_cast<double>(num_experts) * mlp_params(moe_ffn_hidden_size);
 }
 
 double Model::moe_layer_active_params() const {
-  return attention_params() + norm_params(*this) + static_cast<double>(hidden_size) * num_experts +
+  return attention_params() + norm_params() + static_cast<double>(hidden_size) * num_experts +
          static_cast<double>(moe_router_topk) * mlp_params(moe_ffn_hidden_size);
 }
 
@@ -61,9 +48,15 @@ double Model::embedding_params() const {
 }
 
 double Model::output_params() const {
-  double p = norm_params(*this);  // final norm
+  double p = norm_params();  // final norm
   if (untie_embeddings_and_output_weights) p += static_cast<double>(vocab_size) * hidden_size;
   return p;
+}
+
+double Model::last_stage_output_params(std::int64_t pp) const {
+  return norm_params() + ((untie_embeddings_and_output_weights || pp > 1)
+                              ? static_cast<double>(vocab_size) * static_cast<double>(hidden_size)
+                              : 0.0);
 }
 
 double Model::params_total() const {
@@ -101,7 +94,7 @@ Model read_model(const json& value, const std::string& file) {
   f.allow("comment");
   Model m;
   m.name = f.string("name");
-  m.dtype = f.choice("dtype", dtype_names(), "bf16");
+  m.dtype = *parse_dtype(f.choice("dtype", dtype_names(), "bf16"));
   m.num_layers = f.integer_in("num_layers", 1, kMaxLayers);
   m.hidden_size = f.integer_in("hidden_size", 1, kMaxSize);
   m.swiglu = f.boolean("swiglu", false);
@@ -176,7 +169,7 @@ Model load_model(const std::string& file) { return read_model(load_json_file(fil
 
 json to_json(const Model& m) {
   json j = {{"name", m.name},
-            {"dtype", m.dtype},
+            {"dtype", to_string(m.dtype)},
             {"num_layers", m.num_layers},
             {"hidden_size", m.hidden_size},
             {"ffn_hidden_size", m.ffn_hidden_size},

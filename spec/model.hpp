@@ -6,17 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "spec/dtype.hpp"
 #include "spec/fields.hpp"
 
 namespace sax {
 
-// Data types a model trains in; also the keys of a device's peak-TFLOP/s table.
-const std::vector<std::string>& dtype_names();
-int dtype_bytes(const std::string& dtype);
-
 struct Model {
   std::string name;
-  std::string dtype = "bf16";  // compute/activation dtype
+  DType dtype = DType::bf16;  // compute/activation dtype
 
   std::int64_t num_layers = 0;
   std::int64_t hidden_size = 0;
@@ -47,13 +44,18 @@ struct Model {
   std::int64_t num_dense_layers() const { return num_layers - num_moe_layers(); }
 
   // Parameter counts by part (weights and biases, norms included).
+  double norm_params() const;                 // one LayerNorm (weight and bias) or RMSNorm (weight)
   double attention_params() const;            // one layer's self-attention, its norm included
   double mlp_params(std::int64_t ffn) const;  // one MLP of width `ffn` (no norm)
   double dense_layer_params() const;          // attention + norm + MLP
+  double moe_layer_nonexpert_params() const;  // attention + norm + router: synced over DP, not expert-DP
   double moe_layer_params() const;            // attention + norm + router + all experts
   double moe_layer_active_params() const;     // attention + norm + router + top-k experts
   double embedding_params() const;            // word (+ position) embeddings
   double output_params() const;               // output layer (0 when tied) + final norm
+  // What the last pipeline stage holds of the output: the final norm and the output layer —
+  // also when tied with PP > 1, where it keeps its own copy of the word embedding.
+  double last_stage_output_params(std::int64_t pipeline_model_parallel_size) const;
   double params_total() const;
   double params_active() const;
 

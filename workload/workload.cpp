@@ -2,7 +2,7 @@
 
 #include <deque>
 
-#include "spec/groups.hpp"
+#include "workload/dp_sync.hpp"
 
 namespace sax::workload {
 
@@ -20,50 +20,6 @@ const char* to_string(Phase p) {
       return "recompute";
     case Phase::optimizer:
       return "optimizer";
-  }
-  return "?";
-}
-
-const char* to_string(CollOp c) {
-  switch (c) {
-    case CollOp::all_reduce:
-      return "all_reduce";
-    case CollOp::all_gather:
-      return "all_gather";
-    case CollOp::reduce_scatter:
-      return "reduce_scatter";
-    case CollOp::all_to_all:
-      return "all_to_all";
-    case CollOp::send:
-      return "send";
-    case CollOp::recv:
-      return "recv";
-    case CollOp::send_recv:
-      return "send_recv";
-  }
-  return "?";
-}
-
-const char* to_string(Group g) {
-  switch (g) {
-    case Group::tp:
-      return "tp";
-    case Group::cp:
-      return "cp";
-    case Group::ep:
-      return "ep";
-    case Group::pp:
-      return "pp";
-    case Group::dp_cp:
-      return "dp_cp";
-    case Group::expert_dp_cp:
-      return "expert_dp_cp";
-    case Group::dp_intra_building:
-      return "dp_intra_building";
-    case Group::dp_cross_building:
-      return "dp_cross_building";
-    case Group::embedding:
-      return "embedding";
   }
   return "?";
 }
@@ -153,7 +109,7 @@ std::vector<Block> schedule_blocks(PipelineSchedule sched, std::int64_t pp, std:
 class Builder {
  public:
   Builder(const Cluster& c, const Model& m, const Layout& l, std::int64_t rank)
-      : c_(c), m_(m), l_(l), grid_(l, c.world_size()), rank_(rank) {
+      : c_(c), m_(m), l_(l), grid_(l, c), rank_(rank) {
     tp_ = l.tensor_model_parallel_size;
     cp_ = l.context_parallel_size;
     pp_ = l.pipeline_model_parallel_size;
@@ -229,8 +185,8 @@ class Builder {
     return o;
   }
 
-  void message(Phase ph, std::int64_t mb, std::int64_t chunk, std::int64_t layer, const char* name, Dim dim, Group g,
-               CollOp op, double bytes, std::int64_t peer = -1, bool overlappable = false) {
+  void message(Phase ph, std::int64_t mb, std::int64_t chunk, std::int64_t layer, const char* name, Dim dim,
+               GroupKind g, CollOp op, double bytes, std::int64_t peer = -1, bool overlappable = false) {
     Op o;
     o.kind = OpKind::message;
     o.phase = ph;
@@ -270,24 +226,25 @@ class Builder {
   // the gradient), after (reduce_scatter with SP, all_reduce without).
   void tp_before(Phase ph, const Block& b, std::int64_t layer) {
     if (tp_ > 1 && sp_)
-      message(ph, b.microbatch, b.chunk, layer, "sp_all_gather", Dim::tp, Group::tp, CollOp::all_gather, A_);
+      message(ph, b.microbatch, b.chunk, layer, "sp_all_gather", Dim::tp, GroupKind::tp, CollOp::all_gather, A_);
   }
   void tp_after(Phase ph, const Block& b, std::int64_t layer) {
     if (tp_ <= 1) return;
     if (sp_)
-      message(ph, b.microbatch, b.chunk, layer, "sp_reduce_scatter", Dim::tp, Group::tp, CollOp::reduce_scatter, A_);
+      message(ph, b.microbatch, b.chunk, layer, "sp_reduce_scatter", Dim::tp, GroupKind::tp, CollOp::reduce_scatter,
+              A_);
     else
-      message(ph, b.microbatch, b.chunk, layer, "tp_all_reduce", Dim::tp, Group::tp, CollOp::all_reduce, A_);
+      message(ph, b.microbatch, b.chunk, layer, "tp_all_reduce", Dim::tp, GroupKind::tp, CollOp::all_reduce, A_);
   }
   void cp_ring(Phase ph, const Block& b, std::int64_t layer, double factor) {
     const double kvb = 2.0 * T_ * (kv_ / tp_) * e_;
     for (std::int64_t i = 0; i < cp_ - 1; ++i)
-      message(ph, b.microbatch, b.chunk, layer, "cp_kv_ring", Dim::cp, Group::cp, CollOp::send_recv, factor * kvb);
+      message(ph, b.microbatch, b.chunk, layer, "cp_kv_ring", Dim::cp, GroupKind::cp, CollOp::send_recv, factor * kvb);
   }
   void ep_all_to_all(Phase ph, const Block& b, std::int64_t layer, const char* name) {
     if (ep_ <= 1) return;
     const double d = (T_ / tp_) * m_.moe_router_topk * h_ * e_;
-    message(ph, b.microbatch, b.chunk, layer, name, Dim::ep, Group::ep, CollOp::all_to_all, d);
+    message(ph, b.microbatch, b.chunk, layer, name, Dim::ep, GroupKind::ep, CollOp::all_to_all, d);
   }
 
   void layer_forward(Phase ph, const Block& b, std::int64_t layer, bool ops_only_attention) {
@@ -352,21 +309,21 @@ class Builder {
   void forward_block(const Block& b) {
     const std::int64_t v = virtual_stage(b.chunk);
     if (v > 0)
-      message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, Group::pp, CollOp::recv, pp_bytes(),
-              pp_peer(v - 1));
+      message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, GroupKind::pp, CollOp::recv,
+              pp_bytes(), pp_peer(v - 1));
     if (has_embedding(b.chunk) && tp_ > 1)
-      message(Phase::forward, b.microbatch, b.chunk, -1, "embedding", Dim::tp, Group::tp,
+      message(Phase::forward, b.microbatch, b.chunk, -1, "embedding", Dim::tp, GroupKind::tp,
               sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
     for (std::int64_t i = 0; i < chunk_layers_; ++i) layer_forward(Phase::forward, b, chunk_offset_[v] + i, false);
     if (has_output(b.chunk)) {
       if (sp_)
-        message(Phase::forward, b.microbatch, b.chunk, -1, "output_all_gather", Dim::tp, Group::tp, CollOp::all_gather,
-                A_);
+        message(Phase::forward, b.microbatch, b.chunk, -1, "output_all_gather", Dim::tp, GroupKind::tp,
+                CollOp::all_gather, A_);
       w_.ops.push_back(compute(Phase::forward, b, -1, "logits", T_, logits_n(), h_, 1, 1.0));
     }
     if (v < pp_ * vpp_ - 1)
-      message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, Group::pp, CollOp::send, pp_bytes(),
-              pp_peer(v + 1));
+      message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, GroupKind::pp, CollOp::send,
+              pp_bytes(), pp_peer(v + 1));
   }
 
   void backward_block(const Block& b, bool sync_after) {
@@ -374,12 +331,12 @@ class Builder {
     const Phase ph = zb() ? Phase::backward_input : Phase::backward;
     const double scale = zb() ? 1.0 : 2.0;
     if (v < pp_ * vpp_ - 1)
-      message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, Group::pp, CollOp::recv, pp_bytes(),
+      message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, GroupKind::pp, CollOp::recv, pp_bytes(),
               pp_peer(v + 1));
     if (has_output(b.chunk)) {
       w_.ops.push_back(compute(ph, b, -1, "logits", T_, logits_n(), h_, 1, scale));
       if (tp_ > 1)
-        message(ph, b.microbatch, b.chunk, -1, "output_grad", Dim::tp, Group::tp,
+        message(ph, b.microbatch, b.chunk, -1, "output_grad", Dim::tp, GroupKind::tp,
                 sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
     }
     for (std::int64_t i = chunk_layers_ - 1; i >= 0; --i) {
@@ -390,7 +347,7 @@ class Builder {
       if (sync_after) layer_dp_sync(layer);
     }
     if (v > 0)
-      message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, Group::pp, CollOp::send, pp_bytes(),
+      message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, GroupKind::pp, CollOp::send, pp_bytes(),
               pp_peer(v - 1));
   }
 
@@ -407,9 +364,7 @@ class Builder {
   // Parameters of one layer this rank holds, split into those synced over DP and over
   // expert-DP.
   double layer_dense_params(std::int64_t layer) const {
-    double p = m_.attention_params() + (m_.normalization == "LayerNorm" ? 2.0 : 1.0) * h_;
-    p += is_moe(layer) ? h_ * m_.num_experts : m_.mlp_params(m_.ffn_hidden_size);
-    return p / tp_;
+    return (is_moe(layer) ? m_.moe_layer_nonexpert_params() : m_.dense_layer_params()) / tp_;
   }
   double layer_expert_params(std::int64_t layer) const {
     if (!is_moe(layer)) return 0;
@@ -420,63 +375,33 @@ class Builder {
     double p = 0;
     for (std::int64_t c = 0; c < vpp_; ++c) {
       if (has_embedding(c)) p += m_.embedding_params() / tp_;
-      if (has_output(c)) {
-        p += (m_.normalization == "LayerNorm" ? 2.0 : 1.0) * h_ / tp_;
-        // Untied: the output layer; tied with PP > 1: the last stage's own copy of the word
-        // embedding (with PP = 1 it is the embedding itself, counted above).
-        if (m_.untie_embeddings_and_output_weights || pp_ > 1) p += static_cast<double>(m_.vocab_size) * h_ / tp_;
-      }
+      if (has_output(c)) p += m_.last_stage_output_params(pp_) / tp_;
     }
     return p;
   }
 
-  // Members per building of a DP-like group, or 0 when uneven; sets n_cross.
-  std::int64_t intra_count(GroupKind g, std::int64_t& n_cross) const {
-    auto members = grid_.group(rank_, g);
+  // A DP-like group as the sync plan sees it: its members per building when equal, else 0.
+  SyncGroup sync_group(GroupKind g) const {
     std::vector<std::int64_t> per_building(c_.buildings.size(), 0);
-    for (auto r : members) ++per_building[c_.place(r).building];
-    std::int64_t n_intra = 0;
-    n_cross = 0;
-    for (auto n : per_building) {
-      if (n == 0) continue;
-      if (n_intra && n != n_intra) return 0;
-      n_intra = n;
-      ++n_cross;
+    for (auto r : grid_.group(rank_, g)) ++per_building[static_cast<std::size_t>(grid_.building(r))];
+    std::int64_t n = 0, spanned = 0;
+    bool even = true;
+    for (auto k : per_building) {
+      if (k == 0) continue;
+      even = even && (n == 0 || k == n);
+      n = k;
+      ++spanned;
     }
-    return n_intra;
+    return {g, grid_.size(g), even ? n : 0, spanned};
   }
 
   // Gradient sync (and, later, parameter all-gather) of `params` over a DP-like group.
   void sync(GroupKind g, double params, std::int64_t layer, bool overlappable, bool gather) {
-    const std::int64_t size = grid_.size(g);
-    if (size <= 1 || params <= 0) return;
-    const Group flat = g == GroupKind::dp_cp ? Group::dp_cp : Group::expert_dp_cp;
     const Phase ph = gather ? Phase::optimizer : (zb() ? Phase::backward_weight : Phase::backward);
-    const double G = 4.0 * params, gbytes = e_ * params;
-    std::int64_t n_cross = 0, n_intra = 0;
-    if (l_.schedule.dp_sync == DpSync::hierarchical) n_intra = intra_count(g, n_cross);
-    const bool hier = n_intra > 0 && n_cross > 1;
-    const bool dist = l_.use_distributed_optimizer;
-    auto msg = [&](const char* name, Group grp, CollOp op, double bytes) {
-      message(ph, -1, 0, layer, name, Dim::dp, grp, op, bytes, -1, overlappable);
-    };
-    if (!gather) {
-      if (!hier) {
-        msg("grad_sync", flat, dist ? CollOp::reduce_scatter : CollOp::all_reduce, G);
-        return;
-      }
-      if (n_intra > 1) msg("grad_sync_intra", Group::dp_intra_building, CollOp::reduce_scatter, G);
-      msg("grad_sync_cross", Group::dp_cross_building, dist ? CollOp::reduce_scatter : CollOp::all_reduce, G / n_intra);
-      if (!dist && n_intra > 1) msg("grad_sync_intra", Group::dp_intra_building, CollOp::all_gather, G);
-      return;
-    }
-    if (!dist) return;
-    if (!hier) {
-      msg("param_all_gather", flat, CollOp::all_gather, gbytes);
-      return;
-    }
-    msg("param_all_gather_cross", Group::dp_cross_building, CollOp::all_gather, gbytes / n_intra);
-    if (n_intra > 1) msg("param_all_gather_intra", Group::dp_intra_building, CollOp::all_gather, gbytes);
+    const bool hierarchical = l_.schedule.dp_sync == DpSync::hierarchical;
+    const SyncGroup group = hierarchical ? sync_group(g) : SyncGroup{g, grid_.size(g), 0, 1};
+    for (const SyncMessage& s : dp_sync_messages(group, params, e_, l_.use_distributed_optimizer, hierarchical, gather))
+      message(ph, -1, 0, layer, s.name, Dim::dp, s.group, s.op, s.bytes, -1, overlappable);
   }
 
   void layer_dp_sync(std::int64_t layer) {
@@ -500,7 +425,7 @@ class Builder {
     }
     // Tied embeddings split over the first and last stage: their gradients are summed.
     if (!m_.untie_embeddings_and_output_weights && pp_ > 1 && (stage_ == 0 || stage_ == pp_ - 1))
-      message(last, -1, 0, -1, "embedding_grad", Dim::pp, Group::embedding, CollOp::all_reduce,
+      message(last, -1, 0, -1, "embedding_grad", Dim::pp, GroupKind::embedding, CollOp::all_reduce,
               4.0 * static_cast<double>(m_.vocab_size) * h_ / tp_);
     if (overlapped()) {
       sync(GroupKind::dp_cp, edge_params(), -1, true, false);

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "spec/cluster.hpp"
+#include "spec/collective.hpp"
 #include "spec/fields.hpp"
+#include "spec/groups.hpp"
 #include "spec/layout.hpp"
 #include "spec/model.hpp"
 
@@ -21,16 +23,6 @@ enum class Phase { forward, backward, backward_input, backward_weight, recompute
 const char* to_string(Phase p);
 
 enum class OpKind { compute, message };
-
-// Collective operations a message can be; send_recv is one step of a ring exchange.
-enum class CollOp { all_reduce, all_gather, reduce_scatter, all_to_all, send, recv, send_recv };
-const char* to_string(CollOp c);
-
-// The group a message runs in: the parallel groups of spec/groups.hpp (gradients sync over
-// DP×CP and expert-DP×CP), the two parts of a hierarchical sync (of whichever of those two
-// groups the message's parameters belong to), and the first/last-stage group of tied embeddings.
-enum class Group { tp, cp, ep, pp, dp_cp, expert_dp_cp, dp_intra_building, dp_cross_building, embedding };
-const char* to_string(Group g);
 
 struct Op {
   OpKind kind = OpKind::compute;
@@ -47,7 +39,7 @@ struct Op {
 
   // Message.
   Dim dim = Dim::tp;
-  Group group = Group::tp;
+  GroupKind group = GroupKind::tp;  // the groups of spec/groups.hpp
   CollOp op = CollOp::all_reduce;
   double bytes = 0;
   std::int64_t peer = -1;     // send/recv: the other rank

@@ -1,11 +1,10 @@
 #include "collectives/mpi/mpi_communicator.hpp"
 
 #include <climits>
-#include <cstring>
 #include <mutex>
 
 #include "collectives/bf16.hpp"
-#include "collectives/mpi/mpi_check.hpp"
+#include "spec/checks/mpi.hpp"
 
 namespace sax::coll {
 
@@ -36,19 +35,6 @@ int as_int(std::size_t n, const char* what) {
     throw RunError(std::string(what) + " of " + std::to_string(n) + " elements exceeds MPI's int count");
   return static_cast<int>(n);
 }
-
-class HostBuffer final : public Buffer {
- public:
-  explicit HostBuffer(std::size_t bytes) : bytes_(bytes), data_(new unsigned char[bytes ? bytes : 1]()) {}
-  void* data() override { return data_.get(); }
-  std::size_t bytes() const override { return bytes_; }
-  void upload(const void* host, std::size_t n) override { std::memcpy(data_.get(), host, n); }
-  void download(void* host, std::size_t n) const override { std::memcpy(host, data_.get(), n); }
-
- private:
-  std::size_t bytes_;
-  std::unique_ptr<unsigned char[]> data_;
-};
 
 class RequestHandle final : public Handle::Impl {
  public:
@@ -83,7 +69,6 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend() const override { return "cpu"; }
-  std::unique_ptr<Buffer> allocate(std::size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
 
   Handle all_reduce(const void* send, void* recv, std::size_t count, DType d, Mode mode) override {
     const int n = as_int(count, "all_reduce");
@@ -223,13 +208,15 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 
 MPI_Datatype mpi_datatype(DType d) {
-  if (d == DType::float32) return MPI_FLOAT;
+  if (d == DType::fp32) return MPI_FLOAT;
+  if (d != DType::bf16) throw UsageError(std::string("collectives: no MPI type for ") + to_string(d));
   ensure_bf16();
   return g_bf16_type;
 }
 
 MPI_Op mpi_sum_op(DType d) {
-  if (d == DType::float32) return MPI_SUM;
+  if (d == DType::fp32) return MPI_SUM;
+  if (d != DType::bf16) throw UsageError(std::string("collectives: no MPI sum for ") + to_string(d));
   ensure_bf16();
   return g_bf16_sum;
 }
@@ -243,6 +230,7 @@ MPI_Comm split_group(MPI_Comm world, const GroupSet& set) {
   SAX_MPI_CHECK(MPI_Comm_rank(world, &rank));
   MPI_Comm group = MPI_COMM_NULL;
   SAX_MPI_CHECK(MPI_Comm_split(world, set.group_of(rank), set.rank_in_group(rank), &group));
+  SAX_MPI_CHECK(MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN));
   return group;
 }
 

@@ -18,8 +18,8 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, bool owned = 
 // their coordinate). Collective over `world`. The caller frees it with MPI_Comm_free.
 MPI_Comm split_group(MPI_Comm world, const GroupSet& set);
 
-// The MPI datatype of a DType: MPI_FLOAT, or a 16-bit type for bfloat16 that only sax's own
-// sum (bf16_sum_op) reduces, since MPI has no bfloat16.
+// The MPI datatype of a DType: MPI_FLOAT for fp32, or a 16-bit type for bf16 that only sax's own
+// sum (mpi_sum_op) reduces, since MPI has no bfloat16. Other types are a UsageError.
 MPI_Datatype mpi_datatype(DType d);
 MPI_Op mpi_sum_op(DType d);
 

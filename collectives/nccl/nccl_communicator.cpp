@@ -5,46 +5,20 @@
 
 #include <string>
 
-#include "collectives/mpi/mpi_check.hpp"
+#include "spec/checks/cuda.hpp"
+#include "spec/checks/mpi.hpp"
+#include "spec/checks/nccl.hpp"
 #include "spec/error.hpp"
 
 namespace sax::coll {
 
 namespace {
 
-void cuda_check(cudaError_t rc, const char* call, const char* file, int line) {
-  if (rc == cudaSuccess) return;
-  throw RunError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + cudaGetErrorName(rc) +
-                 ": " + cudaGetErrorString(rc));
+ncclDataType_t nccl_type(DType d) {
+  if (d == DType::fp32) return ncclFloat32;
+  if (d == DType::bf16) return ncclBfloat16;
+  throw UsageError(std::string("collectives: float32 or bfloat16, not ") + to_string(d));
 }
-
-void nccl_check(ncclResult_t rc, const char* call, const char* file, int line) {
-  if (rc == ncclSuccess) return;
-  throw RunError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + ncclGetErrorString(rc));
-}
-
-#define SAX_CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
-#define SAX_NCCL_CHECK(call) nccl_check((call), #call, __FILE__, __LINE__)
-
-ncclDataType_t nccl_type(DType d) { return d == DType::float32 ? ncclFloat32 : ncclBfloat16; }
-
-class DeviceBuffer final : public Buffer {
- public:
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) { SAX_CUDA_CHECK(cudaMalloc(&data_, bytes ? bytes : 1)); }
-  ~DeviceBuffer() override { cudaFree(data_); }
-  void* data() override { return data_; }
-  std::size_t bytes() const override { return bytes_; }
-  void upload(const void* host, std::size_t n) override {
-    SAX_CUDA_CHECK(cudaMemcpy(data_, host, n, cudaMemcpyHostToDevice));
-  }
-  void download(void* host, std::size_t n) const override {
-    SAX_CUDA_CHECK(cudaMemcpy(host, data_, n, cudaMemcpyDeviceToHost));
-  }
-
- private:
-  std::size_t bytes_;
-  void* data_ = nullptr;
-};
 
 class EventHandle final : public Handle::Impl {
  public:
@@ -67,7 +41,7 @@ class EventHandle final : public Handle::Impl {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(MPI_Comm comm, int device) : mpi_comm_(comm) {
+  NcclCommunicator(MPI_Comm comm, bool owned, int device, Stream stream) : mpi_comm_(comm), owned_mpi_(owned) {
     SAX_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
     SAX_MPI_CHECK(MPI_Comm_size(comm, &size_));
     SAX_CUDA_CHECK(cudaSetDevice(device));
@@ -75,16 +49,24 @@ class NcclCommunicator final : public Communicator {
     if (rank_ == 0) SAX_NCCL_CHECK(ncclGetUniqueId(&id));
     SAX_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
     SAX_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
-    SAX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // The device's communication stream when given (shared with the kernels, so a step can order
+    // and overlap compute and communication), else one of its own.
+    if (stream) {
+      stream_ = static_cast<cudaStream_t>(stream.native);
+    } else {
+      SAX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      owned_stream_ = true;
+    }
   }
   ~NcclCommunicator() override {
-    if (stream_) cudaStreamSynchronize(stream_), cudaStreamDestroy(stream_);
+    if (stream_) cudaStreamSynchronize(stream_);
+    if (owned_stream_) cudaStreamDestroy(stream_);
     if (comm_) ncclCommDestroy(comm_);
+    if (owned_mpi_) MPI_Comm_free(&mpi_comm_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend() const override { return "cuda"; }
-  std::unique_ptr<Buffer> allocate(std::size_t bytes) override { return std::make_unique<DeviceBuffer>(bytes); }
 
   Handle all_reduce(const void* send, void* recv, std::size_t count, DType d, Mode mode) override {
     SAX_NCCL_CHECK(ncclAllReduce(send, recv, count, nccl_type(d), ncclSum, comm_, stream_));
@@ -99,7 +81,7 @@ class NcclCommunicator final : public Communicator {
     return finish(mode);
   }
   Handle all_to_all(const void* send, void* recv, std::size_t count_per_peer, DType d, Mode mode) override {
-    const std::size_t block = count_per_peer * dtype_bytes(d);
+    const std::size_t block = count_per_peer * static_cast<std::size_t>(dtype_bytes(d));
     SAX_NCCL_CHECK(ncclGroupStart());
     for (int peer = 0; peer < size_; ++peer) {
       SAX_NCCL_CHECK(
@@ -114,7 +96,7 @@ class NcclCommunicator final : public Communicator {
                       const std::vector<std::size_t>& send_displs, void* recv,
                       const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs, DType d,
                       Mode mode) override {
-    const std::size_t e = dtype_bytes(d);
+    const std::size_t e = static_cast<std::size_t>(dtype_bytes(d));
     SAX_NCCL_CHECK(ncclGroupStart());
     for (int peer = 0; peer < size_; ++peer) {
       if (send_counts[peer])
@@ -160,6 +142,7 @@ class NcclCommunicator final : public Communicator {
     return {};
   }
   MPI_Comm mpi_comm_;
+  bool owned_mpi_ = false, owned_stream_ = false;
   int rank_ = 0, size_ = 1;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -169,8 +152,8 @@ class NcclCommunicator final : public Communicator {
 
 bool nccl_compiled() { return true; }
 
-std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, int device) {
-  return std::make_unique<NcclCommunicator>(comm, device);
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, bool owned, int device, Stream stream) {
+  return std::make_unique<NcclCommunicator>(comm, owned, device, stream);
 }
 
 }  // namespace sax::coll

@@ -6,7 +6,7 @@ namespace sax::coll {
 
 bool nccl_compiled() { return false; }
 
-std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, int) {
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, bool, int, Stream) {
   throw UsageError("backend cuda: this sax was built without CUDA and NCCL (SAX_CUDA=OFF or no toolkit found)");
 }
 

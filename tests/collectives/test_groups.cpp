@@ -77,7 +77,7 @@ TEST(Groups, BadInputIsRefused) {
     resolve_group("pp", 4, {nullptr, "", &l, "l.json"});
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_EQ(e.path(), "/tensor_model_parallel_size");
+    EXPECT_EQ(e.path(), "/pipeline_model_parallel_size");  // validate_degrees: the one rule and message
   }
   EXPECT_THROW(resolve_group("world", 1, {}), UsageError);
 }

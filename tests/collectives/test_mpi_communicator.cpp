@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "collectives/bf16.hpp"
+#include "collectives/factory.hpp"
 #include "collectives/mpi/mpi_communicator.hpp"
 
 using namespace sax::coll;
@@ -29,7 +30,7 @@ class Mpi : public ::testing::TestWithParam<Mode> {
 
 TEST_P(Mpi, AllReduceSums) {
   std::vector<float> in(100, static_cast<float>(me + 1)), out(100, -1);
-  Handle h = comm->all_reduce(in.data(), out.data(), in.size(), DType::float32, GetParam());
+  Handle h = comm->all_reduce(in.data(), out.data(), in.size(), sax::DType::fp32, GetParam());
   h.wait();
   for (float v : out) ASSERT_EQ(v, n * (n + 1) / 2.0f);
 }
@@ -37,11 +38,11 @@ TEST_P(Mpi, AllReduceSums) {
 TEST_P(Mpi, ReduceScatterAllGatherAllToAll) {
   std::vector<float> in(static_cast<std::size_t>(n) * 3), out(3), gathered(in.size()), a2a(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(100 * me + i);
-  comm->reduce_scatter(in.data(), out.data(), 3, DType::float32, GetParam()).wait();
+  comm->reduce_scatter(in.data(), out.data(), 3, sax::DType::fp32, GetParam()).wait();
   for (int j = 0; j < 3; ++j) EXPECT_EQ(out[j], 100.0f * n * (n - 1) / 2 + n * (3 * me + j));
-  comm->all_gather(out.data(), gathered.data(), 3, DType::float32, GetParam()).wait();
+  comm->all_gather(out.data(), gathered.data(), 3, sax::DType::fp32, GetParam()).wait();
   for (int s = 0; s < n; ++s) EXPECT_EQ(gathered[3 * s], 100.0f * n * (n - 1) / 2 + n * 3 * s);
-  comm->all_to_all(in.data(), a2a.data(), 3, DType::float32, GetParam()).wait();
+  comm->all_to_all(in.data(), a2a.data(), 3, sax::DType::fp32, GetParam()).wait();
   for (int s = 0; s < n; ++s) EXPECT_EQ(a2a[3 * s + 1], 100.0f * s + 3 * me + 1);  // block me of rank s
 }
 
@@ -55,7 +56,7 @@ TEST_P(Mpi, AllToAllVMoeDispatch) {
   std::vector<float> in(sd.back() + sc.back()), out(rd.back() + rc.back(), -1);
   for (int d = 0; d < n; ++d)
     for (std::size_t k = 0; k < sc[d]; ++k) in[sd[d] + k] = static_cast<float>(10 * me + d);
-  Handle h = comm->all_to_all_v(in.data(), sc, sd, out.data(), rc, rd, DType::float32, GetParam());
+  Handle h = comm->all_to_all_v(in.data(), sc, sd, out.data(), rc, rd, sax::DType::fp32, GetParam());
   h.wait();
   for (int s = 0; s < n; ++s)
     for (std::size_t k = 0; k < rc[s]; ++k) ASSERT_EQ(out[rd[s] + k], 10.0f * s + me);
@@ -63,17 +64,17 @@ TEST_P(Mpi, AllToAllVMoeDispatch) {
 
 TEST_P(Mpi, BroadcastSendRecvBarrier) {
   std::vector<float> buf(10, me == 2 ? 7.0f : 0.0f);
-  comm->broadcast(buf.data(), buf.size(), DType::float32, 2, GetParam()).wait();
+  comm->broadcast(buf.data(), buf.size(), sax::DType::fp32, 2, GetParam()).wait();
   EXPECT_EQ(buf[9], 7.0f);
   float out = -1, in = static_cast<float>(me);
-  comm->send_recv(&in, (me + 1) % n, &out, (me + n - 1) % n, 1, DType::float32, GetParam()).wait();
+  comm->send_recv(&in, (me + 1) % n, &out, (me + n - 1) % n, 1, sax::DType::fp32, GetParam()).wait();
   EXPECT_EQ(out, static_cast<float>((me + n - 1) % n));
   // Separate send and recv: even ranks send to the next odd rank.
   float x = me * 2.0f, y = -1;
   if (me % 2 == 0) {
-    comm->send(&x, 1, DType::float32, me + 1, GetParam()).wait();
+    comm->send(&x, 1, sax::DType::fp32, me + 1, GetParam()).wait();
   } else {
-    comm->recv(&y, 1, DType::float32, me - 1, GetParam()).wait();
+    comm->recv(&y, 1, sax::DType::fp32, me - 1, GetParam()).wait();
     EXPECT_EQ(y, (me - 1) * 2.0f);
   }
   comm->barrier(GetParam()).wait();
@@ -82,7 +83,7 @@ TEST_P(Mpi, BroadcastSendRecvBarrier) {
 TEST_P(Mpi, Bfloat16SumIsExactOnSmallIntegers) {
   std::vector<std::uint16_t> in(1000), out(1000);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = float_to_bf16(static_cast<float>((i + me) % 5) - 2);
-  comm->all_reduce(in.data(), out.data(), in.size(), DType::bfloat16, GetParam()).wait();
+  comm->all_reduce(in.data(), out.data(), in.size(), sax::DType::bf16, GetParam()).wait();
   for (std::size_t i = 0; i < in.size(); ++i) {
     float want = 0;
     for (int r = 0; r < n; ++r) want += static_cast<float>((i + r) % 5) - 2;
@@ -96,7 +97,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, Mpi, ::testing::Values(Mode::blocking, Mode::asy
 TEST(MpiAsync, HandleCompletesWhileComputeRuns) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   std::vector<float> in(1 << 16, 1.0f), out(in.size());
-  Handle h = comm->all_reduce(in.data(), out.data(), in.size(), DType::float32, Mode::async);
+  Handle h = comm->all_reduce(in.data(), out.data(), in.size(), sax::DType::fp32, Mode::async);
   double busy = 0;  // compute that overlaps the collective
   for (int i = 0; i < 100000; ++i) busy += i * 1e-9;
   while (!h.test()) {
@@ -108,15 +109,34 @@ TEST(MpiAsync, HandleCompletesWhileComputeRuns) {
 
 TEST(MpiGroups, SplitFollowsTheGroupSet) {
   GroupSet pp;
-  pp.name = "pp";
+  pp.kind = sax::GroupKind::pp;
   pp.groups = {{0, 2}, {1, 3}};
   MPI_Comm c = split_group(MPI_COMM_WORLD, pp);
   auto comm = make_mpi_communicator(c, /*owned=*/true);
   EXPECT_EQ(comm->size(), 2);
   EXPECT_EQ(comm->rank(), world_rank() / 2);
   float in = static_cast<float>(world_rank()), out = 0;
-  comm->all_reduce(&in, &out, 1, DType::float32, Mode::blocking);
+  comm->all_reduce(&in, &out, 1, sax::DType::fp32, Mode::blocking);
   EXPECT_EQ(out, world_rank() % 2 == 0 ? 2.0f : 4.0f);
+}
+
+// The factory: the communicator of this rank's group, its members' world ranks and the link class
+// the groups cross, from a group set resolved on the local testbed (TP 2 × PP 2, PP across buildings).
+TEST(MpiGroups, FactoryMakesTheGroupsCommunicator) {
+  const sax::Cluster cluster = sax::load_cluster(std::string(SAX_SOURCE_DIR) + "/configs/clusters/local-2bld.json");
+  const sax::Layout layout = sax::load_layout(std::string(SAX_SOURCE_DIR) + "/configs/layouts/local-tp2-pp2.json");
+  const GroupSet pp = resolve_group("pp", 4, {&cluster, "c.json", &layout, "l.json"});
+  auto factory = make_communicator_factory(sax::Backend::cpu);
+  EXPECT_EQ(factory->backend(), sax::Backend::cpu);
+  GroupCommunicator g = factory->make(pp);
+  EXPECT_EQ(g.kind, sax::GroupKind::pp);
+  EXPECT_EQ(g.members, (std::vector<std::int64_t>{world_rank() % 2, world_rank() % 2 + 2}));
+  EXPECT_EQ(g.link_class, sax::LinkClass::cross_building);
+  ASSERT_EQ(g.comm->size(), 2);
+  EXPECT_EQ(g.members[static_cast<std::size_t>(g.comm->rank())], world_rank());
+  float in = static_cast<float>(world_rank()), out = 0;
+  g.comm->all_reduce(&in, &out, 1, sax::DType::fp32, Mode::blocking);
+  EXPECT_EQ(out, static_cast<float>(g.members[0] + g.members[1]));
 }
 
 int main(int argc, char** argv) {

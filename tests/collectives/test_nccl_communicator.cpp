@@ -21,16 +21,18 @@ TEST(Nccl, AllReduceAndAsyncHandleOnOneDevice) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
     MPI_Init(nullptr, nullptr);
   }
-  auto comm = make_nccl_communicator(MPI_COMM_SELF, 0);
+  // Kernels and the communicator share the device's communication stream (the stream seam).
+  auto device = sax::kernels::make_device(sax::Backend::cuda, 0);
+  auto comm = make_nccl_communicator(MPI_COMM_SELF, false, 0, device->comm_stream());
   EXPECT_STREQ(comm->backend(), "cuda");
   std::vector<float> host(1024, 3.0f), back(1024);
-  auto send = comm->allocate(host.size() * 4), recv = comm->allocate(host.size() * 4);
+  auto send = device->allocate(host.size() * 4), recv = device->allocate(host.size() * 4);
   send->upload(host.data(), host.size() * 4);
-  Handle h = comm->all_reduce(send->data(), recv->data(), host.size(), DType::float32, Mode::async);
+  Handle h = comm->all_reduce(send->data(), recv->data(), host.size(), sax::DType::fp32, Mode::async);
   h.wait();
   recv->download(back.data(), back.size() * 4);
   EXPECT_EQ(back[1000], 3.0f);
-  comm->all_gather(send->data(), recv->data(), host.size(), DType::float32, Mode::blocking);
+  comm->all_gather(send->data(), recv->data(), host.size(), sax::DType::fp32, Mode::blocking);
   comm->barrier(Mode::blocking);
   comm.reset();
   MPI_Finalize();

@@ -40,13 +40,13 @@ std::string error_of(const json& j) {
 
 TEST(Calibration, ReadsAndRoundTrips) {
   const Calibration c = read_calibration(good(), "k.json");
-  EXPECT_EQ(c.provenance.backend, "cpu");
-  const auto& ar = c.links[static_cast<int>(LinkClass::intra_node)][static_cast<int>(CollectiveOp::all_reduce)];
+  EXPECT_EQ(c.provenance.backend, Backend::cpu);
+  const auto& ar = c.links[static_cast<int>(LinkClass::intra_node)][static_cast<int>(CollOp::all_reduce)];
   ASSERT_TRUE(ar.has_value());
   EXPECT_DOUBLE_EQ(ar->alpha_us, 5);
   EXPECT_DOUBLE_EQ(ar->fit.r2, 0.998);
   EXPECT_EQ(ar->fit.samples, 24);
-  EXPECT_FALSE(c.links[0][static_cast<int>(CollectiveOp::all_gather)].has_value());
+  EXPECT_FALSE(c.links[0][static_cast<int>(CollOp::all_gather)].has_value());
   ASSERT_TRUE(c.gemm.has_value());
   EXPECT_DOUBLE_EQ(c.gemm->at(1e3), 0.2);                     // clamped below
   EXPECT_DOUBLE_EQ(c.gemm->at(1e12), 0.6);                    // clamped above

@@ -161,9 +161,9 @@ TEST(CostModel, CalibrationReplacesDatasheetValues) {
   const Prediction base = CostModel(s, m, CostParams::datasheet(s, m)).predict(l);
   Calibration k;
   k.provenance.cluster = "h100";
-  k.provenance.backend = "cuda";
+  k.provenance.backend = Backend::cuda;
   // NVLink measured at half the datasheet bandwidth for TP's collectives; GEMMs at 50 %.
-  for (CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::all_reduce})
+  for (CollOp op : {CollOp::all_gather, CollOp::reduce_scatter, CollOp::all_reduce})
     k.links[0][static_cast<int>(op)] = AlphaBeta{3, 2.0 / 450, {0.99, 0.02, 12}};
   k.gemm = EfficiencyCurve{{{1e6, 0.5}}, {}};
   const Prediction cal = CostModel(s, m, CostParams::calibrated(s, m, k, "k.json")).predict(l);

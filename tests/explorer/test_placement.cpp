@@ -75,17 +75,17 @@ TEST(Placement, LinkClassOfEveryGroupKindMatchesRankGrid) {
               const std::string what = "world " + std::to_string(world) + " tp" + std::to_string(tp) + " cp" +
                                        std::to_string(cp) + " ep" + std::to_string(ep) + " dp" + std::to_string(dp) +
                                        " pp" + std::to_string(pp) + " " + l.order_string();
-              EXPECT_EQ(pl[GroupSlot::tp].link, worst(c, grid.all_groups(GroupKind::tp))) << what;
-              EXPECT_EQ(pl[GroupSlot::cp].link, worst(c, grid.all_groups(GroupKind::cp))) << what;
-              EXPECT_EQ(pl[GroupSlot::ep].link, worst(c, grid.all_groups(GroupKind::ep))) << what;
-              EXPECT_EQ(pl[GroupSlot::pp].link, worst(c, grid.all_groups(GroupKind::pp))) << what;
+              EXPECT_EQ(pl[GroupKind::tp].link, worst(c, grid.all_groups(GroupKind::tp))) << what;
+              EXPECT_EQ(pl[GroupKind::cp].link, worst(c, grid.all_groups(GroupKind::cp))) << what;
+              EXPECT_EQ(pl[GroupKind::ep].link, worst(c, grid.all_groups(GroupKind::ep))) << what;
+              EXPECT_EQ(pl[GroupKind::pp].link, worst(c, grid.all_groups(GroupKind::pp))) << what;
               const auto dpcp = dp_cp_groups(grid, GroupKind::dp);
               const auto edpcp = dp_cp_groups(grid, GroupKind::expert_dp);
-              EXPECT_EQ(pl[GroupSlot::dp_cp].link, worst(c, dpcp)) << what;
-              EXPECT_EQ(pl[GroupSlot::expert_dp_cp].link, worst(c, edpcp)) << what;
-              EXPECT_EQ(pl[GroupSlot::dp_cp].size, dp * cp) << what;
+              EXPECT_EQ(pl[GroupKind::dp_cp].link, worst(c, dpcp)) << what;
+              EXPECT_EQ(pl[GroupKind::expert_dp_cp].link, worst(c, edpcp)) << what;
+              EXPECT_EQ(pl[GroupKind::dp_cp].size, dp * cp) << what;
               // Members per building, when even, as the hierarchical DP sync splits them.
-              const GroupPlace& g = pl[GroupSlot::dp_cp];
+              const GroupPlace& g = pl[GroupKind::dp_cp];
               // When every group of the kind spreads evenly over the buildings it spans, the
               // arithmetic must give that count; placements that misalign with buildings (some
               // groups even, some not) sync flat.

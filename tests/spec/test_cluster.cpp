@@ -11,7 +11,7 @@ TEST(Cluster, PresetSizes) {
   Cluster h = load_cluster(preset_path("clusters/h100-3bld.json"));
   EXPECT_EQ(h.world_size(), 98304);
   EXPECT_EQ(h.buildings.size(), 3u);
-  EXPECT_DOUBLE_EQ(h.device.peak_tflops.at("bf16"), 989.4);
+  EXPECT_DOUBLE_EQ(h.device.peak_tflops.at(DType::bf16), 989.4);
   Cluster l = load_cluster(preset_path("clusters/local-2bld.json"));
   EXPECT_EQ(l.world_size(), 4);
   EXPECT_EQ(l.buildings.size(), 2u);

@@ -1,4 +1,4 @@
-#include "collectives/mpi/watchdog.hpp"
+#include "harness/watchdog.hpp"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace sax::coll {
+namespace sax::harness {
 
 Watchdog::Watchdog(double timeout_s, int world_rank)
     : timeout_(std::isfinite(timeout_s) && timeout_s > 0 ? std::min(timeout_s, kMaxTimeoutS) : kMaxTimeoutS),
@@ -55,4 +55,4 @@ void Watchdog::watch() {
   _exit(1);  // MPI_Abort does not return; if it ever does, still never hang
 }
 
-}  // namespace sax::coll
+}  // namespace sax::harness

@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-namespace sax::coll {
+namespace sax::harness {
 
 // The longest timeout: sax bench coll refuses more, and the watchdog clamps to it, because
 // steady_clock::now() + 1e20 s overflows and would put the deadline in the past.
@@ -38,4 +38,4 @@ class Watchdog {
   std::thread thread_;
 };
 
-}  // namespace sax::coll
+}  // namespace sax::harness

@@ -1,0 +1,66 @@
+#include "explorer/candidate.hpp"
+
+namespace sax::explorer {
+
+Candidate Candidate::of(const Layout& l, const Cluster& cl) {
+  Candidate c;
+  c.tp = l.tensor_model_parallel_size;
+  c.cp = l.context_parallel_size;
+  c.ep = l.expert_model_parallel_size;
+  c.pp = l.pipeline_model_parallel_size;
+  c.vpp = l.virtual_pipeline_model_parallel_size;
+  c.mbs = l.micro_batch_size;
+  c.dp = l.data_parallel_size(cl.world_size());
+  c.first_layers = l.decoder_first_pipeline_num_layers;
+  c.last_layers = l.decoder_last_pipeline_num_layers;
+  c.order = l.order;
+  c.pipeline = l.schedule.pipeline;
+  c.dp_sync = l.schedule.dp_sync;
+  c.recompute = l.recompute_granularity;
+  c.sp = l.sequence_parallel;
+  c.distributed_optimizer = l.use_distributed_optimizer;
+  c.technology = -1;
+  for (std::size_t i = 0; i < cl.network_technologies.size(); ++i)
+    if (cl.network_technologies[i].name == l.schedule.network_technology) c.technology = static_cast<int>(i);
+  return c;
+}
+
+Layout Candidate::degrees() const {
+  Layout l;
+  l.tensor_model_parallel_size = tp;
+  l.context_parallel_size = cp;
+  l.expert_model_parallel_size = ep;
+  l.pipeline_model_parallel_size = pp;
+  l.virtual_pipeline_model_parallel_size = vpp;
+  l.micro_batch_size = mbs;
+  l.decoder_first_pipeline_num_layers = first_layers;
+  l.decoder_last_pipeline_num_layers = last_layers;
+  l.order = order;
+  l.schedule.pipeline = pipeline;
+  l.schedule.dp_sync = dp_sync;
+  l.recompute_granularity = recompute;
+  l.sequence_parallel = sp;
+  l.use_distributed_optimizer = distributed_optimizer;
+  return l;
+}
+
+Layout Candidate::to_layout(const Cluster& cl) const {
+  Layout l = degrees();
+  if (technology >= 0)
+    l.schedule.network_technology = cl.network_technologies[static_cast<std::size_t>(technology)].name;
+  return l;
+}
+
+PipelineSplit PipelineSplit::of(const ModelConsts& c, std::int64_t pp, std::int64_t vpp, std::int64_t first_layers,
+                                std::int64_t last_layers) {
+  PipelineSplit s{pp, vpp, first_layers, last_layers, {}};
+  for (const StageLayers& st : stage_layers(c, pp, vpp, first_layers, last_layers)) {
+    bool seen = false;
+    for (const StageLayers& k : s.kinds)
+      seen = seen || (k.dense == st.dense && k.moe == st.moe && k.first == st.first && k.last == st.last);
+    if (!seen) s.kinds.push_back(st);  // stages come in ascending order: the smallest index stays
+  }
+  return s;
+}
+
+}  // namespace sax::explorer

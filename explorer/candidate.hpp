@@ -1,0 +1,42 @@
+// A layout in the compact form the search enumerates, and the pipeline split it implies.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "explorer/quantities.hpp"
+#include "spec/cluster.hpp"
+#include "spec/layout.hpp"
+
+namespace sax::explorer {
+
+// No strings: the network technology is an index into the cluster's list, −1 = the cluster's own
+// cross-building link. `dp` is derived (world / (tp·cp·pp)), kept to spare the divisions.
+struct Candidate {
+  std::int64_t tp = 1, cp = 1, ep = 1, pp = 1, vpp = 1, mbs = 1, dp = 1;
+  std::int64_t first_layers = 0, last_layers = 0;
+  std::array<Dim, 5> order = {Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp};
+  PipelineSchedule pipeline = PipelineSchedule::one_f_one_b;
+  DpSync dp_sync = DpSync::overlapped;
+  Recompute recompute = Recompute::none;
+  bool sp = false, distributed_optimizer = false;
+  int technology = -1;
+
+  bool sequence_parallel() const { return sp && tp > 1; }  // SP does something only with TP > 1
+  static Candidate of(const Layout& layout, const Cluster& cluster);
+  // The layout without its network technology (what the divisibility rules look at).
+  Layout degrees() const;
+  Layout to_layout(const Cluster& cluster) const;
+};
+
+// The stages of a pipeline split that can differ (first, last, middle kinds), each kept once
+// with its smallest stage index (which holds the most in-flight micro-batches).
+struct PipelineSplit {
+  std::int64_t pp = 1, vpp = 1, first_layers = 0, last_layers = 0;
+  std::vector<StageLayers> kinds;
+  static PipelineSplit of(const ModelConsts& c, std::int64_t pp, std::int64_t vpp, std::int64_t first_layers,
+                          std::int64_t last_layers);
+};
+
+}  // namespace sax::explorer

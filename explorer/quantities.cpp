@@ -1,0 +1,52 @@
+#include "explorer/quantities.hpp"
+
+namespace sax::explorer {
+
+ModelConsts ModelConsts::of(const Model& m) {
+  ModelConsts c;
+  c.h = static_cast<double>(m.hidden_size);
+  c.s = static_cast<double>(m.seq_length);
+  c.q = static_cast<double>(m.num_attention_heads * m.kv_channels);
+  c.kv = static_cast<double>(m.num_query_groups * m.kv_channels);
+  c.f = static_cast<double>(m.ffn_hidden_size);
+  c.fe = static_cast<double>(m.moe_ffn_hidden_size);
+  c.w = m.swiglu ? 3.0 : 2.0;
+  c.E = static_cast<double>(m.num_experts);
+  c.k = static_cast<double>(m.is_moe() ? m.moe_router_topk : 0);
+  c.V = static_cast<double>(m.vocab_size);
+  c.e = dtype_bytes(m.dtype);
+  c.heads = static_cast<double>(m.num_attention_heads);
+  c.layer_dense_params = m.dense_layer_params();
+  c.moe_nonexpert_params = m.moe_layer_nonexpert_params();
+  c.expert_params = m.is_moe() ? m.mlp_params(m.moe_ffn_hidden_size) : 0.0;
+  c.embedding_params = m.embedding_params();
+  c.output_params_pp1 = m.last_stage_output_params(1);
+  c.output_params_pp = m.last_stage_output_params(2);
+  c.tied = !m.untie_embeddings_and_output_weights;
+  c.layers = m.num_layers;
+  c.moe_prefix.assign(static_cast<std::size_t>(m.num_layers) + 1, 0);
+  for (std::int64_t i = 0; i < m.num_layers; ++i)
+    c.moe_prefix[i + 1] = c.moe_prefix[i] + (m.moe_layer_pattern.empty() ? 0 : (m.moe_layer_pattern[i] ? 1 : 0));
+  return c;
+}
+
+std::vector<StageLayers> stage_layers(const ModelConsts& c, std::int64_t pp, std::int64_t vpp,
+                                      std::int64_t first_layers, std::int64_t last_layers) {
+  const std::vector<std::int64_t> per = split_stage_layers(c.layers, pp, first_layers, last_layers);
+  std::vector<StageLayers> out(static_cast<std::size_t>(pp));
+  for (std::int64_t i = 0; i < pp; ++i) out[i].stage = i;
+  // Virtual stage v = chunk·pp + stage holds per[stage]/vpp consecutive layers.
+  std::int64_t offset = 0;
+  for (std::int64_t v = 0; v < pp * vpp; ++v) {
+    const std::int64_t st = v % pp, n = per[st] / vpp;
+    const std::int64_t moe = c.moe_between(offset, offset + n);
+    out[st].moe += moe;
+    out[st].dense += n - moe;
+    offset += n;
+  }
+  out.front().first = true;
+  out.back().last = true;
+  return out;
+}
+
+}  // namespace sax::explorer

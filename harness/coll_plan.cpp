@@ -1,0 +1,145 @@
+#include "harness/coll_plan.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+#include "collectives/communicator.hpp"
+#include "harness/sizes.hpp"
+#include "harness/watchdog.hpp"
+#include "spec/error.hpp"
+
+namespace sax::harness {
+
+namespace {
+
+std::int64_t parse_int(const std::string& text, const std::string& flag, std::int64_t min) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > 1'000'000'000)
+    throw UsageError(flag + ": expected an integer >= " + std::to_string(min) + ", got '" + text + "'");
+  return v;
+}
+
+std::uint64_t parse_size(const std::string& text, const std::string& flag) {
+  auto b = parse_bytes(text);
+  if (!b || *b == 0) throw UsageError(flag + ": expected a size like 4096, 1K, 16M or 1G, got '" + text + "'");
+  return *b;
+}
+
+std::string bench_op_names() {
+  std::string s;
+  for (CollOp op : kBenchCollOps) s += std::string(s.empty() ? "" : ", ") + to_string(op);
+  return s;
+}
+
+}  // namespace
+
+std::string CollBenchArgs::text() const {
+  std::string t;
+  for (const std::string* s : {&op, &min_bytes, &max_bytes, &step_factor, &iters, &warmup, &dtype, &group,
+                               &cluster_file, &layout_file, &backend, &timeout_s, &json_file})
+    t += *s + '\x1f';
+  return t + (check ? "check" : "nocheck");
+}
+
+json CollBenchConfig::to_json() const {
+  json ops_json = json::array();
+  for (CollOp op : ops) ops_json.push_back(to_string(op));
+  return {{"ops", ops_json},
+          {"min_bytes", min_bytes},
+          {"max_bytes", max_bytes},
+          {"step_factor", step_factor},
+          {"iters", iters},
+          {"warmup", warmup},
+          {"dtype", element_name(dtype)},
+          {"check", check},
+          {"group", group},
+          {"cluster", cluster_file},
+          {"layout", layout_file},
+          {"backend", to_string(backend)},
+          {"timeout_s", timeout_s},
+          {"json", json_file}};
+}
+
+CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
+                              const std::function<Backend(const std::string&)>& choose_backend) {
+  CollBenchPlan plan;
+  CollBenchConfig& c = plan.config;
+  // Operations: one name, a comma-separated list, or "all".
+  std::string rest = a.op;
+  while (true) {
+    const auto comma = rest.find(',');
+    const std::string name = rest.substr(0, comma);
+    const std::optional<CollOp> op = parse_coll_op(name);
+    if (name == "all")
+      c.ops.assign(std::begin(kBenchCollOps), std::end(kBenchCollOps));
+    else if (op && std::find(std::begin(kBenchCollOps), std::end(kBenchCollOps), *op) != std::end(kBenchCollOps))
+      c.ops.push_back(*op);
+    else
+      throw UsageError("--op: unknown operation '" + name + "' (expected " + bench_op_names() + " or all)");
+    if (comma == std::string::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  const std::optional<DType> dtype = parse_dtype(a.dtype);
+  if (!dtype || !coll::supported(*dtype))
+    throw UsageError("--dtype: unknown type '" + a.dtype + "' (expected float32 or bfloat16)");
+  c.dtype = *dtype;
+  c.min_bytes = parse_size(a.min_bytes, "-b/--min-bytes");
+  c.max_bytes = parse_size(a.max_bytes, "-e/--max-bytes");
+  if (c.min_bytes > c.max_bytes)
+    throw UsageError("-b/--min-bytes (" + a.min_bytes + ") is larger than -e/--max-bytes (" + a.max_bytes + ")");
+  c.step_factor = static_cast<std::uint64_t>(parse_int(a.step_factor, "-f/--step-factor", 2));
+  c.iters = static_cast<int>(parse_int(a.iters, "-n/--iters", 1));
+  c.warmup = static_cast<int>(parse_int(a.warmup, "-w/--warmup", 0));
+  c.check = a.check;
+  char* end = nullptr;
+  c.timeout_s = std::strtod(a.timeout_s.c_str(), &end);
+  // Bounded: a deadline of now + 1e20 s (or inf) overflows steady_clock and fires at once.
+  if (a.timeout_s.empty() || *end != '\0' || !std::isfinite(c.timeout_s) || !(c.timeout_s > 0) ||
+      c.timeout_s > kMaxTimeoutS)
+    throw UsageError("--timeout: expected seconds > 0 and at most 1e6, got '" + a.timeout_s + "'");
+  c.backend = choose_backend(a.backend);
+  c.group = a.group;
+  c.cluster_file = a.cluster_file;
+  c.layout_file = a.layout_file;
+  c.json_file = a.json_file;
+
+  coll::GroupSource src;
+  if (!a.cluster_file.empty()) {
+    plan.cluster = load_cluster(a.cluster_file);
+    src.cluster = &*plan.cluster;
+    src.cluster_file = a.cluster_file;
+  }
+  if (!a.layout_file.empty()) {
+    plan.layout = load_layout(a.layout_file);
+    src.layout = &*plan.layout;
+    src.layout_file = a.layout_file;
+  }
+  plan.groups = coll::resolve_group(c.group, world_size, src);
+
+  // Every size must split into whole elements, and into whole per-rank blocks where the op
+  // splits its buffer by rank (nccl-tests rounds down instead; we would rather say so).
+  const std::uint64_t e = static_cast<std::uint64_t>(dtype_bytes(c.dtype));
+  std::set<std::size_t> group_sizes;
+  for (const auto& g : plan.groups.groups) group_sizes.insert(g.size());
+  for (std::uint64_t bytes : sweep_sizes(c.min_bytes, c.max_bytes, c.step_factor)) {
+    if (bytes % e != 0)
+      throw UsageError("size " + std::to_string(bytes) + " B is not a whole number of " + std::to_string(e) + "-byte " +
+                       element_name(c.dtype) + " elements");
+    for (CollOp op : c.ops) {
+      if (!splits_by_rank(op)) continue;
+      for (std::size_t n : group_sizes)
+        if (bytes % (n * e) != 0)
+          throw UsageError("size " + std::to_string(bytes) + " B of " + to_string(op) + " does not divide into " +
+                           std::to_string(n) + " ranks of group " + c.group + " × " + std::to_string(e) + "-byte " +
+                           element_name(c.dtype) + " elements");
+    }
+  }
+  return plan;
+}
+
+}  // namespace sax::harness

@@ -1,0 +1,63 @@
+// `bench coll`'s plan: the command line as typed, validated into the configuration and the group
+// set the sweep runs (identically on every rank: see Job::agree).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collectives/groups.hpp"
+#include "spec/cluster.hpp"
+#include "spec/collective.hpp"
+#include "spec/dtype.hpp"
+#include "spec/layout.hpp"
+
+namespace sax::harness {
+
+using nlohmann::json;
+
+// The command line as typed. Every field is text so that all validation happens in
+// plan_coll_bench, identically on every rank, after MPI is up.
+struct CollBenchArgs {
+  std::string op = "all_reduce";
+  std::string min_bytes = "1K", max_bytes = "16M", step_factor = "2";
+  std::string iters = "20", warmup = "5";
+  std::string dtype = "float32";
+  bool check = false;
+  std::string group = "world", cluster_file, layout_file;
+  std::string backend;  // "" = cuda where a device is present, cpu otherwise
+  std::string timeout_s = "300";
+  std::string json_file;
+  // The whole command line, for the ranks to compare.
+  std::string text() const;
+};
+
+struct CollBenchConfig {
+  std::vector<CollOp> ops;
+  std::uint64_t min_bytes = 1024, max_bytes = 16u << 20, step_factor = 2;
+  int iters = 20, warmup = 5;
+  DType dtype = DType::fp32;
+  bool check = false;
+  std::string group = "world", cluster_file, layout_file;
+  Backend backend = Backend::cpu;
+  double timeout_s = 300;
+  std::string json_file;
+  json to_json() const;
+};
+
+struct CollBenchPlan {
+  CollBenchConfig config;
+  coll::GroupSet groups;
+  std::optional<Cluster> cluster;
+  std::optional<Layout> layout;
+};
+
+// Bad input is a UsageError or an InputError (exit 2). `choose_backend` turns --backend into the
+// backend ("" = the default), refusing one this build or machine cannot serve (Job::choose_backend).
+CollBenchPlan plan_coll_bench(const CollBenchArgs& args, std::int64_t world_size,
+                              const std::function<Backend(const std::string&)>& choose_backend);
+
+}  // namespace sax::harness

@@ -1,0 +1,83 @@
+#include "harness/coll_report.hpp"
+
+#include <cstdio>
+#include <ctime>
+#include <set>
+
+#include "harness/fault_injection.hpp"
+#include "harness/sizes.hpp"
+#include "sax_version.hpp"
+
+namespace sax::harness {
+
+json collect_env(Job& job, const CollBenchPlan& plan) {
+  const std::vector<std::string> hosts = job.all_gather(job.processor_name());
+  const std::set<std::string> distinct(hosts.begin(), hosts.end());
+  char when[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  json groups = json::array();
+  for (const auto& g : plan.groups.groups) groups.push_back(g);
+  json env = {{"sax_version", kVersion},
+              {"world_size", job.size()},
+              {"hosts", distinct.size()},
+              {"rank_hosts", hosts},
+              {"mpi_library", job.mpi_library()},
+              {"mpi_thread_level", job.thread_level()},
+              {"backend", to_string(plan.config.backend)},
+              {"groups", groups},
+              {"link_class", plan.groups.link_class ? json(link_class_name(*plan.groups.link_class)) : json(nullptr)},
+              {"time_utc", when}};
+  env.update(FaultInjection::get().to_json());
+  return env;
+}
+
+json coll_results_json(const CollBenchConfig& config, const json& env, const std::vector<CollResult>& results) {
+  json out = {{"version", 1}, {"config", config.to_json()}, {"env", env}, {"results", json::array()}};
+  for (const auto& r : results) out["results"].push_back(r.to_json());
+  return out;
+}
+
+std::string coll_header(const CollBenchPlan& plan, const json& env) {
+  const auto& c = plan.config;
+  std::set<std::size_t> sizes;
+  for (const auto& g : plan.groups.groups) sizes.insert(g.size());
+  std::string per;
+  for (std::size_t s : sizes) per += (per.empty() ? "" : "/") + std::to_string(s);
+  std::string s = "# sax bench coll: " + std::to_string(env["world_size"].get<int>()) + " ranks on " +
+                  std::to_string(env["hosts"].get<std::size_t>()) + " host(s) (" +
+                  env["rank_hosts"][0].get<std::string>() + (env["hosts"].get<std::size_t>() > 1 ? ", ..." : "") +
+                  "), backend " + to_string(c.backend) + " (" + env["mpi_library"].get<std::string>() + ")\n";
+  s += "# group " + c.group + ": " + std::to_string(plan.groups.groups.size()) + " group(s) of " + per +
+       " ranks, running at once; link class " +
+       (plan.groups.link_class ? std::string(link_class_name(*plan.groups.link_class)) : "unknown (no --cluster)") +
+       "\n";
+  s += "# dtype " + std::string(element_name(c.dtype)) + ", sizes " + format_bytes(c.min_bytes) + ".." +
+       format_bytes(c.max_bytes) + " x" + std::to_string(c.step_factor) + ", iters " + std::to_string(c.iters) +
+       ", warmup " + std::to_string(c.warmup) + ", check " + (c.check ? "on" : "off") +
+       "; time = slowest rank's mean, p50/p99/cv over per-iteration slowest-rank times\n";
+  // The --timeout watchdog calls MPI_Abort from its own thread while the main thread may be
+  // inside a collective: only MPI_THREAD_MULTIPLE makes that call well-defined.
+  if (env.contains("mpi_thread_level") && env["mpi_thread_level"] != "multiple")
+    s += "# warning: the MPI library provides thread level " + env["mpi_thread_level"].get<std::string>() +
+         ", not multiple: the --timeout watchdog's abort from its own thread may not work\n";
+  return s;
+}
+
+std::string coll_op_header(CollOp op) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "# %s\n#%11s %12s %9s %11s %11s %11s %10s %10s %7s %7s\n", to_string(op), "size",
+                "count", "type", "time_us", "algbw_gbps", "busbw_gbps", "p50_us", "p99_us", "cv", "#wrong");
+  return buf;
+}
+
+std::string coll_row(const CollResult& r) {
+  char buf[256];
+  const std::string wrong = r.wrong ? std::to_string(*r.wrong) : "N/A";
+  std::snprintf(buf, sizeof buf, "%12llu %12llu %9s %11.2f %11.4f %11.4f %10.2f %10.2f %7.3f %7s\n",
+                static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.count),
+                element_name(r.dtype), r.time_us, r.algbw_gbps, r.busbw_gbps, r.p50_us, r.p99_us, r.cv, wrong.c_str());
+  return buf;
+}
+
+}  // namespace sax::harness

@@ -1,0 +1,44 @@
+#include "harness/fault_injection.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "spec/env.hpp"
+
+namespace sax::harness {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+const FaultInjection& FaultInjection::get() {
+  static const FaultInjection f = [] {
+    constexpr std::int64_t kMaxRank = 1 << 30;
+    FaultInjection x;
+    x.hang_rank_ = static_cast<int>(env_integer("SAX_TEST_HANG_RANK", -1, kMaxRank).value_or(-1));
+    x.exit_rank_ = static_cast<int>(env_integer("SAX_TEST_EXIT_RANK", -1, kMaxRank).value_or(-1));
+    x.corrupt_rank_ = static_cast<int>(env_integer("SAX_TEST_CORRUPT_RANK", -1, kMaxRank).value_or(-1));
+    x.slowdown_ = env_number("SAX_BENCH_INJECT_SLOWDOWN", 0.0, 100.0).value_or(0.0);
+    x.block_ = static_cast<int>(env_integer("SAX_BENCH_INJECT_BLOCK", 0, 1 << 20).value_or(0));
+    return x;
+  }();
+  return f;
+}
+
+void FaultInjection::before_first_measurement(int world_rank) const {
+  if (world_rank == exit_rank_) _exit(3);
+  if (world_rank == hang_rank_)
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+double FaultInjection::slow_down(int i, double start_s, double end_s) const {
+  const bool slowed = block_ == 0 || (i / block_) % 2 == 1;
+  const double until = slowed ? end_s + slowdown_ * (end_s - start_s) : end_s;
+  while (now_s() < until) {
+  }
+  return now_s();
+}
+
+nlohmann::json FaultInjection::to_json() const { return {{"inject_slowdown", slowdown_}, {"inject_block", block_}}; }
+
+}  // namespace sax::harness

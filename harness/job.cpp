@@ -1,0 +1,168 @@
+#include "harness/job.hpp"
+
+#include <fcntl.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "spec/checks/mpi.hpp"
+
+namespace sax::harness {
+
+std::uint64_t text_hash(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+Job::Job() {
+  int init = 0;
+  MPI_Initialized(&init);
+  if (!init) {
+    // A library that provides less than MPI_THREAD_MULTIPLE still runs; bench coll's header warns.
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    owned_ = true;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  SAX_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  SAX_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+}
+
+Job::~Job() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (owned_ && !fin) MPI_Finalize();
+}
+
+void Job::agree(const std::string& args_text, const std::function<void()>& validate) {
+  std::string error;
+  try {
+    validate();
+  } catch (const UsageError& e) {
+    error = e.what();
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  int bad = error.empty() ? 0 : 1, any_bad = 0;
+  const std::uint64_t h = text_hash(args_text);
+  std::uint64_t h_min = 0, h_max = 0;
+  SAX_MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  SAX_MPI_CHECK(MPI_Allreduce(&h, &h_min, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
+  SAX_MPI_CHECK(MPI_Allreduce(&h, &h_max, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+  if (h_min != h_max)
+    fail_together(UsageError("arguments differ across ranks: every rank must get the same arguments" +
+                             (error.empty() ? std::string() : " (rank 0: " + error + ")")));
+  if (any_bad)
+    fail_together(UsageError(bad ? error
+                                 : "another rank rejected the arguments (rank 0 accepted them); are the input "
+                                   "files the same on every host?"));
+}
+
+void Job::announce_and_meet(bool run_error, const std::string& what) {
+  if (rank_ == 0) std::cerr << (run_error ? "sax: failed: " : "sax: error: ") << what << std::endl;
+  const int fd = ::open("/dev/null", O_WRONLY);
+  if (fd >= 0) ::dup2(fd, STDERR_FILENO);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void Job::abort(const std::exception& e) {
+  std::fprintf(stderr, "sax: failed: rank %d: %s\n", rank_, e.what());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  _exit(1);  // MPI_Abort does not return; if it ever does, still never hang
+}
+
+void Job::max(std::vector<double>& values) {
+  SAX_MPI_CHECK(
+      MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+}
+
+double Job::max(double value) {
+  double out = 0;
+  SAX_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return out;
+}
+
+std::int64_t Job::sum(std::int64_t value) {
+  std::int64_t out = 0;
+  SAX_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+  return out;
+}
+
+void Job::barrier() { SAX_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+
+std::vector<std::string> Job::all_gather(const std::string& value) {
+  constexpr int kWidth = MPI_MAX_PROCESSOR_NAME;
+  std::vector<char> mine(kWidth, '\0'), all(static_cast<std::size_t>(size_) * kWidth);
+  value.copy(mine.data(), kWidth - 1);
+  SAX_MPI_CHECK(MPI_Allgather(mine.data(), kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, MPI_COMM_WORLD));
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r) out.emplace_back(all.data() + static_cast<std::size_t>(r) * kWidth);
+  return out;
+}
+
+std::string Job::processor_name() const {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  SAX_MPI_CHECK(MPI_Get_processor_name(name, &len));
+  return std::string(name, static_cast<std::size_t>(len));
+}
+
+std::string Job::mpi_library() const {
+  char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  SAX_MPI_CHECK(MPI_Get_library_version(lib, &len));
+  const std::string library(lib);
+  return library.substr(0, library.find_first_of("\n,"));
+}
+
+std::string Job::thread_level() const {
+  int provided = MPI_THREAD_SINGLE;
+  SAX_MPI_CHECK(MPI_Query_thread(&provided));
+  switch (provided) {
+    case MPI_THREAD_SINGLE:
+      return "single";
+    case MPI_THREAD_FUNNELED:
+      return "funneled";
+    case MPI_THREAD_SERIALIZED:
+      return "serialized";
+    case MPI_THREAD_MULTIPLE:
+      return "multiple";
+  }
+  return "unknown";
+}
+
+Backend Job::choose_backend(const std::string& requested) {
+  const kernels::CudaDevices devices = kernels::cuda_devices();
+  if (requested.empty())
+    return devices.count > 0 && coll::backend_compiled(Backend::cuda) ? Backend::cuda : Backend::cpu;
+  const std::optional<Backend> b = parse_backend(requested);
+  if (!b) throw UsageError("--backend: expected cpu or cuda, got '" + requested + "'");
+  if (*b == Backend::cuda) {
+    if (!devices.compiled || !coll::backend_compiled(Backend::cuda))
+      throw UsageError("--backend cuda: this sax was built without CUDA");
+    if (devices.count == 0)
+      throw UsageError("--backend cuda: " + (devices.reason.empty() ? std::string("no CUDA device") : devices.reason));
+  }
+  return *b;
+}
+
+std::unique_ptr<kernels::Device> Job::make_device(Backend backend) {
+  if (backend == Backend::cpu) return kernels::make_device(Backend::cpu);
+  // One device per rank on a node: the rank's index among the ranks sharing its memory.
+  MPI_Comm node = MPI_COMM_NULL;
+  int local_rank = 0;
+  SAX_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+  SAX_MPI_CHECK(MPI_Comm_rank(node, &local_rank));
+  SAX_MPI_CHECK(MPI_Comm_free(&node));
+  return kernels::make_device(Backend::cuda, local_rank % kernels::cuda_devices().count);
+}
+
+std::unique_ptr<coll::CommunicatorFactory> Job::communicators(kernels::Device& device) {
+  return coll::make_communicator_factory(device.backend(), device.index(), device.comm_stream());
+}
+
+}  // namespace sax::harness

@@ -1,0 +1,94 @@
+// The MPI job a testbed command runs as (`bench coll`, and later `run`, `calibrate`): one per
+// process. It starts and ends MPI, lets every rank judge the command line alike and agree on the
+// verdict before anyone exits (so that all exit with the same code and only rank 0 prints the one
+// line), brings the whole job down when one rank fails alone, does the few reductions the
+// harness needs across ranks, and chooses the backend and makes the device and the communicator
+// factory for it. No MPI type appears here: callers never include <mpi.h>.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "collectives/factory.hpp"
+#include "kernels/device.hpp"
+#include "spec/cluster.hpp"
+#include "spec/error.hpp"
+
+namespace sax::harness {
+
+// How a command's result file is written. cli/ provides it: only the `sax` program writes result
+// files (whole or not at all), and a bad path is found before the work (`check`), not after.
+struct ResultWriter {
+  std::function<void(const std::string& file)> check;
+  std::function<void(const std::string& file, const nlohmann::json& value)> write;
+};
+
+class Job {
+ public:
+  // Starts MPI with MPI_THREAD_MULTIPLE (the watchdog aborts from its own thread) unless it is
+  // already running; errors return to the caller (MPI_ERRORS_RETURN) so that the checks see them.
+  Job();
+  // Finalizes MPI when this Job started it (mpirun then returns the ranks' common exit code).
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Every rank runs `validate` (which throws UsageError or InputError for bad input); then the
+  // ranks compare `args_text` (the command line as typed) and their verdicts. Differing arguments,
+  // or a rejection on any rank, fail together as a UsageError (exit 2).
+  void agree(const std::string& args_text, const std::function<void()>& validate);
+
+  // An error every rank shares: rank 0 prints its one line now, while every rank is still alive
+  // (mpirun kills the job as soon as one rank exits non-zero, so printing after MPI_Finalize would
+  // race with that), then all ranks meet and throw `e` with stderr silenced, so that main's own
+  // report of it goes nowhere and each rank exits with the code its type means.
+  template <typename Error>
+  [[noreturn]] void fail_together(const Error& e) {
+    announce_and_meet(std::is_base_of_v<RunError, Error>, e.what());
+    throw e;
+  }
+
+  // A failure one rank may meet alone during the run: it says so with its rank and ends the whole
+  // job with exit code 1 (a peer stuck in a collective would otherwise wait forever).
+  [[noreturn]] void abort(const std::exception& e);
+
+  // Across all ranks: element-wise maximum in place, a maximum, a sum, a barrier.
+  void max(std::vector<double>& values);
+  double max(double value);
+  std::int64_t sum(std::int64_t value);
+  void barrier();
+  // Every rank's `value`, in rank order (host names, for the environment record).
+  std::vector<std::string> all_gather(const std::string& value);
+
+  // The processor (host) name, the MPI library and the thread level MPI provides: where a
+  // figure came from.
+  std::string processor_name() const;
+  std::string mpi_library() const;
+  std::string thread_level() const;  // single | funneled | serialized | multiple
+
+  // The backend: `requested` ("" = cuda where a CUDA device is present, cpu otherwise). A request
+  // for cuda that this build or machine cannot serve is a UsageError saying why.
+  static Backend choose_backend(const std::string& requested);
+  // The device this rank computes on (CUDA: by its rank among the ranks on its node) and the
+  // communicator factory on it (NCCL on the device's communication stream).
+  std::unique_ptr<kernels::Device> make_device(Backend backend);
+  std::unique_ptr<coll::CommunicatorFactory> communicators(kernels::Device& device);
+
+ private:
+  void announce_and_meet(bool run_error, const std::string& what);
+  bool owned_ = false;
+  int rank_ = 0, size_ = 1;
+};
+
+// One hash of a command line (FNV-1a), for Job::agree.
+std::uint64_t text_hash(const std::string& text);
+
+}  // namespace sax::harness

@@ -1,0 +1,55 @@
+// The CPU device: host memory, no streams (work runs on the calling thread), events that are
+// always done.
+#include "kernels/device.hpp"
+
+#include <cstring>
+
+#include "spec/error.hpp"
+
+namespace sax::kernels {
+
+namespace {
+
+class HostBuffer final : public Buffer {
+ public:
+  explicit HostBuffer(std::size_t bytes) : bytes_(bytes), data_(new unsigned char[bytes ? bytes : 1]()) {}
+  void* data() override { return data_.get(); }
+  std::size_t bytes() const override { return bytes_; }
+  void upload(const void* host, std::size_t n) override { std::memcpy(data_.get(), host, n); }
+  void download(void* host, std::size_t n) const override { std::memcpy(host, data_.get(), n); }
+
+ private:
+  std::size_t bytes_;
+  std::unique_ptr<unsigned char[]> data_;
+};
+
+class HostEvent final : public Event {
+ public:
+  void record(Stream) override {}
+  void wait(Stream) override {}
+  void synchronize() override {}
+  bool done() override { return true; }
+};
+
+class CpuDevice final : public Device {
+ public:
+  Backend backend() const override { return Backend::cpu; }
+  int index() const override { return 0; }
+  std::string name() const override { return "cpu"; }
+  std::unique_ptr<Buffer> allocate(std::size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
+  Stream compute_stream() override { return {}; }
+  Stream comm_stream() override { return {}; }
+  std::unique_ptr<Event> make_event() override { return std::make_unique<HostEvent>(); }
+  void synchronize(Stream) override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_cuda_device(int index);  // cuda/device.cpp or cuda/device_none.cpp
+
+std::unique_ptr<Device> make_device(Backend backend, int index) {
+  if (backend == Backend::cuda) return make_cuda_device(index);
+  return std::make_unique<CpuDevice>();
+}
+
+}  // namespace sax::kernels
