@@ -29,70 +29,86 @@ double bubble_fraction(const Layout& l, std::int64_t m) {
                          m);
 }
 
-namespace {
-
-// The sync of `params` over a DP-like group as `count` messages (one per layer when
-// overlapped, else one), `bytes` summed: the plan of workload/dp_sync.hpp for all of them at once.
-void add_sync(TrafficList<6>& out, const GroupPlace& g, GroupKind kind, double params, double count, double e,
-              const Candidate& cand, bool gather) {
-  const workload::SyncGroup group{kind, g.size, g.per_building, g.buildings_spanned};
-  const bool hierarchical = cand.dp_sync == DpSync::hierarchical;
-  for (const workload::SyncMessage& s :
-       workload::dp_sync_messages(group, params, e, cand.distributed_optimizer, hierarchical, gather))
-    out.add({Dim::dp, s.group, s.op, count, s.bytes});
-}
-
-}  // namespace
-
-StageTraffic stage_traffic(const ModelConsts& c, const Candidate& cand, const StageLayers& st, const MicroShape& x,
-                           const Placement& pl) {
-  StageTraffic t;
-  const bool sp = cand.sequence_parallel(), full = cand.recompute == Recompute::full;
-  const double L = static_cast<double>(st.layers()), moe = static_cast<double>(st.moe);
-  const double passes = full ? 3.0 : 2.0;  // forward, backward, recomputed forward
+TrafficUnits traffic_units(const ModelConsts& c, const Candidate& cand, const MicroShape& x, const Placement& pl) {
+  TrafficUnits u;
   if (cand.tp > 1) {
     // Per layer and pass: with SP an all-gather before and a reduce-scatter after attention and
-    // MLP; without, an all-reduce after each. The embedding adds one (reduce-scatter with SP),
-    // the output layer an all-gather and a reduce-scatter with SP, else one all-reduce.
-    const double per_layer = L * passes * 2.0, first = st.first ? 1.0 : 0.0, last = st.last ? 1.0 : 0.0;
-    if (sp) {
-      const double ag = per_layer + last, rs = per_layer + first + last;
-      t.tp.add({Dim::tp, GroupKind::tp, CollOp::all_gather, ag, ag * x.A});
-      t.tp.add({Dim::tp, GroupKind::tp, CollOp::reduce_scatter, rs, rs * x.A});
+    // MLP; without, an all-reduce after each.
+    if (cand.sequence_parallel()) {
+      u.tp.add({Dim::tp, GroupKind::tp, CollOp::all_gather, 1, x.A});
+      u.tp.add({Dim::tp, GroupKind::tp, CollOp::reduce_scatter, 1, x.A});
     } else {
-      const double ar = per_layer + first + last;
-      t.tp.add({Dim::tp, GroupKind::tp, CollOp::all_reduce, ar, ar * x.A});
+      u.tp.add({Dim::tp, GroupKind::tp, CollOp::all_reduce, 1, x.A});
     }
   }
   if (cand.cp > 1) {
     const double steps = static_cast<double>(cand.cp - 1);
-    t.cp_forward = {Dim::cp, GroupKind::cp, CollOp::send_recv, steps, steps * x.KVb};
-    t.cp_backward = {Dim::cp, GroupKind::cp, CollOp::send_recv, steps, steps * 2.0 * x.KVb};
+    u.cp_forward = {Dim::cp, GroupKind::cp, CollOp::send_recv, steps, steps * x.KVb};
+    u.cp_backward = {Dim::cp, GroupKind::cp, CollOp::send_recv, steps, steps * 2.0 * x.KVb};
+  }
+  if (cand.ep > 1) u.ep = {Dim::ep, GroupKind::ep, CollOp::all_to_all, 1, x.D};
+  if (cand.pp > 1) {
+    u.pp = {Dim::pp, GroupKind::pp, CollOp::send, 1, x.P};
+    if (c.tied)
+      u.embedding = {Dim::pp, GroupKind::embedding, CollOp::all_reduce, 1,
+                     4.0 * c.V * c.h / static_cast<double>(cand.tp)};
+  }
+  const bool hierarchical = cand.dp_sync == DpSync::hierarchical;
+  auto plan = [&](TrafficList<3>& out, GroupKind kind, bool gather) {
+    const GroupPlace& g = pl[kind];
+    const workload::SyncGroup group{kind, g.size, g.per_building, g.buildings_spanned};
+    for (const workload::SyncMessage& s :
+         workload::dp_sync_messages(group, 1.0, c.e, cand.distributed_optimizer, hierarchical, gather))
+      out.add({Dim::dp, s.group, s.op, 1, s.bytes});
+  };
+  plan(u.dense_grad, GroupKind::dp_cp, false);
+  plan(u.dense_gather, GroupKind::dp_cp, true);
+  if (c.E > 0) {  // a dense model has no expert parameters to sync
+    plan(u.expert_grad, GroupKind::expert_dp_cp, false);
+    plan(u.expert_gather, GroupKind::expert_dp_cp, true);
+  }
+  return u;
+}
+
+StageTraffic stage_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& cand, const StageLayers& st) {
+  StageTraffic t;
+  const double L = static_cast<double>(st.layers()), moe = static_cast<double>(st.moe);
+  const bool full = cand.recompute == Recompute::full;
+  const double passes = full ? 3.0 : 2.0;  // forward, backward, recomputed forward
+  auto times = [](const Traffic& unit, double n) { return Amount{unit.count * n, unit.bytes * n}; };
+  // TP: two per layer and pass (attention and MLP); the embedding adds one reduce-scatter (SP) or
+  // all-reduce, the output layer an all-gather and a reduce-scatter (SP) or one all-reduce.
+  const double per_layer = L * passes * 2.0, first = st.first ? 1.0 : 0.0, last = st.last ? 1.0 : 0.0;
+  for (int i = 0; i < u.tp.size; ++i)
+    t.tp[static_cast<std::size_t>(i)] =
+        times(u.tp[i], u.tp[i].op == CollOp::all_gather ? per_layer + last : per_layer + first + last);
+  if (cand.cp > 1) {
+    t.cp_forward = times(u.cp_forward, 1);
+    t.cp_backward = times(u.cp_backward, 1);
     t.cp_forward_passes = L * (full ? 2.0 : 1.0);
     t.cp_backward_passes = L;
   }
-  if (cand.ep > 1 && st.moe > 0) {
-    const double n = moe * 2.0 * passes;  // dispatch and combine
-    t.ep = {Dim::ep, GroupKind::ep, CollOp::all_to_all, n, n * x.D};
-  }
+  if (cand.ep > 1) t.ep = times(u.ep, moe * 2.0 * passes);  // dispatch and combine
   if (cand.pp > 1) {
     // Activations to the next virtual stage, gradients to the previous one.
-    const double sends = static_cast<double>((cand.vpp - (st.last ? 1 : 0)) + (cand.vpp - (st.first ? 1 : 0)));
-    if (sends > 0) t.pp = {Dim::pp, GroupKind::pp, CollOp::send, sends, sends * x.P};
-    if (c.tied && (st.first || st.last))
-      t.embedding = {Dim::pp, GroupKind::embedding, CollOp::all_reduce, 1,
-                     4.0 * c.V * c.h / static_cast<double>(cand.tp)};
+    t.pp = times(u.pp, static_cast<double>((cand.vpp - (st.last ? 1 : 0)) + (cand.vpp - (st.first ? 1 : 0))));
+    if (st.first || st.last) t.embedding = times(u.embedding, 1);
   }
-  const StageParams p = stage_params(c, st, cand.tp, cand.ep, cand.pp);
-  const GroupPlace &gd = pl[GroupKind::dp_cp], &ge = pl[GroupKind::expert_dp_cp];
+  // DP: overlapped, one message per layer and group (an MoE layer's non-expert parameters over
+  // DP×CP), the embedding/output parameters one more; otherwise one per group. Bytes scale with
+  // the parameters held; none when a stage holds none of a group's parameters.
+  const StageParams& p = t.params = stage_params(c, st, cand.tp, cand.ep, cand.pp);
   const bool overlapped = cand.dp_sync == DpSync::overlapped;
-  for (bool gather : {false, true}) {
-    TrafficList<6>& out = gather ? t.dp_gather : t.dp_grad;
-    // Overlapped: one message per layer and group (an MoE layer's non-expert parameters over
-    // DP×CP), the embedding/output parameters one more; otherwise one per group.
-    add_sync(out, gd, GroupKind::dp_cp, p.dense, overlapped ? L + (p.edge > 0 ? 1.0 : 0.0) : 1.0, c.e, cand, gather);
-    add_sync(out, ge, GroupKind::expert_dp_cp, p.expert, overlapped ? moe : 1.0, c.e, cand, gather);
-  }
+  const double dense_n = p.dense > 0 ? (overlapped ? L + (p.edge > 0 ? 1.0 : 0.0) : 1.0) : 0.0;
+  const double expert_n = p.expert > 0 ? (overlapped ? moe : 1.0) : 0.0;
+  auto sync = [](std::array<Amount, 6>& out, const TrafficList<3>& dense, const TrafficList<3>& expert, double nd,
+                 double pd, double ne, double pe) {
+    std::size_t i = 0;
+    for (const Traffic& k : dense) out[i++] = {nd, k.bytes * pd};
+    for (const Traffic& k : expert) out[i++] = {ne, k.bytes * pe};
+  };
+  sync(t.dp_grad, u.dense_grad, u.expert_grad, dense_n, p.dense, expert_n, p.expert);
+  sync(t.dp_gather, u.dense_gather, u.expert_gather, dense_n, p.dense, expert_n, p.expert);
   return t;
 }
 
@@ -114,19 +130,22 @@ StepTotals step_totals(const Cluster& cluster, const Model& model, const Layout&
   if (cand.recompute == Recompute::full) t.recompute_flops = md * fwd_layers;
   if (cand.recompute == Recompute::selective) t.recompute_flops = md * static_cast<double>(st.layers()) * x.attention;
 
-  const StageTraffic tr = stage_traffic(c, cand, st, x, place_groups(cluster, l));
-  auto add = [&](const Traffic& k, double times) {
-    t.messages[static_cast<int>(k.dim)] += static_cast<std::int64_t>(k.count * times);
-    t.sent_bytes[static_cast<int>(k.dim)] += k.bytes * times;
+  const TrafficUnits u = traffic_units(c, cand, x, place_groups(cluster, l));
+  const StageTraffic tr = stage_traffic(u, c, cand, st);
+  auto add = [&](Dim d, const Amount& a, double times) {
+    t.messages[static_cast<int>(d)] += static_cast<std::int64_t>(a.count * times);
+    t.sent_bytes[static_cast<int>(d)] += a.bytes * times;
   };
-  for (const Traffic& k : tr.tp) add(k, md);
-  add(tr.ep, md);
-  add(tr.pp, md);
-  add(tr.cp_forward, md * tr.cp_forward_passes);
-  add(tr.cp_backward, md * tr.cp_backward_passes);
-  for (const Traffic& k : tr.dp_grad) add(k, 1);
-  for (const Traffic& k : tr.dp_gather) add(k, 1);
-  add(tr.embedding, 1);
+  for (int i = 0; i < u.tp.size; ++i) add(Dim::tp, tr.tp[static_cast<std::size_t>(i)], md);
+  add(Dim::ep, tr.ep, md);
+  add(Dim::pp, tr.pp, md);
+  add(Dim::cp, tr.cp_forward, md * tr.cp_forward_passes);
+  add(Dim::cp, tr.cp_backward, md * tr.cp_backward_passes);
+  for (int i = 0; i < u.dense_grad.size + u.expert_grad.size; ++i)
+    add(Dim::dp, tr.dp_grad[static_cast<std::size_t>(i)], 1);
+  for (int i = 0; i < u.dense_gather.size + u.expert_gather.size; ++i)
+    add(Dim::dp, tr.dp_gather[static_cast<std::size_t>(i)], 1);
+  add(Dim::pp, tr.embedding, 1);
   return t;
 }
 

@@ -20,47 +20,70 @@ namespace sax::explorer {
 
 // `count` messages of `op` in groups of kind `group`, for dimension `dim`; `bytes` summed over
 // them (each message's bytes as nccl-tests' "size", spec/collective.hpp).
+// (No default member initialisers: the lists below leave unused slots unwritten, which the cost
+// model's hot path notices; a lone Traffic is value-initialised, `{}`, to zero.)
 struct Traffic {
-  Dim dim = Dim::tp;
-  GroupKind group = GroupKind::tp;
-  CollOp op = CollOp::all_reduce;
-  double count = 0;
-  double bytes = 0;
+  Dim dim;
+  GroupKind group;
+  CollOp op;
+  double count;
+  double bytes;
 };
 
 // A few kinds of traffic without allocating (the cost model's hot path).
 template <int N>
 struct TrafficList {
-  std::array<Traffic, N> items{};
+  std::array<Traffic, N> items;  // the first `size` are set
   int size = 0;
-  void add(const Traffic& t) {
-    if (t.count > 0) items[static_cast<std::size_t>(size++)] = t;
-  }
+  void add(const Traffic& t) { items[static_cast<std::size_t>(size++)] = t; }
   const Traffic* begin() const { return items.data(); }
   const Traffic* end() const { return items.data() + size; }
+  const Traffic& operator[](int i) const { return items[static_cast<std::size_t>(i)]; }
 };
 
-// What one rank of a pipeline stage sends in a step, grouped as the cost model exposes it.
-struct StageTraffic {
-  // Per micro-batch, on the critical path: TP's collectives (each op once), EP's all-to-alls, PP's
-  // sends (recv mirrors a peer's send and is not counted).
-  TrafficList<3> tp;
-  Traffic ep, pp;
-  // CP's KV ring of one layer pass (cp−1 send_recv steps), forward and backward: each runs behind
-  // that pass's attention core. Per micro-batch: `cp_forward_passes` forward passes (recomputed
-  // ones included) and `cp_backward_passes` backward passes.
-  Traffic cp_forward, cp_backward;
-  double cp_forward_passes = 0, cp_backward_passes = 0;
-  // Per step, after the pipeline: the DP gradient sync, the distributed optimizer's parameter
-  // all-gather (workload/dp_sync.hpp), and the tied embedding's gradient all-reduce.
-  TrafficList<6> dp_grad, dp_gather;
-  Traffic embedding;
+// The kinds of message a candidate's ranks send, the same on every stage: one message of each
+// (count 1, its bytes) — TP's collectives, one layer pass's CP ring (cp−1 steps), one EP
+// all-to-all, one PP send, the tied embedding's all-reduce — and the DP sync plans of
+// workload/dp_sync.hpp for one parameter (a stage's bytes scale with the parameters it holds).
+// Kinds a candidate does not have are left out, or have count 0.
+struct TrafficUnits {
+  TrafficList<2> tp;  // SP: all_gather, reduce_scatter; without: all_reduce
+  Traffic cp_forward{}, cp_backward{}, ep{}, pp{}, embedding{};
+  TrafficList<3> dense_grad, dense_gather, expert_grad, expert_gather;  // over dp_cp / expert_dp_cp
 };
-
-// The traffic of one rank of stage `st` for candidate `cand` (micro-batch quantities `x`, groups
-// placed as `placement`).
-StageTraffic stage_traffic(const ModelConsts& c, const Candidate& cand, const StageLayers& st, const MicroShape& x,
+TrafficUnits traffic_units(const ModelConsts& c, const Candidate& cand, const MicroShape& x,
                            const Placement& placement);
+
+// How much of one kind of traffic: `count` messages, `bytes` summed over them. (Uninitialised in
+// arrays, like Traffic: a hot path; `{}` zeroes one.)
+struct Amount {
+  double count, bytes;
+};
+
+// What one rank of a pipeline stage sends in a step: the amount of each kind of TrafficUnits, in
+// the same order (the kinds say dimension, group and op; the cost model prices each kind once per
+// candidate).
+struct StageTraffic {
+  // Per micro-batch, on the critical path: TP's collectives, EP's all-to-alls, PP's sends (recv
+  // mirrors a peer's send and is not counted).
+  std::array<Amount, 2> tp;  // as many as TrafficUnits::tp
+  Amount ep{}, pp{};
+  // CP's KV ring of one layer pass, forward and backward: each runs behind that pass's attention
+  // core. Per micro-batch: `cp_forward_passes` forward passes (recomputed ones included) and
+  // `cp_backward_passes` backward passes.
+  Amount cp_forward{}, cp_backward{};
+  double cp_forward_passes = 0, cp_backward_passes = 0;
+  // Per step, after the pipeline: the DP gradient sync and the distributed optimizer's parameter
+  // all-gather (the dense kinds then the expert kinds, as many as TrafficUnits has), the tied
+  // embedding's gradient all-reduce.
+  std::array<Amount, 6> dp_grad, dp_gather;
+  Amount embedding{};
+  // The parameters the stage's ranks hold (what the DP sync and the optimizer step carry).
+  StageParams params;
+};
+
+StageTraffic stage_traffic(const TrafficUnits& units, const ModelConsts& c, const Candidate& cand,
+                           const StageLayers& st);
 
 struct StepTotals {
   double forward_flops = 0, backward_flops = 0, recompute_flops = 0;  // compute ops, summed over the step

@@ -51,6 +51,16 @@ CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
   return p;
 }
 
+void CostParams::prepare_curves() {
+  auto logs = [](const EfficiencyCurve& c) {
+    std::vector<double> v;
+    for (const EfficiencyPoint& pt : c.points) v.push_back(std::log10(pt.flops));
+    return v;
+  };
+  gemm_log10 = logs(gemm);
+  attention_log10 = logs(attention);
+}
+
 CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calibration& k, const std::string& file) {
   CostParams p = datasheet(cl, m);
   p.source = "calibration " + file;
@@ -74,6 +84,11 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
       c_(ModelConsts::of(model)),
       p_(std::move(params)),
       shape_(ClusterShape::of(cluster)) {
+  p_.prepare_curves();
+  activation_units_.attention = 4 + 4 * c_.kv / c_.q;  // Q, K, V, the output projection's input
+  activation_units_.mlp_dense = (c_.w == 3 ? 6 : 4) * c_.f / c_.h;
+  activation_units_.mlp_moe = c_.k * ((c_.w == 3 ? 6 : 4) * c_.fe / c_.h + 2);  // k copies, tokens permuted
+  activation_units_.score = 5 * c_.heads * c_.s / c_.h;  // softmax input/output and its dropout mask
   training_flops_per_step_ = model.training_flops_per_step();
   tokens_per_step_ = static_cast<double>(model.tokens_per_step());
   // Megatron-LM's distributed-optimizer table (docs: bytes per parameter): weights and their
@@ -105,11 +120,9 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& k, const StageLa
   const bool sp = k.sp && k.tp > 1;
   const double t = static_cast<double>(k.tp);
   const double sbh = x.T * c_.h;
-  const double replicated = 10;              // two norm inputs, QKV and MLP inputs, two dropout masks
-  const double attn = 4 + 4 * c_.kv / c_.q;  // Q, K, V, the output projection's input
-  const double mlp_dense = (c_.w == 3 ? 6 : 4) * c_.f / c_.h;
-  const double mlp_moe = c_.k * ((c_.w == 3 ? 6 : 4) * c_.fe / c_.h + 2);  // k copies, tokens permuted
-  const double score = 5 * c_.heads * c_.s / c_.h;                         // softmax input/output and its dropout mask
+  const double replicated = 10;  // two norm inputs, QKV and MLP inputs, two dropout masks
+  const double attn = activation_units_.attention, mlp_dense = activation_units_.mlp_dense,
+               mlp_moe = activation_units_.mlp_moe, score = activation_units_.score;
   auto per_layer = [&](double mlp, Recompute r) {
     double par = attn + mlp + (r == Recompute::none ? score : 0.0);
     double units = r == Recompute::full ? 2.0 / (sp ? t : 1.0) : (sp ? (replicated + par) / t : replicated + par / t);
@@ -142,18 +155,18 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& k, const StageLa
 
 namespace terms {
 
-double traffic_time(const Traffic& t, const Channel& ch) {
-  if (ch.ranks <= 1 || t.count <= 0) return 0.0;
-  const RingAlgorithm a = ring_algorithm(t.op, ch.ranks);
-  return t.count * a.steps * ch.link->alpha(t.op) + a.bus_factor * t.bytes * ch.link->beta(t.op) * ch.share;
+namespace {
+const double* logs_of(const EfficiencyCurve& curve, const std::vector<double>& log10) {
+  return log10.size() == curve.points.size() ? log10.data() : nullptr;
 }
+}  // namespace
 
 double gemm_time(const CostParams& p, double flops) {
-  return flops > 0 ? flops / (p.peak_flops * p.gemm.at(flops)) : 0.0;
+  return flops > 0 ? flops / (p.peak_flops * p.gemm.at(flops, logs_of(p.gemm, p.gemm_log10))) : 0.0;
 }
 
 double attention_time(const CostParams& p, double flops) {
-  return flops > 0 ? flops / (p.peak_flops * p.attention.at(flops)) : 0.0;
+  return flops > 0 ? flops / (p.peak_flops * p.attention.at(flops, logs_of(p.attention, p.attention_log10))) : 0.0;
 }
 
 LayerTimes layer_times(const CostParams& p, const ModelConsts& c, const MicroShape& x, const Candidate& cand) {
@@ -189,19 +202,17 @@ double optimizer_time(const CostParams& p, double updated) {
 // per-device bandwidth shrinks in proportion (the share: how many times slower bytes go).
 CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& pl) const {
   Channels ch;
-  ch.params = &p_;
-  ch.placement = &pl;
-  ch.cross = &p_.cross_link(cand.technology);
-  ch.node = shape_.node;
+  const LinkCost* cross = &p_.cross_link(cand.technology);
   auto crossing = [](const GroupPlace& g) { return g.link == LinkClass::cross_building ? g.cross_fraction : 0.0; };
+  const bool overlapped = cand.dp_sync == DpSync::overlapped;
   const double dp_load = std::max(crossing(pl[GroupKind::dp_cp]), crossing(pl[GroupKind::expert_dp_cp]));
   const double pipeline_load = crossing(pl[GroupKind::tp]) + crossing(pl[GroupKind::cp]) + crossing(pl[GroupKind::ep]) +
-                               crossing(pl[GroupKind::pp]) + (cand.dp_sync == DpSync::overlapped ? dp_load : 0.0);
-  ch.pipeline_share = std::max(1.0, ch.cross->oversubscription * pipeline_load);
-  ch.tail_share = std::max(1.0, ch.cross->oversubscription * std::max(dp_load, crossing(pl[GroupKind::pp])));
+                               crossing(pl[GroupKind::pp]) + (overlapped ? dp_load : 0.0);
+  ch.pipeline_share = std::max(1.0, cross->oversubscription * pipeline_load);
+  ch.tail_share = std::max(1.0, cross->oversubscription * std::max(dp_load, crossing(pl[GroupKind::pp])));
   auto on = [&](const GroupPlace& g, double share) {
     const bool crosses = g.link == LinkClass::cross_building;
-    return Channel{crosses ? ch.cross : &p_.links[static_cast<int>(g.link)], static_cast<double>(g.size),
+    return Channel{crosses ? cross : &p_.links[static_cast<int>(g.link)], static_cast<double>(g.size),
                    crosses ? share : 1.0};
   };
   ch.tp = on(pl[GroupKind::tp], ch.pipeline_share);
@@ -209,64 +220,80 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
   ch.ep = on(pl[GroupKind::ep], ch.pipeline_share);
   ch.pp = on(pl[GroupKind::pp], ch.pipeline_share);
   ch.embedding = on(pl[GroupKind::embedding], ch.tail_share);
+  // The DP sync: an overlapped one runs while the pipeline does. A hierarchical one's halves:
+  // the intra-building part inside a node when a building's members fit one; the cross-building
+  // part with every rank's shard crossing at once.
+  const double dp_share = overlapped ? ch.pipeline_share : ch.tail_share;
+  const double cross_share = std::max(1.0, cross->oversubscription * 1.0);
+  for (int expert = 0; expert < (c_.E > 0 ? 2 : 1); ++expert) {
+    const GroupPlace& g = pl[expert ? GroupKind::expert_dp_cp : GroupKind::dp_cp];
+    ch.dp_channels[static_cast<std::size_t>(expert)] = on(g, dp_share);
+    if (cand.dp_sync != DpSync::hierarchical) continue;  // the halves carry nothing
+    const double ni = static_cast<double>(g.per_building);
+    const double inner_stride = static_cast<double>(g.parts[0].n > 1 ? g.parts[0].stride : g.parts[1].stride);
+    ch.dp_channels[static_cast<std::size_t>(2 + 2 * expert)] = {
+        &p_.links[inner_stride * ni <= static_cast<double>(shape_.node) ? 0 : 1], ni, 1.0};
+    ch.dp_channels[static_cast<std::size_t>(3 + 2 * expert)] = {cross, static_cast<double>(g.buildings_spanned),
+                                                                cross_share};
+  }
   return ch;
 }
 
-Channel CostModel::Channels::dp(GroupKind kind, bool during_pipeline) const {
-  const bool expert = kind == GroupKind::expert_dp_cp || kind == GroupKind::expert_dp_cp_intra_building ||
-                      kind == GroupKind::expert_dp_cp_cross_building;
-  const GroupPlace& g = (*placement)[expert ? GroupKind::expert_dp_cp : GroupKind::dp_cp];
-  if (kind == GroupKind::dp_cp_intra_building || kind == GroupKind::expert_dp_cp_intra_building) {
-    // Inside a node when a building's members fit one.
-    const double ni = static_cast<double>(g.per_building);
-    const double inner_stride = static_cast<double>(g.parts[0].n > 1 ? g.parts[0].stride : g.parts[1].stride);
-    return {&params->links[inner_stride * ni <= static_cast<double>(node) ? 0 : 1], ni, 1.0};
-  }
-  if (kind == GroupKind::dp_cp_cross_building || kind == GroupKind::expert_dp_cp_cross_building)
-    // Every rank's shard crosses at once.
-    return {cross, static_cast<double>(g.buildings_spanned), std::max(1.0, cross->oversubscription * 1.0)};
-  const bool crosses = g.link == LinkClass::cross_building;
-  return {crosses ? cross : &params->links[static_cast<int>(g.link)], static_cast<double>(g.size),
-          crosses ? (during_pipeline ? pipeline_share : tail_share) : 1.0};
+CostModel::Prices CostModel::prices(const TrafficUnits& u, const Channels& ch) const {
+  Prices p;
+  for (int i = 0; i < u.tp.size; ++i) p.tp[static_cast<std::size_t>(i)] = terms::price(u.tp[i].op, ch.tp);
+  p.cp = terms::price(CollOp::send_recv, ch.cp);
+  p.ep = terms::price(CollOp::all_to_all, ch.ep);
+  p.pp = terms::price(CollOp::send, ch.pp);
+  p.embedding = terms::price(CollOp::all_reduce, ch.embedding);
+  auto sync = [&](std::array<terms::Price, 6>& out, const TrafficList<3>& dense, const TrafficList<3>& expert) {
+    std::size_t i = 0;
+    for (const Traffic& k : dense) out[i++] = terms::price(k.op, ch.dp(k.group));
+    for (const Traffic& k : expert) out[i++] = terms::price(k.op, ch.dp(k.group));
+    return static_cast<int>(i);
+  };
+  p.tp_kinds = u.tp.size;
+  p.dp_grad_kinds = sync(p.dp_grad, u.dense_grad, u.expert_grad);
+  p.dp_gather_kinds = sync(p.dp_gather, u.dense_gather, u.expert_gather);
+  return p;
 }
 
 terms::Microbatch CostModel::microbatch(const Candidate& cand, const StageLayers& st, const StageTraffic& tr,
-                                        const terms::LayerTimes& t, const Channels& ch) const {
+                                        const terms::LayerTimes& t, const Prices& price) const {
   terms::Microbatch mb;
+  const int tp_kinds = price.tp_kinds;
   const double dense = static_cast<double>(st.dense), moe = static_cast<double>(st.moe), L = dense + moe;
   const double fwd = dense * t.dense_layer + moe * t.moe_layer + (st.last ? t.logits : 0.0);
   mb.compute = 3 * fwd;  // backward: twice the forward's FLOPs at the same efficiency
   if (cand.recompute == Recompute::full) mb.recompute = dense * t.dense_layer + moe * t.moe_layer;
   if (cand.recompute == Recompute::selective) mb.recompute = L * t.attention_core;
-  for (const Traffic& k : tr.tp) mb.tp += terms::traffic_time(k, ch.tp);
+  for (int i = 0; i < tp_kinds; ++i)
+    mb.tp += price.tp[static_cast<std::size_t>(i)].time(tr.tp[static_cast<std::size_t>(i)]);
   // The KV ring runs behind the attention of the block it already holds (Megatron's CP).
-  const double ring_forward = terms::traffic_time(tr.cp_forward, ch.cp);
-  const double ring_backward = terms::traffic_time(tr.cp_backward, ch.cp);
-  mb.cp = tr.cp_forward_passes * std::max(0.0, ring_forward - t.attention_core) +
-          tr.cp_backward_passes * std::max(0.0, ring_backward - 2 * t.attention_core);
-  Traffic ep = tr.ep;
-  ep.bytes *= p_.router_imbalance;  // the busiest expert's tokens
-  mb.ep = terms::traffic_time(ep, ch.ep);
-  mb.pp = terms::traffic_time(tr.pp, ch.pp);
+  mb.cp = tr.cp_forward_passes * std::max(0.0, price.cp.time(tr.cp_forward) - t.attention_core) +
+          tr.cp_backward_passes * std::max(0.0, price.cp.time(tr.cp_backward) - 2 * t.attention_core);
+  mb.ep = price.ep.time({tr.ep.count, tr.ep.bytes * p_.router_imbalance});  // the busiest expert's tokens
+  mb.pp = price.pp.time(tr.pp);
   return mb;
 }
 
 terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const StageTraffic& tr,
-                            const terms::LayerTimes& t, const Channels& ch) const {
+                            const terms::LayerTimes& t, const Prices& price) const {
   terms::Tail tail;
-  const bool overlapped = cand.dp_sync == DpSync::overlapped;
   double grad = 0, gather = 0;
-  for (const Traffic& k : tr.dp_grad) grad += terms::traffic_time(k, ch.dp(k.group, overlapped));
-  for (const Traffic& k : tr.dp_gather) gather += terms::traffic_time(k, ch.dp(k.group, overlapped));
-  if (overlapped) {
+  for (int i = 0; i < price.dp_grad_kinds; ++i)
+    grad += price.dp_grad[static_cast<std::size_t>(i)].time(tr.dp_grad[static_cast<std::size_t>(i)]);
+  for (int i = 0; i < price.dp_gather_kinds; ++i)
+    gather += price.dp_gather[static_cast<std::size_t>(i)].time(tr.dp_gather[static_cast<std::size_t>(i)]);
+  if (cand.dp_sync == DpSync::overlapped) {
     const double fwd = static_cast<double>(st.dense) * t.dense_layer + static_cast<double>(st.moe) * t.moe_layer +
                        (st.last ? t.logits : 0.0);
     tail.dp = terms::overlapped_sync_time(grad, gather, 2 * fwd, fwd, p_.overlap_slowdown);
   } else {
     tail.dp = grad + gather;
   }
-  tail.embedding = terms::traffic_time(tr.embedding, ch.embedding);
-  const StageParams p = stage_params(c_, st, cand.tp, cand.ep, cand.pp);
+  tail.embedding = price.embedding.time(tr.embedding);
+  const StageParams& p = tr.params;
   const double dp_cp = static_cast<double>(cand.dp * cand.cp),
                edp_cp = static_cast<double>(cand.dp / cand.ep * cand.cp);
   const double updated = cand.distributed_optimizer ? p.dense / dp_cp + p.expert / edp_cp : p.dense + p.expert;
@@ -299,6 +326,8 @@ Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split
   r.link = {pl[GroupKind::tp].link, pl[GroupKind::cp].link, pl[GroupKind::ep].link, pl[GroupKind::dp_cp].link,
             pl[GroupKind::pp].link};
   const Channels ch = channels(cand, pl);
+  const TrafficUnits units = traffic_units(c_, cand, x, pl);
+  const Prices price = prices(units, ch);
   const terms::LayerTimes times = terms::layer_times(p_, c_, x, cand);
 
   // Per micro-batch the slowest stage sets the pace; after the pipeline the slowest tail decides.
@@ -306,14 +335,14 @@ Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split
   terms::Tail tail_worst;
   double t_mb = -1, tail_s = -1;
   for (const StageLayers& st : split.kinds) {
-    const StageTraffic tr = stage_traffic(c_, cand, st, x, pl);
-    const terms::Microbatch mb = microbatch(cand, st, tr, times, ch);
+    const StageTraffic tr = stage_traffic(units, c_, cand, st);
+    const terms::Microbatch mb = microbatch(cand, st, tr, times, price);
     if (mb.total() > t_mb) {
       t_mb = mb.total();
       crit = mb;
       r.critical_stage = st.stage;
     }
-    const terms::Tail t = tail(cand, st, tr, times, ch);
+    const terms::Tail t = tail(cand, st, tr, times, price);
     if (t.total() > tail_s) {
       tail_s = t.total();
       tail_worst = t;

@@ -48,6 +48,11 @@ struct CostParams {
   double memory_usable_fraction = 0.92;
   std::string source = "datasheet";
 
+  // log10 of the curves' points, worked out once by CostModel (empty: EfficiencyCurve::at works
+  // them out per call).
+  std::vector<double> gemm_log10, attention_log10;
+  void prepare_curves();
+
   static CostParams datasheet(const Cluster& cluster, const Model& model);
   static CostParams calibrated(const Cluster& cluster, const Model& model, const Calibration& calibration,
                                const std::string& file);
@@ -81,18 +86,33 @@ struct Prediction {
 
 // Where one kind of traffic runs: the link it is priced on, the ranks of each of its groups, and
 // how much slower its bytes go because other traffic shares the cross-building link (≥ 1).
+// (Uninitialised by default, as the hot path wants; Channel(link, ranks, share) sets it.)
 struct Channel {
-  const LinkCost* link = nullptr;
-  double ranks = 1;
-  double share = 1;
+  const LinkCost* link;
+  double ranks;
+  double share;
+  double ring_fraction;  // (ranks − 1) / ranks, divided once
+  Channel() = default;
+  Channel(const LinkCost* l, double n, double s)
+      : link(l), ranks(n), share(s), ring_fraction(n > 1 ? (n - 1) / n : 0.0) {}
 };
 
 // The named terms of the step time, each a function the calibrator can fit and a test can check.
 namespace terms {
 
-// Seconds of `traffic` on `channel`, by the op's ring algorithm (spec/collective.hpp): per
-// message steps(n)·α, per byte bus_factor(n)·β·share. Zero in a group of one rank.
-double traffic_time(const Traffic& traffic, const Channel& channel);
+// What one kind of traffic costs on its channel, by the op's ring algorithm (spec/collective.hpp):
+// steps(n)·α per message and bus_factor(n)·β·share per byte; nothing in a group of one rank.
+struct Price {
+  double per_message, per_byte;  // (uninitialised in arrays: the hot path sets what it uses)
+  double time(const Amount& a) const { return a.count * per_message + a.bytes * per_byte; }
+};
+inline Price price(CollOp op, const Channel& ch) {
+  if (ch.ranks <= 1) return {0.0, 0.0};
+  const RingAlgorithm a = ring_algorithm(op, ch.ranks, ch.ring_fraction);
+  return {a.steps * ch.link->alpha(op), a.bus_factor * ch.link->beta(op) * ch.share};
+}
+// Seconds of `traffic` on `channel`.
+inline double traffic_time(const Traffic& t, const Channel& ch) { return price(t.op, ch).time({t.count, t.bytes}); }
 
 // Compute of one micro-batch's forward on one rank: one op of `flops` FLOPs at the efficiency
 // its size reaches (GEMMs, attention core), and memory-bound work at the HBM bandwidth reached.
@@ -145,21 +165,42 @@ class CostModel {
   // describes: by the pipeline's crossing traffic while it runs, by the DP sync alone after it.
   struct Channels {
     Channel tp, cp, ep, pp, embedding;
-    // The gradient-sync groups (GroupKind::dp_cp, expert_dp_cp and their building halves), while
-    // the pipeline runs (an overlapped sync) or after it.
-    Channel dp(GroupKind kind, bool during_pipeline) const;
-    const CostParams* params = nullptr;
-    const Placement* placement = nullptr;
-    const LinkCost* cross = nullptr;
-    std::int64_t node = 1;  // ranks per node
-    double pipeline_share = 1, tail_share = 1;
+    // The gradient-sync groups: GroupKind::dp_cp, expert_dp_cp and their building halves (an
+    // overlapped sync shares the cross-building link with the pipeline, the others run after it).
+    std::array<Channel, 6> dp_channels;  // the halves set for a hierarchical sync only
+    const Channel& dp(GroupKind kind) const {
+      switch (kind) {
+        case GroupKind::dp_cp:
+          return dp_channels[0];
+        case GroupKind::expert_dp_cp:
+          return dp_channels[1];
+        case GroupKind::dp_cp_intra_building:
+          return dp_channels[2];
+        case GroupKind::dp_cp_cross_building:
+          return dp_channels[3];
+        case GroupKind::expert_dp_cp_intra_building:
+          return dp_channels[4];
+        default:
+          return dp_channels[5];  // expert_dp_cp_cross_building
+      }
+    }
+    double pipeline_share, tail_share;
   };
   Channels channels(const Candidate& cand, const Placement& placement) const;
+  // The price of each kind of a candidate's traffic (closed_forms' TrafficUnits, in its order),
+  // worked out once per candidate: every stage's traffic is priced with them.
+  struct Prices {
+    std::array<terms::Price, 2> tp;  // the first tp_kinds
+    terms::Price cp, ep, pp, embedding;
+    std::array<terms::Price, 6> dp_grad, dp_gather;  // dense then expert kinds: the first *_kinds
+    int tp_kinds = 0, dp_grad_kinds = 0, dp_gather_kinds = 0;
+  };
+  Prices prices(const TrafficUnits& units, const Channels& ch) const;
   // The terms of one stage, for a candidate (what evaluate combines).
   terms::Microbatch microbatch(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
-                               const terms::LayerTimes& times, const Channels& ch) const;
+                               const terms::LayerTimes& times, const Prices& prices) const;
   terms::Tail tail(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
-                   const terms::LayerTimes& times, const Channels& ch) const;
+                   const terms::LayerTimes& times, const Prices& prices) const;
 
   // Bytes one device of a stage holds at its fullest: weights, gradients, optimizer states and
   // the activations of the micro-batches the schedule keeps in flight.
@@ -183,6 +224,10 @@ class CostModel {
   ClusterShape shape_;
   double training_flops_per_step_ = 0, tokens_per_step_ = 0;
   double fixed_bytes_per_param_ = 6, optimizer_state_bytes_per_param_ = 12;
+  // Activation terms per layer that depend on the model alone, in units of s·b·h (stage_memory).
+  struct {
+    double attention = 0, mlp_dense = 0, mlp_moe = 0, score = 0;
+  } activation_units_;
 };
 
 }  // namespace sax::explorer

@@ -1,8 +1,14 @@
 #include "explorer/placement.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace sax::explorer {
+
+void Placement::not_placed(GroupKind g) {
+  throw std::logic_error(std::string("placement: group kind ") + to_string(g) + " is not placed");
+}
 
 ClusterShape ClusterShape::of(const Cluster& c) {
   ClusterShape s;
@@ -126,7 +132,10 @@ Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& orde
   set1(GroupKind::ep, p_ep, true);
   set1(GroupKind::pp, {s_pp, pp}, false);
   set2(GroupKind::dp_cp, p_cp, p_dp);
-  set2(GroupKind::expert_dp_cp, p_cp, p_edp);
+  if (ep == 1)  // expert-DP×CP is DP×CP itself
+    pl[GroupKind::expert_dp_cp] = pl[GroupKind::dp_cp];
+  else
+    set2(GroupKind::expert_dp_cp, p_cp, p_edp);
   // Tied embeddings: the first and the last stage of a pipeline, the two ends of a PP group;
   // it crosses what the PP group crosses.
   pl[GroupKind::embedding] = pl[GroupKind::pp];

@@ -11,7 +11,6 @@
 
 #include <array>
 #include <cstdint>
-#include <stdexcept>
 
 #include "spec/cluster.hpp"
 #include "spec/groups.hpp"
@@ -29,51 +28,50 @@ struct ClusterShape {
 };
 
 struct Progression {
-  std::int64_t stride = 1, n = 1;
+  std::int64_t stride, n;
 };
 
 // One kind of group: its progressions (inner first) and what follows from them.
+// (No default member initialisers: place_groups sets every field, and a search evaluates millions
+// of placements.)
 struct GroupPlace {
-  std::array<Progression, 2> parts{};
-  int num_parts = 0;
-  std::int64_t size = 1;
-  LinkClass link = LinkClass::intra_node;  // the slowest link any group of this kind crosses
+  std::array<Progression, 2> parts;  // the first num_parts
+  int num_parts;
+  std::int64_t size;
+  LinkClass link;  // the slowest link any group of this kind crosses
   // Fraction of a building's devices whose traffic in this group crosses to another building
   // at once (ring edges crossing; all-to-all: 1); 0 when the group stays inside buildings.
-  double cross_fraction = 0;
+  double cross_fraction;
   // Members of a group per building when the group spans buildings evenly (else 0), and the
   // number of buildings it spans: the two levels of a hierarchical DP sync.
-  std::int64_t per_building = 0, buildings_spanned = 1;
+  std::int64_t per_building, buildings_spanned;
 };
 
 // The group kinds the cost model prices (spec/groups.hpp): the five dimensions' groups, the two
 // gradient-sync groups (whose building halves follow from per_building and buildings_spanned)
 // and the tied embedding's.
 struct Placement {
-  std::array<GroupPlace, 7> groups{};
+  std::array<GroupPlace, 7> groups;
   const GroupPlace& operator[](GroupKind g) const { return groups[slot(g)]; }
   GroupPlace& operator[](GroupKind g) { return groups[slot(g)]; }
 
  private:
+  // The hot path reads this table; a kind that is not placed is a programming error, said once.
+  static constexpr std::array<std::int8_t, kNumGroupKinds> kSlot = [] {
+    std::array<std::int8_t, kNumGroupKinds> t{};
+    t.fill(-1);
+    const GroupKind placed[] = {GroupKind::tp,    GroupKind::cp,           GroupKind::ep,       GroupKind::pp,
+                                GroupKind::dp_cp, GroupKind::expert_dp_cp, GroupKind::embedding};
+    for (std::size_t i = 0; i < std::size(placed); ++i)
+      t[static_cast<std::size_t>(placed[i])] = static_cast<std::int8_t>(i);
+    return t;
+  }();
+  [[noreturn]] static void not_placed(GroupKind g);
   static std::size_t slot(GroupKind g) {
-    switch (g) {
-      case GroupKind::tp:
-        return 0;
-      case GroupKind::cp:
-        return 1;
-      case GroupKind::ep:
-        return 2;
-      case GroupKind::pp:
-        return 3;
-      case GroupKind::dp_cp:
-        return 4;
-      case GroupKind::expert_dp_cp:
-        return 5;
-      case GroupKind::embedding:
-        return 6;
-      default:
-        throw std::logic_error(std::string("placement: group kind ") + to_string(g) + " is not placed");
-    }
+    const int i = kSlot[static_cast<std::size_t>(g)];
+    if (i < 0) [[unlikely]]
+      not_placed(g);
+    return static_cast<std::size_t>(i);
   }
 };
 

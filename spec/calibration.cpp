@@ -4,14 +4,15 @@
 
 namespace sax {
 
-double EfficiencyCurve::at(double flops) const {
+double EfficiencyCurve::at(double flops, const double* log10_points) const {
   if (points.empty()) return 1.0;
   if (flops <= points.front().flops) return points.front().efficiency;
   if (flops >= points.back().flops) return points.back().efficiency;
   const double x = std::log10(flops);
   for (std::size_t i = 1; i < points.size(); ++i) {
     if (flops > points[i].flops) continue;
-    const double x0 = std::log10(points[i - 1].flops), x1 = std::log10(points[i].flops);
+    const double x0 = log10_points ? log10_points[i - 1] : std::log10(points[i - 1].flops);
+    const double x1 = log10_points ? log10_points[i] : std::log10(points[i].flops);
     const double t = (x - x0) / (x1 - x0);
     return points[i - 1].efficiency + t * (points[i].efficiency - points[i - 1].efficiency);
   }

@@ -47,7 +47,10 @@ struct EfficiencyCurve {
   std::vector<EfficiencyPoint> points;  // ascending in flops
   FitQuality fit;
   // Efficiency of one op of `flops` FLOPs: linear in log10(flops) between points, clamped.
-  double at(double flops) const;
+  double at(double flops) const { return at(flops, nullptr); }
+  // The same, given the points' log10(flops) (log10_points[i] = log10(points[i].flops)), so that
+  // a hot loop takes one logarithm per call instead of three; nullptr: worked out here.
+  double at(double flops, const double* log10_points) const;
 };
 
 struct CalibrationProvenance {

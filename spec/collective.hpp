@@ -40,15 +40,16 @@ struct RingAlgorithm {
   double steps = 0;       // latency steps (multiplies α)
   double bus_factor = 0;  // bytes on the busiest link per byte of the op (multiplies S·β)
 };
-// The ring algorithm of `op` over `n` ranks (the table above).
-inline RingAlgorithm ring_algorithm(CollOp op, double n) {
+// The ring algorithm of `op` over `n` ranks (the table above), with `ring_fraction` = (n−1)/n
+// worked out by the caller (a hot loop pricing many messages on one group divides once).
+inline RingAlgorithm ring_algorithm(CollOp op, double n, double ring_fraction) {
   switch (op) {
     case CollOp::all_reduce:
-      return {2 * (n - 1), 2 * (n - 1) / n};
+      return {2 * (n - 1), 2 * ring_fraction};
     case CollOp::all_gather:
     case CollOp::reduce_scatter:
     case CollOp::all_to_all:
-      return {n - 1, (n - 1) / n};
+      return {n - 1, ring_fraction};
     case CollOp::broadcast:
       return {n - 1, 1.0};
     case CollOp::send_recv:
@@ -58,6 +59,7 @@ inline RingAlgorithm ring_algorithm(CollOp op, double n) {
   }
   return {1.0, 1.0};
 }
+inline RingAlgorithm ring_algorithm(CollOp op, double n) { return ring_algorithm(op, n, (n - 1) / n); }
 
 // nccl-tests' bus-bandwidth factor: busbw = algbw × busbw_factor(op, n).
 inline double busbw_factor(CollOp op, int n) { return ring_algorithm(op, static_cast<double>(n)).bus_factor; }

@@ -22,22 +22,28 @@ struct SyncGroup {
 };
 
 struct SyncMessage {
-  const char* name = "";
-  GroupKind group = GroupKind::dp_cp;  // the flat group, or one of its two building halves
-  CollOp op = CollOp::all_reduce;
-  double bytes = 0;
+  const char* name;
+  GroupKind group;  // the flat group, or one of its two building halves
+  CollOp op;
+  double bytes;
 };
 
 struct SyncMessages {
-  std::array<SyncMessage, 3> items{};
+  std::array<SyncMessage, 3> items;  // the first `size` are set (left unwritten otherwise: a hot path)
   int size = 0;
   const SyncMessage* begin() const { return items.data(); }
   const SyncMessage* end() const { return items.data() + size; }
 };
 
+// (Inline: the cost model prices these plans in its hot path.)
 // The building halves of a DP-like group kind (GroupKind::dp_cp_intra_building, ...).
-GroupKind intra_building_half(GroupKind dp_like);
-GroupKind cross_building_half(GroupKind dp_like);
+inline GroupKind intra_building_half(GroupKind g) {
+  return g == GroupKind::expert_dp_cp ? GroupKind::expert_dp_cp_intra_building : GroupKind::dp_cp_intra_building;
+}
+
+inline GroupKind cross_building_half(GroupKind g) {
+  return g == GroupKind::expert_dp_cp ? GroupKind::expert_dp_cp_cross_building : GroupKind::dp_cp_cross_building;
+}
 
 // One sync of `params` parameters (of `dtype_bytes`-byte weights; gradients reduce in fp32, 4
 // bytes a parameter) over `group`: with `gather` false the gradient reduction (all_reduce, or
@@ -45,7 +51,37 @@ GroupKind cross_building_half(GroupKind dp_like);
 // all-gather of the updated parameters (nothing without it). `hierarchical` (the dp_sync mode)
 // splits a group spread evenly over several buildings into its intra- and cross-building halves.
 // Nothing for a group of one rank or no parameters.
-SyncMessages dp_sync_messages(const SyncGroup& group, double params, double dtype_bytes, bool distributed_optimizer,
-                              bool hierarchical, bool gather);
+inline SyncMessages dp_sync_messages(const SyncGroup& g, double params, double dtype_bytes, bool dist,
+                                     bool hierarchical, bool gather) {
+  SyncMessages out;
+  if (g.size <= 1 || params <= 0) return out;
+  auto add = [&](const char* name, GroupKind group, CollOp op, double bytes) {
+    out.items[static_cast<std::size_t>(out.size++)] = {name, group, op, bytes};
+  };
+  const bool hier = hierarchical && g.splits_by_building();
+  const double n_intra = static_cast<double>(g.per_building);
+  const GroupKind intra = intra_building_half(g.kind), cross = cross_building_half(g.kind);
+  if (!gather) {
+    const double G = 4.0 * params;
+    if (!hier) {
+      add("grad_sync", g.kind, dist ? CollOp::reduce_scatter : CollOp::all_reduce, G);
+      return out;
+    }
+    // Reduce-scatter inside each building, reduce the shards across buildings, gather back.
+    if (g.per_building > 1) add("grad_sync_intra", intra, CollOp::reduce_scatter, G);
+    add("grad_sync_cross", cross, dist ? CollOp::reduce_scatter : CollOp::all_reduce, G / n_intra);
+    if (!dist && g.per_building > 1) add("grad_sync_intra", intra, CollOp::all_gather, G);
+    return out;
+  }
+  if (!dist) return out;
+  const double bytes = dtype_bytes * params;
+  if (!hier) {
+    add("param_all_gather", g.kind, CollOp::all_gather, bytes);
+    return out;
+  }
+  add("param_all_gather_cross", cross, CollOp::all_gather, bytes / n_intra);
+  if (g.per_building > 1) add("param_all_gather_intra", intra, CollOp::all_gather, bytes);
+  return out;
+}
 
 }  // namespace sax::workload
