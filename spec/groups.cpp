@@ -164,6 +164,7 @@ std::int64_t RankGrid::coordinate(std::int64_t rank, GroupKind g) const {
 // The members of the rank's `parent` group in its own building (intra), or at its position
 // inside their buildings, one per building, in building order (cross).
 std::vector<std::int64_t> RankGrid::building_half(std::int64_t rank, GroupKind parent, bool intra) const {
+  if (building_start_.empty()) throw std::logic_error("RankGrid: building groups need the cluster");
   const std::vector<std::int64_t> members = group(rank, parent);
   const std::size_t buildings = building_start_.size() - 1;
   std::vector<std::vector<std::int64_t>> by_building(buildings);

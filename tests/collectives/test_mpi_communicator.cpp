@@ -9,6 +9,7 @@
 #include "collectives/bf16.hpp"
 #include "collectives/factory.hpp"
 #include "collectives/mpi/mpi_communicator.hpp"
+#include "spec/checks/mpi.hpp"
 
 using namespace sax::coll;
 
@@ -137,6 +138,21 @@ TEST(MpiGroups, FactoryMakesTheGroupsCommunicator) {
   float in = static_cast<float>(world_rank()), out = 0;
   g.comm->all_reduce(&in, &out, 1, sax::DType::fp32, Mode::blocking);
   EXPECT_EQ(out, static_cast<float>(g.members[0] + g.members[1]));
+}
+
+// A failed MPI call is a typed error naming the call (spec/checks/mpi.hpp), not an abort: the
+// harness turns it into exit 1 with that one line.
+TEST(MpiChecks, FailedCallIsAnMpiError) {
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rank = 0;
+  try {
+    SAX_MPI_CHECK(MPI_Comm_rank(MPI_COMM_NULL, &rank));
+    ADD_FAILURE() << "no error";
+  } catch (const sax::MpiError& e) {
+    EXPECT_NE(std::string(e.what()).find("MPI_Comm_rank(MPI_COMM_NULL, &rank) failed at "), std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.library(), "MPI");
+  }
 }
 
 int main(int argc, char** argv) {

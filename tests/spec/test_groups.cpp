@@ -89,3 +89,56 @@ TEST(RankGrid, LinkClassOfGroupsOnTheLocalTestbed) {
   EXPECT_EQ(group_link_class(c, h.group(0, GroupKind::tp)), LinkClass::cross_building);
   EXPECT_EQ(group_link_class(c, h.group(0, GroupKind::pp)), LinkClass::intra_node);
 }
+
+// Every group kind the workload and bench coll name resolves here, and partitions the ranks.
+TEST(RankGrid, EveryKindHasANameAndPartitionsTheRanksOnACluster) {
+  json cj = sax::test::preset("clusters/local-2bld.json");
+  cj["buildings"] = json::array({{{"name", "a"}, {"nodes", 2}}, {{"name", "b"}, {"nodes", 2}}});
+  cj["devices_per_node"] = 4;  // 16 ranks: 2 buildings × 2 nodes × 4
+  const Cluster c = read_cluster(cj, "c.json");
+  const Layout l = layout({{"tensor_model_parallel_size", 2},
+                           {"context_parallel_size", 2},
+                           {"pipeline_model_parallel_size", 2},
+                           {"expert_model_parallel_size", 2},
+                           {"order", "tp-cp-ep-dp-pp"}});
+  RankGrid g(l, c);
+  for (int i = 0; i < kNumGroupKinds; ++i) {
+    const GroupKind k = static_cast<GroupKind>(i);
+    EXPECT_EQ(parse_group_kind(to_string(k)), k);
+    std::set<std::int64_t> all;
+    for (const auto& grp : g.all_groups(k)) {
+      for (std::size_t j = 0; j < grp.size(); ++j) {
+        EXPECT_EQ(g.coordinate(grp[j], k), static_cast<std::int64_t>(j)) << to_string(k);
+        EXPECT_EQ(g.group(grp[j], k), grp) << to_string(k);
+        EXPECT_TRUE(all.insert(grp[j]).second) << to_string(k) << " puts rank " << grp[j] << " in two groups";
+      }
+    }
+    EXPECT_EQ(all.size(), 16u) << to_string(k);
+  }
+  EXPECT_FALSE(parse_group_kind("tensor"));
+  EXPECT_TRUE(needs_cluster(GroupKind::dp_cp_cross_building));
+  EXPECT_FALSE(needs_layout(GroupKind::intra_building));
+}
+
+TEST(RankGrid, BuildingHalvesOfTheGradientGroupAndTheEmbeddingGroup) {
+  json cj = sax::test::preset("clusters/local-2bld.json");  // 2 buildings × 1 node × 2 ranks
+  const Cluster c = read_cluster(cj, "c.json");
+  // DP 4 = 2 per building: the halves of a hierarchical sync.
+  RankGrid dp(Layout{}, c);
+  EXPECT_EQ(dp.group(0, GroupKind::dp_cp), (std::vector<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(dp.group(0, GroupKind::dp_cp_intra_building), (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(dp.group(3, GroupKind::dp_cp_intra_building), (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(dp.group(1, GroupKind::dp_cp_cross_building), (std::vector<std::int64_t>{1, 3}));
+  EXPECT_EQ(dp.size(GroupKind::dp_cp_cross_building), 2);
+  EXPECT_EQ(dp.group(2, GroupKind::intra_building), (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(dp.group(2, GroupKind::cross_building), (std::vector<std::int64_t>{0, 2}));
+  EXPECT_EQ(dp.group(2, GroupKind::world), (std::vector<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(dp.building(3), 1);
+  // PP 4 on 4 ranks: the first and last stage share the tied embedding; middle stages are alone.
+  RankGrid pp(layout({{"pipeline_model_parallel_size", 4}}), c);
+  EXPECT_EQ(pp.group(0, GroupKind::embedding), (std::vector<std::int64_t>{0, 3}));
+  EXPECT_EQ(pp.group(3, GroupKind::embedding), (std::vector<std::int64_t>{0, 3}));
+  EXPECT_EQ(pp.group(1, GroupKind::embedding), (std::vector<std::int64_t>{1}));
+  // Without a cluster the building kinds are a programming error, not a silent answer.
+  EXPECT_THROW(RankGrid(Layout{}, 4).group(0, GroupKind::intra_building), std::logic_error);
+}

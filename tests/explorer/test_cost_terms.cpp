@@ -1,0 +1,89 @@
+// The chain workload → closed forms → cost model, end to end: with every link priced at α = 1 µs
+// per algorithm step and nothing per byte, and no compute, each dimension's exposed communication
+// is the explicit workload's messages times their ring steps — counted from what workload::build
+// lists for a rank of the critical stage (and of the slowest tail), not from the closed forms.
+#include <gtest/gtest.h>
+
+#include "explorer/cost_model.hpp"
+#include "spec/groups.hpp"
+#include "tests/support/layout_grid.hpp"
+#include "workload/workload.hpp"
+
+using namespace sax;
+using namespace sax::explorer;
+using sax::test::Case;
+
+namespace {
+
+// α only: 1 µs per step on every link and op, no bandwidth term, compute free.
+CostParams alpha_only(const Cluster& c, const Model& m) {
+  CostParams p = CostParams::datasheet(c, m);
+  auto set = [](LinkCost& l) {
+    l.alpha_s.fill(1e-6);
+    l.beta_s_per_byte.fill(0.0);
+    l.oversubscription = 1.0;
+  };
+  for (auto& l : p.links) set(l);
+  for (auto& l : p.technologies) set(l);
+  p.peak_flops = 1e300;  // compute (and so the cover of the CP ring and an overlapped DP sync) is free
+  p.hbm_bytes_per_s = 1e300;
+  p.memory_usable_fraction = 1e9;
+  return p;
+}
+
+}  // namespace
+
+// Σ steps × α over the messages a rank of each stage sends: per micro-batch on the pipeline's
+// critical path (TP, CP, EP, PP sends), and in the tail after it (DP sync, tied embedding).
+struct StageSteps {
+  std::array<double, 5> pipeline_s{};
+  double dp_s = 0, embedding_s = 0;
+};
+
+StageSteps steps_of(const Case& s, const RankGrid& grid, std::int64_t stage) {
+  std::int64_t rank = 0;
+  while (grid.stage(rank) != stage) ++rank;
+  StageSteps out;
+  for (const workload::Op& o : workload::build(s.cluster, s.model, s.layout, rank).ops) {
+    if (o.kind != workload::OpKind::message || o.op == CollOp::recv) continue;
+    const double t = ring_algorithm(o.op, static_cast<double>(grid.group(rank, o.group).size())).steps * 1e-6;
+    if (o.dim == Dim::dp)
+      out.dp_s += t;
+    else if (o.group == GroupKind::embedding)
+      out.embedding_s += t;
+    else
+      out.pipeline_s[static_cast<int>(o.dim)] += t;
+  }
+  return out;
+}
+
+class CostTerms : public ::testing::TestWithParam<Case> {};
+
+// Compute free, so nothing hides communication (an overlapped DP sync is exposed in full too).
+TEST_P(CostTerms, ExposedCommunicationIsTheWorkloadsMessagesTimesTheirSteps) {
+  const Case& s = GetParam();
+  const CostModel cm(s.cluster, s.model, alpha_only(s.cluster, s.model));
+  const Prediction p = cm.predict(s.layout);
+  RankGrid grid(s.layout, s.cluster);
+  const StageSteps crit = steps_of(s, grid, p.critical_stage);
+  // The tail is the slowest stage's (the first of equals, as the model keeps it).
+  StageSteps tail;
+  double worst = -1;
+  for (std::int64_t stage = 0; stage < s.layout.pipeline_model_parallel_size; ++stage) {
+    const StageSteps st = steps_of(s, grid, stage);
+    if (st.dp_s + st.embedding_s > worst + 1e-15) worst = st.dp_s + st.embedding_s, tail = st;
+  }
+  for (Dim d : {Dim::tp, Dim::cp, Dim::ep, Dim::pp}) {
+    const double want = crit.pipeline_s[static_cast<int>(d)] + (d == Dim::pp ? tail.embedding_s : 0.0);
+    EXPECT_NEAR(p.breakdown.exposed_comm_s[static_cast<int>(d)], want, 1e-12)
+        << s.name << " " << dim_name(d) << " (critical stage " << p.critical_stage << ")";
+  }
+  EXPECT_NEAR(p.breakdown.exposed_comm_s[static_cast<int>(Dim::dp)], tail.dp_s, 1e-12) << s.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CostTerms, ::testing::ValuesIn(sax::test::grid()), [](const auto& info) {
+  std::string n = info.param.name;
+  for (char& c : n)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+});
