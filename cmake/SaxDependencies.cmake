@@ -8,7 +8,11 @@ find_package(CLI11 REQUIRED)
 find_package(Threads REQUIRED)
 
 find_package(MPI COMPONENTS CXX)
-set(SAX_HAVE_MPI ${MPI_CXX_FOUND})
+if(MPI_CXX_FOUND)
+  set(SAX_HAVE_MPI ON)
+else()
+  set(SAX_HAVE_MPI OFF)
+endif()
 
 # OpenBLAS first (it ships cblas.h and its own CMake config on Debian); any CBLAS otherwise.
 set(SAX_HAVE_BLAS OFF)

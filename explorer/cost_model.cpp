@@ -225,16 +225,15 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
   // part with every rank's shard crossing at once.
   const double dp_share = overlapped ? ch.pipeline_share : ch.tail_share;
   const double cross_share = std::max(1.0, cross->oversubscription * 1.0);
-  for (int expert = 0; expert < (c_.E > 0 ? 2 : 1); ++expert) {
+  for (std::size_t expert = 0; expert < (c_.E > 0 ? 2u : 1u); ++expert) {
     const GroupPlace& g = pl[expert ? GroupKind::expert_dp_cp : GroupKind::dp_cp];
-    ch.dp_channels[static_cast<std::size_t>(expert)] = on(g, dp_share);
+    ch.dp_channels[expert] = on(g, dp_share);
     if (cand.dp_sync != DpSync::hierarchical) continue;  // the halves carry nothing
     const double ni = static_cast<double>(g.per_building);
     const double inner_stride = static_cast<double>(g.parts[0].n > 1 ? g.parts[0].stride : g.parts[1].stride);
-    ch.dp_channels[static_cast<std::size_t>(2 + 2 * expert)] = {
-        &p_.links[inner_stride * ni <= static_cast<double>(shape_.node) ? 0 : 1], ni, 1.0};
-    ch.dp_channels[static_cast<std::size_t>(3 + 2 * expert)] = {cross, static_cast<double>(g.buildings_spanned),
-                                                                cross_share};
+    ch.dp_channels[2 + 2 * expert] = {&p_.links[inner_stride * ni <= static_cast<double>(shape_.node) ? 0 : 1], ni,
+                                      1.0};
+    ch.dp_channels[3 + 2 * expert] = {cross, static_cast<double>(g.buildings_spanned), cross_share};
   }
   return ch;
 }
@@ -294,8 +293,8 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
   }
   tail.embedding = price.embedding.time(tr.embedding);
   const StageParams& p = tr.params;
-  const double dp_cp = static_cast<double>(cand.dp * cand.cp),
-               edp_cp = static_cast<double>(cand.dp / cand.ep * cand.cp);
+  const std::int64_t expert_dp = cand.dp / cand.ep;  // EP divides DP (validate_layout)
+  const double dp_cp = static_cast<double>(cand.dp * cand.cp), edp_cp = static_cast<double>(expert_dp * cand.cp);
   const double updated = cand.distributed_optimizer ? p.dense / dp_cp + p.expert / edp_cp : p.dense + p.expert;
   tail.optimizer = terms::optimizer_time(p_, updated);
   return tail;

@@ -18,8 +18,7 @@ const char* value_of(const char* name) {
 }
 
 // strtoll and strtod skip leading blanks; a value with them is not what was meant.
-bool starts_clean(const char* v) { return !std::isspace(static_cast<unsigned char>(*v));
-}
+bool starts_clean(const char* v) { return !std::isspace(static_cast<unsigned char>(*v)); }
 
 [[noreturn]] void refuse(const char* name, const char* value, const std::string& expected) {
   throw UsageError(std::string("environment variable ") + name + ": expected " + expected + ", got '" + value + "'");

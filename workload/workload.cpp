@@ -368,7 +368,8 @@ class Builder {
   }
   double layer_expert_params(std::int64_t layer) const {
     if (!is_moe(layer)) return 0;
-    return static_cast<double>(m_.num_experts / ep_) * m_.mlp_params(m_.moe_ffn_hidden_size) / tp_;
+    const std::int64_t local_experts = m_.num_experts / ep_;  // EP divides the experts (validate_layout)
+    return static_cast<double>(local_experts) * m_.mlp_params(m_.moe_ffn_hidden_size) / tp_;
   }
   // Embedding and output-layer parameters of this rank (first and last virtual stages).
   double edge_params() const {
