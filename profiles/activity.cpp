@@ -1,66 +1,31 @@
 #include "profiles/activity.hpp"
 
 #include <cstring>
+#include <iterator>
 
 namespace sax::profiles {
 
 const char* to_string(ActivityKind k) {
-  switch (k) {
-    case ActivityKind::concurrent_kernel:
-      return "concurrent_kernel";
-    case ActivityKind::memcpy:
-      return "memcpy";
-    case ActivityKind::memset:
-      return "memset";
-    case ActivityKind::runtime:
-      return "runtime";
-    case ActivityKind::driver:
-      return "driver";
-    case ActivityKind::external_correlation:
-      return "external_correlation";
-    case ActivityKind::marker:
-      return "marker";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"concurrent_kernel",    "memcpy", "memset", "runtime", "driver",
+                                           "external_correlation", "marker"};  // in ActivityKind's order
+  const auto i = static_cast<std::size_t>(k);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 const char* to_string(MemcpyKind k) {
-  switch (k) {
-    case MemcpyKind::unknown:
-      return "unknown";
-    case MemcpyKind::htod:
-      return "HtoD";
-    case MemcpyKind::dtoh:
-      return "DtoH";
-    case MemcpyKind::htoh:
-      return "HtoH";
-    case MemcpyKind::dtod:
-      return "DtoD";
-    case MemcpyKind::peer:
-      return "PtoP";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"unknown", "HtoD", "DtoH", "HtoH", "DtoD", "PtoP"};  // in MemcpyKind's order
+  const auto i = static_cast<std::size_t>(k);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 namespace {
 
 // Static, so memcpy events need no interning.
 const char* memcpy_name(MemcpyKind k) {
-  switch (k) {
-    case MemcpyKind::htod:
-      return "Memcpy HtoD";
-    case MemcpyKind::dtoh:
-      return "Memcpy DtoH";
-    case MemcpyKind::htoh:
-      return "Memcpy HtoH";
-    case MemcpyKind::dtod:
-      return "Memcpy DtoD";
-    case MemcpyKind::peer:
-      return "Memcpy PtoP";
-    case MemcpyKind::unknown:
-      break;
-  }
-  return "Memcpy";
+  static constexpr const char* kNames[] = {"Memcpy",      "Memcpy HtoD", "Memcpy DtoH",
+                                           "Memcpy HtoH", "Memcpy DtoD", "Memcpy PtoP"};  // in MemcpyKind's order
+  const auto i = static_cast<std::size_t>(k);
+  return i < std::size(kNames) ? kNames[i] : "Memcpy";
 }
 
 bool is_nccl_kernel(const char* name) { return name != nullptr && std::strncmp(name, "nccl", 4) == 0; }

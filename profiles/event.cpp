@@ -1,37 +1,20 @@
 #include "profiles/event.hpp"
 
+#include <iterator>
+
 namespace sax::profiles {
 
 const char* to_string(LaneKind k) {
-  switch (k) {
-    case LaneKind::host_thread:
-      return "host_thread";
-    case LaneKind::device_stream:
-      return "device_stream";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"host_thread", "device_stream"};  // in LaneKind's order
+  const auto i = static_cast<std::size_t>(k);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 const char* to_string(Category c) {
-  switch (c) {
-    case Category::compute:
-      return "compute";
-    case Category::communication:
-      return "communication";
-    case Category::memcpy:
-      return "memcpy";
-    case Category::memset:
-      return "memset";
-    case Category::runtime:
-      return "runtime";
-    case Category::range:
-      return "range";
-    case Category::step:
-      return "step";
-    case Category::other:
-      return "other";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"compute", "communication", "memcpy", "memset",
+                                           "runtime", "range",         "step",   "other"};  // in Category's order
+  const auto i = static_cast<std::size_t>(c);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 const char* NameTable::intern(std::string_view name) {

@@ -1,20 +1,15 @@
 #include "spec/cluster.hpp"
 
 #include <cstdint>
+#include <iterator>
 #include <set>
 
 namespace sax {
 
 const char* link_class_name(LinkClass c) {
-  switch (c) {
-    case LinkClass::intra_node:
-      return "intra_node";
-    case LinkClass::intra_building:
-      return "intra_building";
-    case LinkClass::cross_building:
-      return "cross_building";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"intra_node", "intra_building", "cross_building"};  // in LinkClass's order
+  const auto i = static_cast<std::size_t>(c);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 const char* to_string(Backend b) { return b == Backend::cuda ? "cuda" : "cpu"; }

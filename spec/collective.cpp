@@ -1,27 +1,14 @@
 #include "spec/collective.hpp"
 
+#include <iterator>
+
 namespace sax {
 
 const char* to_string(CollOp op) {
-  switch (op) {
-    case CollOp::all_reduce:
-      return "all_reduce";
-    case CollOp::all_gather:
-      return "all_gather";
-    case CollOp::reduce_scatter:
-      return "reduce_scatter";
-    case CollOp::all_to_all:
-      return "all_to_all";
-    case CollOp::broadcast:
-      return "broadcast";
-    case CollOp::send_recv:
-      return "send_recv";
-    case CollOp::send:
-      return "send";
-    case CollOp::recv:
-      return "recv";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                           "broadcast",  "send_recv",  "send",           "recv"};  // in CollOp's order
+  const auto i = static_cast<std::size_t>(op);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 std::optional<CollOp> parse_coll_op(const std::string& name) {

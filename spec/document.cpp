@@ -1,17 +1,13 @@
 #include "spec/document.hpp"
 
+#include <iterator>
+
 namespace sax {
 
 const char* to_string(DocumentKind k) {
-  switch (k) {
-    case DocumentKind::cluster:
-      return "cluster";
-    case DocumentKind::model:
-      return "model";
-    case DocumentKind::layout:
-      return "layout";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"cluster", "model", "layout"};  // in DocumentKind's order
+  const auto i = static_cast<std::size_t>(k);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 DocumentKind detect_kind(const json& v, const std::string& file) {

@@ -1,62 +1,34 @@
 #include "spec/layout.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <sstream>
 
 namespace sax {
 
 const char* dim_name(Dim d) {
-  switch (d) {
-    case Dim::tp:
-      return "tp";
-    case Dim::cp:
-      return "cp";
-    case Dim::ep:
-      return "ep";
-    case Dim::dp:
-      return "dp";
-    case Dim::pp:
-      return "pp";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"tp", "cp", "ep", "dp", "pp"};  // in Dim's order
+  const auto i = static_cast<std::size_t>(d);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 const char* to_string(PipelineSchedule s) {
-  switch (s) {
-    case PipelineSchedule::gpipe:
-      return "gpipe";
-    case PipelineSchedule::one_f_one_b:
-      return "1f1b";
-    case PipelineSchedule::interleaved:
-      return "interleaved";
-    case PipelineSchedule::zero_bubble:
-      return "zero_bubble";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"gpipe", "1f1b", "interleaved",
+                                           "zero_bubble"};  // in PipelineSchedule's order
+  const auto i = static_cast<std::size_t>(s);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 const char* to_string(DpSync s) {
-  switch (s) {
-    case DpSync::blocking:
-      return "blocking";
-    case DpSync::overlapped:
-      return "overlapped";
-    case DpSync::hierarchical:
-      return "hierarchical";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"blocking", "overlapped", "hierarchical"};  // in DpSync's order
+  const auto i = static_cast<std::size_t>(s);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 const char* to_string(Recompute r) {
-  switch (r) {
-    case Recompute::none:
-      return "none";
-    case Recompute::selective:
-      return "selective";
-    case Recompute::full:
-      return "full";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"none", "selective", "full"};  // in Recompute's order
+  const auto i = static_cast<std::size_t>(r);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 std::int64_t Layout::size(Dim d, std::int64_t world_size) const {

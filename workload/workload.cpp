@@ -1,27 +1,17 @@
 #include "workload/workload.hpp"
 
 #include <deque>
+#include <iterator>
 
 #include "workload/dp_sync.hpp"
 
 namespace sax::workload {
 
 const char* to_string(Phase p) {
-  switch (p) {
-    case Phase::forward:
-      return "forward";
-    case Phase::backward:
-      return "backward";
-    case Phase::backward_input:
-      return "backward_input";
-    case Phase::backward_weight:
-      return "backward_weight";
-    case Phase::recompute:
-      return "recompute";
-    case Phase::optimizer:
-      return "optimizer";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"forward",         "backward",  "backward_input",
+                                           "backward_weight", "recompute", "optimizer"};  // in Phase's order
+  const auto i = static_cast<std::size_t>(p);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 namespace {
