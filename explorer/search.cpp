@@ -156,7 +156,17 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
             if ((vpp > 1) != (sched == PipelineSchedule::interleaved)) continue;
             if (s.pp == 1 && sched != PipelineSchedule::one_f_one_b) continue;  // all the same without a pipeline
             // SP needs TP > 1; MoE with TP > 1 needs SP (Megatron's rule, see validate_layout).
-            for (int sp = (s.tp > 1 ? 1 : 0); sp >= (m.is_moe() && s.tp > 1 ? 1 : 0); --sp)
+            for (int sp = (s.tp > 1 ? 1 : 0); sp >= (m.is_moe() && s.tp > 1 ? 1 : 0); --sp) {
+              Candidate k;
+              k.tp = s.tp, k.cp = s.cp, k.ep = ep, k.pp = s.pp, k.vpp = vpp, k.mbs = mbs, k.dp = s.dp;
+              k.first_layers = s.first, k.last_layers = s.last;
+              k.order = order;
+              k.pipeline = sched;
+              k.sp = sp == 1;
+              // Divisibility (validate_layout's rules) does not depend on what the loops below
+              // choose (recompute, distributed optimizer, DP sync, technology): judged once here,
+              // counted for every candidate it decides.
+              const bool ok = divisible(k, m, world);
               for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
                 for (int dist = 0; dist <= (s.dp * s.cp > 1 ? 1 : 0); ++dist)
                   for (DpSync sync : {DpSync::overlapped, DpSync::blocking, DpSync::hierarchical}) {
@@ -164,24 +174,18 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                     for (int tech : techs) {
                       if (tech >= 0 && !crosses) continue;  // nothing crosses: the technology is moot
                       ++n.generated;
-                      Candidate k;
-                      k.tp = s.tp, k.cp = s.cp, k.ep = ep, k.pp = s.pp, k.vpp = vpp, k.mbs = mbs, k.dp = s.dp;
-                      k.first_layers = s.first, k.last_layers = s.last;
-                      k.order = order;
-                      k.pipeline = sched;
-                      k.dp_sync = sync;
-                      k.recompute = rc;
-                      k.sp = sp == 1;
-                      k.distributed_optimizer = dist == 1;
-                      k.technology = tech;
-                      // Candidate-level divisibility (validate_layout's rules, as arithmetic).
-                      if (!divisible(k, m, world)) {
+                      if (!ok) {
                         ++n.pruned_div;
                         continue;
                       }
+                      k.dp_sync = sync;
+                      k.recompute = rc;
+                      k.distributed_optimizer = dist == 1;
+                      k.technology = tech;
                       if (!fn(k, split)) return;
                     }
                   }
+            }
           }
         }
       }
