@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/explorer_inputs.hpp"
+#include "cli/format.hpp"
 #include "cli/json_out.hpp"
 
 namespace sax::cli {
@@ -17,12 +18,6 @@ struct ExploreArgs {
   int top = 10;
   int threads = 0;
 };
-
-std::string fmt(const char* f, double x) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, x);
-  return b;
-}
 
 void run_explore(const ExploreArgs& a) {
   if (a.top < 1) throw UsageError("--top: expected a number of layouts >= 1, got " + std::to_string(a.top));

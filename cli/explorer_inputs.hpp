@@ -5,6 +5,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli/format.hpp"
 #include "explorer/cost_model.hpp"
 #include "explorer/report.hpp"
 #include "explorer/search.hpp"
@@ -30,11 +31,7 @@ inline std::string options_string(const Layout& l) {
 
 inline void print_prediction(const explorer::Candidate& k, const Layout& l, const explorer::Prediction& p,
                              const explorer::CostModel& cm, const Cluster& c) {
-  auto f = [](double x, const char* fmt) {
-    char b[64];
-    std::snprintf(b, sizeof b, fmt, x);
-    return std::string(b);
-  };
+  auto f = [](double x, const char* format) { return fmt(format, x); };
   std::cout << "  layout        " << explorer::describe_degrees(k) << "; " << options_string(l) << "\n";
   std::cout << "  placement     ";
   for (Dim d : kDims)

@@ -104,8 +104,8 @@ StageTraffic stage_traffic(const TrafficUnits& u, const ModelConsts& c, const Ca
   auto sync = [](std::array<Amount, 6>& out, const TrafficList<3>& dense, const TrafficList<3>& expert, double nd,
                  double pd, double ne, double pe) {
     std::size_t i = 0;
-    for (const Traffic& k : dense) out[i++] = {nd, k.bytes * pd};
-    for (const Traffic& k : expert) out[i++] = {ne, k.bytes * pe};
+    for (const Traffic& kind : dense) out[i++] = {nd, kind.bytes * pd};
+    for (const Traffic& kind : expert) out[i++] = {ne, kind.bytes * pe};
   };
   sync(t.dp_grad, u.dense_grad, u.expert_grad, dense_n, p.dense, expert_n, p.expert);
   sync(t.dp_gather, u.dense_gather, u.expert_gather, dense_n, p.dense, expert_n, p.expert);

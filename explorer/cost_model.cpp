@@ -61,20 +61,21 @@ void CostParams::prepare_curves() {
   attention_log10 = logs(attention);
 }
 
-CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calibration& k, const std::string& file) {
+CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calibration& calibration,
+                                  const std::string& file) {
   CostParams p = datasheet(cl, m);
   p.source = "calibration " + file;
   for (LinkClass lc : kLinkClasses)
     for (CollOp op : kPricedCollOps)
-      if (const auto& ab = k.links[static_cast<int>(lc)][static_cast<int>(op)]) {
+      if (const auto& ab = calibration.links[static_cast<int>(lc)][static_cast<int>(op)]) {
         LinkCost& l = p.links[static_cast<int>(lc)];
         l.alpha_s[static_cast<int>(op)] = ab->alpha_us * 1e-6;
         l.beta_s_per_byte[static_cast<int>(op)] = ab->beta_ns_per_byte * 1e-9;
       }
-  if (k.gemm) p.gemm = *k.gemm;
-  if (k.attention) p.attention = *k.attention;
-  if (k.hbm_efficiency) p.hbm_efficiency = *k.hbm_efficiency;
-  if (k.overlap_slowdown) p.overlap_slowdown = *k.overlap_slowdown;
+  if (calibration.gemm) p.gemm = *calibration.gemm;
+  if (calibration.attention) p.attention = *calibration.attention;
+  if (calibration.hbm_efficiency) p.hbm_efficiency = *calibration.hbm_efficiency;
+  if (calibration.overlap_slowdown) p.overlap_slowdown = *calibration.overlap_slowdown;
   return p;
 }
 
@@ -101,24 +102,24 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
     fixed_bytes_per_param_ = 6, optimizer_state_bytes_per_param_ = 12;  // bf16 (fp8 keeps bf16 weights)
 }
 
-CostModel::StageMemory CostModel::stage_memory(const Candidate& k, const StageLayers& st, const MicroShape& x,
+CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const StageLayers& st, const MicroShape& x,
                                                std::int64_t m) const {
-  const std::int64_t dp_cp = k.dp * k.cp, edp_cp = k.dp / k.ep * k.cp;
+  const std::int64_t dp_cp = cand.dp * cand.cp, edp_cp = cand.dp / cand.ep * cand.cp;
   StageMemory mem;
-  const StageParams p = stage_params(c_, st, k.tp, k.ep, k.pp);
+  const StageParams p = stage_params(c_, st, cand.tp, cand.ep, cand.pp);
   const double params = p.dense + p.expert;
   const double weight_bytes = c_.e >= 4 ? 4.0 : 2.0;
   mem.weights = params * weight_bytes;
   mem.grads = params * (fixed_bytes_per_param_ - weight_bytes);
   mem.optimizer =
       optimizer_state_bytes_per_param_ *
-      (k.distributed_optimizer ? p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(edp_cp)
-                               : params);
+      (cand.distributed_optimizer ? p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(edp_cp)
+                                  : params);
   // Activations per layer and micro-batch: Korthikanti et al. 2022 (sbh(34 + 5as/h), /t with
   // SP), written per term so that GQA, SwiGLU and expert widths enter; with f = 4h, MHA and
   // GeLU it is the paper's formula. Units of sbh bytes at 2-byte activations.
-  const bool sp = k.sp && k.tp > 1;
-  const double t = static_cast<double>(k.tp);
+  const bool sp = cand.sp && cand.tp > 1;
+  const double t = static_cast<double>(cand.tp);
   const double sbh = x.T * c_.h;
   const double replicated = 10;  // two norm inputs, QKV and MLP inputs, two dropout masks
   const double attn = activation_units_.attention, mlp_dense = activation_units_.mlp_dense,
@@ -128,10 +129,10 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& k, const StageLa
     double units = r == Recompute::full ? 2.0 / (sp ? t : 1.0) : (sp ? (replicated + par) / t : replicated + par / t);
     return units * sbh * c_.e / 2.0;
   };
-  const double a_dense = per_layer(mlp_dense, k.recompute), a_moe = per_layer(mlp_moe, k.recompute);
+  const double a_dense = per_layer(mlp_dense, cand.recompute), a_moe = per_layer(mlp_moe, cand.recompute);
   double held = 0;  // micro-batches of the whole stage's layers in flight
-  const double md = static_cast<double>(m), pp = static_cast<double>(k.pp), i = static_cast<double>(st.stage);
-  switch (k.pipeline) {
+  const double md = static_cast<double>(m), pp = static_cast<double>(cand.pp), i = static_cast<double>(st.stage);
+  switch (cand.pipeline) {
     case PipelineSchedule::gpipe:
       held = md;
       break;
@@ -140,13 +141,13 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& k, const StageLa
       held = std::min(pp - i, md);
       break;
     case PipelineSchedule::interleaved: {
-      const double v = static_cast<double>(k.vpp);
+      const double v = static_cast<double>(cand.vpp);
       held = std::min((pp - i - 1) * 2 + (v - 1) * pp + 1, md * v) / v;
       break;
     }
   }
   mem.activations = held * (static_cast<double>(st.dense) * a_dense + static_cast<double>(st.moe) * a_moe);
-  if (k.recompute == Recompute::full)  // one layer rebuilt in full during its backward
+  if (cand.recompute == Recompute::full)  // one layer rebuilt in full during its backward
     mem.activations += std::max(st.dense ? per_layer(mlp_dense, Recompute::none) : 0.0,
                                 st.moe ? per_layer(mlp_moe, Recompute::none) : 0.0);
   if (st.last) mem.activations += 4.0 * x.T * c_.V / t;  // fp32 logits of one micro-batch
@@ -247,8 +248,8 @@ CostModel::Prices CostModel::prices(const TrafficUnits& u, const Channels& ch) c
   p.embedding = terms::price(CollOp::all_reduce, ch.embedding);
   auto sync = [&](std::array<terms::Price, 6>& out, const TrafficList<3>& dense, const TrafficList<3>& expert) {
     std::size_t i = 0;
-    for (const Traffic& k : dense) out[i++] = terms::price(k.op, ch.dp(k.group));
-    for (const Traffic& k : expert) out[i++] = terms::price(k.op, ch.dp(k.group));
+    for (const Traffic& kind : dense) out[i++] = terms::price(kind.op, ch.dp(kind.group));
+    for (const Traffic& kind : expert) out[i++] = terms::price(kind.op, ch.dp(kind.group));
     return static_cast<int>(i);
   };
   p.tp_kinds = u.tp.size;
@@ -366,9 +367,9 @@ Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split
 }
 
 Prediction CostModel::predict(const Layout& layout) const {
-  const Candidate k = Candidate::of(layout, cluster_);
-  const PipelineSplit split = PipelineSplit::of(c_, k.pp, k.vpp, k.first_layers, k.last_layers);
-  return evaluate(k, split, false);
+  const Candidate cand = Candidate::of(layout, cluster_);
+  const PipelineSplit split = PipelineSplit::of(c_, cand.pp, cand.vpp, cand.first_layers, cand.last_layers);
+  return evaluate(cand, split, false);
 }
 
 }  // namespace sax::explorer

@@ -66,20 +66,20 @@ bool placement_before(const Candidate& a, const Candidate& b) {
 struct TopN {
   std::size_t n;
   std::vector<Ranked> v;
-  void offer(const Candidate& k, const Prediction& p) {
+  void offer(const Candidate& cand, const Prediction& p) {
     if (v.size() == n && p.step_time_s >= v.back().prediction.step_time_s) return;
     for (std::size_t i = 0; i < v.size(); ++i) {
-      if (!same_but_placement(v[i].candidate, k)) continue;
+      if (!same_but_placement(v[i].candidate, cand)) continue;
       const double t = v[i].prediction.step_time_s;
       if (p.step_time_s > t * 0.995 && p.step_time_s < t * 1.005) {
-        if (p.step_time_s > t || (p.step_time_s == t && !placement_before(k, v[i].candidate))) return;
+        if (p.step_time_s > t || (p.step_time_s == t && !placement_before(cand, v[i].candidate))) return;
         v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
         break;
       }
     }
     auto it = std::upper_bound(v.begin(), v.end(), p.step_time_s,
                                [](double t, const Ranked& r) { return t < r.prediction.step_time_s; });
-    v.insert(it, Ranked{k, p});
+    v.insert(it, Ranked{cand, p});
     if (v.size() > n) v.pop_back();
   }
 };
@@ -157,16 +157,17 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
             if (s.pp == 1 && sched != PipelineSchedule::one_f_one_b) continue;  // all the same without a pipeline
             // SP needs TP > 1; MoE with TP > 1 needs SP (Megatron's rule, see validate_layout).
             for (int sp = (s.tp > 1 ? 1 : 0); sp >= (m.is_moe() && s.tp > 1 ? 1 : 0); --sp) {
-              Candidate k;
-              k.tp = s.tp, k.cp = s.cp, k.ep = ep, k.pp = s.pp, k.vpp = vpp, k.mbs = mbs, k.dp = s.dp;
-              k.first_layers = s.first, k.last_layers = s.last;
-              k.order = order;
-              k.pipeline = sched;
-              k.sp = sp == 1;
+              Candidate cand;
+              cand.tp = s.tp, cand.cp = s.cp, cand.ep = ep, cand.pp = s.pp, cand.vpp = vpp, cand.mbs = mbs,
+              cand.dp = s.dp;
+              cand.first_layers = s.first, cand.last_layers = s.last;
+              cand.order = order;
+              cand.pipeline = sched;
+              cand.sp = sp == 1;
               // Divisibility (validate_layout's rules) does not depend on what the loops below
               // choose (recompute, distributed optimizer, DP sync, technology): judged once here,
               // counted for every candidate it decides.
-              const bool ok = divisible(k, m, world);
+              const bool ok = divisible(cand, m, world);
               for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
                 for (int dist = 0; dist <= (s.dp * s.cp > 1 ? 1 : 0); ++dist)
                   for (DpSync sync : {DpSync::overlapped, DpSync::blocking, DpSync::hierarchical}) {
@@ -178,11 +179,11 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                         ++n.pruned_div;
                         continue;
                       }
-                      k.dp_sync = sync;
-                      k.recompute = rc;
-                      k.distributed_optimizer = dist == 1;
-                      k.technology = tech;
-                      if (!fn(k, split)) return;
+                      cand.dp_sync = sync;
+                      cand.recompute = rc;
+                      cand.distributed_optimizer = dist == 1;
+                      cand.technology = tech;
+                      if (!fn(cand, split)) return;
                     }
                   }
             }
@@ -202,8 +203,9 @@ std::vector<int> technologies(const Cluster& cl) {
 
 }  // namespace
 
-bool divisible(const Candidate& k, const Model& m, std::int64_t world) {
-  return k.tp * k.cp * k.pp * k.dp == world && first_broken_rule(k.degrees(), m, world) == LayoutRule::ok;
+bool divisible(const Candidate& cand, const Model& m, std::int64_t world) {
+  return cand.tp * cand.cp * cand.pp * cand.dp == world &&
+         first_broken_rule(cand.degrees(), m, world) == LayoutRule::ok;
 }
 
 std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& cm, const Cluster& cl, const Model& m,
@@ -212,8 +214,8 @@ std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& cm, 
   Counters n;
   const auto techs = technologies(cl);
   for (const Shape& s : shapes(cl, m, cm.consts(), o)) {
-    for_each_candidate(s, cl, m, o, techs, n, [&](const Candidate& k, const PipelineSplit& split) {
-      out.emplace_back(k, split);
+    for_each_candidate(s, cl, m, o, techs, n, [&](const Candidate& cand, const PipelineSplit& split) {
+      out.emplace_back(cand, split);
       return out.size() < limit;
     });
     if (out.size() >= limit) break;
@@ -237,15 +239,15 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
     TopN& top = tops[t];
     Counters& n = counts[t];
     for (std::size_t i; (i = next.fetch_add(1)) < all.size();)
-      for_each_candidate(all[i], cl, m, o, techs, n, [&](const Candidate& k, const PipelineSplit& split) {
-        const Prediction p = cm.evaluate(k, split, /*stop_if_infeasible=*/true);
+      for_each_candidate(all[i], cl, m, o, techs, n, [&](const Candidate& cand, const PipelineSplit& split) {
+        const Prediction p = cm.evaluate(cand, split, /*stop_if_infeasible=*/true);
         ++n.evaluated;
         if (!p.feasible) {
           ++n.pruned_mem;
           return true;
         }
         ++n.feasible;
-        top.offer(k, p);
+        top.offer(cand, p);
         return true;
       });
   };
@@ -277,31 +279,31 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
   return res;
 }
 
-std::string describe_degrees(const Candidate& k) {
+std::string describe_degrees(const Candidate& cand) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "TP%lld CP%lld EP%lld PP%lld", static_cast<long long>(k.tp),
-                static_cast<long long>(k.cp), static_cast<long long>(k.ep), static_cast<long long>(k.pp));
+  std::snprintf(buf, sizeof buf, "TP%lld CP%lld EP%lld PP%lld", static_cast<long long>(cand.tp),
+                static_cast<long long>(cand.cp), static_cast<long long>(cand.ep), static_cast<long long>(cand.pp));
   std::string s = buf;
-  if (k.vpp > 1) s += "x" + std::to_string(k.vpp);
-  if (k.first_layers || k.last_layers)
-    s += "(" + std::to_string(k.first_layers) + "/../" + std::to_string(k.last_layers) + ")";
-  s += " DP" + std::to_string(k.dp) + " mbs" + std::to_string(k.mbs);
+  if (cand.vpp > 1) s += "x" + std::to_string(cand.vpp);
+  if (cand.first_layers || cand.last_layers)
+    s += "(" + std::to_string(cand.first_layers) + "/../" + std::to_string(cand.last_layers) + ")";
+  s += " DP" + std::to_string(cand.dp) + " mbs" + std::to_string(cand.mbs);
   return s;
 }
 
-std::string explain(const Candidate& k, const Prediction& p, const Cluster& cl) {
+std::string explain(const Candidate& cand, const Prediction& p, const Cluster& cl) {
   // Where each dimension sits, then the largest costs.
   std::string s;
   const char* names[] = {"TP", "CP", "EP", "DP", "PP"};
-  const std::int64_t sizes[] = {k.tp, k.cp, k.ep, k.dp * k.cp, k.pp};
+  const std::int64_t sizes[] = {cand.tp, cand.cp, cand.ep, cand.dp * cand.cp, cand.pp};
   std::string across;
   for (int d = 0; d < 5; ++d) {
     if (sizes[d] <= 1) continue;
     if (p.link[d] == LinkClass::cross_building) across += std::string(across.empty() ? "" : "+") + names[d];
   }
   s += across.empty() ? "nothing crosses buildings" : across + " across buildings";
-  if (k.technology >= 0) s += " over " + cl.network_technologies[static_cast<std::size_t>(k.technology)].name;
-  if (k.tp > 1) s += std::string(", TP on ") + link_class_name(p.link[0]);
+  if (cand.technology >= 0) s += " over " + cl.network_technologies[static_cast<std::size_t>(cand.technology)].name;
+  if (cand.tp > 1) s += std::string(", TP on ") + link_class_name(p.link[0]);
   const Breakdown& b = p.breakdown;
   std::vector<std::pair<double, std::string>> terms = {
       {b.compute_s, "compute"}, {b.bubble_s, "bubble"}, {b.optimizer_s, "optimizer"}};

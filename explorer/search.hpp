@@ -40,7 +40,7 @@ struct SearchResult {
 };
 
 // The fast divisibility check of one candidate: validate_layout's rules without exceptions.
-bool divisible(const Candidate& k, const Model& model, std::int64_t world);
+bool divisible(const Candidate& cand, const Model& model, std::int64_t world);
 
 SearchResult search(const CostModel& model, const Cluster& cluster, const Model& spec_model,
                     const SearchOptions& options);
@@ -51,8 +51,8 @@ std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& mode
                                                            std::size_t limit);
 
 // A short sentence on where a layout's time goes and why its placement works.
-std::string explain(const Candidate& k, const Prediction& p, const Cluster& cluster);
+std::string explain(const Candidate& cand, const Prediction& p, const Cluster& cluster);
 // "TP8 CP1 EP1 PP16 (VPP1) DP768 mbs1" and "order tp-cp-ep-dp-pp, 1f1b, overlapped"
-std::string describe_degrees(const Candidate& k);
+std::string describe_degrees(const Candidate& cand);
 
 }  // namespace sax::explorer
