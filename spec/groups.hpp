@@ -60,7 +60,7 @@ bool needs_cluster(GroupKind g);
 
 class RankGrid {
  public:
-  // The layout must divide the world size (check_layout_degrees). Without a cluster the kinds
+  // The layout must divide the world size (degrees_rule). Without a cluster the kinds
   // that need one are refused (std::logic_error: a caller's bug, checked before with needs_cluster).
   RankGrid(const Layout& layout, std::int64_t world_size);
   RankGrid(const Layout& layout, const Cluster& cluster);
