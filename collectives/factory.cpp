@@ -36,8 +36,6 @@ class Factory final : public CommunicatorFactory {
 
 }  // namespace
 
-bool backend_compiled(Backend backend) { return backend == Backend::cpu || nccl_compiled(); }
-
 std::unique_ptr<CommunicatorFactory> make_communicator_factory(Backend backend, int cuda_device, Stream stream) {
   return std::make_unique<Factory>(backend, cuda_device, stream);
 }

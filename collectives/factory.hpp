@@ -34,8 +34,6 @@ class CommunicatorFactory {
 
 // Backend::cpu: MPI communicators split from the world. Backend::cuda: NCCL communicators on CUDA
 // device `cuda_device`, enqueuing on `stream` (the device's communication stream; null: their own).
-// True when this build has the backend's transport (NCCL needs the CUDA toolkit at build time).
-bool backend_compiled(Backend backend);
 std::unique_ptr<CommunicatorFactory> make_communicator_factory(Backend backend, int cuda_device = 0,
                                                                Stream stream = {});
 

@@ -30,6 +30,15 @@ struct Candidate {
   Layout to_layout(const Cluster& cluster) const;
 };
 
+// Parameters one rank's optimizer step updates (and keeps states for): all the stage holds, or
+// with the distributed optimizer its shard — dense parameters over DP×CP, expert ones over
+// expert-DP×CP (EP divides DP: validate_layout).
+inline double updated_params(const Candidate& cand, const StageParams& p) {
+  if (!cand.distributed_optimizer) return p.dense + p.expert;
+  const std::int64_t dp_cp = cand.dp * cand.cp, expert_dp_cp = cand.dp / cand.ep * cand.cp;
+  return p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(expert_dp_cp);
+}
+
 // The stages of a pipeline split that can differ (first, last, middle kinds), each kept once
 // with its smallest stage index (which holds the most in-flight micro-batches).
 struct PipelineSplit {

@@ -104,21 +104,17 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
 
 CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const StageLayers& st, const MicroShape& x,
                                                std::int64_t m) const {
-  const std::int64_t dp_cp = cand.dp * cand.cp, edp_cp = cand.dp / cand.ep * cand.cp;
   StageMemory mem;
   const StageParams p = stage_params(c_, st, cand.tp, cand.ep, cand.pp);
   const double params = p.dense + p.expert;
   const double weight_bytes = c_.e >= 4 ? 4.0 : 2.0;
   mem.weights = params * weight_bytes;
   mem.grads = params * (fixed_bytes_per_param_ - weight_bytes);
-  mem.optimizer =
-      optimizer_state_bytes_per_param_ *
-      (cand.distributed_optimizer ? p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(edp_cp)
-                                  : params);
+  mem.optimizer = optimizer_state_bytes_per_param_ * updated_params(cand, p);
   // Activations per layer and micro-batch: Korthikanti et al. 2022 (sbh(34 + 5as/h), /t with
   // SP), written per term so that GQA, SwiGLU and expert widths enter; with f = 4h, MHA and
   // GeLU it is the paper's formula. Units of sbh bytes at 2-byte activations.
-  const bool sp = cand.sp && cand.tp > 1;
+  const bool sp = cand.sequence_parallel();
   const double t = static_cast<double>(cand.tp);
   const double sbh = x.T * c_.h;
   const double replicated = 10;  // two norm inputs, QKV and MLP inputs, two dropout masks
@@ -263,8 +259,7 @@ terms::Microbatch CostModel::microbatch(const Candidate& cand, const StageLayers
   terms::Microbatch mb;
   const int tp_kinds = price.tp_kinds;
   const double dense = static_cast<double>(st.dense), moe = static_cast<double>(st.moe), L = dense + moe;
-  const double fwd = dense * t.dense_layer + moe * t.moe_layer + (st.last ? t.logits : 0.0);
-  mb.compute = 3 * fwd;  // backward: twice the forward's FLOPs at the same efficiency
+  mb.compute = 3 * t.forward(st);  // backward: twice the forward's FLOPs at the same efficiency
   if (cand.recompute == Recompute::full) mb.recompute = dense * t.dense_layer + moe * t.moe_layer;
   if (cand.recompute == Recompute::selective) mb.recompute = L * t.attention_core;
   for (int i = 0; i < tp_kinds; ++i)
@@ -286,18 +281,13 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
   for (int i = 0; i < price.dp_gather_kinds; ++i)
     gather += price.dp_gather[static_cast<std::size_t>(i)].time(tr.dp_gather[static_cast<std::size_t>(i)]);
   if (cand.dp_sync == DpSync::overlapped) {
-    const double fwd = static_cast<double>(st.dense) * t.dense_layer + static_cast<double>(st.moe) * t.moe_layer +
-                       (st.last ? t.logits : 0.0);
+    const double fwd = t.forward(st);
     tail.dp = terms::overlapped_sync_time(grad, gather, 2 * fwd, fwd, p_.overlap_slowdown);
   } else {
     tail.dp = grad + gather;
   }
   tail.embedding = price.embedding.time(tr.embedding);
-  const StageParams& p = tr.params;
-  const std::int64_t expert_dp = cand.dp / cand.ep;  // EP divides DP (validate_layout)
-  const double dp_cp = static_cast<double>(cand.dp * cand.cp), edp_cp = static_cast<double>(expert_dp * cand.cp);
-  const double updated = cand.distributed_optimizer ? p.dense / dp_cp + p.expert / edp_cp : p.dense + p.expert;
-  tail.optimizer = terms::optimizer_time(p_, updated);
+  tail.optimizer = terms::optimizer_time(p_, updated_params(cand, tr.params));
   return tail;
 }
 

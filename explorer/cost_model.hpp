@@ -111,8 +111,6 @@ inline Price price(CollOp op, const Channel& ch) {
   const RingAlgorithm a = ring_algorithm(op, ch.ranks, ch.ring_fraction);
   return {a.steps * ch.link->alpha(op), a.bus_factor * ch.link->beta(op) * ch.share};
 }
-// Seconds of `traffic` on `channel`.
-inline double traffic_time(const Traffic& t, const Channel& ch) { return price(t.op, ch).time({t.count, t.bytes}); }
 
 // Compute of one micro-batch's forward on one rank: one op of `flops` FLOPs at the efficiency
 // its size reaches (GEMMs, attention core), and memory-bound work at the HBM bandwidth reached.
@@ -123,6 +121,11 @@ struct LayerTimes {
   double dense_layer = 0;     // attention block + MLP + elementwise
   double moe_layer = 0;       // attention block + router + experts (× router imbalance) + elementwise
   double logits = 0;
+  // One micro-batch's forward through the stage's layers (and the logits on the last stage).
+  double forward(const StageLayers& st) const {
+    return static_cast<double>(st.dense) * dense_layer + static_cast<double>(st.moe) * moe_layer +
+           (st.last ? logits : 0.0);
+  }
 };
 LayerTimes layer_times(const CostParams& params, const ModelConsts& c, const MicroShape& x, const Candidate& cand);
 

@@ -19,7 +19,7 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
   job.agree(text, [&] {
     if (!extras.empty()) throw UsageError("bench coll: unexpected argument '" + extras.front() + "'");
     (void)FaultInjection::get();  // a malformed test variable is bad input too
-    plan = plan_coll_bench(args, job.size(), Job::choose_backend);
+    plan = plan_coll_bench(args, job.size(), [&job](const std::string& b) { return job.choose_backend(b); });
     // Rank 0 writes the JSON: find an unwritable path now, not after the sweep.
     if (job.rank() == 0 && !plan->config.json_file.empty()) writer.check(plan->config.json_file);
   });

@@ -29,6 +29,7 @@ Job::Job() {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   SAX_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   SAX_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  cuda_ = kernels::cuda_devices();
 }
 
 Job::~Job() {
@@ -135,17 +136,15 @@ std::string Job::thread_level() const {
   return "unknown";
 }
 
-Backend Job::choose_backend(const std::string& requested) {
-  const kernels::CudaDevices devices = kernels::cuda_devices();
-  if (requested.empty())
-    return devices.count > 0 && coll::backend_compiled(Backend::cuda) ? Backend::cuda : Backend::cpu;
+// The CUDA device and NCCL are built together (SAX_HAVE_CUDA): a device means both are there.
+Backend Job::choose_backend(const std::string& requested) const {
+  if (requested.empty()) return cuda_.count > 0 ? Backend::cuda : Backend::cpu;
   const std::optional<Backend> b = parse_backend(requested);
   if (!b) throw UsageError("--backend: expected cpu or cuda, got '" + requested + "'");
   if (*b == Backend::cuda) {
-    if (!devices.compiled || !coll::backend_compiled(Backend::cuda))
-      throw UsageError("--backend cuda: this sax was built without CUDA");
-    if (devices.count == 0)
-      throw UsageError("--backend cuda: " + (devices.reason.empty() ? std::string("no CUDA device") : devices.reason));
+    if (!cuda_.compiled) throw UsageError("--backend cuda: this sax was built without CUDA");
+    if (cuda_.count == 0)
+      throw UsageError("--backend cuda: " + (cuda_.reason.empty() ? std::string("no CUDA device") : cuda_.reason));
   }
   return *b;
 }
@@ -158,7 +157,7 @@ std::unique_ptr<kernels::Device> Job::make_device(Backend backend) {
   SAX_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
   SAX_MPI_CHECK(MPI_Comm_rank(node, &local_rank));
   SAX_MPI_CHECK(MPI_Comm_free(&node));
-  return kernels::make_device(Backend::cuda, local_rank % kernels::cuda_devices().count);
+  return kernels::make_device(Backend::cuda, local_rank % cuda_.count);
 }
 
 std::unique_ptr<coll::CommunicatorFactory> Job::communicators(kernels::Device& device) {

@@ -76,7 +76,7 @@ class Job {
 
   // The backend: `requested` ("" = cuda where a CUDA device is present, cpu otherwise). A request
   // for cuda that this build or machine cannot serve is a UsageError saying why.
-  static Backend choose_backend(const std::string& requested);
+  Backend choose_backend(const std::string& requested) const;
   // The device this rank computes on (CUDA: by its rank among the ranks on its node) and the
   // communicator factory on it (NCCL on the device's communication stream).
   std::unique_ptr<kernels::Device> make_device(Backend backend);
@@ -86,6 +86,7 @@ class Job {
   void announce_and_meet(bool run_error, const std::string& what);
   bool owned_ = false;
   int rank_ = 0, size_ = 1;
+  kernels::CudaDevices cuda_;  // what this build and machine offer, asked once
 };
 
 // One hash of a command line (FNV-1a), for Job::agree.
