@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,6 +45,17 @@ class Event {
   virtual void wait(Stream waiter) = 0;  // `waiter`'s later work starts after the recorded point
   virtual void synchronize() = 0;        // the host waits
   virtual bool done() = 0;               // never blocks
+  // Microseconds from `start`'s recorded point to this one's; both made with timing on and
+  // complete. CUDA: the device's clock between the two points (cudaEventElapsedTime); CPU: the
+  // host's steady clock when each was recorded (work runs on the calling thread).
+  virtual double elapsed_us(const Event& start) const = 0;
+};
+
+// Work captured once and launched many times (a CUDA graph): what nccl-tests' -G times.
+class Graph {
+ public:
+  virtual ~Graph() = default;
+  virtual void launch(Stream stream) = 0;  // enqueues the captured work once
 };
 
 class Device {
@@ -56,8 +68,12 @@ class Device {
   // Where compute kernels and collectives run; different streams so that they can overlap.
   virtual Stream compute_stream() = 0;
   virtual Stream comm_stream() = 0;
-  virtual std::unique_ptr<Event> make_event() = 0;
+  // `timing`: the event can be set against another (elapsed_us); costs a little on CUDA.
+  virtual std::unique_ptr<Event> make_event(bool timing) = 0;
   virtual void synchronize(Stream stream) = 0;  // the host waits for the stream's work
+  // Runs `enqueue` while capturing what it enqueues on `stream` into a graph, not running it
+  // (CUDA stream capture). The CPU backend has nothing to capture: a UsageError.
+  virtual std::unique_ptr<Graph> capture(Stream stream, const std::function<void()>& enqueue) = 0;
 };
 
 // Backend::cpu, or CUDA device `index` (a UsageError where this build has no CUDA backend).

@@ -1,7 +1,8 @@
 // The CPU device: host memory, no streams (work runs on the calling thread), events that are
-// always done.
+// always done and stamp the host's steady clock when recorded.
 #include "kernels/device.hpp"
 
+#include <chrono>
 #include <cstring>
 
 #include "spec/error.hpp"
@@ -25,10 +26,16 @@ class HostBuffer final : public Buffer {
 
 class HostEvent final : public Event {
  public:
-  void record(Stream) override {}
+  void record(Stream) override { at_ = std::chrono::steady_clock::now(); }
   void wait(Stream) override {}
   void synchronize() override {}
   bool done() override { return true; }
+  double elapsed_us(const Event& start) const override {
+    return std::chrono::duration<double, std::micro>(at_ - static_cast<const HostEvent&>(start).at_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point at_{};
 };
 
 class CpuDevice final : public Device {
@@ -39,8 +46,11 @@ class CpuDevice final : public Device {
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
   Stream compute_stream() override { return {}; }
   Stream comm_stream() override { return {}; }
-  std::unique_ptr<Event> make_event() override { return std::make_unique<HostEvent>(); }
+  std::unique_ptr<Event> make_event(bool) override { return std::make_unique<HostEvent>(); }
   void synchronize(Stream) override {}
+  std::unique_ptr<Graph> capture(Stream, const std::function<void()>&) override {
+    throw UsageError("graph capture needs the CUDA backend (the CPU backend runs work as it is called)");
+  }
 };
 
 }  // namespace

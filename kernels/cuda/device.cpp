@@ -57,7 +57,9 @@ cudaStream_t native(Stream s) { return static_cast<cudaStream_t>(s.native); }
 
 class CudaEvent final : public Event {
  public:
-  CudaEvent() { SAX_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  explicit CudaEvent(bool timing) {
+    SAX_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
   ~CudaEvent() override { cudaEventDestroy(event_); }
   void record(Stream s) override { SAX_CUDA_CHECK(cudaEventRecord(event_, native(s))); }
   void wait(Stream waiter) override { SAX_CUDA_CHECK(cudaStreamWaitEvent(native(waiter), event_, 0)); }
@@ -68,9 +70,41 @@ class CudaEvent final : public Event {
     SAX_CUDA_CHECK(rc);
     return true;
   }
+  double elapsed_us(const Event& start) const override {
+    float ms = 0;
+    SAX_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<const CudaEvent&>(start).event_, event_));
+    return static_cast<double>(ms) * 1e3;
+  }
 
  private:
   cudaEvent_t event_ = nullptr;
+};
+
+class CudaGraph final : public Graph {
+ public:
+  CudaGraph(cudaStream_t stream, const std::function<void()>& enqueue) {
+    // Relaxed: NCCL's own calls during capture (its proxy, cudaEventQuery) are allowed.
+    SAX_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    try {
+      enqueue();
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(stream, &broken);
+      if (broken) cudaGraphDestroy(broken);
+      throw;
+    }
+    SAX_CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
+    SAX_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  ~CudaGraph() override {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+  }
+  void launch(Stream s) override { SAX_CUDA_CHECK(cudaGraphLaunch(exec_, static_cast<cudaStream_t>(s.native))); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
 };
 
 class CudaDevice final : public Device {
@@ -93,8 +127,11 @@ class CudaDevice final : public Device {
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override { return std::make_unique<DeviceBuffer>(bytes); }
   Stream compute_stream() override { return {compute_}; }
   Stream comm_stream() override { return {comm_}; }
-  std::unique_ptr<Event> make_event() override { return std::make_unique<CudaEvent>(); }
+  std::unique_ptr<Event> make_event(bool timing) override { return std::make_unique<CudaEvent>(timing); }
   void synchronize(Stream s) override { SAX_CUDA_CHECK(cudaStreamSynchronize(native(s))); }
+  std::unique_ptr<Graph> capture(Stream s, const std::function<void()>& enqueue) override {
+    return std::make_unique<CudaGraph>(native(s), enqueue);
+  }
 
  private:
   int index_;

@@ -3,7 +3,9 @@
 // this build and machine have one, and a clear refusal where they do not.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "kernels/device.hpp"
@@ -33,11 +35,30 @@ TEST(CpuDevice, NoStreamsAndEventsAreDone) {
   auto d = make_device(Backend::cpu);
   EXPECT_FALSE(d->compute_stream());
   EXPECT_FALSE(d->comm_stream());
-  auto e = d->make_event();
+  auto e = d->make_event(false);
   e->record(d->compute_stream());
   e->wait(d->comm_stream());
   e->synchronize();
   EXPECT_TRUE(e->done());
+}
+
+// `bench coll` times the CPU backend with these events: the host clock between two records.
+TEST(CpuDevice, TimingEventsMeasureTheHostClockBetweenRecords) {
+  auto d = make_device(Backend::cpu);
+  auto start = d->make_event(true), end = d->make_event(true);
+  start->record(d->comm_stream());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  end->record(d->comm_stream());
+  EXPECT_GE(end->elapsed_us(*start), 20e3);
+  EXPECT_LT(end->elapsed_us(*start), 2e6);
+  EXPECT_LE(start->elapsed_us(*end), -20e3);  // signed, as cudaEventElapsedTime
+}
+
+TEST(CpuDevice, GraphCaptureIsRefusedWithTheReason) {
+  auto d = make_device(Backend::cpu);
+  bool ran = false;
+  EXPECT_THROW(d->capture(d->comm_stream(), [&] { ran = true; }), UsageError);
+  EXPECT_FALSE(ran);
 }
 
 TEST(CudaDevice, TwoStreamsWhereThereIsADeviceElseARefusal) {
@@ -57,7 +78,7 @@ TEST(CudaDevice, TwoStreamsWhereThereIsADeviceElseARefusal) {
   b->download(back.data(), 4096);
   EXPECT_EQ(back, in);
   // An event recorded on the compute stream orders the communication stream after it.
-  auto e = d->make_event();
+  auto e = d->make_event(false);
   e->record(d->compute_stream());
   e->wait(d->comm_stream());
   d->synchronize(d->comm_stream());
