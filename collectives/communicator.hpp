@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "spec/collective.hpp"
 #include "spec/dtype.hpp"
 
 namespace sax::coll {
@@ -43,16 +46,25 @@ class Handle {
 };
 
 // blocking: the call returns when the operation is complete. async: it returns at once and the
-// Handle says when; compute may run in between (overlap).
-enum class Mode { blocking, async };
+// Handle says when; compute may run in between (overlap). enqueue: the call returns once the
+// operation is ordered on the communicator's stream, and later work on that stream (an event, a
+// synchronisation) sees it complete — how nccl-tests times a batch of iterations; on the MPI
+// backend, which has no stream, it is complete on return, as blocking.
+enum class Mode { blocking, async, enqueue };
 
 // Reductions are sums. Counts are elements of `dtype`; ranks are ranks inside this communicator.
+// In place, as NCCL defines it: all_reduce with send == recv; all_gather with send == recv +
+// rank() × send_count; reduce_scatter with recv == send + rank() × recv_count (every backend
+// accepts these; MPI's are translated to MPI_IN_PLACE). broadcast works on one buffer.
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* backend() const = 0;  // "cpu" (MPI) | "cuda" (NCCL)
+  // The library call that carries `op` at `bytes` (nccl-tests' size: the all-reduce buffer,
+  // all-gather's output, reduce-scatter's input, ...), e.g. "MPI_Reduce_scatter", "ncclAllReduce".
+  virtual std::string path(CollOp op, std::uint64_t bytes) const = 0;
 
   virtual Handle all_reduce(const void* send, void* recv, std::size_t count, DType dtype, Mode mode) = 0;
   // send holds size() blocks of recv_count; this rank receives the sum of block rank().

@@ -1,6 +1,7 @@
 #include "collectives/mpi/mpi_communicator.hpp"
 
 #include <climits>
+#include <cstring>
 #include <mutex>
 
 #include "collectives/bf16.hpp"
@@ -55,6 +56,69 @@ class RequestHandle final : public Handle::Impl {
 
 constexpr int kTag = 7301;
 
+// The op table of the MPI backend: which call carries each blocking collective at each size
+// (nccl-tests' size, bytes). Decided by measurement with bench/coll_paths (`mpirun -np 4
+// build/bench/coll_paths 15`, every candidate as a bare loop, rotated, mean over ranks, median of
+// the repetitions) on Open MPI 4.1.4 (Debian 12), 4 ranks on one 2-core host, float32, in three
+// launches: the library's own call unless another was faster at every size of a window in
+// every launch. Another MPI or another host may decide otherwise: rerun bench/coll_paths there.
+//   all_reduce      MPI_Reduce + MPI_Bcast at 8-64 KiB: 1.5-1.7x faster than MPI_Allreduce in all
+//                   three launches; at 1-4 KiB they tie, from 128 KiB MPI_Allreduce is faster
+//                   (up to 1.6x at 512 KiB-16 MiB). MPI_Reduce_scatter_block + MPI_Allgather is
+//                   never faster.
+//   all_gather      MPI_Gather + MPI_Bcast at 8-32 KiB: 1.1-1.4x faster than MPI_Allgather in all
+//                   three; elsewhere MPI_Allgather (MPI_Allgatherv won 1-16 MiB by 1.1-1.3x in
+//                   one launch and lost by 1.2-1.4x in another: no consistent winner).
+//   reduce_scatter  MPI_Reduce_scatter with equal counts, every size: within 4 % of
+//                   MPI_Reduce_scatter_block up to 64 KiB; at 16 MiB 2.1-2.5x faster in both
+//                   launches, at 256 KiB-4 MiB up to 6.5x faster in one launch where the _block
+//                   call's best elsewhere was 1.6x. Open MPI 4.1's reduce_scatter_block takes a
+//                   slower algorithm (the 4-8x gap to OSU, which calls MPI_Reduce_scatter).
+//   all_to_all      MPI_Alltoall (MPI_Alltoallv and posted MPI_Isend/MPI_Irecv within 10 %).
+//   broadcast       MPI_Bcast (1.35-3.2x faster than MPI_Scatter + MPI_Allgather).
+//   send_recv       MPI_Sendrecv (MPI_Irecv + MPI_Isend within 6 %).
+// Nonblocking calls (Mode::async) use the one nonblocking call of the same family (a composite
+// cannot be one request): MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter, MPI_Ialltoall,
+// MPI_Ibcast, MPI_Irecv + MPI_Isend.
+struct PathWindow {
+  CollOp op;
+  std::uint64_t from_bytes, to_bytes;  // inclusive
+  const char* call;
+};
+constexpr PathWindow kPathWindows[] = {
+    {CollOp::all_reduce, 8u << 10, 64u << 10, "MPI_Reduce+MPI_Bcast"},
+    {CollOp::all_gather, 8u << 10, 32u << 10, "MPI_Gather+MPI_Bcast"},
+};
+
+const char* library_call(CollOp op) {
+  switch (op) {
+    case CollOp::all_reduce:
+      return "MPI_Allreduce";
+    case CollOp::all_gather:
+      return "MPI_Allgather";
+    case CollOp::reduce_scatter:
+      return "MPI_Reduce_scatter";
+    case CollOp::all_to_all:
+      return "MPI_Alltoall";
+    case CollOp::broadcast:
+      return "MPI_Bcast";
+    case CollOp::send_recv:
+      return "MPI_Sendrecv";
+    case CollOp::send:
+      return "MPI_Send";
+    case CollOp::recv:
+      return "MPI_Recv";
+  }
+  return "?";
+}
+
+// The window of a composite path that `bytes` of `op` falls in, or null: the library's call.
+const PathWindow* window(CollOp op, std::uint64_t bytes) {
+  for (const auto& w : kPathWindows)
+    if (w.op == op && bytes >= w.from_bytes && bytes <= w.to_bytes) return &w;
+  return nullptr;
+}
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
@@ -69,43 +133,102 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend() const override { return "cpu"; }
+  std::string path(CollOp op, std::uint64_t bytes) const override {
+    const PathWindow* w = window(op, bytes);
+    return w ? w->call : library_call(op);
+  }
 
   Handle all_reduce(const void* send, void* recv, std::size_t count, DType d, Mode mode) override {
     const int n = as_int(count, "all_reduce");
-    if (mode == Mode::blocking) {
-      SAX_MPI_CHECK(MPI_Allreduce(send, recv, n, mpi_datatype(d), mpi_sum_op(d), comm_));
+    const MPI_Datatype t = mpi_datatype(d);
+    const void* in = send == recv ? MPI_IN_PLACE : send;
+    if (mode != Mode::async) {
+      if (!window(CollOp::all_reduce, count * static_cast<std::size_t>(dtype_bytes(d)))) {
+        SAX_MPI_CHECK(MPI_Allreduce(in, recv, n, t, mpi_sum_op(d), comm_));
+        return {};
+      }
+      // Root 0 sums into recv (in place: recv holds its input); the others' recv is unused.
+      if (rank_ == 0)
+        SAX_MPI_CHECK(MPI_Reduce(in, recv, n, t, mpi_sum_op(d), 0, comm_));
+      else
+        SAX_MPI_CHECK(MPI_Reduce(send, nullptr, n, t, mpi_sum_op(d), 0, comm_));
+      SAX_MPI_CHECK(MPI_Bcast(recv, n, t, 0, comm_));
       return {};
     }
     auto h = std::make_unique<RequestHandle>();
-    SAX_MPI_CHECK(MPI_Iallreduce(send, recv, n, mpi_datatype(d), mpi_sum_op(d), comm_, h->request()));
+    SAX_MPI_CHECK(MPI_Iallreduce(in, recv, n, t, mpi_sum_op(d), comm_, h->request()));
     return Handle(std::move(h));
   }
 
   Handle reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType d, Mode mode) override {
     const int n = as_int(recv_count, "reduce_scatter");
-    if (mode == Mode::blocking) {
-      SAX_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, n, mpi_datatype(d), mpi_sum_op(d), comm_));
+    const std::size_t block = recv_count * static_cast<std::size_t>(dtype_bytes(d));
+    const std::size_t offset = static_cast<std::size_t>(rank_) * block;
+    // In place (recv is this rank's block of send): MPI reads the whole buffer and leaves the
+    // result at its start; it is moved to this rank's block afterwards, where NCCL leaves it.
+    const bool in_place = recv == static_cast<const char*>(send) + offset;
+    char* whole = in_place ? static_cast<char*>(recv) - offset : nullptr;
+    const void* in = in_place ? MPI_IN_PLACE : send;
+    void* out = in_place ? whole : recv;
+    if (mode != Mode::async) {
+      counts_.assign(static_cast<std::size_t>(size_), n);
+      SAX_MPI_CHECK(MPI_Reduce_scatter(in, out, counts_.data(), mpi_datatype(d), mpi_sum_op(d), comm_));
+      if (in_place && offset > 0) std::memcpy(recv, whole, block);
       return {};
     }
-    auto h = std::make_unique<RequestHandle>();
-    SAX_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, n, mpi_datatype(d), mpi_sum_op(d), comm_, h->request()));
+    // The counts must outlive the request; the in-place move happens on completion.
+    struct ScatterHandle final : Handle::Impl {
+      std::vector<int> counts;
+      RequestHandle req;
+      char *from = nullptr, *to = nullptr;
+      std::size_t bytes = 0;
+      void finish() {
+        if (to != from) std::memcpy(to, from, bytes);
+        to = from;
+      }
+      void wait() override { req.wait(), finish(); }
+      bool test() override { return req.test() ? (finish(), true) : false; }
+    };
+    auto h = std::make_unique<ScatterHandle>();
+    h->counts.assign(static_cast<std::size_t>(size_), n);
+    if (in_place) h->from = whole, h->to = static_cast<char*>(recv), h->bytes = block;
+    SAX_MPI_CHECK(
+        MPI_Ireduce_scatter(in, out, h->counts.data(), mpi_datatype(d), mpi_sum_op(d), comm_, h->req.request()));
     return Handle(std::move(h));
   }
 
   Handle all_gather(const void* send, void* recv, std::size_t send_count, DType d, Mode mode) override {
     const int n = as_int(send_count, "all_gather");
-    if (mode == Mode::blocking) {
-      SAX_MPI_CHECK(MPI_Allgather(send, n, mpi_datatype(d), recv, n, mpi_datatype(d), comm_));
+    const MPI_Datatype t = mpi_datatype(d);
+    const std::size_t block = send_count * static_cast<std::size_t>(dtype_bytes(d));
+    const bool in_place = send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank_) * block;
+    if (mode != Mode::async) {
+      if (!window(CollOp::all_gather, block * static_cast<std::size_t>(size_))) {
+        if (in_place)
+          SAX_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, t, comm_));
+        else
+          SAX_MPI_CHECK(MPI_Allgather(send, n, t, recv, n, t, comm_));
+        return {};
+      }
+      // Root 0 gathers into recv (in place: its block is there already); then everyone gets it.
+      if (rank_ == 0)
+        SAX_MPI_CHECK(MPI_Gather(in_place ? MPI_IN_PLACE : send, n, t, recv, n, t, 0, comm_));
+      else
+        SAX_MPI_CHECK(MPI_Gather(send, n, t, nullptr, n, t, 0, comm_));
+      SAX_MPI_CHECK(MPI_Bcast(recv, as_int(send_count * static_cast<std::size_t>(size_), "all_gather"), t, 0, comm_));
       return {};
     }
     auto h = std::make_unique<RequestHandle>();
-    SAX_MPI_CHECK(MPI_Iallgather(send, n, mpi_datatype(d), recv, n, mpi_datatype(d), comm_, h->request()));
+    if (in_place)
+      SAX_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, t, comm_, h->request()));
+    else
+      SAX_MPI_CHECK(MPI_Iallgather(send, n, t, recv, n, t, comm_, h->request()));
     return Handle(std::move(h));
   }
 
   Handle all_to_all(const void* send, void* recv, std::size_t count_per_peer, DType d, Mode mode) override {
     const int n = as_int(count_per_peer, "all_to_all");
-    if (mode == Mode::blocking) {
+    if (mode != Mode::async) {
       SAX_MPI_CHECK(MPI_Alltoall(send, n, mpi_datatype(d), recv, n, mpi_datatype(d), comm_));
       return {};
     }
@@ -134,7 +257,7 @@ class MpiCommunicator final : public Communicator {
     };
     conv(send_counts, h->sc), conv(send_displs, h->sd), conv(recv_counts, h->rc), conv(recv_displs, h->rd);
     const MPI_Datatype t = mpi_datatype(d);
-    if (mode == Mode::blocking) {
+    if (mode != Mode::async) {
       SAX_MPI_CHECK(MPI_Alltoallv(send, h->sc.data(), h->sd.data(), t, recv, h->rc.data(), h->rd.data(), t, comm_));
       return {};
     }
@@ -145,7 +268,7 @@ class MpiCommunicator final : public Communicator {
 
   Handle broadcast(void* buf, std::size_t count, DType d, int root, Mode mode) override {
     const int n = as_int(count, "broadcast");
-    if (mode == Mode::blocking) {
+    if (mode != Mode::async) {
       SAX_MPI_CHECK(MPI_Bcast(buf, n, mpi_datatype(d), root, comm_));
       return {};
     }
@@ -156,7 +279,7 @@ class MpiCommunicator final : public Communicator {
 
   Handle send(const void* buf, std::size_t count, DType d, int peer, Mode mode) override {
     const int n = as_int(count, "send");
-    if (mode == Mode::blocking) {
+    if (mode != Mode::async) {
       SAX_MPI_CHECK(MPI_Send(buf, n, mpi_datatype(d), peer, kTag, comm_));
       return {};
     }
@@ -167,7 +290,7 @@ class MpiCommunicator final : public Communicator {
 
   Handle recv(void* buf, std::size_t count, DType d, int peer, Mode mode) override {
     const int n = as_int(count, "recv");
-    if (mode == Mode::blocking) {
+    if (mode != Mode::async) {
       SAX_MPI_CHECK(MPI_Recv(buf, n, mpi_datatype(d), peer, kTag, comm_, MPI_STATUS_IGNORE));
       return {};
     }
@@ -178,7 +301,7 @@ class MpiCommunicator final : public Communicator {
 
   Handle send_recv(const void* send, int to, void* recv, int from, std::size_t count, DType d, Mode mode) override {
     const int n = as_int(count, "send_recv");
-    if (mode == Mode::blocking) {
+    if (mode != Mode::async) {
       SAX_MPI_CHECK(MPI_Sendrecv(send, n, mpi_datatype(d), to, kTag, recv, n, mpi_datatype(d), from, kTag, comm_,
                                  MPI_STATUS_IGNORE));
       return {};
@@ -190,7 +313,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   Handle barrier(Mode mode) override {
-    if (mode == Mode::blocking) {
+    if (mode != Mode::async) {
       SAX_MPI_CHECK(MPI_Barrier(comm_));
       return {};
     }
@@ -203,6 +326,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;
+  std::vector<int> counts_;  // reduce_scatter's per-rank counts, kept between blocking calls
 };
 
 }  // namespace

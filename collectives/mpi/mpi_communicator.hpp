@@ -1,5 +1,6 @@
-// The MPI backend (CPU buffers): blocking calls are MPI's blocking collectives (the tuned
-// algorithms), async calls are MPI's nonblocking ones (MPI_I*) behind a Handle.
+// The MPI backend (CPU buffers): blocking calls take the fastest MPI call at each size (the op
+// table in mpi_communicator.cpp, measured by bench/coll_paths), async calls are MPI's
+// nonblocking ones (MPI_I*) behind a Handle; enqueue is blocking (no stream).
 #pragma once
 
 #include <mpi.h>

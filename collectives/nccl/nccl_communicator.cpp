@@ -67,6 +67,28 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend() const override { return "cuda"; }
+  // NCCL picks its algorithm (ring, tree, NVLS, ...) and protocol per size itself.
+  std::string path(CollOp op, std::uint64_t) const override {
+    switch (op) {
+      case CollOp::all_reduce:
+        return "ncclAllReduce";
+      case CollOp::all_gather:
+        return "ncclAllGather";
+      case CollOp::reduce_scatter:
+        return "ncclReduceScatter";
+      case CollOp::all_to_all:
+        return "ncclSend/ncclRecv";
+      case CollOp::broadcast:
+        return "ncclBroadcast";
+      case CollOp::send_recv:
+        return "ncclSend+ncclRecv";
+      case CollOp::send:
+        return "ncclSend";
+      case CollOp::recv:
+        return "ncclRecv";
+    }
+    return "?";
+  }
 
   Handle all_reduce(const void* send, void* recv, std::size_t count, DType d, Mode mode) override {
     SAX_NCCL_CHECK(ncclAllReduce(send, recv, count, nccl_type(d), ncclSum, comm_, stream_));
@@ -138,8 +160,8 @@ class NcclCommunicator final : public Communicator {
  private:
   Handle finish(Mode mode) {
     if (mode == Mode::async) return Handle(std::make_unique<EventHandle>(stream_));
-    SAX_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return {};
+    if (mode == Mode::blocking) SAX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return {};  // enqueue: ordered on the stream; whoever synchronises it sees it done
   }
   MPI_Comm mpi_comm_;
   bool owned_mpi_ = false, owned_stream_ = false;

@@ -47,6 +47,48 @@ TEST_P(Mpi, ReduceScatterAllGatherAllToAll) {
   for (int s = 0; s < n; ++s) EXPECT_EQ(a2a[3 * s + 1], 100.0f * s + 3 * me + 1);  // block me of rank s
 }
 
+// NCCL's in-place convention on every mode, at a size in the composite window of the op table
+// (all-reduce 8-64 KiB: MPI_Reduce + MPI_Bcast; all-gather 8-32 KiB: MPI_Gather + MPI_Bcast) and
+// outside it: the results land where NCCL leaves them.
+TEST_P(Mpi, InPlaceAsNcclDefinesIt) {
+  for (std::size_t block : {std::size_t{3}, std::size_t{1024}}) {  // 48 B, 16 KiB in all on 4 ranks
+    const std::size_t count = block * static_cast<std::size_t>(n);
+    std::vector<float> buf(count);
+    for (std::size_t i = 0; i < count; ++i) buf[i] = static_cast<float>(100 * me + i % 97);
+    comm->all_reduce(buf.data(), buf.data(), count, sax::DType::fp32, GetParam()).wait();
+    for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(buf[i], 100.0f * n * (n - 1) / 2 + n * (i % 97)) << i;
+    // reduce_scatter: input the whole buffer, this rank's sum at its own block.
+    for (std::size_t i = 0; i < count; ++i) buf[i] = static_cast<float>(me + i % 7);
+    Handle h = comm->reduce_scatter(buf.data(), buf.data() + me * block, block, sax::DType::fp32, GetParam());
+    h.wait();
+    for (std::size_t j = 0; j < block; ++j)
+      ASSERT_EQ(buf[me * block + j], n * (n - 1) / 2.0f + n * ((me * block + j) % 7)) << j;
+    // all_gather: this rank's block in place, every block filled.
+    std::fill(buf.begin(), buf.end(), -1.0f);
+    for (std::size_t j = 0; j < block; ++j) buf[me * block + j] = static_cast<float>(10 * me + j % 5);
+    comm->all_gather(buf.data() + me * block, buf.data(), block, sax::DType::fp32, GetParam()).wait();
+    for (int s = 0; s < n; ++s)
+      for (std::size_t j = 0; j < block; ++j) ASSERT_EQ(buf[s * block + j], 10.0f * s + j % 5) << s << " " << j;
+  }
+}
+
+// The call each op takes, by size, is the op table's (measured by bench/coll_paths).
+TEST(MpiPaths, TheOpTableNamesTheCallPerSize) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  using sax::CollOp;
+  EXPECT_EQ(comm->path(CollOp::reduce_scatter, 1 << 10), "MPI_Reduce_scatter");
+  EXPECT_EQ(comm->path(CollOp::reduce_scatter, 16 << 20), "MPI_Reduce_scatter");
+  EXPECT_EQ(comm->path(CollOp::all_reduce, 4 << 10), "MPI_Allreduce");
+  EXPECT_EQ(comm->path(CollOp::all_reduce, 8 << 10), "MPI_Reduce+MPI_Bcast");
+  EXPECT_EQ(comm->path(CollOp::all_reduce, 64 << 10), "MPI_Reduce+MPI_Bcast");
+  EXPECT_EQ(comm->path(CollOp::all_reduce, 128 << 10), "MPI_Allreduce");
+  EXPECT_EQ(comm->path(CollOp::all_gather, 32 << 10), "MPI_Gather+MPI_Bcast");
+  EXPECT_EQ(comm->path(CollOp::all_gather, 64 << 10), "MPI_Allgather");
+  EXPECT_EQ(comm->path(CollOp::all_to_all, 1 << 20), "MPI_Alltoall");
+  EXPECT_EQ(comm->path(CollOp::broadcast, 1 << 20), "MPI_Bcast");
+  EXPECT_EQ(comm->path(CollOp::send_recv, 1 << 20), "MPI_Sendrecv");
+}
+
 TEST_P(Mpi, AllToAllVMoeDispatch) {
   // Rank s sends s+d+1 elements to rank d, each valued 10·s + d.
   std::vector<std::size_t> sc(n), sd(n), rc(n), rd(n);
@@ -92,8 +134,12 @@ TEST_P(Mpi, Bfloat16SumIsExactOnSmallIntegers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, Mpi, ::testing::Values(Mode::blocking, Mode::async),
-                         [](const auto& info) { return info.param == Mode::blocking ? "blocking" : "async"; });
+INSTANTIATE_TEST_SUITE_P(Modes, Mpi, ::testing::Values(Mode::blocking, Mode::async, Mode::enqueue),
+                         [](const auto& info) {
+                           return info.param == Mode::blocking ? "blocking"
+                                  : info.param == Mode::async  ? "async"
+                                                               : "enqueue";
+                         });
 
 TEST(MpiAsync, HandleCompletesWhileComputeRuns) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
