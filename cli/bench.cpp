@@ -33,6 +33,15 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-w,--warmup", args->warmup, "Untimed iterations before")->capture_default_str();
   cmd->add_option("-d,--dtype", args->dtype, "float32 | bfloat16 (or fp32 | bf16)")->capture_default_str();
   cmd->add_flag("-c,--check", args->check, "Fill with exact values, count wrong elements, exit 1 if any");
+  cmd->add_option("-a,--average", args->average,
+                  "Aggregate over ranks as nccl-tests -a: 0 rank 0, 1 mean, 2 min, 3 max (or the names)")
+      ->capture_default_str();
+  cmd->add_flag("-z,--blocking", args->blocking,
+                "Synchronise after every iteration (nccl-tests -z 1); default: once after the batch");
+  cmd->add_option("--inplace", args->inplace, "0 out of place, 1 in place, 2 both (a row each)")->capture_default_str();
+  cmd->add_option("-G,--graph-launches", args->graph_launches,
+                  "Capture the iterations in a CUDA graph and launch it this many times (cuda; 0 = no graph)")
+      ->capture_default_str();
   cmd->add_option("--group", args->group,
                   "A group kind: world | tp | cp | ep | dp | pp | expert_dp | dp_cp | expert_dp_cp | "
                   "dp_cp_intra_building | dp_cp_cross_building | embedding | intra_building | cross_building | ...")

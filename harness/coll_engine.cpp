@@ -40,6 +40,8 @@ json CollResult::to_json() const {
           {"dtype", element_name(dtype)},
           {"group", group},
           {"ranks", ranks},
+          {"in_place", in_place},
+          {"path", path},
           {"time_us", time_us},
           {"algbw_gbps", algbw_gbps},
           {"busbw_gbps", busbw_gbps},
@@ -50,31 +52,80 @@ json CollResult::to_json() const {
           {"times_us", times_us}};
 }
 
-Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job, void* send, void* recv,
-                    std::size_t count, DType dtype, int iters, int warmup, const FaultInjection& faults) {
-  for (int i = 0; i < warmup; ++i) entry.run(comm, send, recv, count, dtype, coll::Mode::blocking);
+Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job, kernels::Device& device, void* send,
+                    void* recv, std::size_t count, DType dtype, const Timing& t, const FaultInjection& faults) {
+  const Stream stream = device.comm_stream();
+  const coll::Mode mode = t.blocking ? coll::Mode::blocking : coll::Mode::enqueue;
+  for (int i = 0; i < t.warmup; ++i) entry.run(comm, send, recv, count, dtype, mode);
+  device.synchronize(stream);
+  std::unique_ptr<kernels::Graph> graph;
+  if (t.graph_launches > 0) {
+    graph = device.capture(stream, [&] {
+      for (int i = 0; i < t.iters; ++i) entry.run(comm, send, recv, count, dtype, coll::Mode::enqueue);
+    });
+    graph->launch(stream);  // the first launch sets the graph up on the device: not timed
+    device.synchronize(stream);
+  }
+  const int samples = graph ? t.graph_launches : t.iters;
+  std::vector<std::unique_ptr<kernels::Event>> events;
+  for (int k = 0; k <= samples; ++k) events.push_back(device.make_event(true));
   job.barrier();
-  std::vector<double> stamps(static_cast<std::size_t>(iters) + 1);
-  // The timed loop: the operation and one clock read per iteration, nothing else.
-  stamps[0] = now_s();
-  if (faults.slows()) {
-    for (int i = 0; i < iters; ++i) {
-      entry.run(comm, send, recv, count, dtype, coll::Mode::blocking);
-      stamps[i + 1] = faults.slow_down(i, stamps[i], now_s());
+  // The timed loop: the operation and one event per iteration, nothing else.
+  events[0]->record(stream);
+  if (graph) {
+    for (int k = 0; k < samples; ++k) graph->launch(stream), events[k + 1]->record(stream);
+  } else if (faults.slows()) {
+    double start = now_s();
+    for (int i = 0; i < samples; ++i) {
+      entry.run(comm, send, recv, count, dtype, mode);
+      start = faults.slow_down(i, start, now_s());
+      events[i + 1]->record(stream);
     }
   } else {
-    for (int i = 0; i < iters; ++i) {
-      entry.run(comm, send, recv, count, dtype, coll::Mode::blocking);
-      stamps[i + 1] = now_s();
-    }
+    for (int i = 0; i < samples; ++i) entry.run(comm, send, recv, count, dtype, mode), events[i + 1]->record(stream);
   }
+  events[samples]->synchronize();
+  const double per_sample = graph ? t.iters : 1;
   Measurement m;
-  m.times_us.resize(static_cast<std::size_t>(iters));
-  for (int i = 0; i < iters; ++i) m.times_us[i] = (stamps[i + 1] - stamps[i]) * 1e6;
-  job.max(m.times_us);
-  m.time_us = job.max((stamps[iters] - stamps[0]) * 1e6 / iters);
+  m.times_us.resize(static_cast<std::size_t>(samples));
+  for (int k = 0; k < samples; ++k) m.times_us[k] = events[k + 1]->elapsed_us(*events[k]) / per_sample;
+  job.aggregate(m.times_us, t.average);
+  m.time_us = job.aggregate(events[samples]->elapsed_us(*events[0]) / (samples * per_sample), t.average);
   return m;
 }
+
+namespace {
+
+// Fills the op's input for a check into `send` and `recv` (in place: into the one buffer, at
+// the op's send offset), runs the op once, and counts this rank's wrong output elements.
+std::int64_t check_once(const CollOpEntry& entry, coll::Communicator& comm, kernels::Device& device,
+                        kernels::Buffer& send, kernels::Buffer& recv, bool in_place, std::size_t count, DType dtype,
+                        bool corrupt) {
+  const int n = comm.size(), me = comm.rank();
+  const std::size_t e = static_cast<std::size_t>(dtype_bytes(dtype));
+  const std::size_t send_n = entry.send_count(count, n), recv_n = entry.recv_count(count, n);
+  const bool one = in_place && !entry.one_buffer;
+  const std::size_t send_at = one ? entry.in_place_send_offset(count, n, me) : 0;
+  const std::size_t recv_at = one ? entry.in_place_recv_offset(count, n, me) : 0;
+  std::vector<unsigned char> host((one ? count : entry.one_buffer ? recv_n : send_n) * e);
+  const std::size_t inputs = entry.one_buffer ? recv_n : send_n;
+  for (std::size_t i = 0; i < inputs; ++i) store(host, dtype, send_at + i, entry.input(me, n, count, i));
+  kernels::Buffer& in = one || entry.one_buffer ? recv : send;
+  in.upload(host.data(), host.size());
+  void* s = one ? static_cast<char*>(recv.data()) + send_at * e : send.data();
+  void* r = static_cast<char*>(recv.data()) + recv_at * e;
+  entry.run(comm, s, r, count, dtype, coll::Mode::blocking);
+  device.synchronize(device.comm_stream());
+  host.assign((recv_at + recv_n) * e, 0);
+  recv.download(host.data(), host.size());
+  if (corrupt && recv_n > 0) store(host, dtype, recv_at + recv_n / 2, 100.0);
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < recv_n; ++i)
+    if (load(host, dtype, recv_at + i) != entry.expected(me, n, count, i)) ++wrong;
+  return wrong;
+}
+
+}  // namespace
 
 std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communicator& comm, kernels::Device& device,
                                        Job& job, Watchdog* watchdog,
@@ -85,49 +136,48 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
   auto send = device.allocate(c.max_bytes);
   auto recv = device.allocate(c.max_bytes);
   const FaultInjection& faults = FaultInjection::get();
+  const Timing timing = Timing::of(c);
   std::vector<CollResult> results;
   bool first = true;
   for (CollOp op : c.ops) {
     const CollOpEntry& entry = coll_op_entry(op);
     for (std::uint64_t bytes : sweep_sizes(c.min_bytes, c.max_bytes, c.step_factor)) {
       const std::size_t count = bytes / e;
-      if (watchdog)
-        watchdog->progress(std::string(to_string(op)) + " of " + format_bytes(bytes) + " B on group " + c.group);
-      if (first) faults.before_first_measurement(job.rank());
-      first = false;
-      const std::size_t send_n = entry.send_count(count, n), recv_n = entry.recv_count(count, n);
-      if (c.check) {
-        std::vector<unsigned char> host((entry.in_place ? recv_n : send_n) * e);
-        for (std::size_t i = 0; i < host.size() / e; ++i) store(host, c.dtype, i, entry.input(me, n, count, i));
-        (entry.in_place ? recv : send)->upload(host.data(), host.size());
+      for (bool in_place : placements(entry, c.inplace)) {
+        if (watchdog)
+          watchdog->progress(std::string(to_string(op)) + " of " + format_bytes(bytes) + " B" +
+                             (in_place && !entry.one_buffer ? " in place" : "") + " on group " + c.group);
+        if (first) faults.before_first_measurement(job.rank());
+        first = false;
+        const bool one = in_place && !entry.one_buffer;
+        char* base = static_cast<char*>(recv->data());
+        void* s = one ? base + entry.in_place_send_offset(count, n, me) * e : send->data();
+        void* r = one ? base + entry.in_place_recv_offset(count, n, me) * e : recv->data();
+        Measurement m = time_op(entry, comm, job, device, s, r, count, c.dtype, timing, faults);
+        CollResult res;
+        res.op = op;
+        res.bytes = bytes;
+        res.count = count;
+        res.dtype = c.dtype;
+        res.group = c.group;
+        res.ranks = n;
+        res.in_place = in_place;
+        res.path = comm.path(op, bytes);
+        res.time_us = m.time_us;
+        res.algbw_gbps = static_cast<double>(bytes) / (m.time_us * 1e3);
+        res.busbw_gbps = res.algbw_gbps * busbw_factor(op, n);
+        res.p50_us = percentile(m.times_us, 0.5);
+        res.p99_us = percentile(m.times_us, 0.99);
+        res.cv = cv(m.times_us);
+        res.times_us = std::move(m.times_us);
+        // Checked on fresh input after the timing, as nccl-tests does: in place, every timed
+        // iteration fed the next.
+        if (c.check)
+          res.wrong = job.sum(
+              check_once(entry, comm, device, *send, *recv, in_place, count, c.dtype, faults.corrupts(job.rank())));
+        on_result(res);
+        results.push_back(std::move(res));
       }
-      Measurement m = time_op(entry, comm, job, send->data(), recv->data(), count, c.dtype, c.iters, c.warmup, faults);
-      CollResult r;
-      r.op = op;
-      r.bytes = bytes;
-      r.count = count;
-      r.dtype = c.dtype;
-      r.group = c.group;
-      r.ranks = n;
-      r.time_us = m.time_us;
-      r.algbw_gbps = static_cast<double>(bytes) / (m.time_us * 1e3);
-      r.busbw_gbps = r.algbw_gbps * busbw_factor(op, n);
-      r.p50_us = percentile(m.times_us, 0.5);
-      r.p99_us = percentile(m.times_us, 0.99);
-      r.cv = cv(m.times_us);
-      r.times_us = std::move(m.times_us);
-      if (c.check) {
-        // The buffers hold the last timed iteration's result: every iteration computes the same.
-        std::vector<unsigned char> host(recv_n * e);
-        recv->download(host.data(), host.size());
-        if (faults.corrupts(job.rank()) && recv_n > 0) store(host, c.dtype, recv_n / 2, 100.0);
-        std::int64_t wrong = 0;
-        for (std::size_t i = 0; i < recv_n; ++i)
-          if (load(host, c.dtype, i) != entry.expected(me, n, count, i)) ++wrong;
-        r.wrong = job.sum(wrong);
-      }
-      on_result(r);
-      results.push_back(std::move(r));
     }
   }
   return results;

@@ -1,13 +1,17 @@
 // `bench coll`'s engine, shared by every collective (nccl-tests' structure): sizes, warmup,
 // timing, checking; what differs per op is in coll_table.
 //
-// Timing: each rank stamps the steady clock before the timed loop and after every iteration,
-// nothing else inside the loop (no reduction of timings there, which would add work a bare loop
-// does not have). After the loop, per-iteration durations are reduced with MAX over all ranks
-// (every group runs at once, so the slowest rank anywhere sets the pace). Reported:
-//   time_us   the slowest rank's mean time per iteration (loop time / iters, MAX over ranks):
-//             nccl-tests reports a mean too, and it is what a bare timing loop measures;
-//   p50_us, p99_us, cv   over the per-iteration slowest-rank times (times_us in the JSON).
+// Timing, as nccl-tests times a size: after the warmup the ranks meet; then each rank enqueues
+// the `iters` iterations one after another with a timing event between each two and nothing
+// else, and waits once at the end (`--blocking`: every iteration synchronises first, nccl-tests'
+// -z 1; `-G N`: the iterations are captured once as a CUDA graph, launched N times, one event
+// between launches). On the MPI backend every call is complete on return and the events stamp
+// the host's steady clock. A rank's time per iteration is its loop's elapsed time / iters; the
+// per-iteration samples are the times between consecutive events (per graph launch / iters).
+// Both are aggregated over the ranks as --average says (nccl-tests' -a: rank 0, the mean — the
+// default, as nccl-tests and OSU —, min or max). Reported:
+//   time_us   the aggregate of each rank's mean time per iteration;
+//   p50_us, p99_us, cv   over the aggregated per-iteration samples (times_us in the JSON).
 // algbw = bytes / time_us; busbw = algbw × busbw_factor(op, group size).
 #pragma once
 
@@ -34,21 +38,33 @@ struct CollResult {
   DType dtype = DType::fp32;
   std::string group;
   int ranks = 0;  // ranks per group
+  bool in_place = false;
+  std::string path;  // the library call that carried it (coll::Communicator::path)
   double time_us = 0, algbw_gbps = 0, busbw_gbps = 0, p50_us = 0, p99_us = 0, cv = 0;
   std::optional<std::int64_t> wrong;  // summed over all ranks; empty when not checked
-  std::vector<double> times_us;       // per iteration, slowest rank
+  std::vector<double> times_us;       // per-iteration samples, aggregated over ranks
   json to_json() const;
 };
 
-struct Measurement {
-  std::vector<double> times_us;  // per iteration, MAX over the ranks of the job
-  double time_us = 0;            // MAX over ranks of each rank's mean time per iteration
+// How one size is timed: the configuration's -n, -w, --average, --blocking and -G.
+struct Timing {
+  int iters = 20, warmup = 5;
+  RankAggregate average = RankAggregate::mean;
+  bool blocking = false;
+  int graph_launches = 0;
+  static Timing of(const CollBenchConfig& c) { return {c.iters, c.warmup, c.average, c.blocking, c.graph_launches}; }
 };
 
-// Times `iters` runs (after `warmup`) of one op at `count` elements on this rank's group
-// communicator. Collective over every rank of `job`. `faults` (tests only) may slow iterations.
-Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job, void* send, void* recv,
-                    std::size_t count, DType dtype, int iters, int warmup,
+struct Measurement {
+  std::vector<double> times_us;  // per iteration (with -G: per launch / iters), aggregated over ranks
+  double time_us = 0;            // each rank's mean time per iteration, aggregated over ranks
+};
+
+// Times one op at `count` elements on this rank's group communicator, whose stream is
+// `device`'s communication stream. Collective over every rank of `job`. `faults` (tests only)
+// may slow iterations.
+Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job, kernels::Device& device, void* send,
+                    void* recv, std::size_t count, DType dtype, const Timing& timing,
                     const FaultInjection& faults = FaultInjection::get());
 
 // The sweep: every op × size of the plan, on every rank; `on_result` runs on every rank after

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "collectives/communicator.hpp"
+#include "harness/coll_table.hpp"
 #include "harness/sizes.hpp"
 #include "harness/watchdog.hpp"
 #include "spec/error.hpp"
@@ -40,10 +41,10 @@ std::string bench_op_names() {
 
 std::string CollBenchArgs::text() const {
   std::string t;
-  for (const std::string* s : {&op, &min_bytes, &max_bytes, &step_factor, &iters, &warmup, &dtype, &group,
-                               &cluster_file, &layout_file, &backend, &timeout_s, &json_file})
+  for (const std::string* s : {&op, &min_bytes, &max_bytes, &step_factor, &iters, &warmup, &dtype, &average, &inplace,
+                               &graph_launches, &group, &cluster_file, &layout_file, &backend, &timeout_s, &json_file})
     t += *s + '\x1f';
-  return t + (check ? "check" : "nocheck");
+  return t + (check ? "check" : "nocheck") + (blocking ? "blocking" : "batched");
 }
 
 json CollBenchConfig::to_json() const {
@@ -57,6 +58,10 @@ json CollBenchConfig::to_json() const {
           {"warmup", warmup},
           {"dtype", element_name(dtype)},
           {"check", check},
+          {"average", to_string(average)},
+          {"blocking", blocking},
+          {"inplace", inplace},
+          {"graph_launches", graph_launches},
           {"group", group},
           {"cluster", cluster_file},
           {"layout", layout_file},
@@ -96,6 +101,21 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
   c.iters = static_cast<int>(parse_int(a.iters, "-n/--iters", 1));
   c.warmup = static_cast<int>(parse_int(a.warmup, "-w/--warmup", 0));
   c.check = a.check;
+  const std::optional<RankAggregate> average = parse_rank_aggregate(a.average);
+  if (!average)
+    throw UsageError("-a/--average: expected 0 (rank 0), 1 (mean over ranks), 2 (min) or 3 (max), got '" + a.average +
+                     "'");
+  c.average = *average;
+  c.blocking = a.blocking;
+  c.inplace = static_cast<int>(parse_int(a.inplace, "--inplace", 0));
+  if (c.inplace > 2)
+    throw UsageError("--inplace: expected 0 (out of place), 1 (in place) or 2 (both), got '" + a.inplace + "'");
+  if (c.inplace == 1)
+    for (CollOp op : c.ops)
+      if (!has_in_place(coll_op_entry(op)))
+        throw UsageError("--inplace 1: " + std::string(to_string(op)) +
+                         " has no in-place form (NCCL defines none); use --inplace 0 or 2");
+  c.graph_launches = static_cast<int>(parse_int(a.graph_launches, "-G/--graph-launches", 0));
   char* end = nullptr;
   c.timeout_s = std::strtod(a.timeout_s.c_str(), &end);
   // Bounded: a deadline of now + 1e20 s (or inf) overflows steady_clock and fires at once.
@@ -103,6 +123,9 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
       c.timeout_s > kMaxTimeoutS)
     throw UsageError("--timeout: expected seconds > 0 and at most 1e6, got '" + a.timeout_s + "'");
   c.backend = choose_backend(a.backend);
+  if (c.graph_launches > 0 && c.backend != Backend::cuda)
+    throw UsageError("-G/--graph-launches: CUDA graphs need --backend cuda (this run's backend is " +
+                     std::string(to_string(c.backend)) + ")");
   c.group = a.group;
   c.cluster_file = a.cluster_file;
   c.layout_file = a.layout_file;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collectives/groups.hpp"
+#include "harness/job.hpp"
 #include "spec/cluster.hpp"
 #include "spec/collective.hpp"
 #include "spec/dtype.hpp"
@@ -27,6 +28,9 @@ struct CollBenchArgs {
   std::string iters = "20", warmup = "5";
   std::string dtype = "float32";
   bool check = false;
+  // As nccl-tests: -a (aggregation over ranks), -z (blocking), in-place rows, -G (graph launches).
+  std::string average = "1", inplace = "0", graph_launches = "0";
+  bool blocking = false;
   std::string group = "world", cluster_file, layout_file;
   std::string backend;  // "" = cuda where a device is present, cpu otherwise
   std::string timeout_s = "300";
@@ -41,6 +45,12 @@ struct CollBenchConfig {
   int iters = 20, warmup = 5;
   DType dtype = DType::fp32;
   bool check = false;
+  RankAggregate average = RankAggregate::mean;  // of each rank's figure: time_us and every sample
+  // Synchronise after every iteration (nccl-tests -z 1) rather than once after the batch; on the
+  // MPI backend every call is complete on return anyway.
+  bool blocking = false;
+  int inplace = 0;         // 0 out of place, 1 in place, 2 both (rows of each)
+  int graph_launches = 0;  // > 0: the iterations captured once in a CUDA graph, launched this often
   std::string group = "world", cluster_file, layout_file;
   Backend backend = Backend::cpu;
   double timeout_s = 300;

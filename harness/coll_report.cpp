@@ -33,7 +33,13 @@ json collect_env(Job& job, const CollBenchPlan& plan) {
 }
 
 json coll_results_json(const CollBenchConfig& config, const json& env, const std::vector<CollResult>& results) {
-  json out = {{"version", 1}, {"config", config.to_json()}, {"env", env}, {"results", json::array()}};
+  // Version 2: time_us and times_us aggregated over ranks as config.average says (version 1 had
+  // no such field and took the slowest rank: `regress` reads it as "max").
+  json out = {{"version", 2},
+              {"config", config.to_json()},
+              {"env", env},
+              {"timing", coll_timing_text(config)},
+              {"results", json::array()}};
   for (const auto& r : results) out["results"].push_back(r.to_json());
   return out;
 }
@@ -54,8 +60,11 @@ std::string coll_header(const CollBenchPlan& plan, const json& env) {
        "\n";
   s += "# dtype " + std::string(element_name(c.dtype)) + ", sizes " + format_bytes(c.min_bytes) + ".." +
        format_bytes(c.max_bytes) + " x" + std::to_string(c.step_factor) + ", iters " + std::to_string(c.iters) +
-       ", warmup " + std::to_string(c.warmup) + ", check " + (c.check ? "on" : "off") +
-       "; time = slowest rank's mean, p50/p99/cv over per-iteration slowest-rank times\n";
+       ", warmup " + std::to_string(c.warmup) + ", check " + (c.check ? "on" : "off") + ", " +
+       (c.inplace == 0   ? "out of place"
+        : c.inplace == 1 ? "in place"
+                         : "out of place and in place") +
+       "\n# " + coll_timing_text(c) + "\n";
   // The --timeout watchdog calls MPI_Abort from its own thread while the main thread may be
   // inside a collective: only MPI_THREAD_MULTIPLE makes that call well-defined.
   if (env.contains("mpi_thread_level") && env["mpi_thread_level"] != "multiple")
@@ -64,19 +73,37 @@ std::string coll_header(const CollBenchPlan& plan, const json& env) {
   return s;
 }
 
+std::string coll_timing_text(const CollBenchConfig& c) {
+  const std::string over = c.average == RankAggregate::rank0  ? "rank 0's"
+                           : c.average == RankAggregate::mean ? "mean over ranks of each rank's"
+                           : c.average == RankAggregate::min  ? "fastest rank's"
+                                                              : "slowest rank's";
+  std::string how = c.graph_launches > 0
+                        ? "iterations captured in a CUDA graph, launched " + std::to_string(c.graph_launches) + " times"
+                    : c.blocking || c.backend == Backend::cpu
+                        ? std::string(c.backend == Backend::cpu ? "each MPI call complete on return"
+                                                                : "synchronised after every iteration")
+                        : "iterations enqueued, synchronised once";
+  return "time = " + over + " mean per iteration (average " + std::to_string(static_cast<int>(c.average)) + ": " +
+         to_string(c.average) + "; " + how + "); p50/p99/cv over per-" +
+         (c.graph_launches > 0 ? "launch" : "iteration") + " samples, each the " + to_string(c.average) + " over ranks";
+}
+
 std::string coll_op_header(CollOp op) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "# %s\n#%11s %12s %9s %11s %11s %11s %10s %10s %7s %7s\n", to_string(op), "size",
-                "count", "type", "time_us", "algbw_gbps", "busbw_gbps", "p50_us", "p99_us", "cv", "#wrong");
+  std::snprintf(buf, sizeof buf, "# %s\n#%11s %12s %9s %5s %11s %11s %11s %10s %10s %7s %7s  %s\n", to_string(op),
+                "size", "count", "type", "place", "time_us", "algbw_gbps", "busbw_gbps", "p50_us", "p99_us", "cv",
+                "#wrong", "path");
   return buf;
 }
 
 std::string coll_row(const CollResult& r) {
   char buf[256];
   const std::string wrong = r.wrong ? std::to_string(*r.wrong) : "N/A";
-  std::snprintf(buf, sizeof buf, "%12llu %12llu %9s %11.2f %11.4f %11.4f %10.2f %10.2f %7.3f %7s\n",
+  std::snprintf(buf, sizeof buf, "%12llu %12llu %9s %5s %11.2f %11.4f %11.4f %10.2f %10.2f %7.3f %7s  %s\n",
                 static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.count),
-                element_name(r.dtype), r.time_us, r.algbw_gbps, r.busbw_gbps, r.p50_us, r.p99_us, r.cv, wrong.c_str());
+                element_name(r.dtype), r.in_place ? "in" : "out", r.time_us, r.algbw_gbps, r.busbw_gbps, r.p50_us,
+                r.p99_us, r.cv, wrong.c_str(), r.path.c_str());
   return buf;
 }
 

@@ -19,6 +19,8 @@ json collect_env(Job& job, const CollBenchPlan& plan);
 json coll_results_json(const CollBenchConfig& config, const json& env, const std::vector<CollResult>& results);
 // The human table: a header describing ranks, hosts, backend and group; one row per size.
 std::string coll_header(const CollBenchPlan& plan, const json& env);
+// What time_us and the samples are: how ranks are aggregated and how iterations were timed.
+std::string coll_timing_text(const CollBenchConfig& config);
 std::string coll_op_header(CollOp op);
 std::string coll_row(const CollResult& r);
 

@@ -76,15 +76,42 @@ void Job::abort(const std::exception& e) {
   _exit(1);  // MPI_Abort does not return; if it ever does, still never hang
 }
 
-void Job::max(std::vector<double>& values) {
-  SAX_MPI_CHECK(
-      MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+const char* to_string(RankAggregate how) {
+  switch (how) {
+    case RankAggregate::rank0:
+      return "rank0";
+    case RankAggregate::mean:
+      return "mean";
+    case RankAggregate::min:
+      return "min";
+    case RankAggregate::max:
+      return "max";
+  }
+  return "?";
 }
 
-double Job::max(double value) {
-  double out = 0;
-  SAX_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return out;
+std::optional<RankAggregate> parse_rank_aggregate(const std::string& text) {
+  for (RankAggregate how : {RankAggregate::rank0, RankAggregate::mean, RankAggregate::min, RankAggregate::max})
+    if (text == to_string(how) || text == std::to_string(static_cast<int>(how))) return how;
+  return std::nullopt;
+}
+
+void Job::aggregate(std::vector<double>& values, RankAggregate how) {
+  const int n = static_cast<int>(values.size());
+  if (how == RankAggregate::rank0) {
+    SAX_MPI_CHECK(MPI_Bcast(values.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    return;
+  }
+  const MPI_Op op = how == RankAggregate::min ? MPI_MIN : how == RankAggregate::max ? MPI_MAX : MPI_SUM;
+  SAX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), n, MPI_DOUBLE, op, MPI_COMM_WORLD));
+  if (how == RankAggregate::mean)
+    for (double& v : values) v /= size_;
+}
+
+double Job::aggregate(double value, RankAggregate how) {
+  std::vector<double> one{value};
+  aggregate(one, how);
+  return one[0];
 }
 
 std::int64_t Job::sum(std::int64_t value) {

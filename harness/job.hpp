@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -27,6 +28,13 @@ struct ResultWriter {
   std::function<void(const std::string& file)> check;
   std::function<void(const std::string& file, const nlohmann::json& value)> write;
 };
+
+// How a figure each rank measured becomes the job's, as nccl-tests' `-a`: 0 rank 0's, 1 the
+// mean over ranks (nccl-tests' default, and OSU's average), 2 the minimum, 3 the maximum.
+enum class RankAggregate { rank0 = 0, mean = 1, min = 2, max = 3 };
+const char* to_string(RankAggregate how);  // "rank0" | "mean" | "min" | "max"
+// "0".."3" or a name; nullopt for anything else.
+std::optional<RankAggregate> parse_rank_aggregate(const std::string& text);
 
 class Job {
  public:
@@ -60,9 +68,10 @@ class Job {
   // job with exit code 1 (a peer stuck in a collective would otherwise wait forever).
   [[noreturn]] void abort(const std::exception& e);
 
-  // Across all ranks: element-wise maximum in place, a maximum, a sum, a barrier.
-  void max(std::vector<double>& values);
-  double max(double value);
+  // Across all ranks: element-wise aggregate in place, an aggregate, a maximum, a sum, a barrier.
+  void aggregate(std::vector<double>& values, RankAggregate how);
+  double aggregate(double value, RankAggregate how);
+  double max(double value) { return aggregate(value, RankAggregate::max); }
   std::int64_t sum(std::int64_t value);
   void barrier();
   // Every rank's `value`, in rank order (host names, for the environment record).

@@ -6,6 +6,7 @@
 #include <map>
 #include <tuple>
 
+#include "harness/job.hpp"
 #include "harness/stats.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
@@ -14,7 +15,7 @@ namespace sax::harness {
 
 namespace {
 
-using Key = std::tuple<std::string, std::string, std::string, std::uint64_t, int>;
+using Key = std::tuple<std::string, std::string, std::string, std::uint64_t, int, bool>;
 
 struct Entry {
   Key key;
@@ -34,6 +35,7 @@ std::vector<Entry> read_entries(const nlohmann::json& doc, const std::string& fi
     const std::string op = f.string("op"), group = f.string("group"), dtype = f.string("dtype");
     const auto bytes = static_cast<std::uint64_t>(f.integer("bytes", 1));
     const int ranks = static_cast<int>(f.integer("ranks", 1));
+    const bool in_place = f.boolean("in_place", false);
     const double busbw = f.number("busbw_gbps"), time_us = f.number("time_us");
     const auto& times = f.array("times_us");
     if (times.empty()) f.fail("times_us", "at least one per-iteration time");
@@ -42,10 +44,20 @@ std::vector<Entry> read_entries(const nlohmann::json& doc, const std::string& fi
         throw InputError(file, json_path(f.path_of("times_us"), k), "a time in µs > 0");
       e.busbw.push_back(busbw * time_us / times[k].get<double>());
     }
-    e.key = Key{op, group, dtype, bytes, ranks};
+    e.key = Key{op, group, dtype, bytes, ranks, in_place};
     out.push_back(std::move(e));
   }
   return out;
+}
+
+// How the file's times were aggregated over ranks: config.average, or "max" in a version-1 file
+// (written before --average existed, it took the slowest rank).
+std::string aggregation_of(const nlohmann::json& doc, const std::string& file) {
+  if (!doc.contains("config") || !doc["config"].is_object() || !doc["config"].contains("average")) return "max";
+  const auto& a = doc["config"]["average"];
+  if (!a.is_string() || !parse_rank_aggregate(a.get<std::string>()))
+    throw InputError(file, "/config/average", "one of rank0, mean, min, max");
+  return to_string(*parse_rank_aggregate(a.get<std::string>()));
 }
 
 }  // namespace
@@ -93,13 +105,18 @@ SampleComparison compare_samples(const std::vector<double>& base, const std::vec
 
 RegressReport compare_runs(const nlohmann::json& baseline, const std::string& baseline_file,
                            const nlohmann::json& current, const std::string& current_file, const RegressOptions& o) {
+  // Like with like: a mean over ranks is not comparable with the slowest rank's time.
+  const std::string base_how = aggregation_of(baseline, baseline_file), cur_how = aggregation_of(current, current_file);
+  if (base_how != cur_how)
+    throw UsageError(baseline_file + " aggregates times over ranks as " + base_how + " (/config/average) but " +
+                     current_file + " as " + cur_how + ": compare runs made with the same --average");
   const auto base = read_entries(baseline, baseline_file);
   std::map<Key, std::vector<double>> cur;
   for (auto& e : read_entries(current, current_file)) cur[e.key] = std::move(e.busbw);
   RegressReport report;
   for (const auto& b : base) {
     RegressRow row;
-    std::tie(row.op, row.group, row.dtype, row.bytes, row.ranks) = b.key;
+    std::tie(row.op, row.group, row.dtype, row.bytes, row.ranks, row.in_place) = b.key;
     auto it = cur.find(b.key);
     if (it == cur.end()) {
       row.missing = true;
@@ -124,17 +141,18 @@ std::string regress_table(const RegressReport& r, const RegressOptions& o) {
                 "block medians\n",
                 o.tolerance * 100, o.alpha, o.blocks);
   s += buf;
-  std::snprintf(buf, sizeof buf, "#%-15s %-14s %-9s %12s %5s %12s %12s %8s %9s  %s\n", "op", "group", "dtype", "bytes",
-                "ranks", "base_busbw", "cur_busbw", "change", "p_slower", "verdict");
+  std::snprintf(buf, sizeof buf, "#%-15s %-14s %-9s %12s %5s %5s %12s %12s %8s %9s  %s\n", "op", "group", "dtype",
+                "bytes", "ranks", "place", "base_busbw", "cur_busbw", "change", "p_slower", "verdict");
   s += buf;
   for (const auto& row : r.rows) {
     const char* verdict = row.missing           ? "missing in current"
                           : row.cmp.regression  ? "REGRESSION"
                           : row.cmp.improvement ? "faster"
                                                 : "ok";
-    std::snprintf(buf, sizeof buf, " %-15s %-14s %-9s %12llu %5d %12.4f %12.4f %7.1f%% %9.2g  %s\n", row.op.c_str(),
+    std::snprintf(buf, sizeof buf, " %-15s %-14s %-9s %12llu %5d %5s %12.4f %12.4f %7.1f%% %9.2g  %s\n", row.op.c_str(),
                   row.group.c_str(), row.dtype.c_str(), static_cast<unsigned long long>(row.bytes), row.ranks,
-                  row.cmp.base_median, row.cmp.current_median, row.cmp.change * 100, row.cmp.p_slower, verdict);
+                  row.in_place ? "in" : "out", row.cmp.base_median, row.cmp.current_median, row.cmp.change * 100,
+                  row.cmp.p_slower, verdict);
     s += buf;
   }
   return s;

@@ -1,5 +1,5 @@
 // `sax regress`: is the current `bench coll` run slower than the baseline? Per (op, group, dtype,
-// bytes, ranks) the per-iteration samples (times_us) become busbw samples; a regression is
+// bytes, ranks, in place) the per-iteration samples (times_us) become busbw samples; a regression is
 // flagged only when both
 //   - the median busbw fell by more than the tolerance (an effect big enough to matter), and
 //   - a one-sided Mann-Whitney U test says the current run's block medians rank lower than the
@@ -47,6 +47,7 @@ struct RegressRow {
   std::string op, group, dtype;
   std::uint64_t bytes = 0;
   int ranks = 0;
+  bool in_place = false;
   bool missing = false;  // in the baseline but not in the current run
   SampleComparison cmp;
 };
@@ -58,7 +59,10 @@ struct RegressReport {
   int underpowered = 0;  // compared rows with too few samples to ever flag (min_p >= alpha)
 };
 
-// Reads two `bench coll` JSON documents; a malformed one is an InputError naming its file.
+// Reads two `bench coll` JSON documents; a malformed one is an InputError naming its file. Rows
+// are matched on (op, group, dtype, bytes, ranks, in place). Two files whose times were
+// aggregated over ranks differently (config.average; a version-1 file took the slowest rank,
+// "max") are a UsageError: like is compared with like.
 RegressReport compare_runs(const nlohmann::json& baseline, const std::string& baseline_file,
                            const nlohmann::json& current, const std::string& current_file,
                            const RegressOptions& options);

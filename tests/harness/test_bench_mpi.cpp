@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <sstream>
 
 #include "tests/support/run.hpp"
@@ -69,22 +70,26 @@ TEST_P(BenchBadInput, ExitsTwoWithOneLineFromRankZero) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, BenchBadInput,
-    ::testing::Values(BadCase{"UnknownOp", "--op all_reduse", "unknown operation 'all_reduse'"},
-                      BadCase{"UnknownDtype", "--dtype int8", "unknown type 'int8'"},
-                      BadCase{"MinAboveMax", "-b 2M -e 1M", "larger than"},
-                      BadCase{"SizeNotDividingGroup", "--op reduce_scatter -b 1000 -e 1000",
-                              "does not divide into 4 ranks"},
-                      BadCase{"GroupNotInLayout", "--group dp --cluster " + cluster() + " --layout " + layout(),
-                              "group dp has a group of 1 rank"},
-                      BadCase{"UnknownGroup", "--group tensor", "unknown group 'tensor'"},
-                      BadCase{"BadLayoutFile", "--group tp --layout /nonexistent/l.json", "/nonexistent/l.json"},
-                      BadCase{"UnknownFlag", "--bogus 3", "unexpected argument '--bogus'"},
-                      // Found before the sweep (it was exit 1 by MPI_Abort after it).
-                      BadCase{"UnwritableJson", "-b 1K -e 1K --json /nonexistent-dir/out.json",
-                              "/nonexistent-dir/out.json: expected a writable path"},
-                      BadCase{"NotAnInteger", "-n many", "-n/--iters"},
-                      // Caught by CLI11 before any rank knows its rank: still one line.
-                      BadCase{"RepeatedFlag", "-b 1K -b 2K", "--min-bytes"}),
+    ::testing::Values(
+        BadCase{"UnknownOp", "--op all_reduse", "unknown operation 'all_reduse'"},
+        BadCase{"UnknownDtype", "--dtype int8", "unknown type 'int8'"},
+        BadCase{"MinAboveMax", "-b 2M -e 1M", "larger than"},
+        BadCase{"SizeNotDividingGroup", "--op reduce_scatter -b 1000 -e 1000", "does not divide into 4 ranks"},
+        BadCase{"GroupNotInLayout", "--group dp --cluster " + cluster() + " --layout " + layout(),
+                "group dp has a group of 1 rank"},
+        BadCase{"UnknownGroup", "--group tensor", "unknown group 'tensor'"},
+        BadCase{"BadLayoutFile", "--group tp --layout /nonexistent/l.json", "/nonexistent/l.json"},
+        BadCase{"UnknownFlag", "--bogus 3", "unexpected argument '--bogus'"},
+        // Found before the sweep (it was exit 1 by MPI_Abort after it).
+        BadCase{"UnwritableJson", "-b 1K -e 1K --json /nonexistent-dir/out.json",
+                "/nonexistent-dir/out.json: expected a writable path"},
+        BadCase{"NotAnInteger", "-n many", "-n/--iters"},
+        BadCase{"UnknownAggregation", "-a 4", "-a/--average: expected 0 (rank 0), 1 (mean over ranks)"},
+        BadCase{"InPlaceWithoutAForm", "--op all_to_all --inplace 1", "--inplace 1: all_to_all has no in-place form"},
+        BadCase{"InPlaceOutOfRange", "--inplace 3", "--inplace: expected 0 (out of place)"},
+        BadCase{"GraphOnCpu", "--backend cpu -G 2", "CUDA graphs need --backend cuda"},
+        // Caught by CLI11 before any rank knows its rank: still one line.
+        BadCase{"RepeatedFlag", "-b 1K -b 2K", "--min-bytes"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(BenchMpi, MismatchedArgumentsAcrossRanksAreDetected) {
@@ -151,7 +156,7 @@ TEST(BenchMpi, WrongResultsMakeEveryRankExitOne) {
   auto lines = sax_lines(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;
   EXPECT_NE(lines[0].find("sax: failed: check failed: 4 wrong elements"), std::string::npos) << lines[0];
-  EXPECT_NE(r.out.find("       1\n"), std::string::npos) << r.out;  // the #wrong column
+  EXPECT_NE(r.out.find("       1  MPI_"), std::string::npos) << r.out;  // the #wrong column, then the call
 }
 
 namespace {
@@ -169,6 +174,66 @@ void sweep(const std::string& json, const std::string& env = "") {
 // up to 2.5x in latency — which cores the scheduler pairs the ranks on — so comparing separate
 // launches tests the machine, not the gate.)
 constexpr int kBlock = 20;
+// Every op, both placements, at every size from 1 KiB to 128 KiB — across the op table's windows
+// where the MPI backend changes calls — correct in float32 and bfloat16; each row says the call.
+TEST(BenchMpi, InPlaceAndOutOfPlaceAcrossTheCallWindowsAreCorrect) {
+  for (const char* dtype : {"float32", "bfloat16"}) {
+    TempDir t;
+    Result r = bench(std::string("--op all --check --inplace 2 -b 1K -e 128K -f 2 -n 2 -w 1 -d ") + dtype + " --json " +
+                     t.file("r.json"));
+    ASSERT_EQ(r.code, 0) << r.err << r.out;
+    auto j = nlohmann::json::parse(sax::test::slurp(t.file("r.json")));
+    EXPECT_EQ(j["version"], 2);
+    EXPECT_EQ(j["config"]["inplace"], 2);
+    std::map<std::pair<std::string, bool>, int> rows;
+    std::map<std::pair<std::string, std::uint64_t>, std::string> path;
+    for (const auto& res : j["results"]) {
+      EXPECT_EQ(res["wrong"], 0) << res.dump();
+      ++rows[{res["op"], res["in_place"]}];
+      path[{res["op"], res["bytes"]}] = res["path"];
+    }
+    // 8 sizes: both rows where an in-place form exists, out of place (broadcast: in place) else.
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter"}) {
+      EXPECT_EQ((rows[{op, false}]), 8) << op;
+      EXPECT_EQ((rows[{op, true}]), 8) << op;
+    }
+    for (const char* op : {"all_to_all", "send_recv"}) EXPECT_EQ((rows[{op, false}]), 8) << op;
+    EXPECT_EQ((rows[{"broadcast", true}]), 8);
+    EXPECT_EQ(rows.size(), 9u);  // and no other (op, placement)
+    // The op table: reduce_scatter always MPI_Reduce_scatter (never the slow _block call);
+    // all-reduce's and all-gather's composite windows.
+    EXPECT_EQ((path[{"reduce_scatter", 1024}]), "MPI_Reduce_scatter");
+    EXPECT_EQ((path[{"reduce_scatter", 131072}]), "MPI_Reduce_scatter");
+    EXPECT_EQ((path[{"all_reduce", 4096}]), "MPI_Allreduce");
+    EXPECT_EQ((path[{"all_reduce", 8192}]), "MPI_Reduce+MPI_Bcast");
+    EXPECT_EQ((path[{"all_reduce", 65536}]), "MPI_Reduce+MPI_Bcast");
+    EXPECT_EQ((path[{"all_reduce", 131072}]), "MPI_Allreduce");
+    EXPECT_EQ((path[{"all_gather", 16384}]), "MPI_Gather+MPI_Bcast");
+    EXPECT_EQ((path[{"all_gather", 65536}]), "MPI_Allgather");
+  }
+}
+
+// --average is named in the header and the JSON, and says what time_us is.
+TEST(BenchMpi, AggregationIsNamedInTheHeaderAndTheJson) {
+  TempDir t;
+  Result r = bench("-b 1K -e 1K -n 4 -a 3 --json " + t.file("max.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("time = slowest rank's mean per iteration (average 3: max"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(sax::test::slurp(t.file("max.json")));
+  EXPECT_EQ(j["config"]["average"], "max");
+  EXPECT_NE(j["timing"].get<std::string>().find("each the max over ranks"), std::string::npos) << j["timing"];
+  r = bench("-b 1K -e 1K -n 4 --json " + t.file("mean.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("time = mean over ranks of each rank's mean per iteration (average 1: mean"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(nlohmann::json::parse(sax::test::slurp(t.file("mean.json")))["config"]["average"], "mean");
+  // regress compares like with like: exit 2, naming both files and the field.
+  r = sh(std::string(SAX_BINARY) + " regress --baseline " + t.file("max.json") + " --current " + t.file("mean.json"));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("max.json aggregates times over ranks as max (/config/average) but"), std::string::npos)
+      << r.err;
+}
+
 std::string half(const std::string& file, int parity) {
   auto j = nlohmann::json::parse(sax::test::slurp(file));
   for (auto& res : j["results"]) {

@@ -126,3 +126,44 @@ TEST(RegressUnit, TooFewSamplesAreCountedAsUnderpowered) {
   EXPECT_EQ(enough.underpowered, 0);
   EXPECT_EQ(enough.regressions, 1);
 }
+
+// Like with like: a file aggregated as the mean over ranks is not compared with one that took
+// the slowest rank (a version-1 file, written before --average, counts as "max").
+TEST(RegressUnit, DifferentAggregationsAreRefusedAndVersionOneMeansMax) {
+  RegressOptions o;
+  nlohmann::json v1 = results_file({500, 510, 490, 505, 495}, 1.0);  // no config: version 1
+  nlohmann::json mean = v1, max = v1;
+  mean["version"] = max["version"] = 2;
+  mean["config"] = {{"average", "mean"}};
+  max["config"] = {{"average", "max"}};
+  try {
+    compare_runs(v1, "old.json", mean, "new.json", o);
+    FAIL();
+  } catch (const sax::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("old.json aggregates times over ranks as max (/config/average) but "
+                                         "new.json as mean"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(compare_runs(v1, "old.json", max, "new.json", o).compared, 1);
+  EXPECT_EQ(compare_runs(mean, "a.json", mean, "b.json", o).compared, 1);
+  nlohmann::json bad = mean;
+  bad["config"]["average"] = "median";
+  try {
+    compare_runs(bad, "a.json", mean, "b.json", o);
+    FAIL();
+  } catch (const sax::InputError& e) {
+    EXPECT_EQ(e.path(), "/config/average");
+  }
+}
+
+// In place and out of place are different rows: matched only with their own kind.
+TEST(RegressUnit, InPlaceRowsMatchOnlyInPlaceRows) {
+  RegressOptions o;
+  nlohmann::json out = results_file({500, 510, 490, 505, 495}, 1.0), in = out;
+  in["results"][0]["in_place"] = true;
+  EXPECT_THROW(compare_runs(out, "a.json", in, "b.json", o), sax::UsageError);  // nothing in common
+  auto r = compare_runs(in, "a.json", in, "b.json", o);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_TRUE(r.rows[0].in_place);
+}
