@@ -1,14 +1,19 @@
-// Does `sax bench coll` measure the collective and nothing else? In one mpirun, per size, it
-// alternates the sax engine's measurement of all-reduce (harness::time_op through the
-// Communicator interface, as `sax bench coll` runs it) with a bare MPI_Allreduce timing loop on
-// the same buffers, several times in ABBA order so that background load falls on both alike,
-// and reports the median ratio sax / bare per size. Both report the slowest rank's mean time
-// per iteration. Exit 0 when every median ratio lies within [0.95, 1.05].
+// Does `sax bench coll` measure the collective and nothing else? In one launch, for every op and
+// size asked, it alternates the sax engine's measurement (harness::time_op through the
+// Communicator interface, as `sax bench coll` runs it, default aggregation: the mean over ranks)
+// with a bare loop of the same library call — on the CPU backend the MPI call sax's op table
+// takes at that size (bench/mpi_paths.hpp, found by name), on CUDA the NCCL call enqueued as
+// nccl-tests does (bench/nccl_bare.hpp, its own communicator and stream) — in ABBA order so that
+// background load falls on both alike, and prints the median ratio sax / bare per op and size.
+// Both are each rank's mean time per iteration, averaged over ranks. Exit 0 when every median
+// ratio lies within [0.95, 1.05].
 //
-//   mpirun -np 4 build/bench/coll_overhead [repetitions=31] [max_bytes=16M]
+//   mpirun -np 4 build/bench/coll_overhead [repetitions=31] [sizes=1K,64K,1M,16M] [ops=all] [cpu|cuda]
 //
-// 31 repetitions: with 9, the 16-iteration 4 MiB point's median still wandered past 1.05 in
-// one run of three on this 2-core VM.
+// Two ranks on one GPU: NCCL refuses two ranks of a communicator on one device (same host hash
+// and bus id) unless each sees its own host: give each rank its own NCCL_HOSTID, e.g.
+//   mpirun -np 2 sh -c 'NCCL_HOSTID=sax$OMPI_COMM_WORLD_RANK exec build/bench/coll_overhead 31 1K,64K,1M,16M all cuda'
+// (NCCL then connects them through its network transport).
 #include <mpi.h>
 
 #include <algorithm>
@@ -18,7 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "collectives/mpi/mpi_communicator.hpp"
+#include "bench/mpi_paths.hpp"
+#include "bench/nccl_bare.hpp"
+#include "collectives/groups.hpp"
 #include "harness/coll_engine.hpp"
 #include "harness/job.hpp"
 #include "harness/sizes.hpp"
@@ -27,69 +34,122 @@
 
 namespace {
 
-// The loop a person would write to time MPI_Allreduce: warm up, meet, time the whole loop.
-double bare_allreduce_us(const void* send, void* recv, int count, int iters, int warmup) {
-  for (int i = 0; i < warmup; ++i) MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  double local = (MPI_Wtime() - t0) * 1e6 / iters, slowest = 0;
-  MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return slowest;
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+double mean_over_ranks(double local) {
+  double sum = 0;
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return sum / n;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  sax::harness::Job job;  // starts MPI as `sax bench coll` does, and finalizes it on every way out
+  using namespace sax;
+  harness::Job job;  // starts MPI as `sax bench coll` does, and finalizes it on every way out
   const int rank = job.rank(), size = job.size();
   const int reps = argc > 1 ? std::atoi(argv[1]) : 31;
-  const auto parsed_max = argc > 2 ? sax::harness::parse_bytes(argv[2]) : std::optional<std::uint64_t>(16u << 20);
-  if (reps < 1 || !parsed_max || argc > 3) {
+  std::vector<std::uint64_t> sizes;
+  bool ok = reps >= 1 && argc <= 5;
+  for (const auto& s : split(argc > 2 ? argv[2] : "1K,64K,1M,16M")) {
+    const auto b = harness::parse_bytes(s);
+    ok = ok && b && *b % (4u * static_cast<unsigned>(size)) == 0;
+    if (b) sizes.push_back(*b);
+  }
+  std::vector<CollOp> ops;
+  const std::string op_text = argc > 3 ? argv[3] : "all";
+  if (op_text == "all") ops.assign(std::begin(kBenchCollOps), std::end(kBenchCollOps));
+  for (const auto& s : split(op_text)) {
+    if (s == "all") continue;
+    const auto op = parse_coll_op(s);
+    ok = ok && op && std::find(std::begin(kBenchCollOps), std::end(kBenchCollOps), *op) != std::end(kBenchCollOps);
+    if (op) ops.push_back(*op);
+  }
+  const std::string backend_text = argc > 4 ? argv[4] : "cpu";
+  ok = ok && (backend_text == "cpu" || backend_text == "cuda");
+  if (!ok) {
     if (rank == 0)
-      std::fprintf(stderr, "usage: mpirun -np N coll_overhead [repetitions>=1, default 31] [max_bytes, default 16M]\n");
+      std::fprintf(stderr,
+                   "usage: mpirun -np N coll_overhead [repetitions>=1, default 31] [sizes, default 1K,64K,1M,16M; "
+                   "each a multiple of 4 x N] [ops, default all] [cpu|cuda, default cpu]\n");
     return 2;
   }
-  const std::uint64_t max_bytes = *parsed_max;
-  using namespace sax;
-  auto comm = coll::make_mpi_communicator(MPI_COMM_WORLD);
-  auto device = kernels::make_device(Backend::cpu);
-  auto send = device->allocate(max_bytes), recv = device->allocate(max_bytes);
-  const auto& entry = harness::coll_op_entry(CollOp::all_reduce);
+  const Backend backend = job.choose_backend(backend_text);
+  auto device = job.make_device(backend);
+  auto factory = job.communicators(*device);
+  coll::GroupCommunicator group = factory->make(coll::resolve_group("world", size, {}));
+  auto bare_nccl = backend == Backend::cuda ? bench::make_bare_nccl(device->index()) : nullptr;
+  const std::uint64_t max_bytes = *std::max_element(sizes.begin(), sizes.end());
+  auto send = device->allocate(max_bytes), recv = device->allocate(max_bytes), scratch = device->allocate(max_bytes);
   if (rank == 0)
     std::printf(
-        "# all_reduce float32, %d ranks, %d ABBA repetitions per size; time = slowest rank's mean per iteration\n"
-        "#%11s %6s %12s %12s %8s %8s %8s  %s\n",
-        size, reps, "bytes", "iters", "sax_us", "bare_us", "ratio", "min", "max", "verdict");
+        "# %s, float32, %d ranks, %d ABBA repetitions per size; time = mean over ranks of each rank's mean per "
+        "iteration\n#%-15s %11s %6s %12s %12s %8s %8s %8s  %-40s %s\n",
+        backend == Backend::cpu ? "MPI" : "NCCL", size, reps, "op", "bytes", "iters", "sax_us", "bare_us", "ratio",
+        "min", "max", "bare loop of", "verdict");
   bool all_within = true;
-  for (std::uint64_t bytes : harness::sweep_sizes(1024, max_bytes, 4)) {
-    const int count = static_cast<int>(bytes / 4);
-    // About 10-40 ms of loop per measurement whatever the size, at least 10 iterations.
-    const int iters = static_cast<int>(std::clamp<std::uint64_t>((64u << 20) / bytes, 10, 1000));
-    const int warmup = iters / 10 + 2;
-    std::vector<double> sax_us, bare_us, ratio;
-    for (int r = 0; r < reps; ++r) {
-      double a = 0, b = 0;
-      auto run_sax = [&] {
-        a = harness::time_op(entry, *comm, job, send->data(), recv->data(), static_cast<std::size_t>(count),
-                             DType::fp32, iters, warmup)
-                .time_us;
-      };
-      auto run_bare = [&] { b = bare_allreduce_us(send->data(), recv->data(), count, iters, warmup); };
-      if (r % 2 == 0)
-        run_sax(), run_bare();
-      else
-        run_bare(), run_sax();
-      sax_us.push_back(a), bare_us.push_back(b), ratio.push_back(a / b);
+  for (CollOp op : ops) {
+    const auto& entry = harness::coll_op_entry(op);
+    for (std::uint64_t bytes : sizes) {
+      const std::size_t count = bytes / 4;
+      const std::string call = group.comm->path(op, bytes);
+      const bench::MpiPath* path = nullptr;
+      for (const auto& p : bench::mpi_paths())
+        if (p.op == op && p.name == call) path = &p;
+      if (backend == Backend::cpu && !path) {
+        if (rank == 0) std::fprintf(stderr, "coll_overhead: no bare loop for %s\n", call.c_str());
+        return 1;
+      }
+      // About 10-40 ms of loop per measurement whatever the size, at least 10 iterations.
+      const int iters = static_cast<int>(std::clamp<std::uint64_t>((64u << 20) / bytes, 10, 1000));
+      const int warmup = iters / 10 + 2;
+      const harness::Timing timing{iters, warmup, harness::RankAggregate::mean, false, 0};
+      std::vector<double> sax_us, bare_us, ratio;
+      for (int r = 0; r < reps; ++r) {
+        double a = 0, b = 0;
+        auto run_sax = [&] {
+          void* in = entry.one_buffer ? recv->data() : send->data();
+          a = harness::time_op(entry, *group.comm, job, *device, in, recv->data(), count, DType::fp32, timing).time_us;
+        };
+        auto run_bare = [&] {
+          const double local =
+              backend == Backend::cpu
+                  ? bench::bare_loop_us(*path, static_cast<const float*>(send->data()),
+                                        static_cast<float*>(recv->data()), static_cast<float*>(scratch->data()),
+                                        static_cast<int>(count), iters, warmup, MPI_COMM_WORLD)
+                  : bare_nccl->time_us(op, send->data(), recv->data(), count, iters, warmup);
+          b = mean_over_ranks(local);
+        };
+        if (r % 2 == 0)
+          run_sax(), run_bare();
+        else
+          run_bare(), run_sax();
+        sax_us.push_back(a), bare_us.push_back(b), ratio.push_back(a / b);
+      }
+      const double med = harness::median(ratio);
+      const bool within = med >= 0.95 && med <= 1.05;
+      all_within = all_within && within;
+      if (rank == 0) {
+        std::printf(" %-15s %11llu %6d %12.2f %12.2f %8.3f %8.3f %8.3f  %-40s %s\n", to_string(op),
+                    static_cast<unsigned long long>(bytes), iters, harness::median(sax_us), harness::median(bare_us),
+                    med, *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()),
+                    call.c_str(), within ? "within 0.95-1.05" : "OUTSIDE 0.95-1.05");
+        std::fflush(stdout);
+      }
     }
-    const double med = harness::median(ratio);
-    const bool within = med >= 0.95 && med <= 1.05;
-    all_within = all_within && within;
-    if (rank == 0)
-      std::printf("%12llu %6d %12.2f %12.2f %8.3f %8.3f %8.3f  %s\n", static_cast<unsigned long long>(bytes), iters,
-                  harness::median(sax_us), harness::median(bare_us), med, *std::min_element(ratio.begin(), ratio.end()),
-                  *std::max_element(ratio.begin(), ratio.end()), within ? "within 0.95-1.05" : "OUTSIDE 0.95-1.05");
   }
-  comm.reset();
+  group.comm.reset();
+  bare_nccl.reset();
   return all_within ? 0 : 1;
 }
