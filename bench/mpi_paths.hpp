@@ -24,11 +24,15 @@ struct MpiPath {
   void (*run)(const float* send, float* recv, float* scratch, int count, int n, int rank, MPI_Comm comm);
 };
 
-inline std::vector<int> equal_counts(int count, int n) {
-  return std::vector<int>(static_cast<std::size_t>(n), count / n);
+// Per-rank counts and displacements, kept between iterations (no allocation in a timed loop).
+inline const std::vector<int>& equal_counts(int count, int n) {
+  static thread_local std::vector<int> c;
+  c.assign(static_cast<std::size_t>(n), count / n);
+  return c;
 }
-inline std::vector<int> block_displs(int count, int n) {
-  std::vector<int> d(static_cast<std::size_t>(n));
+inline const std::vector<int>& block_displs(int count, int n) {
+  static thread_local std::vector<int> d;
+  d.resize(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) d[static_cast<std::size_t>(r)] = r * (count / n);
   return d;
 }
@@ -56,7 +60,7 @@ inline const std::vector<MpiPath>& mpi_paths() {
        }},
       {CollOp::reduce_scatter, "MPI_Reduce_scatter",
        [](const float* s, float* r, float*, int c, int n, int, MPI_Comm m) {
-         const auto counts = equal_counts(c, n);
+         const auto& counts = equal_counts(c, n);
          MPI_Reduce_scatter(s, r, counts.data(), MPI_FLOAT, MPI_SUM, m);
        }},
       {CollOp::reduce_scatter, "MPI_Reduce+MPI_Scatter",
@@ -75,7 +79,7 @@ inline const std::vector<MpiPath>& mpi_paths() {
        }},
       {CollOp::all_gather, "MPI_Allgatherv",
        [](const float* s, float* r, float*, int c, int n, int, MPI_Comm m) {
-         const auto counts = equal_counts(c, n), displs = block_displs(c, n);
+         const auto &counts = equal_counts(c, n), &displs = block_displs(c, n);
          MPI_Allgatherv(s, c / n, MPI_FLOAT, r, counts.data(), displs.data(), MPI_FLOAT, m);
        }},
       {CollOp::all_gather, "MPI_Gather+MPI_Bcast",
@@ -89,12 +93,13 @@ inline const std::vector<MpiPath>& mpi_paths() {
        }},
       {CollOp::all_to_all, "MPI_Alltoallv",
        [](const float* s, float* r, float*, int c, int n, int, MPI_Comm m) {
-         const auto counts = equal_counts(c, n), displs = block_displs(c, n);
+         const auto &counts = equal_counts(c, n), &displs = block_displs(c, n);
          MPI_Alltoallv(s, counts.data(), displs.data(), MPI_FLOAT, r, counts.data(), displs.data(), MPI_FLOAT, m);
        }},
       {CollOp::all_to_all, "MPI_Isend/MPI_Irecv",
        [](const float* s, float* r, float*, int c, int n, int me, MPI_Comm m) {
-         std::vector<MPI_Request> req(2 * static_cast<std::size_t>(n));
+         static thread_local std::vector<MPI_Request> req;
+         req.resize(2 * static_cast<std::size_t>(n));
          const int b = c / n;
          for (int k = 0; k < n; ++k) {
            const int from = (me - k + n) % n, to = (me + k) % n;

@@ -23,8 +23,12 @@ class Bare final : public BareNccl {
     ncclUniqueId id;
     if (rank_ == 0) SAX_NCCL_CHECK(ncclGetUniqueId(&id));
     SAX_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
-    SAX_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
     SAX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    const ncclResult_t rc = ncclCommInitRank(&comm_, size_, id, rank_);
+    if (rc != ncclSuccess) {
+      cudaStreamDestroy(stream_);  // the destructor does not run when the constructor throws
+      SAX_NCCL_CHECK(rc);
+    }
   }
   ~Bare() override {
     cudaStreamSynchronize(stream_);

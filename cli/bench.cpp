@@ -36,8 +36,9 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-a,--average", args->average,
                   "Aggregate over ranks as nccl-tests -a: 0 rank 0, 1 mean, 2 min, 3 max (or the names)")
       ->capture_default_str();
-  cmd->add_flag("-z,--blocking", args->blocking,
-                "Synchronise after every iteration (nccl-tests -z 1); default: once after the batch");
+  cmd->add_option("-z,--blocking", args->blocking,
+                  "1: synchronise after every iteration (nccl-tests -z 1); 0: once after the batch")
+      ->capture_default_str();
   cmd->add_option("--inplace", args->inplace, "0 out of place, 1 in place, 2 both (a row each)")->capture_default_str();
   cmd->add_option("-G,--graph-launches", args->graph_launches,
                   "Capture the iterations in a CUDA graph and launch it this many times (cuda; 0 = no graph)")

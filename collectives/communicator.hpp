@@ -55,7 +55,10 @@ enum class Mode { blocking, async, enqueue };
 // Reductions are sums. Counts are elements of `dtype`; ranks are ranks inside this communicator.
 // In place, as NCCL defines it: all_reduce with send == recv; all_gather with send == recv +
 // rank() × send_count; reduce_scatter with recv == send + rank() × recv_count (every backend
-// accepts these; MPI's are translated to MPI_IN_PLACE). broadcast works on one buffer.
+// accepts these; MPI's are translated to MPI_IN_PLACE). broadcast works on one buffer. As MPI
+// requires, every rank of a call is in place or none is. On MPI an in-place reduce_scatter
+// leaves the rest of the buffer undefined (NCCL leaves it as it was) and pays one copy of the
+// block into place (MPI puts the result at the buffer's start).
 class Communicator {
  public:
   virtual ~Communicator() = default;

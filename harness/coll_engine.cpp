@@ -1,6 +1,7 @@
 #include "harness/coll_engine.hpp"
 
 #include <cstring>
+#include <limits>
 
 #include "collectives/bf16.hpp"
 #include "harness/sizes.hpp"
@@ -110,6 +111,13 @@ std::int64_t check_once(const CollOpEntry& entry, coll::Communicator& comm, kern
   std::vector<unsigned char> host((one ? count : entry.one_buffer ? recv_n : send_n) * e);
   const std::size_t inputs = entry.one_buffer ? recv_n : send_n;
   for (std::size_t i = 0; i < inputs; ++i) store(host, dtype, send_at + i, entry.input(me, n, count, i));
+  // Out of place: the output starts as NaN, which equals nothing, so an element the op does
+  // not write is counted wrong (the timed loop's leftovers could otherwise pass for results).
+  if (!one && !entry.one_buffer) {
+    std::vector<unsigned char> nan(recv_n * e);
+    for (std::size_t i = 0; i < recv_n; ++i) store(nan, dtype, i, std::numeric_limits<double>::quiet_NaN());
+    recv.upload(nan.data(), nan.size());
+  }
   kernels::Buffer& in = one || entry.one_buffer ? recv : send;
   in.upload(host.data(), host.size());
   void* s = one ? static_cast<char*>(recv.data()) + send_at * e : send.data();
@@ -171,7 +179,7 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
         res.cv = cv(m.times_us);
         res.times_us = std::move(m.times_us);
         // Checked on fresh input after the timing, as nccl-tests does: in place, every timed
-        // iteration fed the next.
+        // iteration fed the next. (With -G the check runs the op directly, not the graph.)
         if (c.check)
           res.wrong = job.sum(
               check_once(entry, comm, device, *send, *recv, in_place, count, c.dtype, faults.corrupts(job.rank())));

@@ -3,13 +3,16 @@
 //
 // Timing, as nccl-tests times a size: after the warmup the ranks meet; then each rank enqueues
 // the `iters` iterations one after another with a timing event between each two and nothing
-// else, and waits once at the end (`--blocking`: every iteration synchronises first, nccl-tests'
-// -z 1; `-G N`: the iterations are captured once as a CUDA graph, launched N times, one event
-// between launches). On the MPI backend every call is complete on return and the events stamp
-// the host's steady clock. A rank's time per iteration is its loop's elapsed time / iters; the
-// per-iteration samples are the times between consecutive events (per graph launch / iters).
-// Both are aggregated over the ranks as --average says (nccl-tests' -a: rank 0, the mean — the
-// default, as nccl-tests and OSU —, min or max). Reported:
+// else, and waits once at the end (`-z 1`: every iteration is synchronised before the next is
+// enqueued, nccl-tests' -z 1; `-G N`: the iterations are captured once as a CUDA graph,
+// launched N times, one event between launches). nccl-tests' structure, timed with events on
+// the stream rather than its host timer around the loop (so a batch's first launch latency and
+// the final wake-up are not in it); on CUDA the per-iteration event records are the one thing
+// in the loop that nccl-tests' has not (bench/coll_overhead measures what they cost). On the MPI backend every call is
+// complete on return and the events stamp the host's steady clock. A rank's time per iteration is its loop's elapsed
+// time / iters; the per-iteration samples are the times between consecutive events (per graph launch / iters). Both are
+// aggregated over the ranks as --average says (nccl-tests' -a: rank 0, the mean — the default, as nccl-tests and OSU —,
+// min or max). Reported:
 //   time_us   the aggregate of each rank's mean time per iteration;
 //   p50_us, p99_us, cv   over the aggregated per-iteration samples (times_us in the JSON).
 // algbw = bytes / time_us; busbw = algbw × busbw_factor(op, group size).

@@ -41,10 +41,11 @@ std::string bench_op_names() {
 
 std::string CollBenchArgs::text() const {
   std::string t;
-  for (const std::string* s : {&op, &min_bytes, &max_bytes, &step_factor, &iters, &warmup, &dtype, &average, &inplace,
-                               &graph_launches, &group, &cluster_file, &layout_file, &backend, &timeout_s, &json_file})
+  for (const std::string* s :
+       {&op, &min_bytes, &max_bytes, &step_factor, &iters, &warmup, &dtype, &average, &blocking, &inplace,
+        &graph_launches, &group, &cluster_file, &layout_file, &backend, &timeout_s, &json_file})
     t += *s + '\x1f';
-  return t + (check ? "check" : "nocheck") + (blocking ? "blocking" : "batched");
+  return t + blocking + (check ? "check" : "nocheck");
 }
 
 json CollBenchConfig::to_json() const {
@@ -106,16 +107,23 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
     throw UsageError("-a/--average: expected 0 (rank 0), 1 (mean over ranks), 2 (min) or 3 (max), got '" + a.average +
                      "'");
   c.average = *average;
-  c.blocking = a.blocking;
+  if (a.blocking != "0" && a.blocking != "1")
+    throw UsageError("-z/--blocking: expected 0 (synchronise once after the iterations) or 1 (after each), got '" +
+                     a.blocking + "'");
+  c.blocking = a.blocking == "1";
   c.inplace = static_cast<int>(parse_int(a.inplace, "--inplace", 0));
   if (c.inplace > 2)
     throw UsageError("--inplace: expected 0 (out of place), 1 (in place) or 2 (both), got '" + a.inplace + "'");
   if (c.inplace == 1)
     for (CollOp op : c.ops)
-      if (!has_in_place(coll_op_entry(op)))
+      if (!has_in_place(coll_op_entry(op)) && !coll_op_entry(op).one_buffer)
         throw UsageError("--inplace 1: " + std::string(to_string(op)) +
                          " has no in-place form (NCCL defines none); use --inplace 0 or 2");
   c.graph_launches = static_cast<int>(parse_int(a.graph_launches, "-G/--graph-launches", 0));
+  if (c.graph_launches > 0 && c.blocking)
+    throw UsageError(
+        "-z/--blocking 1 with -G/--graph-launches: a graph launch enqueues every iteration at once; "
+        "choose one");
   char* end = nullptr;
   c.timeout_s = std::strtod(a.timeout_s.c_str(), &end);
   // Bounded: a deadline of now + 1e20 s (or inf) overflows steady_clock and fires at once.

@@ -29,8 +29,7 @@ struct CollBenchArgs {
   std::string dtype = "float32";
   bool check = false;
   // As nccl-tests: -a (aggregation over ranks), -z (blocking), in-place rows, -G (graph launches).
-  std::string average = "1", inplace = "0", graph_launches = "0";
-  bool blocking = false;
+  std::string average = "1", blocking = "0", inplace = "0", graph_launches = "0";
   std::string group = "world", cluster_file, layout_file;
   std::string backend;  // "" = cuda where a device is present, cpu otherwise
   std::string timeout_s = "300";

@@ -6,6 +6,7 @@
 #include <map>
 #include <tuple>
 
+#include "harness/coll_table.hpp"
 #include "harness/job.hpp"
 #include "harness/stats.hpp"
 #include "spec/error.hpp"
@@ -35,7 +36,9 @@ std::vector<Entry> read_entries(const nlohmann::json& doc, const std::string& fi
     const std::string op = f.string("op"), group = f.string("group"), dtype = f.string("dtype");
     const auto bytes = static_cast<std::uint64_t>(f.integer("bytes", 1));
     const int ranks = static_cast<int>(f.integer("ranks", 1));
-    const bool in_place = f.boolean("in_place", false);
+    // A one-buffer op (broadcast) is in place whatever the file says (version 1 had no field).
+    const std::optional<CollOp> parsed = parse_coll_op(op);
+    const bool in_place = (parsed && coll_op_entry(*parsed).one_buffer) || f.boolean("in_place", false);
     const double busbw = f.number("busbw_gbps"), time_us = f.number("time_us");
     const auto& times = f.array("times_us");
     if (times.empty()) f.fail("times_us", "at least one per-iteration time");
@@ -50,14 +53,25 @@ std::vector<Entry> read_entries(const nlohmann::json& doc, const std::string& fi
   return out;
 }
 
-// How the file's times were aggregated over ranks: config.average, or "max" in a version-1 file
-// (written before --average existed, it took the slowest rank).
-std::string aggregation_of(const nlohmann::json& doc, const std::string& file) {
-  if (!doc.contains("config") || !doc["config"].is_object() || !doc["config"].contains("average")) return "max";
-  const auto& a = doc["config"]["average"];
-  if (!a.is_string() || !parse_rank_aggregate(a.get<std::string>()))
-    throw InputError(file, "/config/average", "one of rank0, mean, min, max");
-  return to_string(*parse_rank_aggregate(a.get<std::string>()));
+// How a file's times were taken: the aggregation over ranks (config.average) and the timing
+// mode (cpu; on cuda batched, blocking or graph). A version-1 file (no config.average, written
+// before --average) took the slowest rank and, on CUDA, synchronised every iteration.
+struct TimingKind {
+  std::string average, mode;
+};
+
+TimingKind timing_of(const nlohmann::json& doc, const std::string& file) {
+  const bool cuda = doc.contains("env") && doc["env"].is_object() && doc["env"].value("backend", "") == "cuda";
+  if (!doc.contains("config") || !doc["config"].is_object() || !doc["config"].contains("average"))
+    return {"max", cuda ? "blocking" : "cpu"};
+  Fields f(doc["config"], file, "/config");
+  const std::optional<RankAggregate> how = parse_rank_aggregate(f.string("average"));
+  if (!how) f.fail("average", "one of rank0, mean, min, max");
+  if (!cuda) return {to_string(*how), "cpu"};
+  const std::string mode = f.integer("graph_launches", 0, 0) > 0 ? "graph"
+                           : f.boolean("blocking", false)        ? "blocking"
+                                                                 : "batched";
+  return {to_string(*how), mode};
 }
 
 }  // namespace
@@ -105,11 +119,15 @@ SampleComparison compare_samples(const std::vector<double>& base, const std::vec
 
 RegressReport compare_runs(const nlohmann::json& baseline, const std::string& baseline_file,
                            const nlohmann::json& current, const std::string& current_file, const RegressOptions& o) {
-  // Like with like: a mean over ranks is not comparable with the slowest rank's time.
-  const std::string base_how = aggregation_of(baseline, baseline_file), cur_how = aggregation_of(current, current_file);
-  if (base_how != cur_how)
-    throw UsageError(baseline_file + " aggregates times over ranks as " + base_how + " (/config/average) but " +
-                     current_file + " as " + cur_how + ": compare runs made with the same --average");
+  // Like with like: a mean over ranks is not the slowest rank's time, nor a batch a blocking loop.
+  const TimingKind base_how = timing_of(baseline, baseline_file), cur_how = timing_of(current, current_file);
+  if (base_how.average != cur_how.average)
+    throw UsageError(baseline_file + " aggregates times over ranks as " + base_how.average + " (/config/average) but " +
+                     current_file + " as " + cur_how.average + ": compare runs made with the same --average");
+  if (base_how.mode != cur_how.mode)
+    throw UsageError(baseline_file + " was timed " + base_how.mode +
+                     " (/config/blocking, /config/graph_launches) but " + current_file + " " + cur_how.mode +
+                     ": compare runs made with the same -z and -G");
   const auto base = read_entries(baseline, baseline_file);
   std::map<Key, std::vector<double>> cur;
   for (auto& e : read_entries(current, current_file)) cur[e.key] = std::move(e.busbw);
@@ -129,7 +147,8 @@ RegressReport compare_runs(const nlohmann::json& baseline, const std::string& ba
     report.rows.push_back(std::move(row));
   }
   if (report.compared == 0)
-    throw UsageError("no (op, group, dtype, size, ranks) in common between " + baseline_file + " and " + current_file);
+    throw UsageError("no (op, group, dtype, size, ranks, in place) in common between " + baseline_file + " and " +
+                     current_file);
   return report;
 }
 

@@ -60,9 +60,10 @@ struct RegressReport {
 };
 
 // Reads two `bench coll` JSON documents; a malformed one is an InputError naming its file. Rows
-// are matched on (op, group, dtype, bytes, ranks, in place). Two files whose times were
-// aggregated over ranks differently (config.average; a version-1 file took the slowest rank,
-// "max") are a UsageError: like is compared with like.
+// are matched on (op, group, dtype, bytes, ranks, in place; broadcast is always in place). Two
+// files whose times were aggregated over ranks differently (config.average; a version-1 file
+// took the slowest rank, "max") or, on CUDA, timed differently (batched, -z 1 blocking, -G
+// graph; a version-1 CUDA file was blocking) are a UsageError: like is compared with like.
 RegressReport compare_runs(const nlohmann::json& baseline, const std::string& baseline_file,
                            const nlohmann::json& current, const std::string& current_file,
                            const RegressOptions& options);

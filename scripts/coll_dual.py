@@ -38,7 +38,8 @@ def main():
                 sys.exit(f"coll_dual.py: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
             times = {}
             for res in json.load(open(out))["results"]:
-                times[(res["op"], res["bytes"])] = res["time_us"]
+                if not res.get("in_place", False):  # with --inplace 2: the out-of-place rows
+                    times[(res["op"], res["bytes"])] = res["time_us"]
             for (op, size), t in times.items():
                 if op == "reduce_scatter" and ("all_gather", size) in times:
                     ratios.setdefault(size, []).append(t / times[("all_gather", size)])

@@ -94,7 +94,11 @@ class CudaGraph final : public Graph {
       throw;
     }
     SAX_CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
-    SAX_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+    const cudaError_t rc = cudaGraphInstantiate(&exec_, graph_, 0);
+    if (rc != cudaSuccess) {
+      cudaGraphDestroy(graph_);  // the destructor does not run when the constructor throws
+      SAX_CUDA_CHECK(rc);
+    }
   }
   ~CudaGraph() override {
     if (exec_) cudaGraphExecDestroy(exec_);

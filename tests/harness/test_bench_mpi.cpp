@@ -88,6 +88,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"InPlaceWithoutAForm", "--op all_to_all --inplace 1", "--inplace 1: all_to_all has no in-place form"},
         BadCase{"InPlaceOutOfRange", "--inplace 3", "--inplace: expected 0 (out of place)"},
         BadCase{"GraphOnCpu", "--backend cpu -G 2", "CUDA graphs need --backend cuda"},
+        BadCase{"BlockingNotZeroOrOne", "-z yes", "-z/--blocking: expected 0"},
+        BadCase{"BlockingWithGraph", "-z 1 -G 2", "-z/--blocking 1 with -G/--graph-launches"},
         // Caught by CLI11 before any rank knows its rank: still one line.
         BadCase{"RepeatedFlag", "-b 1K -b 2K", "--min-bytes"}),
     [](const auto& info) { return std::string(info.param.name); });
@@ -211,6 +213,14 @@ TEST(BenchMpi, InPlaceAndOutOfPlaceAcrossTheCallWindowsAreCorrect) {
     EXPECT_EQ((path[{"all_gather", 16384}]), "MPI_Gather+MPI_Bcast");
     EXPECT_EQ((path[{"all_gather", 65536}]), "MPI_Allgather");
   }
+}
+
+// --inplace 1 runs every op that has an in-place form, broadcast (one buffer) included.
+TEST(BenchMpi, InPlaceOnlyRunsBroadcastToo) {
+  Result r = bench("--op all_reduce,broadcast --inplace 1 --check -b 1K -e 1K -n 2 -w 1 -z 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("   out "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MPI_Bcast"), std::string::npos) << r.out;
 }
 
 // --average is named in the header and the JSON, and says what time_us is.

@@ -157,6 +157,40 @@ TEST(RegressUnit, DifferentAggregationsAreRefusedAndVersionOneMeansMax) {
   }
 }
 
+// On CUDA a batch (one synchronisation) is not a blocking loop (-z 1) nor a graph (-G): refused.
+// A version-1 CUDA file synchronised every iteration: it compares with -z 1 runs only.
+TEST(RegressUnit, DifferentCudaTimingModesAreRefused) {
+  RegressOptions o;
+  nlohmann::json batched = results_file({500, 510, 490, 505, 495}, 1.0);
+  batched["version"] = 2;
+  batched["env"] = {{"backend", "cuda"}};
+  batched["config"] = {{"average", "max"}, {"blocking", false}, {"graph_launches", 0}};
+  nlohmann::json blocking = batched, graph = batched, v1 = results_file({500, 510, 490, 505, 495}, 1.0);
+  blocking["config"]["blocking"] = true;
+  graph["config"]["graph_launches"] = 4;
+  v1["env"] = {{"backend", "cuda"}};
+  try {
+    compare_runs(batched, "a.json", blocking, "b.json", o);
+    FAIL();
+  } catch (const sax::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("a.json was timed batched"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(compare_runs(batched, "a.json", graph, "b.json", o), sax::UsageError);
+  EXPECT_THROW(compare_runs(v1, "a.json", batched, "b.json", o), sax::UsageError);
+  EXPECT_EQ(compare_runs(v1, "a.json", blocking, "b.json", o).compared, 1);
+}
+
+// A version-1 broadcast row (no in_place field) matches today's broadcast row (in place).
+TEST(RegressUnit, BroadcastIsInPlaceInEveryVersion) {
+  RegressOptions o;
+  nlohmann::json v1 = results_file({500, 510, 490, 505, 495}, 1.0), v2 = v1;
+  v1["results"][0]["op"] = v2["results"][0]["op"] = "broadcast";
+  v2["version"] = 2;
+  v2["config"] = {{"average", "max"}};
+  v2["results"][0]["in_place"] = true;
+  EXPECT_EQ(compare_runs(v1, "a.json", v2, "b.json", o).compared, 1);
+}
+
 // In place and out of place are different rows: matched only with their own kind.
 TEST(RegressUnit, InPlaceRowsMatchOnlyInPlaceRows) {
   RegressOptions o;
