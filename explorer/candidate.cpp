@@ -19,6 +19,7 @@ Candidate Candidate::of(const Layout& l, const Cluster& cl) {
   c.recompute = l.recompute_granularity;
   c.sp = l.sequence_parallel;
   c.distributed_optimizer = l.use_distributed_optimizer;
+  c.attention = l.attention_backend;
   c.technology = -1;
   for (std::size_t i = 0; i < cl.network_technologies.size(); ++i)
     if (cl.network_technologies[i].name == l.schedule.network_technology) c.technology = static_cast<int>(i);
@@ -41,6 +42,7 @@ Layout Candidate::degrees() const {
   l.recompute_granularity = recompute;
   l.sequence_parallel = sp;
   l.use_distributed_optimizer = distributed_optimizer;
+  l.attention_backend = attention;
   return l;
 }
 

@@ -21,6 +21,7 @@ struct Candidate {
   DpSync dp_sync = DpSync::overlapped;
   Recompute recompute = Recompute::none;
   bool sp = false, distributed_optimizer = false;
+  AttentionBackend attention = AttentionBackend::auto_;
   int technology = -1;
 
   bool sequence_parallel() const { return sp && tp > 1; }  // SP does something only with TP > 1

@@ -89,7 +89,12 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
   activation_units_.attention = 4 + 4 * c_.kv / c_.q;  // Q, K, V, the output projection's input
   activation_units_.mlp_dense = (c_.w == 3 ? 6 : 4) * c_.f / c_.h;
   activation_units_.mlp_moe = c_.k * ((c_.w == 3 ? 6 : 4) * c_.fe / c_.h + 2);  // k copies, tokens permuted
-  activation_units_.score = 5 * c_.heads * c_.s / c_.h;  // softmax input/output and its dropout mask
+  // A materialised score matrix keeps the softmax output (2 bytes), and with attention dropout
+  // its mask (1) and output (2): Korthikanti's 5as/h, 2as/h without dropout.
+  activation_units_.score = (model.attention_dropout > 0 ? 5 : 2) * c_.heads * c_.s / c_.h;
+  // Two norm inputs, the QKV and MLP inputs (2 units each), and the two hidden-dropout masks.
+  activation_units_.replicated = model.hidden_dropout > 0 ? 10 : 8;
+  auto_attention_materializes_ = materializes_scores(resolved_attention_backend(Layout{}, model));
   training_flops_per_step_ = model.training_flops_per_step();
   tokens_per_step_ = static_cast<double>(model.tokens_per_step());
   // Megatron-LM's distributed-optimizer table (docs: bytes per parameter): weights and their
@@ -117,9 +122,13 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   const bool sp = cand.sequence_parallel();
   const double t = static_cast<double>(cand.tp);
   const double sbh = x.T * c_.h;
-  const double replicated = 10;  // two norm inputs, QKV and MLP inputs, two dropout masks
+  const double replicated = activation_units_.replicated;
   const double attn = activation_units_.attention, mlp_dense = activation_units_.mlp_dense,
-               mlp_moe = activation_units_.mlp_moe, score = activation_units_.score;
+               mlp_moe = activation_units_.mlp_moe;
+  // Flash and fused attention never hold the score matrix; selective recompute rebuilds it.
+  const bool materialized =
+      cand.attention == AttentionBackend::auto_ ? auto_attention_materializes_ : materializes_scores(cand.attention);
+  const double score = materialized ? activation_units_.score : 0.0;
   auto per_layer = [&](double mlp, Recompute r) {
     double par = attn + mlp + (r == Recompute::none ? score : 0.0);
     double units = r == Recompute::full ? 2.0 / (sp ? t : 1.0) : (sp ? (replicated + par) / t : replicated + par / t);

@@ -229,8 +229,9 @@ class CostModel {
   double fixed_bytes_per_param_ = 6, optimizer_state_bytes_per_param_ = 12;
   // Activation terms per layer that depend on the model alone, in units of s·b·h (stage_memory).
   struct {
-    double attention = 0, mlp_dense = 0, mlp_moe = 0, score = 0;
+    double attention = 0, mlp_dense = 0, mlp_moe = 0, score = 0, replicated = 10;
   } activation_units_;
+  bool auto_attention_materializes_ = false;  // what `auto` resolves to for this model
 };
 
 }  // namespace sax::explorer

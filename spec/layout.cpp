@@ -31,6 +31,21 @@ const char* to_string(Recompute r) {
   return i < std::size(kNames) ? kNames[i] : "?";
 }
 
+const char* to_string(AttentionBackend a) {
+  static constexpr const char* kNames[] = {"flash", "fused", "unfused", "local", "auto"};  // in the enum's order
+  const auto i = static_cast<std::size_t>(a);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
+
+namespace {
+bool half_precision(DType d) { return d == DType::bf16 || d == DType::fp16 || d == DType::fp8; }
+}  // namespace
+
+AttentionBackend resolved_attention_backend(const Layout& l, const Model& m) {
+  if (l.attention_backend != AttentionBackend::auto_) return l.attention_backend;
+  return half_precision(m.dtype) ? AttentionBackend::flash : AttentionBackend::local;
+}
+
 std::int64_t Layout::size(Dim d, std::int64_t world_size) const {
   switch (d) {
     case Dim::tp:
@@ -141,6 +156,9 @@ LayoutRule first_broken_rule(const Layout& l, const Model& m, std::int64_t world
   if (LayoutRule r = batch_rule(m, l.micro_batch_size, dp); r != LayoutRule::ok) return r;
   if (l.schedule.pipeline == PipelineSchedule::interleaved && l.num_microbatches(m, world) % pp != 0)
     return LayoutRule::interleaved_microbatches_divide;
+  if ((l.attention_backend == AttentionBackend::flash || l.attention_backend == AttentionBackend::fused) &&
+      !half_precision(m.dtype))
+    return LayoutRule::flash_needs_half_precision;
   return LayoutRule::ok;
 }
 
@@ -209,6 +227,13 @@ Layout read_layout(const json& value, const std::string& file) {
       f, "recompute_granularity",
       {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}}, Recompute::none);
   l.use_distributed_optimizer = f.boolean("use_distributed_optimizer", false);
+  l.attention_backend = pick<AttentionBackend>(f, "attention_backend",
+                                               {{"flash", AttentionBackend::flash},
+                                                {"fused", AttentionBackend::fused},
+                                                {"unfused", AttentionBackend::unfused},
+                                                {"local", AttentionBackend::local},
+                                                {"auto", AttentionBackend::auto_}},
+                                               AttentionBackend::auto_);
   l.decoder_first_pipeline_num_layers = f.integer_in("decoder_first_pipeline_num_layers", 1, kMaxDegree, 0);
   l.decoder_last_pipeline_num_layers = f.integer_in("decoder_last_pipeline_num_layers", 1, kMaxDegree, 0);
   l.order = parse_order(f);
@@ -272,6 +297,7 @@ json to_json(const Layout& l) {
             {"sequence_parallel", l.sequence_parallel},
             {"recompute_granularity", to_string(l.recompute_granularity)},
             {"use_distributed_optimizer", l.use_distributed_optimizer},
+            {"attention_backend", to_string(l.attention_backend)},
             {"order", l.order_string()}};
   if (l.decoder_first_pipeline_num_layers) j["decoder_first_pipeline_num_layers"] = l.decoder_first_pipeline_num_layers;
   if (l.decoder_last_pipeline_num_layers) j["decoder_last_pipeline_num_layers"] = l.decoder_last_pipeline_num_layers;
@@ -357,6 +383,10 @@ static std::string str(std::int64_t x) { return std::to_string(x); }
       fail("micro_batch_size", "a number of micro-batches (" + str(l.num_microbatches(*m, world)) +
                                    ") divisible by pipeline_model_parallel_size (" + str(pp) +
                                    ") for the interleaved schedule");
+    case LayoutRule::flash_needs_half_precision:
+      fail("attention_backend", std::string("unfused, local or auto for ") + to_string(m->dtype) + " model " + m->name +
+                                    " (flash and fused attention run in bf16, fp16 or fp8), got " +
+                                    to_string(l.attention_backend));
     default:
       break;
   }

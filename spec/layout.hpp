@@ -24,6 +24,12 @@ constexpr Dim kDims[] = {Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp};
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zero_bubble };
 enum class DpSync { blocking, overlapped, hierarchical };
 enum class Recompute { none, selective, full };
+// Megatron's --attention-backend. flash (FlashAttention) and fused (cuDNN's fused attention)
+// never materialise the b·a·s² score matrix; unfused and local (Megatron's own) do, with its
+// scale/mask/softmax and dropout passes; auto is flash where the model's dtype allows (bf16,
+// fp16, fp8) and local otherwise (resolved_attention_backend).
+enum class AttentionBackend { flash, fused, unfused, local, auto_ };
+const char* to_string(AttentionBackend a);
 const char* to_string(PipelineSchedule s);
 const char* to_string(DpSync s);
 const char* to_string(Recompute r);
@@ -44,6 +50,7 @@ struct Layout {
   bool sequence_parallel = false;
   Recompute recompute_granularity = Recompute::none;
   bool use_distributed_optimizer = false;
+  AttentionBackend attention_backend = AttentionBackend::auto_;
   std::int64_t decoder_first_pipeline_num_layers = 0;  // 0 = an even split
   std::int64_t decoder_last_pipeline_num_layers = 0;
   // Placement, innermost (fastest-varying rank) first, as Megatron's "tp-cp-ep-dp-pp".
@@ -62,6 +69,13 @@ struct Layout {
     return model.global_batch_size / (micro_batch_size * data_parallel_size(world_size));
   }
 };
+
+// The backend a layout's attention runs on for `model` (auto resolved), and whether it
+// materialises the score matrix (unfused, local).
+AttentionBackend resolved_attention_backend(const Layout& layout, const Model& model);
+inline bool materializes_scores(AttentionBackend a) {
+  return a == AttentionBackend::unfused || a == AttentionBackend::local;
+}
 
 // Layers per pipeline stage: `first` and `last` layers on the first and last stage when > 0
 // (Megatron's decoder_first/last_pipeline_num_layers), the rest split evenly (rounded down).
@@ -96,6 +110,7 @@ enum class LayoutRule {
   vpp_divides_stage_layers,
   batch_divides,                    // micro_batch_size × DP divides global_batch_size
   interleaved_microbatches_divide,  // interleaved: micro-batches divisible by PP
+  flash_needs_half_precision,       // flash/fused attention: bf16, fp16 or fp8 models only
 };
 
 // The first rule of the schedule and pipeline (read_layout's) that the layout breaks.

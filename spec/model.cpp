@@ -123,6 +123,11 @@ Model read_model(const json& value, const std::string& file) {
   m.normalization = f.choice("normalization", {"LayerNorm", "RMSNorm"}, "LayerNorm");
   m.position_embedding_type =
       f.choice("position_embedding_type", {"learned_absolute", "rope", "none"}, "learned_absolute");
+  for (auto [key, p] : {std::pair{"hidden_dropout", &m.hidden_dropout}, {"attention_dropout", &m.attention_dropout}})
+    if (f.has(key)) {
+      *p = f.nonnegative(key);
+      if (!(*p < 1)) f.fail(key, "a probability in [0, 1), got " + std::to_string(*p));
+    }
 
   m.num_experts = f.integer_in("num_experts", 0, kMaxSize, 0);
   const bool moe_field = f.has("moe_router_topk") || f.has("moe_ffn_hidden_size") || f.has("moe_layer_freq");

@@ -30,6 +30,9 @@ struct Model {
   bool add_bias_linear = true;
   std::string normalization = "LayerNorm";                   // LayerNorm | RMSNorm
   std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope | none
+  // Megatron's dropout probabilities (defaults 0.1 and 0.1): hidden_dropout after the embedding
+  // and in each residual's bias-dropout-add, attention_dropout on the attention probabilities.
+  double hidden_dropout = 0.1, attention_dropout = 0.1;
 
   // MoE: num_experts == 0 is a dense model.
   std::int64_t num_experts = 0;

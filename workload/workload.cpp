@@ -158,21 +158,80 @@ class Builder {
   bool is_moe(std::int64_t layer) const { return m_.moe_layer_pattern[static_cast<std::size_t>(layer)]; }
   double mlp_w() const { return m_.swiglu ? 3.0 : 2.0; }
 
-  Op compute(Phase ph, const Block& b, std::int64_t layer, const char* name, double m, double n, double k, double count,
-             double scale) {
-    Op o;
-    o.kind = OpKind::compute;
-    o.phase = ph;
-    o.microbatch = b.microbatch;
-    o.chunk = b.chunk;
-    o.layer = layer;
-    o.name = name;
-    o.m = m;
-    o.n = n;
-    o.k = k;
-    o.count = count;
-    o.flops = scale * 2.0 * m * n * k * count;
-    return o;
+  // One compute op of a layer (or of the embedding and output), as the workload lists it:
+  //   gemm     m×k by k×n, `count` times, with weights (its backward: input and weight
+  //            gradients, split into B and W under zero bubble);
+  //   product  a batched product of activations (unfused attention's scores and values): `count`
+  //            batches × `heads`, no weights, both input gradients in the backward;
+  //   flash    fused attention: batch `count`, `heads` query heads over `kv_heads` KV heads,
+  //            m queries by n keys of head dimension k, the score matrix never in memory;
+  //   memory   a memory-bound op over m rows of n elements; its bytes are given.
+  // Bytes are what the op reads and writes in device memory (workload/README.md).
+  enum class Kind { gemm, product, flash, memory };
+  struct LayerOp {
+    const char* name;
+    Kind kind;
+    double m, n, k, count;
+    double heads = 1, kv_heads = 1;
+    double fwd_read = 0, fwd_written = 0, bwd_read = 0, bwd_written = 0;  // memory and flash
+    bool core = false;  // the attention core (what selective recompute repeats)
+  };
+  // Which part of an op a block runs: the forward, the whole backward, or (zero bubble) its
+  // input-gradient (B) or weight-gradient (W) part.
+  enum class Part { forward, backward, input_grad, weight_grad };
+
+  Op compute(Phase ph, const Block& b, std::int64_t layer, const LayerOp& o, Part part) {
+    Op op;
+    op.kind = OpKind::compute;
+    op.phase = ph;
+    op.microbatch = b.microbatch;
+    op.chunk = b.chunk;
+    op.layer = layer;
+    op.name = o.name;
+    op.m = o.m;
+    op.n = o.n;
+    op.k = o.k;
+    op.count = o.count;
+    op.heads = o.heads;
+    op.kv_heads = o.kv_heads;
+    op.memory_bound = o.kind == Kind::memory;
+    const bool fwd = part == Part::forward;
+    const double e = e_, c = o.count;
+    switch (o.kind) {
+      case Kind::gemm: {
+        const double mn = o.m * o.n, mk = o.m * o.k, kn = o.k * o.n, once = 2.0 * o.m * o.n * o.k * c;
+        // Forward Y = X·W: read X, W, write Y. Input gradient dX = dY·Wᵀ: read dY, W, write dX.
+        // Weight gradient dW = Xᵀ·dY: read X, dY, write dW.
+        if (fwd) {
+          op.flops = once, op.bytes_read = (mk + kn) * c * e, op.bytes_written = mn * c * e;
+        } else {
+          const bool in = part != Part::weight_grad, wt = part != Part::input_grad;
+          op.flops = once * ((in ? 1 : 0) + (wt ? 1 : 0));
+          op.bytes_read = ((in ? mn + kn : 0) + (wt ? mn + mk : 0)) * c * e;
+          op.bytes_written = ((in ? mk : 0) + (wt ? kn : 0)) * c * e;
+        }
+        break;
+      }
+      case Kind::product: {
+        // C = A·B per batch and head; backward dA = dC·Bᵀ and dB = Aᵀ·dC (both in B).
+        const double bh = c * o.heads, mn = o.m * o.n, mk = o.m * o.k, kn = o.k * o.n;
+        const double once = 2.0 * o.m * o.n * o.k * bh;
+        op.flops = fwd ? once : 2 * once;
+        op.bytes_read = (fwd ? mk + kn : 2 * mn + mk + kn) * bh * e;
+        op.bytes_written = (fwd ? mn : mk + kn) * bh * e;
+        break;
+      }
+      case Kind::flash:
+        op.flops = (fwd ? 4.0 : 8.0) * o.m * o.n * o.k * c * o.heads;
+        op.bytes_read = fwd ? o.fwd_read : o.bwd_read;
+        op.bytes_written = fwd ? o.fwd_written : o.bwd_written;
+        break;
+      case Kind::memory:
+        op.bytes_read = fwd ? o.fwd_read : o.bwd_read;
+        op.bytes_written = fwd ? o.fwd_written : o.bwd_written;
+        break;
+    }
+    return op;
   }
 
   void message(Phase ph, std::int64_t mb, std::int64_t chunk, std::int64_t layer, const char* name, Dim dim,
@@ -193,22 +252,107 @@ class Builder {
     w_.ops.push_back(o);
   }
 
-  // The compute ops of one layer's forward, in order, each a GEMM-like product.
-  struct LayerOp {
-    const char* name;
-    double m, n, k, count;
-    bool gemm;  // has weights (splits into B and W under zero bubble)
-  };
+  // Tokens of one micro-batch in the sequence-parallel region (norms, dropout, residuals):
+  // T/tp with SP, T without (every TP rank repeats them).
+  double sp_tokens() const { return sp_ ? T_ / tp_ : T_; }
+  double batch() const { return static_cast<double>(l_.micro_batch_size); }
+  double heads() const { return static_cast<double>(m_.num_attention_heads) / tp_; }
+  double kv_heads() const { return static_cast<double>(m_.num_query_groups) / tp_; }
+  double seq() const { return static_cast<double>(m_.seq_length); }
+  double head_dim() const { return static_cast<double>(m_.kv_channels); }
+
+  // A norm over `rows` × h: LayerNorm keeps mean and rstd per row (fp32) and has γ and β, RMSNorm
+  // rstd and γ. Forward reads x and the weights, writes y and the statistics; backward reads x,
+  // dy, the weights and the statistics, writes dx and the weight gradients.
+  LayerOp norm(const char* name, double rows) const {
+    const double w = m_.normalization == "LayerNorm" ? 2 : 1, x = rows * h_ * e_, stats = w * rows * 4;
+    return {name,           Kind::memory, rows, h_, 0, 1, 1, 1, x + w * h_ * e_, x + stats, 2 * x + w * h_ * e_ + stats,
+            x + w * h_ * e_};
+  }
+  // Megatron's bias-dropout-add after a sub-block: out = residual + dropout(y + bias). Forward
+  // reads y, the residual (and the bias), writes out (and the 1-byte dropout mask); backward
+  // reads dout (and the mask), writes dy (the residual's gradient is dout itself).
+  LayerOp residual(const char* name) const {
+    const double rows = sp_tokens(), x = rows * h_ * e_, bias = m_.add_bias_linear ? h_ * e_ : 0;
+    const double mask = m_.hidden_dropout > 0 ? rows * h_ : 0;
+    return {name, Kind::memory, rows, h_, 0, 1, 1, 1, 2 * x + bias, x + mask, x + mask, x + bias};
+  }
+  // An elementwise pass over rows × n that keeps a 1-byte mask (dropout): read x, write y and
+  // the mask; backward read dy and the mask, write dx.
+  LayerOp dropout(const char* name, double rows, double n) const {
+    const double x = rows * n * e_;
+    return {name, Kind::memory, rows, n, 0, 1, 1, 1, x, x + rows * n, x + rows * n, x};
+  }
+
+  // The attention sub-block's compute ops in forward order; with an unfused backend the core is
+  // the materialised score matrix's passes, with flash one fused op.
   std::vector<LayerOp> attention_ops() const {
-    return {{"qkv_proj", T_, (q_ + 2 * kv_) / tp_, h_, 1, true},
-            {"attention", T_, static_cast<double>(m_.seq_length), q_ / tp_, 2, false},
-            {"out_proj", T_, h_, q_ / tp_, 1, true}};
+    const double b = batch(), sq = T_ / b, sk = seq(), d = head_dim(), a = heads(), g = kv_heads();
+    std::vector<LayerOp> ops{{"qkv_proj", Kind::gemm, T_, (q_ + 2 * kv_) / tp_, h_, 1}};
+    if (m_.position_embedding_type == "rope") {
+      // q and k rotated in place: read x and the cos/sin table (fp32, d per token), write x.
+      const double x = T_ * (q_ + kv_) / tp_ * e_, table = T_ * d * 4;
+      ops.push_back({"rope", Kind::memory, T_, (q_ + kv_) / tp_, 0, 1, 1, 1, x + table, x, x + table, x});
+    }
+    const double qb = T_ * a * d * e_, kvb = b * sk * g * d * e_;  // Q or O; K or V over the whole sequence
+    if (!materializes_scores(resolved_attention_backend(l_, m_))) {
+      // Reads Q, K, V, writes O and the row log-sum-exp (fp32); backward reads Q, K, V, O, dO and
+      // the log-sum-exp, writes dQ, dK, dV.
+      const double lse = T_ * a * 4;
+      LayerOp f{"attention", Kind::flash, sq, sk, d, b, a, g, qb + 2 * kvb, qb + lse, 3 * qb + 2 * kvb + lse,
+                qb + 2 * kvb};
+      f.core = true;
+      ops.push_back(f);
+    } else {
+      const double scores = T_ * a * sk * e_;  // b·(a/tp)·(s/cp)·s elements
+      LayerOp qk{"attention_scores", Kind::product, sq, sk, d, b, a, g};
+      // Scale, causal mask and softmax in one pass (Megatron's FusedScaleMaskSoftmax): read S,
+      // write P; backward reads P and dP, writes dS.
+      LayerOp softmax{"attention_softmax", Kind::memory, T_ * a, sk, 0, 1, 1, 1, scores, scores, 2 * scores, scores};
+      LayerOp pv{"attention_values", Kind::product, sq, d, sk, b, a, g};
+      qk.core = softmax.core = pv.core = true;
+      ops.push_back(qk);
+      ops.push_back(softmax);
+      if (m_.attention_dropout > 0) {
+        LayerOp drop = dropout("attention_dropout", T_ * a, sk);
+        drop.core = true;
+        ops.push_back(drop);
+      }
+      ops.push_back(pv);
+    }
+    ops.push_back({"out_proj", Kind::gemm, T_, h_, q_ / tp_, 1});
+    return ops;
+  }
+  // GeLU: read x (and the bias), write y; backward read x and dy, write dx. SwiGLU: two inputs.
+  LayerOp activation(const char* name, double rows, double f) const {
+    const double in = m_.swiglu ? 2 : 1, y = rows * f * e_, bias = m_.add_bias_linear ? in * f * e_ : 0;
+    return {name, Kind::memory, rows, f, 0, 1, 1, 1, in * y + bias, y, (in + 1) * y + bias, in * y};
   }
   std::vector<LayerOp> mlp_ops(std::int64_t layer) const {
-    if (!is_moe(layer)) return {{"mlp", T_, static_cast<double>(m_.ffn_hidden_size) / tp_, h_, mlp_w(), true}};
-    const double tokens = T_ / tp_;
-    return {{"router", tokens, static_cast<double>(m_.num_experts), h_, 1, true},
-            {"experts", tokens * m_.moe_router_topk, static_cast<double>(m_.moe_ffn_hidden_size), h_, mlp_w(), true}};
+    const double up = mlp_w() - 1;  // fc1's matrices: 2 with SwiGLU (gate and up), else 1
+    if (!is_moe(layer)) {
+      const double f = static_cast<double>(m_.ffn_hidden_size) / tp_;
+      return {{"mlp_fc1", Kind::gemm, T_, f, h_, up},
+              activation("activation", T_, f),
+              {"mlp_fc2", Kind::gemm, T_, h_, f, 1}};
+    }
+    const double tokens = T_ / tp_, E = static_cast<double>(m_.num_experts), k = m_.moe_router_topk;
+    const double fe = static_cast<double>(m_.moe_ffn_hidden_size), x = tokens * h_ * e_, routed = k * x;
+    // Router: softmax over E logits and the top-k; writes the k probabilities and expert indices
+    // (fp32, int32); backward reads the probabilities' gradients, writes the logits' gradients.
+    const double logits = tokens * E * e_, picks = tokens * k * 8;
+    // Permute gathers each token once per chosen expert (reads the token rows and the indices,
+    // writes k rows per token); unpermute weights and sums them back (reads the k rows and the
+    // probabilities, writes one row per token). Their backwards are each other's mirror.
+    return {{"router", Kind::gemm, tokens, E, h_, 1},
+            {"router_topk", Kind::memory, tokens, E, 0, 1, 1, 1, logits, picks, logits + picks, logits},
+            {"permute", Kind::memory, tokens * k, h_, 0, 1, 1, 1, routed + tokens * k * 4, routed,
+             routed + tokens * k * 4, x},
+            {"experts_fc1", Kind::gemm, tokens * k, fe, h_, up},
+            activation("expert_activation", tokens * k, fe),
+            {"experts_fc2", Kind::gemm, tokens * k, h_, fe, 1},
+            {"unpermute", Kind::memory, tokens, h_, 0, 1, 1, 1, routed + tokens * k * 4, x, x + routed + tokens * k * 4,
+             routed + tokens * k * 4}};
   }
 
   // TP messages around a sub-block (attention or MLP): before it with SP (all_gather), after
@@ -240,55 +384,84 @@ class Builder {
   void layer_forward(Phase ph, const Block& b, std::int64_t layer, bool ops_only_attention) {
     auto att = attention_ops();
     if (ops_only_attention) {  // selective recompute: the attention core only
-      w_.ops.push_back(compute(ph, b, layer, att[1].name, att[1].m, att[1].n, att[1].k, att[1].count, 1.0));
+      for (const auto& o : att)
+        if (o.core) w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
       return;
     }
+    w_.ops.push_back(compute(ph, b, layer, norm("input_norm", sp_tokens()), Part::forward));
     tp_before(ph, b, layer);
     for (const auto& o : att) {
-      w_.ops.push_back(compute(ph, b, layer, o.name, o.m, o.n, o.k, o.count, 1.0));
-      if (std::string(o.name) == "attention") cp_ring(ph, b, layer, 1.0);
+      w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
+      if (o.name == std::string("attention") || o.name == std::string("attention_values")) cp_ring(ph, b, layer, 1.0);
     }
     tp_after(ph, b, layer);
+    w_.ops.push_back(compute(ph, b, layer, residual("attention_residual"), Part::forward));
+    w_.ops.push_back(compute(ph, b, layer, norm("pre_mlp_norm", sp_tokens()), Part::forward));
     tp_before(ph, b, layer);
     for (const auto& o : mlp_ops(layer)) {
-      if (std::string(o.name) == "experts") ep_all_to_all(ph, b, layer, "moe_dispatch");
-      w_.ops.push_back(compute(ph, b, layer, o.name, o.m, o.n, o.k, o.count, 1.0));
-      if (std::string(o.name) == "experts") ep_all_to_all(ph, b, layer, "moe_combine");
+      if (o.name == std::string("experts_fc1")) ep_all_to_all(ph, b, layer, "moe_dispatch");
+      w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
+      if (o.name == std::string("experts_fc2")) ep_all_to_all(ph, b, layer, "moe_combine");
     }
     tp_after(ph, b, layer);
+    w_.ops.push_back(compute(ph, b, layer, residual("mlp_residual"), Part::forward));
   }
 
   // Backward (or, with zero bubble, backward-input) of one layer: reverse order, mirrored
-  // messages. `scale_gemm` is 2 for a full backward, 1 for B-input; attention is always 2.
-  void layer_backward(Phase ph, const Block& b, std::int64_t layer, double scale_gemm) {
+  // messages. Weight GEMMs run whole (`zb` false) or their input-gradient part only.
+  void layer_backward(Phase ph, const Block& b, std::int64_t layer) {
+    const Part gemm_part = zb() ? Part::input_grad : Part::backward;
+    auto part = [&](const LayerOp& o) { return o.kind == Kind::gemm ? gemm_part : Part::backward; };
+    w_.ops.push_back(compute(ph, b, layer, residual("mlp_residual"), Part::backward));
     auto mlp = mlp_ops(layer);
     tp_before(ph, b, layer);
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it) {
-      if (std::string(it->name) == "experts") ep_all_to_all(ph, b, layer, "moe_combine_grad");
-      w_.ops.push_back(compute(ph, b, layer, it->name, it->m, it->n, it->k, it->count, scale_gemm));
-      if (std::string(it->name) == "experts") ep_all_to_all(ph, b, layer, "moe_dispatch_grad");
+      if (it->name == std::string("experts_fc2")) ep_all_to_all(ph, b, layer, "moe_combine_grad");
+      w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
+      if (it->name == std::string("experts_fc1")) ep_all_to_all(ph, b, layer, "moe_dispatch_grad");
     }
     tp_after(ph, b, layer);
+    w_.ops.push_back(compute(ph, b, layer, norm("pre_mlp_norm", sp_tokens()), Part::backward));
+    w_.ops.push_back(compute(ph, b, layer, residual("attention_residual"), Part::backward));
     tp_before(ph, b, layer);
     auto att = attention_ops();
     for (auto it = att.rbegin(); it != att.rend(); ++it) {
-      w_.ops.push_back(compute(ph, b, layer, it->name, it->m, it->n, it->k, it->count, it->gemm ? scale_gemm : 2.0));
-      if (std::string(it->name) == "attention") cp_ring(ph, b, layer, 2.0);
+      w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
+      if (it->name == std::string("attention") || it->name == std::string("attention_scores"))
+        cp_ring(ph, b, layer, 2.0);
     }
     tp_after(ph, b, layer);
+    w_.ops.push_back(compute(ph, b, layer, norm("input_norm", sp_tokens()), Part::backward));
   }
 
   void layer_weight_grads(const Block& b, std::int64_t layer) {
     auto mlp = mlp_ops(layer);
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it)
-      w_.ops.push_back(compute(Phase::backward_weight, b, layer, it->name, it->m, it->n, it->k, it->count, 1.0));
+      if (it->kind == Kind::gemm) w_.ops.push_back(compute(Phase::backward_weight, b, layer, *it, Part::weight_grad));
     auto att = attention_ops();
     for (auto it = att.rbegin(); it != att.rend(); ++it)
-      if (it->gemm)
-        w_.ops.push_back(compute(Phase::backward_weight, b, layer, it->name, it->m, it->n, it->k, it->count, 1.0));
+      if (it->kind == Kind::gemm) w_.ops.push_back(compute(Phase::backward_weight, b, layer, *it, Part::weight_grad));
   }
 
   double logits_n() const { return static_cast<double>(m_.vocab_size) / tp_; }
+
+  // The first stage's vocab-parallel lookup: reads the token ids and the rows (and the learned
+  // position rows), writes T×h (zeros where another TP rank holds the word); backward reads dy
+  // and the ids, writes the rows' fp32 gradients.
+  LayerOp embedding() const {
+    const double pos = m_.position_embedding_type == "learned_absolute" ? 1 : 0, x = T_ * h_ * e_;
+    return {"embedding", Kind::memory,           T_, h_, 0, 1, 1, 1, T_ * 4 + (1 + pos) * x, x,
+            x + T_ * 4,  (1 + pos) * T_ * h_ * 4};
+  }
+  LayerOp logits() const { return {"logits", Kind::gemm, T_, logits_n(), h_, 1}; }
+  // Vocab-parallel cross-entropy over T × V/tp logits: reads them and the targets, writes the
+  // loss and each row's max and sum of exponentials (fp32; the TP all-reduces of those are left
+  // out, as in the messages); backward reads the logits, targets and row statistics, writes the
+  // logits' gradient.
+  LayerOp cross_entropy() const {
+    const double z = T_ * logits_n() * e_, rows = T_ * 4;
+    return {"cross_entropy", Kind::memory, T_, logits_n(), 0, 1, 1, 1, z + rows, 3 * rows, z + 3 * rows, z};
+  }
 
   // Pipeline neighbours of this rank's virtual stage.
   std::int64_t pp_peer(std::int64_t virtual_stage_of_peer) const {
@@ -301,15 +474,22 @@ class Builder {
     if (v > 0)
       message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, GroupKind::pp, CollOp::recv,
               pp_bytes(), pp_peer(v - 1));
-    if (has_embedding(b.chunk) && tp_ > 1)
-      message(Phase::forward, b.microbatch, b.chunk, -1, "embedding", Dim::tp, GroupKind::tp,
-              sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
+    if (has_embedding(b.chunk)) {
+      w_.ops.push_back(compute(Phase::forward, b, -1, embedding(), Part::forward));
+      if (tp_ > 1)
+        message(Phase::forward, b.microbatch, b.chunk, -1, "embedding", Dim::tp, GroupKind::tp,
+                sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
+      if (m_.hidden_dropout > 0)
+        w_.ops.push_back(compute(Phase::forward, b, -1, dropout("embedding_dropout", sp_tokens(), h_), Part::forward));
+    }
     for (std::int64_t i = 0; i < chunk_layers_; ++i) layer_forward(Phase::forward, b, chunk_offset_[v] + i, false);
     if (has_output(b.chunk)) {
+      w_.ops.push_back(compute(Phase::forward, b, -1, norm("final_norm", sp_tokens()), Part::forward));
       if (sp_)
         message(Phase::forward, b.microbatch, b.chunk, -1, "output_all_gather", Dim::tp, GroupKind::tp,
                 CollOp::all_gather, A_);
-      w_.ops.push_back(compute(Phase::forward, b, -1, "logits", T_, logits_n(), h_, 1, 1.0));
+      w_.ops.push_back(compute(Phase::forward, b, -1, logits(), Part::forward));
+      w_.ops.push_back(compute(Phase::forward, b, -1, cross_entropy(), Part::forward));
     }
     if (v < pp_ * vpp_ - 1)
       message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, GroupKind::pp, CollOp::send,
@@ -319,22 +499,28 @@ class Builder {
   void backward_block(const Block& b, bool sync_after) {
     const std::int64_t v = virtual_stage(b.chunk);
     const Phase ph = zb() ? Phase::backward_input : Phase::backward;
-    const double scale = zb() ? 1.0 : 2.0;
     if (v < pp_ * vpp_ - 1)
       message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, GroupKind::pp, CollOp::recv, pp_bytes(),
               pp_peer(v + 1));
     if (has_output(b.chunk)) {
-      w_.ops.push_back(compute(ph, b, -1, "logits", T_, logits_n(), h_, 1, scale));
+      w_.ops.push_back(compute(ph, b, -1, cross_entropy(), Part::backward));
+      w_.ops.push_back(compute(ph, b, -1, logits(), zb() ? Part::input_grad : Part::backward));
       if (tp_ > 1)
         message(ph, b.microbatch, b.chunk, -1, "output_grad", Dim::tp, GroupKind::tp,
                 sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
+      w_.ops.push_back(compute(ph, b, -1, norm("final_norm", sp_tokens()), Part::backward));
     }
     for (std::int64_t i = chunk_layers_ - 1; i >= 0; --i) {
       const std::int64_t layer = chunk_offset_[v] + i;
       if (l_.recompute_granularity != Recompute::none)
         layer_forward(Phase::recompute, b, layer, l_.recompute_granularity == Recompute::selective);
-      layer_backward(ph, b, layer, scale);
+      layer_backward(ph, b, layer);
       if (sync_after) layer_dp_sync(layer);
+    }
+    if (has_embedding(b.chunk)) {
+      if (m_.hidden_dropout > 0)
+        w_.ops.push_back(compute(ph, b, -1, dropout("embedding_dropout", sp_tokens(), h_), Part::backward));
+      w_.ops.push_back(compute(ph, b, -1, embedding(), Part::backward));
     }
     if (v > 0)
       message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, GroupKind::pp, CollOp::send, pp_bytes(),
@@ -343,8 +529,7 @@ class Builder {
 
   void weight_block(const Block& b, bool sync_after) {
     const std::int64_t v = virtual_stage(b.chunk);
-    if (has_output(b.chunk))
-      w_.ops.push_back(compute(Phase::backward_weight, b, -1, "logits", T_, logits_n(), h_, 1, 1.0));
+    if (has_output(b.chunk)) w_.ops.push_back(compute(Phase::backward_weight, b, -1, logits(), Part::weight_grad));
     for (std::int64_t i = chunk_layers_ - 1; i >= 0; --i) {
       layer_weight_grads(b, chunk_offset_[v] + i);
       if (sync_after) layer_dp_sync(chunk_offset_[v] + i);
@@ -430,6 +615,13 @@ class Builder {
     opt.phase = Phase::optimizer;
     opt.name = "optimizer_step";
     opt.params = dist ? dense / dp_ + expert / edp_ : dense + expert;
+    opt.memory_bound = true;
+    opt.m = opt.params;
+    opt.n = 1;
+    opt.count = 1;
+    const OptimizerBytes ob = optimizer_bytes(m_.dtype);
+    opt.bytes_read = ob.read * opt.params;
+    opt.bytes_written = ob.written * opt.params;
     w_.ops.push_back(opt);
     if (overlapped()) {
       for (auto layer : my_layers()) {
@@ -502,7 +694,11 @@ json to_json(const Workload& w) {
     if (o.kind == OpKind::compute) {
       j["shape"] = {o.m, o.n, o.k};
       j["count"] = o.count;
+      if (o.heads != 1 || o.kv_heads != 1) j["heads"] = {o.heads, o.kv_heads};
       j["flops"] = o.flops;
+      j["bytes_read"] = o.bytes_read;
+      j["bytes_written"] = o.bytes_written;
+      if (o.memory_bound) j["memory_bound"] = true;
       if (o.params > 0) j["params"] = o.params;
     } else {
       j["dim"] = dim_name(o.dim);

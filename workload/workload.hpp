@@ -32,9 +32,16 @@ struct Op {
   std::int64_t layer = -1;       // global layer index, -1 for embedding/logits/optimizer/DP sync
   std::string name;              // compute: qkv_proj, attention, ...; message: what it carries
 
-  // Compute: `count` GEMMs (or batched products for attention) of m×k by k×n.
+  // Compute. A GEMM: `count` products of m×k by k×n. Attention products and fused attention:
+  // batch `count` × `heads` query heads (over `kv_heads` KV heads), m queries, n keys (or, for
+  // attention_values, n = head dimension and k = keys), k head dimension. A memory-bound op:
+  // m rows of n elements (the optimizer: m parameters).
   double m = 0, n = 0, k = 0, count = 0;
-  double flops = 0;
+  double heads = 1, kv_heads = 1;
+  double flops = 0;  // model FLOPs, as Megatron counts them (0 for memory-bound ops)
+  // Device-memory traffic of the op (workload/README.md, formula by formula).
+  double bytes_read = 0, bytes_written = 0;
+  bool memory_bound = false;
   double params = 0;  // optimizer_step: parameters updated
 
   // Message.
@@ -45,6 +52,18 @@ struct Op {
   std::int64_t peer = -1;     // send/recv: the other rank
   bool overlappable = false;  // may run behind compute (overlapped DP sync)
 };
+
+// Adam's traffic per updated parameter, as Megatron's optimizer keeps its state: with bf16,
+// fp16 or fp8 models fp32 main parameters and gradients, reads gradient, main parameter, m and v
+// (16 bytes) and writes main parameter, m, v and the 2-byte model copy (14); fp32 and tf32
+// models update the parameters in place (16 and 12).
+struct OptimizerBytes {
+  double read, written;
+};
+inline OptimizerBytes optimizer_bytes(DType d) {
+  const bool half = d == DType::bf16 || d == DType::fp16 || d == DType::fp8;
+  return {16, half ? 14.0 : 12.0};
+}
 
 struct Workload {
   std::int64_t rank = 0;

@@ -28,13 +28,10 @@ json base_model() {
   return m;
 }
 json base_layout() {
-  return {{"tensor_model_parallel_size", 4},
-          {"pipeline_model_parallel_size", 4},
-          {"expert_model_parallel_size", 8},
-          {"micro_batch_size", 1},
-          {"sequence_parallel", true},
-          {"order", "tp-cp-ep-dp-pp"},
-          {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", "overlapped"}}}};
+  return {{"tensor_model_parallel_size", 4}, {"pipeline_model_parallel_size", 4},
+          {"expert_model_parallel_size", 8}, {"micro_batch_size", 1},
+          {"sequence_parallel", true},       {"attention_backend", "flash"},
+          {"order", "tp-cp-ep-dp-pp"},       {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", "overlapped"}}}};
 }
 
 const Case kCases[] = {
@@ -144,6 +141,12 @@ const Case kCases[] = {
      },
      "/moe_layer_freq/3"},
     {"DuplicateBuildingName", "cluster", [](json& c) { c["buildings"][1]["name"] = "bld-a"; }, "/buildings/1/name"},
+    {"HiddenDropoutNotAProbability", "model", [](json& m) { m["hidden_dropout"] = 1.0; }, "/hidden_dropout"},
+    {"AttentionDropoutNegative", "model", [](json& m) { m["attention_dropout"] = -0.1; }, "/attention_dropout"},
+    {"UnknownAttentionBackend", "layout", [](json& l) { l["attention_backend"] = "flashy"; }, "/attention_backend"},
+    {"FlashAttentionOnFp32Model", "model",
+     [](json& m) { m["dtype"] = "fp32"; },  // the base layout asks for flash attention
+     "/attention_backend"},
 };
 
 // gtest prints a parameter's bytes unless told otherwise.
@@ -163,8 +166,11 @@ TEST_P(CheckRejects, ExitsTwoWithOneLineNamingFileAndField) {
               lf = t.write("layout.json", layout);
   auto r = run_sax("check " + cf + " " + mf + " " + lf);
   EXPECT_EQ(r.code, 2) << r.err;
-  // The file named is the one at fault, except for EP on a dense model: the layout field is.
-  std::string file = std::string(c.name) == "EpOnDenseModel" ? lf : t.file(std::string(c.target) + ".json");
+  // The file named is the one at fault, except where a model change breaks a layout rule (EP on
+  // a dense model, flash attention on fp32): the layout field is.
+  const std::string name = c.name;
+  std::string file =
+      name == "EpOnDenseModel" || name == "FlashAttentionOnFp32Model" ? lf : t.file(std::string(c.target) + ".json");
   EXPECT_NE(r.err.find(file + ": " + c.path + ": expected"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_TRUE(r.out.empty()) << "nothing is printed for a failed check: " << r.out;

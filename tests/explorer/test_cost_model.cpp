@@ -55,15 +55,24 @@ TEST(CostModel, MemoryMatchesHandComputedTotalsLlama8bFullRecompute) {
   l.use_distributed_optimizer = false;
   validate_layout(l, m, c, "llama8b");
   const double s = 8192, h = 4096, V = 128256, a = 32;
-  // One layer in full (generalised Korthikanti terms): 10 replicated + Q,K,V,out (4 + 4·kv/q)
-  // + SwiGLU 6·f/h + scores 5·a·s/h, in units of s·b·h bytes.
-  const double full_layer = (10 + (4 + 4 * 8.0 / 32) + 6 * 14336.0 / 4096 + 5 * a * s / h) * s * h;
+  // One layer in full (generalised Korthikanti terms): 8 replicated (no hidden dropout: no
+  // masks) + Q,K,V,out (4 + 4·kv/q) + SwiGLU 6·f/h, in units of s·b·h bytes; no score matrix:
+  // bf16 resolves `auto` to flash attention.
+  const double full_layer = (8 + (4 + 4 * 8.0 / 32) + 6 * 14336.0 / 4096) * s * h;
   const double expected = m.params_total() * 18 + 32 * 2 * s * h + full_layer + 4 * s * V;
   const CostModel cm(c, m, CostParams::datasheet(c, m));
   const Prediction p = cm.predict(l);
   EXPECT_NEAR(p.memory_gib, expected / kGiB, 1e-9);
   // 8 B parameters × 18 bytes = 145 GB: more than an H200's 141 GB.
   EXPECT_FALSE(p.feasible);
+  // Megatron's own (local) attention materialises the scores: the softmax output, 2·a·s/h
+  // without attention dropout (5·a·s/h with it: its mask and output too).
+  l.attention_backend = AttentionBackend::local;
+  EXPECT_NEAR(cm.predict(l).memory_gib, (expected + 2 * a * s / h * s * h) / kGiB, 1e-9);
+  Model dropped = m;
+  dropped.attention_dropout = dropped.hidden_dropout = 0.1;
+  const CostModel cm_dropout(c, dropped, CostParams::datasheet(c, dropped));
+  EXPECT_NEAR(cm_dropout.predict(l).memory_gib, (expected + (2 + 5 * a * s / h) * s * h) / kGiB, 1e-9);
 }
 
 TEST(CostModel, BreakdownAddsUpAndMfuIsModelFlopsOverPeak) {

@@ -4,8 +4,10 @@
 // the same order (or the harness would deadlock).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "spec/groups.hpp"
 #include "tests/support/layout_grid.hpp"
@@ -221,4 +223,130 @@ TEST(Workload, MessageSizesFollowTheContract) {
   EXPECT_EQ(rs, 2 * 2 * 4 + 2);
   EXPECT_EQ(sends, 2);
   EXPECT_EQ(w.num_microbatches, 2);
+}
+
+// Every compute op says what it reads and writes; memory-bound ops carry no model FLOPs, and
+// the zero-bubble W blocks hold weight-gradient GEMMs only.
+TEST_P(WorkloadGrid, EveryComputeOpHasItsBytesAndMemoryBoundOpsNoModelFlops) {
+  const Case& s = GetParam();
+  for (std::int64_t r = 0; r < s.cluster.world_size(); ++r)
+    for (const Op& o : build(s.cluster, s.model, s.layout, r).ops) {
+      if (o.kind != OpKind::compute) continue;
+      EXPECT_GT(o.bytes_read, 0) << s.name << " " << o.name;
+      EXPECT_GT(o.bytes_written, 0) << s.name << " " << o.name;
+      if (o.memory_bound) EXPECT_EQ(o.flops, 0) << s.name << " " << o.name;
+      if (!o.memory_bound) EXPECT_GT(o.flops, 0) << s.name << " " << o.name;
+      if (o.phase == Phase::backward_weight) EXPECT_FALSE(o.memory_bound) << s.name << " " << o.name;
+    }
+}
+
+namespace {
+
+Workload one_rank(const Model& m, json layout) {
+  Cluster c = small_cluster(1, 1, 1);
+  Layout l = read_layout(layout, "l.json");
+  validate_layout(l, m, c, "l.json");
+  return build(c, m, l, 0);
+}
+std::vector<std::string> forward_names(const Workload& w, std::int64_t layer) {
+  std::vector<std::string> out;
+  for (const Op& o : w.ops)
+    if (o.kind == OpKind::compute && o.phase == Phase::forward && o.layer == layer && o.microbatch == 0)
+      out.push_back(o.name);
+  return out;
+}
+const Op& find(const Workload& w, const std::string& name, Phase ph) {
+  for (const Op& o : w.ops)
+    if (o.name == name && o.phase == ph) return o;
+  throw std::runtime_error("no op " + name);
+}
+
+}  // namespace
+
+// A layer's forward, op by op: with an unfused backend the score matrix's passes are listed;
+// with flash one fused op; the same model FLOPs either way.
+TEST(Workload, AttentionBackendsListTheirOpsWithTheSameFlops) {
+  Model m = tiny(false, 2, 1);  // gpt-tiny: fp32, LayerNorm, GeLU, learned positions, dropout 0.1
+  const auto local = one_rank(m, {{"attention_backend", "auto"}});  // fp32: auto is local
+  EXPECT_EQ(forward_names(local, 0),
+            (std::vector<std::string>{"input_norm", "qkv_proj", "attention_scores", "attention_softmax",
+                                      "attention_dropout", "attention_values", "out_proj", "attention_residual",
+                                      "pre_mlp_norm", "mlp_fc1", "activation", "mlp_fc2", "mlp_residual"}));
+  m.dtype = DType::bf16;
+  m.attention_dropout = 0;
+  const auto flash = one_rank(m, {{"attention_backend", "auto"}});  // bf16: auto is flash
+  EXPECT_EQ(forward_names(flash, 0),
+            (std::vector<std::string>{"input_norm", "qkv_proj", "attention", "out_proj", "attention_residual",
+                                      "pre_mlp_norm", "mlp_fc1", "activation", "mlp_fc2", "mlp_residual"}));
+  const auto unfused = one_rank(m, {{"attention_backend", "unfused"}});  // no attention dropout now
+  const auto names = forward_names(unfused, 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "attention_dropout"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "attention_softmax"), 1);
+  EXPECT_NEAR(totals(flash).forward_flops, totals(unfused).forward_flops, 1e-6 * totals(flash).forward_flops);
+  EXPECT_NEAR(totals(flash).backward_flops, totals(unfused).backward_flops, 1e-6 * totals(flash).backward_flops);
+  // The score matrix is b·a·s² elements of the dtype: written by the scores product, read and
+  // written by the softmax.
+  const double b = 1, a = 8, s = 256, d = 32, e = 2, h = 256;
+  EXPECT_DOUBLE_EQ(find(unfused, "attention_scores", Phase::forward).bytes_written, b * a * s * s * e);
+  EXPECT_DOUBLE_EQ(find(unfused, "attention_softmax", Phase::forward).bytes_read, b * a * s * s * e);
+  EXPECT_DOUBLE_EQ(find(unfused, "attention_softmax", Phase::backward).bytes_read, 2 * b * a * s * s * e);
+  // Flash reads Q, K, V and writes O and the fp32 log-sum-exp: nothing of size s².
+  const Op& fa = find(flash, "attention", Phase::forward);
+  EXPECT_DOUBLE_EQ(fa.bytes_read, 3 * b * s * a * d * e);
+  EXPECT_DOUBLE_EQ(fa.bytes_written, b * s * a * d * e + b * s * a * 4);
+  EXPECT_DOUBLE_EQ(fa.flops, 4 * b * a * s * s * d);
+  // LayerNorm over s × h: reads x, γ, β; writes y, mean and rstd (fp32).
+  const Op& ln = find(flash, "input_norm", Phase::forward);
+  EXPECT_DOUBLE_EQ(ln.bytes_read, s * h * e + 2 * h * e);
+  EXPECT_DOUBLE_EQ(ln.bytes_written, s * h * e + 2 * s * 4);
+  // Bias-dropout-add: reads y, the residual and the bias; writes the sum and a 1-byte mask.
+  const Op& res = find(flash, "attention_residual", Phase::forward);
+  EXPECT_DOUBLE_EQ(res.bytes_read, 2 * s * h * e + h * e);
+  EXPECT_DOUBLE_EQ(res.bytes_written, s * h * e + s * h);
+}
+
+// Selective recompute repeats the attention core only: every pass of the score matrix when it
+// is materialised, the fused op with flash.
+TEST(Workload, SelectiveRecomputeRepeatsTheAttentionCore) {
+  Model m = tiny(false, 2, 1);
+  for (const char* backend : {"local", "unfused"}) {
+    std::set<std::string> recomputed;
+    for (const Op& o : one_rank(m, {{"attention_backend", backend}, {"recompute_granularity", "selective"}}).ops)
+      if (o.phase == Phase::recompute) recomputed.insert(o.name);
+    EXPECT_EQ(recomputed,
+              (std::set<std::string>{"attention_scores", "attention_softmax", "attention_dropout", "attention_values"}))
+        << backend;
+  }
+  m.dtype = DType::bf16;
+  std::set<std::string> recomputed;
+  for (const Op& o : one_rank(m, {{"attention_backend", "flash"}, {"recompute_granularity", "selective"}}).ops)
+    if (o.phase == Phase::recompute) recomputed.insert(o.name);
+  EXPECT_EQ(recomputed, (std::set<std::string>{"attention"}));
+}
+
+// An MoE layer: router, its softmax/top-k, permute, the experts' GEMMs around their activation,
+// unpermute; RoPE and RMSNorm from the model; the optimizer's bytes per parameter.
+TEST(Workload, MoeLayerAndEdgesListEveryOp) {
+  const Model m = tiny(true, 2, 1);  // moe-tiny: fp32, RMSNorm, SwiGLU, RoPE, no biases, 4 experts top-2
+  const auto w = one_rank(m, json::object());
+  EXPECT_EQ(forward_names(w, 0),
+            (std::vector<std::string>{"input_norm", "qkv_proj", "rope", "attention_scores", "attention_softmax",
+                                      "attention_dropout", "attention_values", "out_proj", "attention_residual",
+                                      "pre_mlp_norm", "router", "router_topk", "permute", "experts_fc1",
+                                      "expert_activation", "experts_fc2", "unpermute", "mlp_residual"}));
+  std::vector<std::string> edge;
+  for (const Op& o : w.ops)
+    if (o.kind == OpKind::compute && o.layer < 0 && o.phase == Phase::forward) edge.push_back(o.name);
+  EXPECT_EQ(edge,
+            (std::vector<std::string>{"embedding", "embedding_dropout", "final_norm", "logits", "cross_entropy"}));
+  const double s = 256, h = 256, e = 4, k = 2;
+  // SwiGLU reads its two halves, writes one; permute writes each token k times.
+  const Op& act = find(w, "expert_activation", Phase::forward);
+  EXPECT_DOUBLE_EQ(act.bytes_read, 2 * s * k * 512 * e);
+  EXPECT_DOUBLE_EQ(act.bytes_written, s * k * 512 * e);
+  EXPECT_DOUBLE_EQ(find(w, "permute", Phase::forward).bytes_written, s * k * h * e);
+  const Op& opt = find(w, "optimizer_step", Phase::optimizer);
+  EXPECT_TRUE(opt.memory_bound);
+  EXPECT_DOUBLE_EQ(opt.bytes_read, 16 * opt.params);     // fp32: parameter, gradient, m, v
+  EXPECT_DOUBLE_EQ(opt.bytes_written, 12 * opt.params);  // parameter, m, v in place
 }
