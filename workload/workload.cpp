@@ -263,10 +263,10 @@ class Builder {
 
   // A norm over `rows` × h: LayerNorm keeps mean and rstd per row (fp32) and has γ and β, RMSNorm
   // rstd and γ. Forward reads x and the weights, writes y and the statistics; backward reads x,
-  // dy, the weights and the statistics, writes dx and the weight gradients.
+  // dy, γ and the statistics, writes dx and the weight gradients.
   LayerOp norm(const char* name, double rows) const {
     const double w = m_.normalization == "LayerNorm" ? 2 : 1, x = rows * h_ * e_, stats = w * rows * 4;
-    return {name,           Kind::memory, rows, h_, 0, 1, 1, 1, x + w * h_ * e_, x + stats, 2 * x + w * h_ * e_ + stats,
+    return {name,           Kind::memory, rows, h_, 0, 1, 1, 1, x + w * h_ * e_, x + stats, 2 * x + h_ * e_ + stats,
             x + w * h_ * e_};
   }
   // Megatron's bias-dropout-add after a sub-block: out = residual + dropout(y + bias). Forward
@@ -346,12 +346,12 @@ class Builder {
     // probabilities, writes one row per token). Their backwards are each other's mirror.
     return {{"router", Kind::gemm, tokens, E, h_, 1},
             {"router_topk", Kind::memory, tokens, E, 0, 1, 1, 1, logits, picks, logits + picks, logits},
-            {"permute", Kind::memory, tokens * k, h_, 0, 1, 1, 1, routed + tokens * k * 4, routed,
+            {"permute", Kind::memory, tokens * k, h_, 0, 1, 1, 1, routed + tokens * k * 4, routed + tokens * k * 4,
              routed + tokens * k * 4, x},
             {"experts_fc1", Kind::gemm, tokens * k, fe, h_, up},
             activation("expert_activation", tokens * k, fe),
             {"experts_fc2", Kind::gemm, tokens * k, h_, fe, 1},
-            {"unpermute", Kind::memory, tokens, h_, 0, 1, 1, 1, routed + tokens * k * 4, x, x + routed + tokens * k * 4,
+            {"unpermute", Kind::memory, tokens, h_, 0, 1, 1, 1, routed + tokens * k * 8, x, x + routed + tokens * k * 8,
              routed + tokens * k * 4}};
   }
 
@@ -450,8 +450,8 @@ class Builder {
   // and the ids, writes the rows' fp32 gradients.
   LayerOp embedding() const {
     const double pos = m_.position_embedding_type == "learned_absolute" ? 1 : 0, x = T_ * h_ * e_;
-    return {"embedding", Kind::memory,           T_, h_, 0, 1, 1, 1, T_ * 4 + (1 + pos) * x, x,
-            x + T_ * 4,  (1 + pos) * T_ * h_ * 4};
+    const double grads = (1 + pos) * T_ * h_ * 4;  // fp32 row gradients, read and written
+    return {"embedding", Kind::memory, T_, h_, 0, 1, 1, 1, T_ * 4 + (1 + pos) * x, x, x + T_ * 4 + grads, grads};
   }
   LayerOp logits() const { return {"logits", Kind::gemm, T_, logits_n(), h_, 1}; }
   // Vocab-parallel cross-entropy over T × V/tp logits: reads them and the targets, writes the

@@ -1,0 +1,596 @@
+#include "kernels/cpu/ops.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace sax::kernels::cpu {
+
+namespace {
+
+constexpr double kF = 4;  // bytes of a float
+double fl(std::int64_t n) { return static_cast<double>(n) * kF; }
+std::size_t z(std::int64_t n) { return static_cast<std::size_t>(n); }
+
+// Counter-based uniform in [0, 1) (splitmix64 of seed and index): the same mask in any order.
+float uniform(std::uint64_t seed, std::uint64_t i) {
+  std::uint64_t x = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<float>(x >> 40) / static_cast<float>(1ull << 24);
+}
+
+}  // namespace
+
+Traffic gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b, float* c,
+             bool accumulate) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(ta ? m : k), b,
+              static_cast<int>(tb ? k : n), accumulate ? 1.0f : 0.0f, c, static_cast<int>(n));
+  return {fl(m * k + k * n + (accumulate ? m * n : 0)), fl(m * n)};
+}
+
+Traffic linear_forward(std::int64_t m, std::int64_t n, std::int64_t k, const float* x, const float* w, float* y) {
+  return gemm(false, false, m, n, k, x, w, y);
+}
+Traffic linear_backward_input(std::int64_t m, std::int64_t n, std::int64_t k, const float* dy, const float* w,
+                              float* dx) {
+  return gemm(false, true, m, k, n, dy, w, dx);
+}
+Traffic linear_backward_weight(std::int64_t m, std::int64_t n, std::int64_t k, const float* x, const float* dy,
+                               float* dw) {
+  return gemm(true, false, k, n, m, x, dy, dw);
+}
+
+Traffic layer_norm_forward(std::int64_t rows, std::int64_t h, const float* x, const float* gamma, const float* beta,
+                           float* y, float* mean, float* rstd, float eps) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * h;
+    double s = 0, s2 = 0;
+    for (std::int64_t j = 0; j < h; ++j) s += xr[j];
+    const double mu = s / static_cast<double>(h);
+    for (std::int64_t j = 0; j < h; ++j) s2 += (xr[j] - mu) * (xr[j] - mu);
+    const float rs = static_cast<float>(1.0 / std::sqrt(s2 / static_cast<double>(h) + eps));
+    mean[r] = static_cast<float>(mu), rstd[r] = rs;
+    for (std::int64_t j = 0; j < h; ++j) y[r * h + j] = (xr[j] - mean[r]) * rs * gamma[j] + beta[j];
+  }
+  return {fl(rows * h + 2 * h), fl(rows * h + 2 * rows)};
+}
+
+Traffic layer_norm_backward(std::int64_t rows, std::int64_t h, const float* x, const float* dy, const float* gamma,
+                            const float* mean, const float* rstd, float* dx, float* dgamma, float* dbeta) {
+  std::fill(dgamma, dgamma + h, 0.0f), std::fill(dbeta, dbeta + h, 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * h, *dyr = dy + r * h;
+    double a = 0, b = 0;  // mean of dxhat, mean of dxhat·xhat
+    for (std::int64_t j = 0; j < h; ++j) {
+      const double xhat = (xr[j] - mean[r]) * rstd[r], g = dyr[j] * gamma[j];
+      a += g, b += g * xhat;
+      dgamma[j] += static_cast<float>(dyr[j] * xhat), dbeta[j] += dyr[j];
+    }
+    a /= static_cast<double>(h), b /= static_cast<double>(h);
+    for (std::int64_t j = 0; j < h; ++j) {
+      const double xhat = (xr[j] - mean[r]) * rstd[r];
+      dx[r * h + j] = static_cast<float>(rstd[r] * (dyr[j] * gamma[j] - a - xhat * b));
+    }
+  }
+  return {fl(2 * rows * h + h + 2 * rows), fl(rows * h + 2 * h)};
+}
+
+Traffic rms_norm_forward(std::int64_t rows, std::int64_t h, const float* x, const float* gamma, float* y, float* rstd,
+                         float eps) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * h;
+    double s2 = 0;
+    for (std::int64_t j = 0; j < h; ++j) s2 += static_cast<double>(xr[j]) * xr[j];
+    const float rs = static_cast<float>(1.0 / std::sqrt(s2 / static_cast<double>(h) + eps));
+    rstd[r] = rs;
+    for (std::int64_t j = 0; j < h; ++j) y[r * h + j] = xr[j] * rs * gamma[j];
+  }
+  return {fl(rows * h + h), fl(rows * h + rows)};
+}
+
+Traffic rms_norm_backward(std::int64_t rows, std::int64_t h, const float* x, const float* dy, const float* gamma,
+                          const float* rstd, float* dx, float* dgamma) {
+  std::fill(dgamma, dgamma + h, 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * h, *dyr = dy + r * h;
+    double b = 0;
+    for (std::int64_t j = 0; j < h; ++j) {
+      const double xhat = xr[j] * rstd[r];
+      b += dyr[j] * gamma[j] * xhat;
+      dgamma[j] += static_cast<float>(dyr[j] * xhat);
+    }
+    b /= static_cast<double>(h);
+    for (std::int64_t j = 0; j < h; ++j)
+      dx[r * h + j] = static_cast<float>(rstd[r] * (dyr[j] * gamma[j] - xr[j] * rstd[r] * b));
+  }
+  return {fl(2 * rows * h + h + rows), fl(rows * h + h)};
+}
+
+namespace {
+constexpr double kGeluC = 0.7978845608028654;  // sqrt(2/pi)
+}  // namespace
+
+Traffic gelu_forward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias, float* y) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double v = x[r * cols + j] + (bias ? bias[j] : 0.0f);
+      y[r * cols + j] = static_cast<float>(0.5 * v * (1 + std::tanh(kGeluC * (v + 0.044715 * v * v * v))));
+    }
+  return {fl(rows * cols + (bias ? cols : 0)), fl(rows * cols)};
+}
+
+Traffic gelu_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias, const float* dy,
+                      float* dx) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double v = x[r * cols + j] + (bias ? bias[j] : 0.0f);
+      const double t = std::tanh(kGeluC * (v + 0.044715 * v * v * v));
+      const double d = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * kGeluC * (1 + 3 * 0.044715 * v * v);
+      dx[r * cols + j] = static_cast<float>(dy[r * cols + j] * d);
+    }
+  return {fl(2 * rows * cols + (bias ? cols : 0)), fl(rows * cols)};
+}
+
+Traffic swiglu_forward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias, float* y) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double g = x[r * 2 * cols + j] + (bias ? bias[j] : 0.0f);
+      const double u = x[r * 2 * cols + cols + j] + (bias ? bias[cols + j] : 0.0f);
+      y[r * cols + j] = static_cast<float>(g / (1 + std::exp(-g)) * u);
+    }
+  return {fl(2 * rows * cols + (bias ? 2 * cols : 0)), fl(rows * cols)};
+}
+
+Traffic swiglu_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias, const float* dy,
+                        float* dx) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double g = x[r * 2 * cols + j] + (bias ? bias[j] : 0.0f);
+      const double u = x[r * 2 * cols + cols + j] + (bias ? bias[cols + j] : 0.0f);
+      const double sig = 1 / (1 + std::exp(-g)), d = dy[r * cols + j];
+      dx[r * 2 * cols + j] = static_cast<float>(d * u * sig * (1 + g * (1 - sig)));
+      dx[r * 2 * cols + cols + j] = static_cast<float>(d * g * sig);
+    }
+  return {fl(3 * rows * cols + (bias ? 2 * cols : 0)), fl(2 * rows * cols)};
+}
+
+Traffic dropout_forward(std::int64_t rows, std::int64_t cols, const float* x, float* y, std::uint8_t* mask, float p,
+                        std::uint64_t seed) {
+  const float keep = 1.0f / (1.0f - p);
+  for (std::int64_t i = 0; i < rows * cols; ++i) {
+    mask[i] = uniform(seed, static_cast<std::uint64_t>(i)) >= p ? 1 : 0;
+    y[i] = mask[i] ? x[i] * keep : 0.0f;
+  }
+  return {fl(rows * cols), fl(rows * cols) + static_cast<double>(rows * cols)};
+}
+
+Traffic dropout_backward(std::int64_t rows, std::int64_t cols, const float* dy, const std::uint8_t* mask, float p,
+                         float* dx) {
+  const float keep = 1.0f / (1.0f - p);
+  for (std::int64_t i = 0; i < rows * cols; ++i) dx[i] = mask[i] ? dy[i] * keep : 0.0f;
+  return {fl(rows * cols) + static_cast<double>(rows * cols), fl(rows * cols)};
+}
+
+Traffic bias_dropout_add_forward(std::int64_t rows, std::int64_t h, const float* y, const float* bias,
+                                 const float* residual, float* out, std::uint8_t* mask, float p, std::uint64_t seed) {
+  const float keep = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < h; ++j) {
+      const std::int64_t i = r * h + j;
+      float v = y[i] + (bias ? bias[j] : 0.0f);
+      if (p > 0) {
+        mask[i] = uniform(seed, static_cast<std::uint64_t>(i)) >= p ? 1 : 0;
+        v = mask[i] ? v * keep : 0.0f;
+      }
+      out[i] = residual[i] + v;
+    }
+  const double n = static_cast<double>(rows * h);
+  return {fl(2 * rows * h + (bias ? h : 0)), fl(rows * h) + (p > 0 ? n : 0)};
+}
+
+Traffic bias_dropout_add_backward(std::int64_t rows, std::int64_t h, const float* dout, const std::uint8_t* mask,
+                                  float p, float* dy, float* dbias) {
+  const float keep = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+  if (dbias) std::fill(dbias, dbias + h, 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < h; ++j) {
+      const std::int64_t i = r * h + j;
+      dy[i] = p > 0 ? (mask[i] ? dout[i] * keep : 0.0f) : dout[i];
+      if (dbias) dbias[j] += dy[i];
+    }
+  const double n = static_cast<double>(rows * h);
+  return {fl(rows * h) + (p > 0 ? n : 0), fl(rows * h + (dbias ? h : 0))};
+}
+
+Traffic scale_mask_softmax_forward(std::int64_t batch, std::int64_t sq, std::int64_t sk, std::int64_t q_offset,
+                                   float scale, float* s) {
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t i = 0; i < sq; ++i) {
+      float* row = s + (b * sq + i) * sk;
+      const std::int64_t visible = std::min(sk, q_offset + i + 1);
+      float mx = -std::numeric_limits<float>::infinity();
+      for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j] * scale);
+      double sum = 0;
+      for (std::int64_t j = 0; j < visible; ++j) sum += std::exp(static_cast<double>(row[j] * scale - mx));
+      for (std::int64_t j = 0; j < sk; ++j)
+        row[j] = j < visible ? static_cast<float>(std::exp(static_cast<double>(row[j] * scale - mx)) / sum) : 0.0f;
+    }
+  return {fl(batch * sq * sk), fl(batch * sq * sk)};
+}
+
+Traffic scale_mask_softmax_backward(std::int64_t batch, std::int64_t sq, std::int64_t sk, float scale, const float* p,
+                                    float* dp) {
+  for (std::int64_t r = 0; r < batch * sq; ++r) {
+    const float* pr = p + r * sk;
+    float* dr = dp + r * sk;
+    double dot = 0;
+    for (std::int64_t j = 0; j < sk; ++j) dot += static_cast<double>(pr[j]) * dr[j];
+    for (std::int64_t j = 0; j < sk; ++j) dr[j] = static_cast<float>(scale * pr[j] * (dr[j] - dot));
+  }
+  return {fl(2 * batch * sq * sk), fl(batch * sq * sk)};
+}
+
+Traffic rope_table(std::int64_t tokens, std::int64_t d, std::int64_t first_position, float base, float* table) {
+  const std::int64_t half = d / 2;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(first_position + t) * std::pow(base, -2.0 * i / static_cast<double>(d));
+      table[t * d + i] = static_cast<float>(std::cos(angle));
+      table[t * d + half + i] = static_cast<float>(std::sin(angle));
+    }
+  return {0, fl(tokens * d)};
+}
+
+namespace {
+Traffic rotate(std::int64_t tokens, std::int64_t heads, std::int64_t d, const float* table, float* x, float sign) {
+  const std::int64_t half = d / 2;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t hd = 0; hd < heads; ++hd) {
+      float* v = x + (t * heads + hd) * d;
+      for (std::int64_t i = 0; i < half; ++i) {
+        const float c = table[t * d + i], s = sign * table[t * d + half + i], a = v[i], b = v[half + i];
+        v[i] = a * c - b * s;
+        v[half + i] = b * c + a * s;
+      }
+    }
+  return {fl(tokens * heads * d + tokens * d), fl(tokens * heads * d)};
+}
+}  // namespace
+
+Traffic rope_forward(std::int64_t tokens, std::int64_t heads, std::int64_t d, const float* table, float* x) {
+  return rotate(tokens, heads, d, table, x, 1.0f);
+}
+Traffic rope_backward(std::int64_t tokens, std::int64_t heads, std::int64_t d, const float* table, float* dx) {
+  return rotate(tokens, heads, d, table, dx, -1.0f);  // the inverse rotation
+}
+
+// ---- attention ----------------------------------------------------------------------------
+
+namespace {
+struct Strides {
+  std::int64_t q_row, kv_row;  // floats between consecutive positions
+};
+Strides strides(const AttentionShape& s) { return {s.heads * s.d, s.kv_heads * s.d}; }
+std::int64_t kv_head_of(const AttentionShape& s, std::int64_t h) { return h / (s.heads / s.kv_heads); }
+// Strided GEMM through cblas: C (m×n, ldc) = op(A)·op(B).
+void sgemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(ldc));
+}
+}  // namespace
+
+Traffic attention_unfused_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                                  float* scores, float* o) {
+  const Strides st = strides(s);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      const std::int64_t g = kv_head_of(s, h);
+      float* S = scores + (b * s.heads + h) * s.sq * s.sk;
+      sgemm(false, true, s.sq, s.sk, s.d, 1.0f, q + b * s.sq * st.q_row + h * s.d, st.q_row,
+            k + b * s.sk * st.kv_row + g * s.d, st.kv_row, 0.0f, S, s.sk);
+      scale_mask_softmax_forward(1, s.sq, s.sk, s.sk - s.sq, scale, S);
+      sgemm(false, false, s.sq, s.d, s.sk, 1.0f, S, s.sk, v + b * s.sk * st.kv_row + g * s.d, st.kv_row, 0.0f,
+            o + b * s.sq * st.q_row + h * s.d, st.q_row);
+    }
+  // Per batch and head: the scores product, the softmax pass, the values product.
+  const double bh = static_cast<double>(s.b * s.heads), sc = fl(s.sq * s.sk);
+  return {bh * (fl(s.sq * s.d + s.sk * s.d) + sc + sc + fl(s.sk * s.d)), bh * (sc + sc + fl(s.sq * s.d))};
+}
+
+Traffic attention_unfused_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                                   const float* probs, const float* dout, float* scratch, float* dq, float* dk,
+                                   float* dv) {
+  const Strides st = strides(s);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  std::fill(dk, dk + s.b * s.sk * st.kv_row, 0.0f), std::fill(dv, dv + s.b * s.sk * st.kv_row, 0.0f);
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      const std::int64_t g = kv_head_of(s, h);
+      const float* P = probs + (b * s.heads + h) * s.sq * s.sk;
+      const float* dO = dout + b * s.sq * st.q_row + h * s.d;
+      float* dP = scratch;  // sq × sk
+      // dV += Pᵀ·dO; dP = dO·Vᵀ; dS = softmax'(dP) (scaled); dQ = dS·K; dK += dSᵀ·Q.
+      sgemm(true, false, s.sk, s.d, s.sq, 1.0f, P, s.sk, dO, st.q_row, 1.0f, dv + b * s.sk * st.kv_row + g * s.d,
+            st.kv_row);
+      sgemm(false, true, s.sq, s.sk, s.d, 1.0f, dO, st.q_row, v + b * s.sk * st.kv_row + g * s.d, st.kv_row, 0.0f, dP,
+            s.sk);
+      scale_mask_softmax_backward(1, s.sq, s.sk, scale, P, dP);
+      sgemm(false, false, s.sq, s.d, s.sk, 1.0f, dP, s.sk, k + b * s.sk * st.kv_row + g * s.d, st.kv_row, 0.0f,
+            dq + b * s.sq * st.q_row + h * s.d, st.q_row);
+      sgemm(true, false, s.sk, s.d, s.sq, 1.0f, dP, s.sk, q + b * s.sq * st.q_row + h * s.d, st.q_row, 1.0f,
+            dk + b * s.sk * st.kv_row + g * s.d, st.kv_row);
+    }
+  // The values product's backward (reads P, dO, V; writes dP, dV), the softmax's (reads P, dP;
+  // writes dS), the scores product's (reads dS, Q, K; writes dQ, dK), per batch and head.
+  const double bh = static_cast<double>(s.b * s.heads), sc = fl(s.sq * s.sk), qd = fl(s.sq * s.d), kd = fl(s.sk * s.d);
+  return {bh * ((2 * sc + qd + kd) - sc + qd + 2 * sc + (sc + qd + kd)), bh * ((sc + kd) + sc + (qd + kd))};
+}
+
+Traffic attention_flash_forward(const AttentionShape& s, const float* q, const float* k, const float* v, float* o,
+                                float* lse) {
+  const Strides st = strides(s);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  constexpr std::int64_t kBq = 64, kBk = 64;
+  std::vector<float> S(z(kBq * kBk)), acc(z(kBq * s.d)), m(z(kBq)), l(z(kBq));
+  const std::int64_t offset = s.sk - s.sq;  // query i sees keys up to offset + i
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      const std::int64_t g = kv_head_of(s, h);
+      const float* K = k + b * s.sk * st.kv_row + g * s.d;
+      const float* V = v + b * s.sk * st.kv_row + g * s.d;
+      for (std::int64_t i0 = 0; i0 < s.sq; i0 += kBq) {
+        const std::int64_t bq = std::min(kBq, s.sq - i0);
+        const float* Q = q + (b * s.sq + i0) * st.q_row + h * s.d;
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+        std::fill(l.begin(), l.end(), 0.0f);
+        const std::int64_t keys = std::min(s.sk, offset + i0 + bq);  // causal: blocks past the last query skipped
+        for (std::int64_t j0 = 0; j0 < keys; j0 += kBk) {
+          const std::int64_t bk = std::min(kBk, keys - j0);
+          sgemm(false, true, bq, bk, s.d, scale, Q, st.q_row, K + j0 * st.kv_row, st.kv_row, 0.0f, S.data(), bk);
+          for (std::int64_t i = 0; i < bq; ++i) {
+            float* row = S.data() + i * bk;
+            const std::int64_t visible = std::min(bk, offset + i0 + i + 1 - j0);
+            float mx = m[i];
+            for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j]);
+            const float corr = std::exp(m[i] - mx);
+            float sum = 0;
+            for (std::int64_t j = 0; j < bk; ++j) {
+              row[j] = j < visible ? std::exp(row[j] - mx) : 0.0f;
+              sum += row[j];
+            }
+            l[i] = l[i] * corr + sum;
+            for (std::int64_t c = 0; c < s.d; ++c) acc[i * s.d + c] *= corr;
+            m[i] = mx;
+          }
+          sgemm(false, false, bq, s.d, bk, 1.0f, S.data(), bk, V + j0 * st.kv_row, st.kv_row, 1.0f, acc.data(), s.d);
+        }
+        for (std::int64_t i = 0; i < bq; ++i) {
+          float* out = o + (b * s.sq + i0 + i) * st.q_row + h * s.d;
+          for (std::int64_t c = 0; c < s.d; ++c) out[c] = acc[i * s.d + c] / l[i];
+          lse[(b * s.heads + h) * s.sq + i0 + i] = m[i] + std::log(l[i]);
+        }
+      }
+    }
+  // Q, K, V read and O, the log-sum-exp written, each element once (the blocks stay on chip).
+  const double qb = fl(s.b * s.sq * s.heads * s.d), kvb = fl(s.b * s.sk * s.kv_heads * s.d),
+               lb = fl(s.b * s.heads * s.sq);
+  return {qb + 2 * kvb, qb + lb};
+}
+
+Traffic attention_flash_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                                 const float* o, const float* dout, const float* lse, float* dq, float* dk, float* dv) {
+  const Strides st = strides(s);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  constexpr std::int64_t kBq = 64, kBk = 64;
+  std::vector<float> P(z(kBq * kBk)), dP(z(kBq * kBk)), D(z(kBq));
+  const std::int64_t offset = s.sk - s.sq;
+  std::fill(dq, dq + s.b * s.sq * st.q_row, 0.0f);
+  std::fill(dk, dk + s.b * s.sk * st.kv_row, 0.0f), std::fill(dv, dv + s.b * s.sk * st.kv_row, 0.0f);
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      const std::int64_t g = kv_head_of(s, h);
+      const float* K = k + b * s.sk * st.kv_row + g * s.d;
+      const float* V = v + b * s.sk * st.kv_row + g * s.d;
+      float* dK = dk + b * s.sk * st.kv_row + g * s.d;
+      float* dV = dv + b * s.sk * st.kv_row + g * s.d;
+      for (std::int64_t i0 = 0; i0 < s.sq; i0 += kBq) {
+        const std::int64_t bq = std::min(kBq, s.sq - i0);
+        const std::int64_t row0 = (b * s.sq + i0) * st.q_row + h * s.d;
+        const float *Q = q + row0, *O = o + row0, *dO = dout + row0;
+        float* dQ = dq + row0;
+        const float* L = lse + (b * s.heads + h) * s.sq + i0;
+        for (std::int64_t i = 0; i < bq; ++i) {  // D = rowsum(dO ∘ O)
+          double dot = 0;
+          for (std::int64_t c = 0; c < s.d; ++c) dot += static_cast<double>(dO[i * st.q_row + c]) * O[i * st.q_row + c];
+          D[i] = static_cast<float>(dot);
+        }
+        const std::int64_t keys = std::min(s.sk, offset + i0 + bq);
+        for (std::int64_t j0 = 0; j0 < keys; j0 += kBk) {
+          const std::int64_t bk = std::min(kBk, keys - j0);
+          sgemm(false, true, bq, bk, s.d, scale, Q, st.q_row, K + j0 * st.kv_row, st.kv_row, 0.0f, P.data(), bk);
+          for (std::int64_t i = 0; i < bq; ++i) {
+            const std::int64_t visible = std::min(bk, offset + i0 + i + 1 - j0);
+            for (std::int64_t j = 0; j < bk; ++j) P[i * bk + j] = j < visible ? std::exp(P[i * bk + j] - L[i]) : 0.0f;
+          }
+          // dV += Pᵀ·dO; dP = dO·Vᵀ; dS = P ∘ (dP − D); dQ += scale·dS·K; dK += scale·dSᵀ·Q.
+          sgemm(true, false, bk, s.d, bq, 1.0f, P.data(), bk, dO, st.q_row, 1.0f, dV + j0 * st.kv_row, st.kv_row);
+          sgemm(false, true, bq, bk, s.d, 1.0f, dO, st.q_row, V + j0 * st.kv_row, st.kv_row, 0.0f, dP.data(), bk);
+          for (std::int64_t i = 0; i < bq; ++i)
+            for (std::int64_t j = 0; j < bk; ++j) dP[i * bk + j] = P[i * bk + j] * (dP[i * bk + j] - D[i]);
+          sgemm(false, false, bq, s.d, bk, scale, dP.data(), bk, K + j0 * st.kv_row, st.kv_row, 1.0f, dQ, st.q_row);
+          sgemm(true, false, bk, s.d, bq, scale, dP.data(), bk, Q, st.q_row, 1.0f, dK + j0 * st.kv_row, st.kv_row);
+        }
+      }
+    }
+  const double qb = fl(s.b * s.sq * s.heads * s.d), kvb = fl(s.b * s.sk * s.kv_heads * s.d),
+               lb = fl(s.b * s.heads * s.sq);
+  return {3 * qb + 2 * kvb + lb, qb + 2 * kvb};
+}
+
+// ---- output, embedding, router, optimizer ---------------------------------------------------
+
+Traffic cross_entropy_forward(std::int64_t rows, std::int64_t vocab, const float* logits, const std::int32_t* targets,
+                              float* loss, float* row_max, float* row_sum) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* lg = logits + r * vocab;
+    const float mx = *std::max_element(lg, lg + vocab);
+    double sum = 0;
+    for (std::int64_t j = 0; j < vocab; ++j) sum += std::exp(static_cast<double>(lg[j] - mx));
+    row_max[r] = mx, row_sum[r] = static_cast<float>(sum);
+    loss[r] = static_cast<float>(std::log(sum) + mx - lg[targets[r]]);
+  }
+  return {fl(rows * vocab + rows), fl(3 * rows)};
+}
+
+Traffic cross_entropy_backward(std::int64_t rows, std::int64_t vocab, const float* logits, const std::int32_t* targets,
+                               const float* row_max, const float* row_sum, float* dlogits) {
+  const double inv = 1.0 / static_cast<double>(rows);  // of the mean loss
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < vocab; ++j) {
+      const double p = std::exp(static_cast<double>(logits[r * vocab + j] - row_max[r])) / row_sum[r];
+      dlogits[r * vocab + j] = static_cast<float>((p - (j == targets[r] ? 1.0 : 0.0)) * inv);
+    }
+  return {fl(rows * vocab + 3 * rows), fl(rows * vocab)};
+}
+
+Traffic embedding_forward(std::int64_t tokens, std::int64_t h, const std::int32_t* ids, const float* table,
+                          const float* positions, float* out) {
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t j = 0; j < h; ++j)
+      out[t * h + j] = table[static_cast<std::int64_t>(ids[t]) * h + j] + (positions ? positions[t * h + j] : 0.0f);
+  const double pos = positions ? 1 : 0;
+  return {fl(tokens) + (1 + pos) * fl(tokens * h), fl(tokens * h)};
+}
+
+Traffic embedding_backward(std::int64_t tokens, std::int64_t h, const std::int32_t* ids, const float* dy, float* dtable,
+                           float* dpositions) {
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t j = 0; j < h; ++j) {
+      dtable[static_cast<std::int64_t>(ids[t]) * h + j] += dy[t * h + j];
+      if (dpositions) dpositions[t * h + j] += dy[t * h + j];
+    }
+  const double grads = (dpositions ? 2 : 1) * fl(tokens * h);
+  return {fl(tokens * h + tokens) + grads, grads};
+}
+
+Traffic router_topk_forward(std::int64_t tokens, std::int64_t experts, std::int64_t k, const float* logits,
+                            float* probs, std::int32_t* index) {
+  std::vector<double> p(z(experts));
+  std::vector<std::int32_t> order(z(experts));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const float* lg = logits + t * experts;
+    const float mx = *std::max_element(lg, lg + experts);
+    double sum = 0;
+    for (std::int64_t e = 0; e < experts; ++e) sum += p[z(e)] = std::exp(static_cast<double>(lg[e] - mx));
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](std::int32_t a, std::int32_t b) {
+      return p[z(a)] > p[z(b)] || (p[z(a)] == p[z(b)] && a < b);
+    });
+    for (std::int64_t j = 0; j < k; ++j) {
+      index[t * k + j] = order[z(j)];
+      probs[t * k + j] = static_cast<float>(p[z(order[z(j)])] / sum);
+    }
+  }
+  return {fl(tokens * experts), fl(2 * tokens * k)};
+}
+
+Traffic router_topk_backward(std::int64_t tokens, std::int64_t experts, std::int64_t k, const float* logits,
+                             const float* dprobs, const std::int32_t* index, float* dlogits) {
+  std::vector<double> p(z(experts)), dp(z(experts));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const float* lg = logits + t * experts;
+    const float mx = *std::max_element(lg, lg + experts);
+    double sum = 0;
+    for (std::int64_t e = 0; e < experts; ++e) sum += p[z(e)] = std::exp(static_cast<double>(lg[e] - mx));
+    std::fill(dp.begin(), dp.end(), 0.0);
+    for (std::int64_t j = 0; j < k; ++j) dp[z(index[t * k + j])] += dprobs[t * k + j];
+    double dot = 0;
+    for (std::int64_t e = 0; e < experts; ++e) dot += (p[z(e)] /= sum) * dp[z(e)];
+    for (std::int64_t e = 0; e < experts; ++e)
+      dlogits[t * experts + e] = static_cast<float>(p[z(e)] * (dp[z(e)] - dot));
+  }
+  return {fl(tokens * experts + 2 * tokens * k), fl(tokens * experts)};
+}
+
+void router_logits(std::int64_t tokens, std::int64_t experts, float skew, std::uint64_t seed, float* logits) {
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t e = 0; e < experts; ++e)
+      logits[t * experts + e] = uniform(seed, static_cast<std::uint64_t>(t * experts + e)) -
+                                skew * static_cast<float>(e) / static_cast<float>(experts);
+}
+
+Traffic permute_forward(std::int64_t tokens, std::int64_t h, std::int64_t k, std::int64_t experts,
+                        const std::int32_t* index, const float* x, float* routed, std::int32_t* row_of) {
+  std::vector<std::int64_t> start(z(experts + 1), 0);
+  for (std::int64_t i = 0; i < tokens * k; ++i) ++start[z(index[i] + 1)];
+  std::partial_sum(start.begin(), start.end(), start.begin());
+  for (std::int64_t i = 0; i < tokens * k; ++i) {  // stable: tokens keep their order within an expert
+    const std::int64_t row = start[z(index[i])]++;
+    row_of[i] = static_cast<std::int32_t>(row);
+    std::copy(x + (i / k) * h, x + (i / k + 1) * h, routed + row * h);
+  }
+  return {fl(tokens * k * h + tokens * k), fl(tokens * k * h + tokens * k)};
+}
+
+Traffic permute_backward(std::int64_t tokens, std::int64_t h, std::int64_t k, const std::int32_t* row_of,
+                         const float* drouted, float* dx) {
+  std::fill(dx, dx + tokens * h, 0.0f);
+  for (std::int64_t i = 0; i < tokens * k; ++i)
+    for (std::int64_t j = 0; j < h; ++j) dx[(i / k) * h + j] += drouted[static_cast<std::int64_t>(row_of[i]) * h + j];
+  return {fl(tokens * k * h + tokens * k), fl(tokens * h)};
+}
+
+Traffic unpermute_forward(std::int64_t tokens, std::int64_t h, std::int64_t k, const std::int32_t* row_of,
+                          const float* probs, const float* expert_out, float* out) {
+  std::fill(out, out + tokens * h, 0.0f);
+  for (std::int64_t i = 0; i < tokens * k; ++i)
+    for (std::int64_t j = 0; j < h; ++j)
+      out[(i / k) * h + j] += probs[i] * expert_out[static_cast<std::int64_t>(row_of[i]) * h + j];
+  return {fl(tokens * k * h + 2 * tokens * k), fl(tokens * h)};
+}
+
+Traffic unpermute_backward(std::int64_t tokens, std::int64_t h, std::int64_t k, const std::int32_t* row_of,
+                           const float* probs, const float* expert_out, const float* dout, float* dexpert_out,
+                           float* dprobs) {
+  for (std::int64_t i = 0; i < tokens * k; ++i) {
+    const float* dy = dout + (i / k) * h;
+    const std::int64_t row = row_of[i];
+    double dot = 0;
+    for (std::int64_t j = 0; j < h; ++j) {
+      dexpert_out[row * h + j] = probs[i] * dy[j];
+      dot += static_cast<double>(dy[j]) * expert_out[row * h + j];
+    }
+    dprobs[i] = static_cast<float>(dot);
+  }
+  return {fl(tokens * h + tokens * k * h + 2 * tokens * k), fl(tokens * k * h + tokens * k)};
+}
+
+Traffic adam(std::int64_t n, float* param, const float* grad, float* m, float* v, float lr, float beta1, float beta2,
+             float eps, float weight_decay, std::int64_t step) {
+  const double c1 = 1 - std::pow(beta1, static_cast<double>(step)), c2 = 1 - std::pow(beta2, static_cast<double>(step));
+  for (std::int64_t i = 0; i < n; ++i) {
+    m[i] = beta1 * m[i] + (1 - beta1) * grad[i];
+    v[i] = beta2 * v[i] + (1 - beta2) * grad[i] * grad[i];
+    const double update = (m[i] / c1) / (std::sqrt(v[i] / c2) + eps) + weight_decay * param[i];
+    param[i] = static_cast<float>(param[i] - lr * update);
+  }
+  return {fl(4 * n), fl(3 * n)};
+}
+
+Traffic copy(std::int64_t n, const float* src, float* dst) {
+  std::copy(src, src + n, dst);
+  return {fl(n), fl(n)};
+}
+
+}  // namespace sax::kernels::cpu
