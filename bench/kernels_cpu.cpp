@@ -3,8 +3,7 @@
 //     buffers, alternated ABBA, median ratio of times (≥ 0.95 expected: the layer adds one call);
 //   - every memory-bound op's achieved bandwidth (its own bytes read + written / time) against
 //     a measured copy (std::copy of the same number of bytes: read + write).
-// Run single-threaded as a rank is by default:
-//   OPENBLAS_NUM_THREADS=1 build/bench/kernels_cpu [repetitions=15]
+// Single-threaded, as a rank runs:  build/bench/kernels_cpu [repetitions=15]
 #include <cblas.h>
 
 #include <algorithm>
@@ -36,6 +35,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
+  set_blas_threads(1);  // as a rank runs
   if (reps < 1) {
     std::fprintf(stderr, "usage: kernels_cpu [repetitions>=1]\n");
     return 2;

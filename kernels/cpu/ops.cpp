@@ -4,11 +4,30 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <vector>
 
+// The memory-bound ops are built twice on x86-64: for AVX2 (8 floats a vector) and for the
+// baseline, chosen when the program starts by what the processor has (GCC's function
+// multiversioning); elsewhere once.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SAX_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SAX_VECTOR_CLONES
+#endif
+
+// OpenBLAS's thread control, where the CBLAS linked is OpenBLAS (weak: absent elsewhere).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
 namespace sax::kernels::cpu {
+
+bool set_blas_threads(int threads) {
+  if (!openblas_set_num_threads) return false;
+  openblas_set_num_threads(threads);
+  return true;
+}
 
 namespace {
 
@@ -16,13 +35,67 @@ constexpr double kF = 4;  // bytes of a float
 double fl(std::int64_t n) { return static_cast<double>(n) * kF; }
 std::size_t z(std::int64_t n) { return static_cast<std::size_t>(n); }
 
-// Counter-based uniform in [0, 1) (splitmix64 of seed and index): the same mask in any order.
-float uniform(std::uint64_t seed, std::uint64_t i) {
+std::uint64_t mix(std::uint64_t seed, std::uint64_t i) {  // splitmix64 of seed and counter
   std::uint64_t x = seed + 0x9E3779B97F4A7C15ull * (i + 1);
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return static_cast<float>(x >> 40) / static_cast<float>(1ull << 24);
+  return x ^ (x >> 31);
+}
+// Counter-based uniform in [0, 1) (24 bits): the same value in any order.
+float uniform(std::uint64_t seed, std::uint64_t i) {
+  return static_cast<float>(mix(seed, i) >> 40) / static_cast<float>(1ull << 24);
+}
+// Dropout's keep decisions for elements [i, i + 4), i a multiple of 4: one hash gives four 16-bit
+// uniforms (p resolved to 1/65536), so that the mask costs a quarter of a hash per element.
+void keep4(std::uint64_t seed, std::uint64_t i, float p, std::uint8_t* out) {
+  const std::uint64_t x = mix(seed, i / 4);
+  const auto threshold = static_cast<std::uint32_t>(p * 65536.0f);
+  for (int q = 0; q < 4; ++q) out[q] = ((x >> (16 * q)) & 0xFFFF) >= threshold ? 1 : 0;
+}
+
+// exp for float, branch-free so that loops over it vectorise: 2^(x·log2 e) split into an integer
+// power (the exponent bits) and 2^f, |f| ≤ 1/2, by its Taylor series to degree 6 (relative error
+// below 1.3e-7 before rounding). Arguments are clamped to [−87, 88] (no denormals, no overflow).
+inline float fast_exp(float x) {
+  x = __builtin_fminf(__builtin_fmaxf(x, -87.0f), 88.0f);  // vector max/min (finite math)
+  const float t = x * 1.44269504f;
+  const float r = (t + 12582912.0f) - 12582912.0f;  // round to nearest: 1.5·2^23 pushes the fraction out
+  const auto n = static_cast<std::int32_t>(r);
+  const float y = (t - r) * 0.693147181f;
+  const float p =
+      1.0f + y * (1.0f + y * (0.5f + y * (1.0f / 6 + y * (1.0f / 24 + y * (1.0f / 120 + y * (1.0f / 720))))));
+  const std::int32_t bits = (n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return p * scale;
+}
+// A running maximum's start: finite (the file is built with -ffinite-math-only), far below any
+// score, and far enough from the float limit that subtracting a score cannot overflow.
+constexpr float kNoMax = -1e30f;
+
+inline float fast_tanh(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
+inline float fast_sigmoid(float g) { return 1.0f / (1.0f + fast_exp(-g)); }
+
+// Σ x[j] and Σ x[j]·y[j] over eight independent lanes (so that the loop vectorises).
+inline float lane_sum(const float* x, std::int64_t n) {
+  float acc[8] = {};
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += x[j + l];
+  float s = 0;
+  for (; j < n; ++j) s += x[j];
+  for (float a : acc) s += a;
+  return s;
+}
+inline float lane_dot(const float* x, const float* y, std::int64_t n) {
+  float acc[8] = {};
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += x[j + l] * y[j + l];
+  float s = 0;
+  for (; j < n; ++j) s += x[j] * y[j];
+  for (float a : acc) s += a;
+  return s;
 }
 
 }  // namespace
@@ -47,192 +120,242 @@ Traffic linear_backward_weight(std::int64_t m, std::int64_t n, std::int64_t k, c
   return gemm(true, false, k, n, m, x, dy, dw);
 }
 
-Traffic layer_norm_forward(std::int64_t rows, std::int64_t h, const float* x, const float* gamma, const float* beta,
-                           float* y, float* mean, float* rstd, float eps) {
+SAX_VECTOR_CLONES Traffic layer_norm_forward(std::int64_t rows, std::int64_t h, const float* x, const float* gamma,
+                                             const float* beta, float* y, float* mean, float* rstd, float eps) {
+  std::vector<float> centred(z(h));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * h;
-    double s = 0, s2 = 0;
-    for (std::int64_t j = 0; j < h; ++j) s += xr[j];
-    const double mu = s / static_cast<double>(h);
-    for (std::int64_t j = 0; j < h; ++j) s2 += (xr[j] - mu) * (xr[j] - mu);
-    const float rs = static_cast<float>(1.0 / std::sqrt(s2 / static_cast<double>(h) + eps));
-    mean[r] = static_cast<float>(mu), rstd[r] = rs;
-    for (std::int64_t j = 0; j < h; ++j) y[r * h + j] = (xr[j] - mean[r]) * rs * gamma[j] + beta[j];
+    const float mu = lane_sum(xr, h) / static_cast<float>(h);
+    for (std::int64_t j = 0; j < h; ++j) centred[z(j)] = xr[j] - mu;
+    const float rs = 1.0f / std::sqrt(lane_dot(centred.data(), centred.data(), h) / static_cast<float>(h) + eps);
+    mean[r] = mu, rstd[r] = rs;
+    float* yr = y + r * h;
+    for (std::int64_t j = 0; j < h; ++j) yr[j] = centred[z(j)] * rs * gamma[j] + beta[j];
   }
   return {fl(rows * h + 2 * h), fl(rows * h + 2 * rows)};
 }
 
-Traffic layer_norm_backward(std::int64_t rows, std::int64_t h, const float* x, const float* dy, const float* gamma,
-                            const float* mean, const float* rstd, float* dx, float* dgamma, float* dbeta) {
+SAX_VECTOR_CLONES Traffic layer_norm_backward(std::int64_t rows, std::int64_t h, const float* x, const float* dy,
+                                              const float* gamma, const float* mean, const float* rstd, float* dx,
+                                              float* dgamma, float* dbeta) {
   std::fill(dgamma, dgamma + h, 0.0f), std::fill(dbeta, dbeta + h, 0.0f);
+  std::vector<float> xhat(z(h)), g(z(h));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * h, *dyr = dy + r * h;
-    double a = 0, b = 0;  // mean of dxhat, mean of dxhat·xhat
+    const float mu = mean[r], rs = rstd[r];
     for (std::int64_t j = 0; j < h; ++j) {
-      const double xhat = (xr[j] - mean[r]) * rstd[r], g = dyr[j] * gamma[j];
-      a += g, b += g * xhat;
-      dgamma[j] += static_cast<float>(dyr[j] * xhat), dbeta[j] += dyr[j];
+      xhat[z(j)] = (xr[j] - mu) * rs;
+      g[z(j)] = dyr[j] * gamma[j];
+      dgamma[j] += dyr[j] * xhat[z(j)];
+      dbeta[j] += dyr[j];
     }
-    a /= static_cast<double>(h), b /= static_cast<double>(h);
-    for (std::int64_t j = 0; j < h; ++j) {
-      const double xhat = (xr[j] - mean[r]) * rstd[r];
-      dx[r * h + j] = static_cast<float>(rstd[r] * (dyr[j] * gamma[j] - a - xhat * b));
-    }
+    const float a = lane_sum(g.data(), h) / static_cast<float>(h),
+                b = lane_dot(g.data(), xhat.data(), h) / static_cast<float>(h);
+    float* dxr = dx + r * h;
+    for (std::int64_t j = 0; j < h; ++j) dxr[j] = rs * (g[z(j)] - a - xhat[z(j)] * b);
   }
   return {fl(2 * rows * h + h + 2 * rows), fl(rows * h + 2 * h)};
 }
 
-Traffic rms_norm_forward(std::int64_t rows, std::int64_t h, const float* x, const float* gamma, float* y, float* rstd,
-                         float eps) {
+SAX_VECTOR_CLONES Traffic rms_norm_forward(std::int64_t rows, std::int64_t h, const float* x, const float* gamma,
+                                           float* y, float* rstd, float eps) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * h;
-    double s2 = 0;
-    for (std::int64_t j = 0; j < h; ++j) s2 += static_cast<double>(xr[j]) * xr[j];
-    const float rs = static_cast<float>(1.0 / std::sqrt(s2 / static_cast<double>(h) + eps));
+    const float rs = 1.0f / std::sqrt(lane_dot(xr, xr, h) / static_cast<float>(h) + eps);
     rstd[r] = rs;
-    for (std::int64_t j = 0; j < h; ++j) y[r * h + j] = xr[j] * rs * gamma[j];
+    float* yr = y + r * h;
+    for (std::int64_t j = 0; j < h; ++j) yr[j] = xr[j] * rs * gamma[j];
   }
   return {fl(rows * h + h), fl(rows * h + rows)};
 }
 
-Traffic rms_norm_backward(std::int64_t rows, std::int64_t h, const float* x, const float* dy, const float* gamma,
-                          const float* rstd, float* dx, float* dgamma) {
+SAX_VECTOR_CLONES Traffic rms_norm_backward(std::int64_t rows, std::int64_t h, const float* x, const float* dy,
+                                            const float* gamma, const float* rstd, float* dx, float* dgamma) {
   std::fill(dgamma, dgamma + h, 0.0f);
+  std::vector<float> g(z(h));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * h, *dyr = dy + r * h;
-    double b = 0;
+    const float rs = rstd[r];
     for (std::int64_t j = 0; j < h; ++j) {
-      const double xhat = xr[j] * rstd[r];
-      b += dyr[j] * gamma[j] * xhat;
-      dgamma[j] += static_cast<float>(dyr[j] * xhat);
+      g[z(j)] = dyr[j] * gamma[j];
+      dgamma[j] += dyr[j] * xr[j] * rs;
     }
-    b /= static_cast<double>(h);
-    for (std::int64_t j = 0; j < h; ++j)
-      dx[r * h + j] = static_cast<float>(rstd[r] * (dyr[j] * gamma[j] - xr[j] * rstd[r] * b));
+    const float b = lane_dot(g.data(), xr, h) * rs / static_cast<float>(h);
+    float* dxr = dx + r * h;
+    for (std::int64_t j = 0; j < h; ++j) dxr[j] = rs * (g[z(j)] - xr[j] * rs * b);
   }
   return {fl(2 * rows * h + h + rows), fl(rows * h + h)};
 }
 
 namespace {
-constexpr double kGeluC = 0.7978845608028654;  // sqrt(2/pi)
+constexpr float kGeluC = 0.7978845608f;  // sqrt(2/pi)
 }  // namespace
 
-Traffic gelu_forward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias, float* y) {
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const double v = x[r * cols + j] + (bias ? bias[j] : 0.0f);
-      y[r * cols + j] = static_cast<float>(0.5 * v * (1 + std::tanh(kGeluC * (v + 0.044715 * v * v * v))));
-    }
-  return {fl(rows * cols + (bias ? cols : 0)), fl(rows * cols)};
+// A bias of zeros where there is none, so that the loops have no branch (and vectorise).
+const float* bias_or_zeros(const float* bias, std::int64_t n, std::vector<float>& zeros) {
+  if (bias) return bias;
+  zeros.assign(z(n), 0.0f);
+  return zeros.data();
 }
 
-Traffic gelu_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias, const float* dy,
-                      float* dx) {
-  for (std::int64_t r = 0; r < rows; ++r)
+SAX_VECTOR_CLONES Traffic gelu_forward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias_in,
+                                       float* y) {
+  std::vector<float> zeros;
+  const float* bias = bias_or_zeros(bias_in, cols, zeros);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
     for (std::int64_t j = 0; j < cols; ++j) {
-      const double v = x[r * cols + j] + (bias ? bias[j] : 0.0f);
-      const double t = std::tanh(kGeluC * (v + 0.044715 * v * v * v));
-      const double d = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * kGeluC * (1 + 3 * 0.044715 * v * v);
-      dx[r * cols + j] = static_cast<float>(dy[r * cols + j] * d);
+      const float v = xr[j] + bias[j];
+      // ½v(1 + tanh z) = v·σ(2z): one exp and one division.
+      yr[j] = v / (1.0f + fast_exp(-2.0f * kGeluC * (v + 0.044715f * v * v * v)));
     }
-  return {fl(2 * rows * cols + (bias ? cols : 0)), fl(rows * cols)};
-}
-
-Traffic swiglu_forward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias, float* y) {
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const double g = x[r * 2 * cols + j] + (bias ? bias[j] : 0.0f);
-      const double u = x[r * 2 * cols + cols + j] + (bias ? bias[cols + j] : 0.0f);
-      y[r * cols + j] = static_cast<float>(g / (1 + std::exp(-g)) * u);
-    }
-  return {fl(2 * rows * cols + (bias ? 2 * cols : 0)), fl(rows * cols)};
-}
-
-Traffic swiglu_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias, const float* dy,
-                        float* dx) {
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const double g = x[r * 2 * cols + j] + (bias ? bias[j] : 0.0f);
-      const double u = x[r * 2 * cols + cols + j] + (bias ? bias[cols + j] : 0.0f);
-      const double sig = 1 / (1 + std::exp(-g)), d = dy[r * cols + j];
-      dx[r * 2 * cols + j] = static_cast<float>(d * u * sig * (1 + g * (1 - sig)));
-      dx[r * 2 * cols + cols + j] = static_cast<float>(d * g * sig);
-    }
-  return {fl(3 * rows * cols + (bias ? 2 * cols : 0)), fl(2 * rows * cols)};
-}
-
-Traffic dropout_forward(std::int64_t rows, std::int64_t cols, const float* x, float* y, std::uint8_t* mask, float p,
-                        std::uint64_t seed) {
-  const float keep = 1.0f / (1.0f - p);
-  for (std::int64_t i = 0; i < rows * cols; ++i) {
-    mask[i] = uniform(seed, static_cast<std::uint64_t>(i)) >= p ? 1 : 0;
-    y[i] = mask[i] ? x[i] * keep : 0.0f;
   }
-  return {fl(rows * cols), fl(rows * cols) + static_cast<double>(rows * cols)};
+  return {fl(rows * cols + (bias_in ? cols : 0)), fl(rows * cols)};
 }
 
-Traffic dropout_backward(std::int64_t rows, std::int64_t cols, const float* dy, const std::uint8_t* mask, float p,
-                         float* dx) {
+SAX_VECTOR_CLONES Traffic gelu_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias_in,
+                                        const float* dy, float* dx) {
+  std::vector<float> zeros;
+  const float* bias = bias_or_zeros(bias_in, cols, zeros);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * cols, *dyr = dy + r * cols;
+    float* dxr = dx + r * cols;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const float v = xr[j] + bias[j];
+      const float t = fast_tanh(kGeluC * (v + 0.044715f * v * v * v));
+      dxr[j] = dyr[j] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * 0.044715f * v * v));
+    }
+  }
+  return {fl(2 * rows * cols + (bias_in ? cols : 0)), fl(rows * cols)};
+}
+
+SAX_VECTOR_CLONES Traffic swiglu_forward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias_in,
+                                         float* y) {
+  std::vector<float> zeros;
+  const float* bias = bias_or_zeros(bias_in, 2 * cols, zeros);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float *gate = x + r * 2 * cols, *up = gate + cols;
+    float* yr = y + r * cols;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const float g = gate[j] + bias[j], u = up[j] + bias[cols + j];
+      yr[j] = g * u / (1.0f + fast_exp(-g));
+    }
+  }
+  return {fl(2 * rows * cols + (bias_in ? 2 * cols : 0)), fl(rows * cols)};
+}
+
+SAX_VECTOR_CLONES Traffic swiglu_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* bias_in,
+                                          const float* dy, float* dx) {
+  std::vector<float> zeros;
+  const float* bias = bias_or_zeros(bias_in, 2 * cols, zeros);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float *gate = x + r * 2 * cols, *up = gate + cols, *dyr = dy + r * cols;
+    float *dgate = dx + r * 2 * cols, *dup = dgate + cols;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const float g = gate[j] + bias[j], u = up[j] + bias[cols + j];
+      const float sig = fast_sigmoid(g), d = dyr[j];
+      dgate[j] = d * u * sig * (1.0f + g * (1.0f - sig));
+      dup[j] = d * g * sig;
+    }
+  }
+  return {fl(3 * rows * cols + (bias_in ? 2 * cols : 0)), fl(2 * rows * cols)};
+}
+
+SAX_VECTOR_CLONES Traffic dropout_forward(std::int64_t rows, std::int64_t cols, const float* x, float* y,
+                                          std::uint8_t* mask, float p, std::uint64_t seed) {
   const float keep = 1.0f / (1.0f - p);
-  for (std::int64_t i = 0; i < rows * cols; ++i) dx[i] = mask[i] ? dy[i] * keep : 0.0f;
+  const std::int64_t n = rows * cols;
+  std::uint8_t tail[4];
+  for (std::int64_t i = 0; i < n; i += 4) {
+    std::uint8_t* m = i + 4 <= n ? mask + i : tail;
+    keep4(seed, static_cast<std::uint64_t>(i), p, m);
+    if (m == tail)
+      for (std::int64_t q = 0; i + q < n; ++q) mask[i + q] = tail[q];
+  }
+  for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] * (static_cast<float>(mask[i]) * keep);  // branch-free
+  return {fl(n), fl(n) + static_cast<double>(n)};
+}
+
+SAX_VECTOR_CLONES Traffic dropout_backward(std::int64_t rows, std::int64_t cols, const float* dy,
+                                           const std::uint8_t* mask, float p, float* dx) {
+  const float keep = 1.0f / (1.0f - p);
+  for (std::int64_t i = 0; i < rows * cols; ++i) dx[i] = dy[i] * (static_cast<float>(mask[i]) * keep);
   return {fl(rows * cols) + static_cast<double>(rows * cols), fl(rows * cols)};
 }
 
-Traffic bias_dropout_add_forward(std::int64_t rows, std::int64_t h, const float* y, const float* bias,
-                                 const float* residual, float* out, std::uint8_t* mask, float p, std::uint64_t seed) {
+SAX_VECTOR_CLONES Traffic bias_dropout_add_forward(std::int64_t rows, std::int64_t h, const float* y, const float* bias,
+                                                   const float* residual, float* out, std::uint8_t* mask, float p,
+                                                   std::uint64_t seed) {
   const float keep = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t j = 0; j < h; ++j) {
-      const std::int64_t i = r * h + j;
-      float v = y[i] + (bias ? bias[j] : 0.0f);
-      if (p > 0) {
-        mask[i] = uniform(seed, static_cast<std::uint64_t>(i)) >= p ? 1 : 0;
-        v = mask[i] ? v * keep : 0.0f;
-      }
-      out[i] = residual[i] + v;
+  const std::int64_t total = rows * h;
+  std::vector<float> zeros;
+  const float* b = bias_or_zeros(bias, h, zeros);
+  if (p > 0) {
+    std::uint8_t tail[4];
+    for (std::int64_t i = 0; i < total; i += 4) {
+      std::uint8_t* m = i + 4 <= total ? mask + i : tail;
+      keep4(seed, static_cast<std::uint64_t>(i), p, m);
+      for (std::int64_t q = 0; q < 4 && i + q < total; ++q) mask[i + q] = m[q];
     }
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float *yr = y + r * h, *res = residual + r * h;
+    float* o = out + r * h;
+    const std::uint8_t* mr = p > 0 ? mask + r * h : nullptr;
+    if (mr)
+      for (std::int64_t j = 0; j < h; ++j) o[j] = res[j] + (yr[j] + b[j]) * (static_cast<float>(mr[j]) * keep);
+    else
+      for (std::int64_t j = 0; j < h; ++j) o[j] = res[j] + yr[j] + b[j];
+  }
   const double n = static_cast<double>(rows * h);
   return {fl(2 * rows * h + (bias ? h : 0)), fl(rows * h) + (p > 0 ? n : 0)};
 }
 
-Traffic bias_dropout_add_backward(std::int64_t rows, std::int64_t h, const float* dout, const std::uint8_t* mask,
-                                  float p, float* dy, float* dbias) {
+SAX_VECTOR_CLONES Traffic bias_dropout_add_backward(std::int64_t rows, std::int64_t h, const float* dout,
+                                                    const std::uint8_t* mask, float p, float* dy, float* dbias) {
   const float keep = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
   if (dbias) std::fill(dbias, dbias + h, 0.0f);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t j = 0; j < h; ++j) {
       const std::int64_t i = r * h + j;
-      dy[i] = p > 0 ? (mask[i] ? dout[i] * keep : 0.0f) : dout[i];
+      dy[i] = p > 0 ? dout[i] * (static_cast<float>(mask[i]) * keep) : dout[i];
       if (dbias) dbias[j] += dy[i];
     }
   const double n = static_cast<double>(rows * h);
   return {fl(rows * h) + (p > 0 ? n : 0), fl(rows * h + (dbias ? h : 0))};
 }
 
-Traffic scale_mask_softmax_forward(std::int64_t batch, std::int64_t sq, std::int64_t sk, std::int64_t q_offset,
-                                   float scale, float* s) {
+SAX_VECTOR_CLONES Traffic scale_mask_softmax_forward(std::int64_t batch, std::int64_t sq, std::int64_t sk,
+                                                     std::int64_t q_offset, float scale, float* s) {
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t i = 0; i < sq; ++i) {
       float* row = s + (b * sq + i) * sk;
       const std::int64_t visible = std::min(sk, q_offset + i + 1);
-      float mx = -std::numeric_limits<float>::infinity();
-      for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j] * scale);
-      double sum = 0;
-      for (std::int64_t j = 0; j < visible; ++j) sum += std::exp(static_cast<double>(row[j] * scale - mx));
-      for (std::int64_t j = 0; j < sk; ++j)
-        row[j] = j < visible ? static_cast<float>(std::exp(static_cast<double>(row[j] * scale - mx)) / sum) : 0.0f;
+      float mx = kNoMax;
+      for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j]);
+      mx *= scale;
+      float acc[8] = {};
+      std::int64_t j = 0;
+      for (; j + 8 <= visible; j += 8)
+        for (int l = 0; l < 8; ++l) acc[l] += row[j + l] = fast_exp(row[j + l] * scale - mx);
+      float sum = 0;
+      for (; j < visible; ++j) sum += row[j] = fast_exp(row[j] * scale - mx);
+      for (float a : acc) sum += a;
+      const float inv = 1.0f / sum;
+      for (j = 0; j < visible; ++j) row[j] *= inv;
+      for (; j < sk; ++j) row[j] = 0.0f;
     }
   return {fl(batch * sq * sk), fl(batch * sq * sk)};
 }
 
-Traffic scale_mask_softmax_backward(std::int64_t batch, std::int64_t sq, std::int64_t sk, float scale, const float* p,
-                                    float* dp) {
+SAX_VECTOR_CLONES Traffic scale_mask_softmax_backward(std::int64_t batch, std::int64_t sq, std::int64_t sk, float scale,
+                                                      const float* p, float* dp) {
   for (std::int64_t r = 0; r < batch * sq; ++r) {
     const float* pr = p + r * sk;
     float* dr = dp + r * sk;
-    double dot = 0;
-    for (std::int64_t j = 0; j < sk; ++j) dot += static_cast<double>(pr[j]) * dr[j];
-    for (std::int64_t j = 0; j < sk; ++j) dr[j] = static_cast<float>(scale * pr[j] * (dr[j] - dot));
+    const float dot = lane_dot(pr, dr, sk);
+    for (std::int64_t j = 0; j < sk; ++j) dr[j] = scale * pr[j] * (dr[j] - dot);
   }
   return {fl(2 * batch * sq * sk), fl(batch * sq * sk)};
 }
@@ -352,7 +475,7 @@ Traffic attention_flash_forward(const AttentionShape& s, const float* q, const f
         const std::int64_t bq = std::min(kBq, s.sq - i0);
         const float* Q = q + (b * s.sq + i0) * st.q_row + h * s.d;
         std::fill(acc.begin(), acc.end(), 0.0f);
-        std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+        std::fill(m.begin(), m.end(), kNoMax);
         std::fill(l.begin(), l.end(), 0.0f);
         const std::int64_t keys = std::min(s.sk, offset + i0 + bq);  // causal: blocks past the last query skipped
         for (std::int64_t j0 = 0; j0 < keys; j0 += kBk) {
@@ -363,10 +486,10 @@ Traffic attention_flash_forward(const AttentionShape& s, const float* q, const f
             const std::int64_t visible = std::min(bk, offset + i0 + i + 1 - j0);
             float mx = m[i];
             for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j]);
-            const float corr = std::exp(m[i] - mx);
+            const float corr = fast_exp(m[i] - mx);
             float sum = 0;
             for (std::int64_t j = 0; j < bk; ++j) {
-              row[j] = j < visible ? std::exp(row[j] - mx) : 0.0f;
+              row[j] = j < visible ? fast_exp(row[j] - mx) : 0.0f;
               sum += row[j];
             }
             l[i] = l[i] * corr + sum;
@@ -421,7 +544,7 @@ Traffic attention_flash_backward(const AttentionShape& s, const float* q, const 
           sgemm(false, true, bq, bk, s.d, scale, Q, st.q_row, K + j0 * st.kv_row, st.kv_row, 0.0f, P.data(), bk);
           for (std::int64_t i = 0; i < bq; ++i) {
             const std::int64_t visible = std::min(bk, offset + i0 + i + 1 - j0);
-            for (std::int64_t j = 0; j < bk; ++j) P[i * bk + j] = j < visible ? std::exp(P[i * bk + j] - L[i]) : 0.0f;
+            for (std::int64_t j = 0; j < bk; ++j) P[i * bk + j] = j < visible ? fast_exp(P[i * bk + j] - L[i]) : 0.0f;
           }
           // dV += Pᵀ·dO; dP = dO·Vᵀ; dS = P ∘ (dP − D); dQ += scale·dS·K; dK += scale·dSᵀ·Q.
           sgemm(true, false, bk, s.d, bq, 1.0f, P.data(), bk, dO, st.q_row, 1.0f, dV + j0 * st.kv_row, st.kv_row);
@@ -576,14 +699,15 @@ Traffic unpermute_backward(std::int64_t tokens, std::int64_t h, std::int64_t k, 
   return {fl(tokens * h + tokens * k * h + 2 * tokens * k), fl(tokens * k * h + tokens * k)};
 }
 
-Traffic adam(std::int64_t n, float* param, const float* grad, float* m, float* v, float lr, float beta1, float beta2,
-             float eps, float weight_decay, std::int64_t step) {
-  const double c1 = 1 - std::pow(beta1, static_cast<double>(step)), c2 = 1 - std::pow(beta2, static_cast<double>(step));
+SAX_VECTOR_CLONES Traffic adam(std::int64_t n, float* param, const float* grad, float* m, float* v, float lr,
+                               float beta1, float beta2, float eps, float weight_decay, std::int64_t step) {
+  const auto c1 = static_cast<float>(1 - std::pow(beta1, static_cast<double>(step))),
+             c2 = static_cast<float>(1 - std::pow(beta2, static_cast<double>(step)));
+  const float inv_c1 = 1.0f / c1, inv_c2 = 1.0f / c2;
   for (std::int64_t i = 0; i < n; ++i) {
-    m[i] = beta1 * m[i] + (1 - beta1) * grad[i];
-    v[i] = beta2 * v[i] + (1 - beta2) * grad[i] * grad[i];
-    const double update = (m[i] / c1) / (std::sqrt(v[i] / c2) + eps) + weight_decay * param[i];
-    param[i] = static_cast<float>(param[i] - lr * update);
+    const float mi = beta1 * m[i] + (1 - beta1) * grad[i], vi = beta2 * v[i] + (1 - beta2) * grad[i] * grad[i];
+    m[i] = mi, v[i] = vi;
+    param[i] -= lr * ((mi * inv_c1) / (std::sqrt(vi * inv_c2) + eps) + weight_decay * param[i]);
   }
   return {fl(4 * n), fl(3 * n)};
 }

@@ -19,6 +19,10 @@ struct Traffic {
   }
 };
 
+// Threads OpenBLAS gives this process's GEMMs (the harness runs one per rank: 1). False where
+// the CBLAS linked has no such control (then its own default holds).
+bool set_blas_threads(int threads);
+
 // C (m×n) = op(A)·op(B) (+ C when accumulate); op transposes when asked. A is m×k (k×m
 // transposed), B k×n (n×k transposed).
 Traffic gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
