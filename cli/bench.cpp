@@ -5,6 +5,9 @@
 #include "cli/commands.hpp"
 #include "cli/json_out.hpp"
 #include "harness/coll_bench.hpp"
+#ifdef SAX_HAVE_KERNEL_BENCH
+#include "harness/kernel_bench.hpp"
+#endif
 #include "harness/job.hpp"
 
 namespace sax::cli {
@@ -58,6 +61,33 @@ void add_bench(CLI::App& app) {
     harness::Job job;
     harness::bench_coll(job, *args, cmd->remaining(), result_writer());
   });
+
+  CLI::App* kern = bench->add_subcommand(
+      "kernels", "Time the layer ops: one GEMM shape, or every op of a layout's per-rank layer slice (one process)");
+#ifndef SAX_HAVE_KERNEL_BENCH
+  kern->allow_extras();
+  kern->callback([] { throw UsageError("bench kernels: this sax was built without OpenBLAS (the CPU layer ops)"); });
+#else
+  auto kargs = std::make_shared<harness::KernelBenchArgs>();
+  kern->add_option("--op", kargs->op, "gemm (a single shape with --m --n --k); omit to sweep a layout");
+  kern->add_option("--m", kargs->m, "GEMM rows");
+  kern->add_option("--n", kargs->n, "GEMM columns");
+  kern->add_option("--k", kargs->k, "GEMM inner dimension");
+  kern->add_option("--phase", kargs->phase, "forward | backward | backward_input | backward_weight")
+      ->capture_default_str();
+  kern->add_option("--cluster", kargs->cluster_file,
+                   "Cluster file (the device's peak; with --model --layout: a sweep)");
+  kern->add_option("--model", kargs->model_file, "Model file");
+  kern->add_option("--layout", kargs->layout_file, "Layout file");
+  kern->add_option("--rank", kargs->rank, "Whose layer slice to sweep")->capture_default_str();
+  kern->add_option("-n,--iters", kargs->iters, "Timed runs per op")->capture_default_str();
+  kern->add_option("-w,--warmup", kargs->warmup, "Untimed runs before")->capture_default_str();
+  kern->add_option("--threads", kargs->threads, "OpenBLAS threads (a rank computes on one core)")
+      ->capture_default_str();
+  kern->add_option("--json", kargs->json_file, "Write the results as JSON");
+  kern->allow_extras();
+  kern->callback([kargs, kern] { harness::bench_kernels(*kargs, kern->remaining(), result_writer()); });
+#endif
 }
 
 }  // namespace sax::cli

@@ -1,0 +1,224 @@
+#include "harness/kernel_bench.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "harness/op_runner.hpp"
+#include "harness/stats.hpp"
+#include "sax_version.hpp"
+#include "spec/error.hpp"
+#include "workload/workload.hpp"
+
+namespace sax::harness {
+
+using workload::Op;
+using workload::Phase;
+
+namespace {
+
+std::int64_t parse_count(const std::string& text, const std::string& flag, std::int64_t min, std::int64_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
+    throw UsageError(flag + ": expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                     ", got '" + text + "'");
+  return v;
+}
+
+double available_bytes() {
+  const long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0;
+}
+
+// The ops of one micro-batch that `bench kernels` sweeps: compute ops of micro-batch 0 in the
+// first layer of each kind (dense, MoE) and outside layers, plus the optimizer; each (name,
+// phase, shape) once. Recompute repeats a forward: left out.
+std::vector<Op> sweep_ops(const workload::Workload& w, const Model& m) {
+  std::vector<Op> out;
+  std::set<std::tuple<std::string, int, double, double, double, double>> seen;
+  std::int64_t dense_layer = -1, moe_layer = -1;
+  for (const Op& o : w.ops) {
+    if (o.kind != workload::OpKind::compute || o.phase == Phase::recompute) continue;
+    if (o.microbatch > 0) continue;
+    if (o.layer >= 0) {
+      const bool moe = m.moe_layer_pattern[static_cast<std::size_t>(o.layer)];
+      std::int64_t& first = moe ? moe_layer : dense_layer;
+      if (first < 0) first = o.layer;
+      if (o.layer != first) continue;
+    }
+    if (seen.insert({o.name, static_cast<int>(o.phase), o.m, o.n, o.k, o.count}).second) out.push_back(o);
+  }
+  return out;
+}
+
+struct Row {
+  Op op;
+  double median_ms = 0, min_ms = 0, max_ms = 0, tflops = 0, gbps = 0, read = 0, written = 0;
+  double peak_share = -1;  // -1: no cluster to compare with
+  std::string bound;
+};
+
+}  // namespace
+
+void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& extras, const ResultWriter& writer) {
+  if (!extras.empty()) throw UsageError("bench kernels: unexpected argument '" + extras.front() + "'");
+  const int iters = static_cast<int>(parse_count(a.iters, "-n/--iters", 1, 1000000));
+  const int warmup = static_cast<int>(parse_count(a.warmup, "-w/--warmup", 0, 1000000));
+  const int threads = static_cast<int>(parse_count(a.threads, "--threads", 1, 1024));
+  std::optional<Cluster> cluster;
+  if (!a.cluster_file.empty()) cluster = load_cluster(a.cluster_file);
+  Model model;
+  std::vector<Op> ops;
+  const bool sweep = a.op.empty();
+  if (sweep) {
+    if (a.cluster_file.empty() || a.model_file.empty() || a.layout_file.empty())
+      throw UsageError(
+          "bench kernels: --op gemm with --m --n --k, or --cluster, --model and --layout to sweep a layout");
+    if (!a.m.empty() || !a.n.empty() || !a.k.empty()) throw UsageError("--m/--n/--k go with --op gemm");
+    model = load_model(a.model_file);
+    const Layout layout = load_layout(a.layout_file);
+    validate_layout(layout, model, *cluster, a.layout_file);
+    const std::int64_t rank = parse_count(a.rank, "--rank", 0, cluster->world_size() - 1);
+    ops = sweep_ops(workload::build(*cluster, model, layout, rank), model);
+  } else {
+    if (a.op != "gemm")
+      throw UsageError("--op: expected gemm (or no --op with --cluster --model --layout), got '" + a.op + "'");
+    if (!a.model_file.empty() || !a.layout_file.empty())
+      throw UsageError("--model and --layout sweep a layout: drop --op");
+    static const std::map<std::string, Phase> phases = {{"forward", Phase::forward},
+                                                        {"backward", Phase::backward},
+                                                        {"backward_input", Phase::backward_input},
+                                                        {"backward_weight", Phase::backward_weight}};
+    const auto ph = phases.find(a.phase);
+    if (ph == phases.end())
+      throw UsageError("--phase: expected forward, backward, backward_input or backward_weight, got '" + a.phase + "'");
+    Op o;
+    o.kind = workload::OpKind::compute;
+    o.name = "gemm";
+    o.phase = ph->second;
+    o.m = static_cast<double>(parse_count(a.m, "--m", 1, 2147483647));
+    o.n = static_cast<double>(parse_count(a.n, "--n", 1, 2147483647));
+    o.k = static_cast<double>(parse_count(a.k, "--k", 1, 2147483647));
+    o.count = 1;
+    const double parts = o.phase == Phase::backward ? 2 : 1;
+    o.flops = parts * 2 * o.m * o.n * o.k;
+    ops.push_back(o);
+    model.dtype = DType::fp32;
+  }
+  // Sizes are checked (and the memory they need) before anything is allocated or run.
+  std::vector<OpRunner> runners;
+  const double avail = available_bytes();
+  for (const Op& o : ops) {
+    runners.emplace_back(model, o);
+    const double need = runners.back().buffer_bytes();
+    if (avail > 0 && need > avail) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "op %s (%s, %s) needs %.2f GiB of buffers, %.2f GiB are available", o.name.c_str(),
+                    workload::to_string(o.phase), shape_text(o).c_str(), need / (1u << 30), avail / (1u << 30));
+      throw UsageError(buf);
+    }
+  }
+  if (!a.json_file.empty()) writer.check(a.json_file);
+  const bool threads_set = kernels::cpu::set_blas_threads(threads);
+  // The device's peak, from the cluster file: the CPU backend computes in float32.
+  double peak_flops = 0, peak_bw = 0;
+  if (cluster) {
+    const auto& pk = cluster->device.peak_tflops;
+    const DType d = cluster->backend == Backend::cpu ? DType::fp32 : model.dtype;
+    if (auto it = pk.find(d); it != pk.end()) peak_flops = it->second * 1e12;
+    peak_bw = cluster->device.hbm_bandwidth_gbps * 1e9;
+  }
+  std::printf(
+      "# sax bench kernels: %zu op(s), CPU float32, BLAS threads %s, %d iterations after %d warm-up; time "
+      "median (min-max)%s\n",
+      ops.size(), threads_set ? std::to_string(threads).c_str() : "as the CBLAS decides", iters, warmup,
+      cluster ? ("; peak from " + cluster->name + ": " + std::to_string(peak_flops / 1e12) + " TFLOP/s, " +
+                 std::to_string(peak_bw / 1e9) + " GB/s")
+                    .c_str()
+              : "");
+  std::printf("#%-20s %-15s %-22s %10s %19s %9s %8s %7s %s\n", "op", "phase", "shape", "ms", "(min-max)", "TFLOP/s",
+              "GB/s", "%peak", "bound");
+  std::vector<Row> rows;
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < runners.size(); ++i) {
+    OpRunner& r = runners[i];
+    r.allocate();
+    for (int w = 0; w < warmup; ++w) r.run();
+    std::vector<double> ms;
+    kernels::cpu::Traffic t;
+    for (int it = 0; it < iters; ++it) {
+      const auto t0 = std::chrono::steady_clock::now();
+      t = r.run();
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    Row row;
+    row.op = r.op();
+    row.median_ms = median(ms);
+    row.min_ms = *std::min_element(ms.begin(), ms.end());
+    row.max_ms = *std::max_element(ms.begin(), ms.end());
+    const double s = row.median_ms / 1e3, bytes = t.read + t.written;
+    row.read = t.read, row.written = t.written;
+    row.tflops = row.op.flops / s / 1e12;
+    row.gbps = bytes / s / 1e9;
+    if (peak_flops > 0 && peak_bw > 0) {
+      const double tf = row.op.flops / peak_flops, tb = bytes / peak_bw;
+      row.peak_share = std::max(tf, tb) / s;
+      row.bound = tf >= tb ? "flops" : "bytes";
+    }
+    r.release();
+    std::printf(
+        " %-20s %-15s %-22s %10.3f %9.3f-%-9.3f %9.4f %8.2f %6s %s\n", row.op.name.c_str(),
+        workload::to_string(row.op.phase), shape_text(row.op).c_str(), row.median_ms, row.min_ms, row.max_ms,
+        row.tflops, row.gbps,
+        row.peak_share >= 0 ? (std::to_string(static_cast<int>(row.peak_share * 100 + 0.5)) + "%").c_str() : "-",
+        row.bound.c_str());
+    std::fflush(stdout);
+    rows.push_back(row);
+    // A progress line with the time left on sweeps that take more than a few seconds.
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (sweep && elapsed > 3 && i + 1 < runners.size())
+      std::fprintf(stderr, "[%zu/%zu] %.0f s elapsed, about %.0f s left\n", i + 1, runners.size(), elapsed,
+                   elapsed / static_cast<double>(i + 1) * static_cast<double>(runners.size() - i - 1));
+  }
+  if (a.json_file.empty()) return;
+  json out = {{"version", 1},
+              {"sax_version", kVersion},
+              {"backend", "cpu"},
+              {"dtype", "float32"},
+              {"iters", iters},
+              {"threads", threads_set ? json(threads) : json(nullptr)},
+              {"warmup", warmup},
+              {"cluster", a.cluster_file},
+              {"model", a.model_file},
+              {"layout", a.layout_file},
+              {"results", json::array()}};
+  for (const Row& r : rows)
+    out["results"].push_back({{"op", r.op.name},
+                              {"phase", workload::to_string(r.op.phase)},
+                              {"shape", {r.op.m, r.op.n, r.op.k}},
+                              {"count", r.op.count},
+                              {"heads", {r.op.heads, r.op.kv_heads}},
+                              {"flops", r.op.flops},
+                              {"bytes_read", r.read},
+                              {"bytes_written", r.written},
+                              {"time_ms", r.median_ms},
+                              {"min_ms", r.min_ms},
+                              {"max_ms", r.max_ms},
+                              {"tflops", r.tflops},
+                              {"gbps", r.gbps},
+                              {"peak_share", r.peak_share >= 0 ? json(r.peak_share) : json(nullptr)},
+                              {"bound", r.bound.empty() ? json(nullptr) : json(r.bound)}});
+  writer.write(a.json_file, out);
+}
+
+}  // namespace sax::harness

@@ -1,0 +1,28 @@
+// `sax bench kernels`: the CPU layer ops timed at a single GEMM shape (--op gemm --m --n --k) or
+// at every op of a layout's per-rank layer slice (--cluster --model --layout: the compute ops
+// of one micro-batch through the first dense and MoE layer, the embedding and output, and the
+// optimizer, each shape once), with achieved TFLOP/s and GB/s and the share of the device's
+// peak from the cluster file (FLOPs or bytes, whichever bounds the op). One process: no MPI.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/job.hpp"
+
+namespace sax::harness {
+
+struct KernelBenchArgs {
+  std::string op;  // "gemm" for a single shape; empty with --cluster/--model/--layout
+  std::string m, n, k, phase = "forward";
+  std::string cluster_file, model_file, layout_file, rank = "0";
+  std::string iters = "10", warmup = "2", threads = "1";
+  std::string json_file;
+};
+
+// Bad input (exit 2): unknown op or phase, sizes that are not positive integers or overflow, a
+// layout that does not fit the model, an op whose buffers exceed the memory available (said
+// with the figure, before allocating).
+void bench_kernels(const KernelBenchArgs& args, const std::vector<std::string>& extras, const ResultWriter& writer);
+
+}  // namespace sax::harness
