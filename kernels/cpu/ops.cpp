@@ -45,12 +45,18 @@ std::uint64_t mix(std::uint64_t seed, std::uint64_t i) {  // splitmix64 of seed 
 float uniform(std::uint64_t seed, std::uint64_t i) {
   return static_cast<float>(mix(seed, i) >> 40) / static_cast<float>(1ull << 24);
 }
-// Dropout's keep decisions for elements [i, i + 4), i a multiple of 4: one hash gives four 16-bit
-// uniforms (p resolved to 1/65536), so that the mask costs a quarter of a hash per element.
-void keep4(std::uint64_t seed, std::uint64_t i, float p, std::uint8_t* out) {
-  const std::uint64_t x = mix(seed, i / 4);
-  const auto threshold = static_cast<std::uint32_t>(p * 65536.0f);
-  for (int q = 0; q < 4; ++q) out[q] = ((x >> (16 * q)) & 0xFFFF) >= threshold ? 1 : 0;
+// Dropout's keep decisions for elements [first, first + n): a 32-bit hash of the seed and each
+// element's index (lowbias32, integer multiplies only, so that the loop vectorises), kept when
+// its top 24 bits reach p·2^24. The same mask whatever order or split computes it.
+inline void keep_mask(std::uint64_t seed, std::uint64_t first, std::int64_t n, float p, std::uint8_t* mask) {
+  const auto s = static_cast<std::uint32_t>(seed ^ (seed >> 32));
+  const auto threshold = static_cast<std::uint32_t>(p * 16777216.0f);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint64_t idx = first + static_cast<std::uint64_t>(i);
+    std::uint32_t x = static_cast<std::uint32_t>(idx) * 0x9E3779B9u + static_cast<std::uint32_t>(idx >> 32) + s;
+    x ^= x >> 16, x *= 0x7feb352du, x ^= x >> 15, x *= 0x846ca68bu, x ^= x >> 16;
+    mask[i] = (x >> 8) >= threshold ? 1 : 0;
+  }
 }
 
 // exp for float, branch-free so that loops over it vectorise: 2^(x·log2 e) split into an integer
@@ -266,13 +272,7 @@ SAX_VECTOR_CLONES Traffic dropout_forward(std::int64_t rows, std::int64_t cols, 
                                           std::uint8_t* mask, float p, std::uint64_t seed) {
   const float keep = 1.0f / (1.0f - p);
   const std::int64_t n = rows * cols;
-  std::uint8_t tail[4];
-  for (std::int64_t i = 0; i < n; i += 4) {
-    std::uint8_t* m = i + 4 <= n ? mask + i : tail;
-    keep4(seed, static_cast<std::uint64_t>(i), p, m);
-    if (m == tail)
-      for (std::int64_t q = 0; i + q < n; ++q) mask[i + q] = tail[q];
-  }
+  keep_mask(seed, 0, n, p, mask);
   for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] * (static_cast<float>(mask[i]) * keep);  // branch-free
   return {fl(n), fl(n) + static_cast<double>(n)};
 }
@@ -291,14 +291,7 @@ SAX_VECTOR_CLONES Traffic bias_dropout_add_forward(std::int64_t rows, std::int64
   const std::int64_t total = rows * h;
   std::vector<float> zeros;
   const float* b = bias_or_zeros(bias, h, zeros);
-  if (p > 0) {
-    std::uint8_t tail[4];
-    for (std::int64_t i = 0; i < total; i += 4) {
-      std::uint8_t* m = i + 4 <= total ? mask + i : tail;
-      keep4(seed, static_cast<std::uint64_t>(i), p, m);
-      for (std::int64_t q = 0; q < 4 && i + q < total; ++q) mask[i + q] = m[q];
-    }
-  }
+  if (p > 0) keep_mask(seed, 0, total, p, mask);
   for (std::int64_t r = 0; r < rows; ++r) {
     const float *yr = y + r * h, *res = residual + r * h;
     float* o = out + r * h;
