@@ -22,3 +22,7 @@ mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
 mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
   build/sax bench coll --op all_reduce,send_recv --check -b 1K -e 1M -f 32 -n 10 --group pp \
   --cluster configs/clusters/local-2bld.json --layout configs/layouts/local-tp2-pp2.json
+
+echo "== 4. the layer ops of rank 0's slice of that layout (CPU kernels, one process): time, TFLOP/s, GB/s, share of the device's peak"
+build/sax bench kernels --cluster configs/clusters/local-2bld.json --model configs/models/gpt-tiny.json \
+  --layout configs/layouts/local-tp2-pp2.json -n 5 -w 1
