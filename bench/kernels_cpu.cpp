@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/stats.hpp"
 #include "kernels/cpu/ops.hpp"
 
 using namespace sax::kernels::cpu;
@@ -26,10 +27,7 @@ double seconds(const std::function<void()>& f, int iters) {
   for (int i = 0; i < iters; ++i) f();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
 }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using sax::harness::median;
 
 }  // namespace
 

@@ -71,6 +71,11 @@ json CollBenchConfig::to_json() const {
           {"json", json_file}};
 }
 
+const char* timing_mode(Backend backend, bool blocking, int graph_launches) {
+  if (backend == Backend::cpu) return "cpu";
+  return graph_launches > 0 ? "graph" : blocking ? "blocking" : "batched";
+}
+
 CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
                               const std::function<Backend(const std::string&)>& choose_backend) {
   CollBenchPlan plan;

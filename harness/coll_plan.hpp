@@ -57,6 +57,11 @@ struct CollBenchConfig {
   json to_json() const;
 };
 
+// How a sweep's iterations are timed, for the header and for `regress` to compare like with
+// like: "cpu" (each MPI call complete on return), or on CUDA "graph" (-G), "blocking" (-z 1),
+// "batched" (enqueued, synchronised once).
+const char* timing_mode(Backend backend, bool blocking, int graph_launches);
+
 struct CollBenchPlan {
   CollBenchConfig config;
   coll::GroupSet groups;

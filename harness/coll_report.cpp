@@ -78,12 +78,12 @@ std::string coll_timing_text(const CollBenchConfig& c) {
                            : c.average == RankAggregate::mean ? "mean over ranks of each rank's"
                            : c.average == RankAggregate::min  ? "fastest rank's"
                                                               : "slowest rank's";
-  std::string how = c.graph_launches > 0
-                        ? "iterations captured in a CUDA graph, launched " + std::to_string(c.graph_launches) + " times"
-                    : c.blocking || c.backend == Backend::cpu
-                        ? std::string(c.backend == Backend::cpu ? "each MPI call complete on return"
-                                                                : "synchronised after every iteration")
-                        : "iterations enqueued, synchronised once";
+  const std::string mode = timing_mode(c.backend, c.blocking, c.graph_launches);
+  const std::string how =
+      mode == "cpu"     ? "each MPI call complete on return"
+      : mode == "graph" ? "iterations captured in a CUDA graph, launched " + std::to_string(c.graph_launches) + " times"
+      : mode == "blocking" ? "synchronised after every iteration"
+                           : "iterations enqueued, synchronised once";
   return "time = " + over + " mean per iteration (average " + std::to_string(static_cast<int>(c.average)) + ": " +
          to_string(c.average) + "; " + how + "); p50/p99/cv over per-" +
          (c.graph_launches > 0 ? "launch" : "iteration") + " samples, each the " + to_string(c.average) + " over ranks";

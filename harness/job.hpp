@@ -68,10 +68,9 @@ class Job {
   // job with exit code 1 (a peer stuck in a collective would otherwise wait forever).
   [[noreturn]] void abort(const std::exception& e);
 
-  // Across all ranks: element-wise aggregate in place, an aggregate, a maximum, a sum, a barrier.
+  // Across all ranks: element-wise aggregate in place, an aggregate, a sum, a barrier.
   void aggregate(std::vector<double>& values, RankAggregate how);
   double aggregate(double value, RankAggregate how);
-  double max(double value) { return aggregate(value, RankAggregate::max); }
   std::int64_t sum(std::int64_t value);
   void barrier();
   // Every rank's `value`, in rank order (host names, for the environment record).

@@ -105,6 +105,7 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     Op o;
     o.kind = workload::OpKind::compute;
     o.name = "gemm";
+    o.compute = workload::ComputeKind::gemm;
     o.phase = ph->second;
     o.m = static_cast<double>(parse_count(a.m, "--m", 1, 2147483647));
     o.n = static_cast<double>(parse_count(a.n, "--n", 1, 2147483647));

@@ -10,23 +10,11 @@
 namespace sax::harness {
 
 namespace cpu = kernels::cpu;
+using workload::ComputeKind;
 using workload::Op;
 using workload::Phase;
 
 namespace {
-
-enum class Family { gemm, product, flash, memory };
-
-const std::vector<std::string> kGemms = {"gemm",   "qkv_proj",    "out_proj",    "mlp_fc1", "mlp_fc2",
-                                         "router", "experts_fc1", "experts_fc2", "logits"};
-const std::vector<std::string> kProducts = {"attention_scores", "attention_values"};
-
-Family family_of(const Op& op) {
-  if (std::find(kGemms.begin(), kGemms.end(), op.name) != kGemms.end()) return Family::gemm;
-  if (std::find(kProducts.begin(), kProducts.end(), op.name) != kProducts.end()) return Family::product;
-  if (op.name == "attention") return Family::flash;
-  return Family::memory;
-}
 
 std::int64_t dim(double v, const std::string& what, const Op& op) {
   if (!(v >= 1) || v > static_cast<double>(INT_MAX) || v != std::floor(v))
@@ -49,16 +37,16 @@ struct OpRunner::Buffers {
 
 OpRunner::OpRunner(const Model& model, const Op& op) : model_(model), op_(op) {
   if (op.kind != workload::OpKind::compute) throw UsageError("op " + op.name + " is a message, not a compute op");
-  const Family fam = family_of(op);
+  const ComputeKind fam = op.compute;
   std::int64_t big = 0, small = 0;
-  if (fam == Family::gemm || fam == Family::product) {
+  if (fam == ComputeKind::gemm || fam == ComputeKind::product) {
     const std::int64_t m = dim(op.m, "m", op), n = dim(op.n, "n", op), k = dim(op.k, "k", op);
     dim(op.count, "count", op);
     std::int64_t mk = 0, kn = 0, mn = 0;
     if (__builtin_mul_overflow(m, k, &mk) || __builtin_mul_overflow(k, n, &kn) || __builtin_mul_overflow(m, n, &mn))
       throw UsageError("op " + op.name + ": m·n·k overflows");
     big = std::max({mk, kn, mn});
-  } else if (fam == Family::flash) {
+  } else if (fam == ComputeKind::attention) {
     const std::int64_t b = dim(op.count, "batch", op), heads = dim(op.heads, "heads", op),
                        g = dim(op.kv_heads, "kv_heads", op), sq = dim(op.m, "queries", op), sk = dim(op.n, "keys", op),
                        d = dim(op.k, "head dimension", op);
@@ -72,7 +60,7 @@ OpRunner::OpRunner(const Model& model, const Op& op) : model_(model), op_(op) {
     if (op.name == "unpermute") big *= std::max<std::int64_t>(1, model.moe_router_topk);  // k rows per token
     small = std::max<std::int64_t>(big, rows * std::max<std::int64_t>(1, model.moe_router_topk)) * 5;
   }
-  floats_ = (fam == Family::flash ? kBuffers : 5) * (big + 16);
+  floats_ = (fam == ComputeKind::attention ? kBuffers : 5) * (big + 16);
   small_bytes_ = small;
 }
 
@@ -82,7 +70,7 @@ OpRunner::OpRunner(OpRunner&&) noexcept = default;
 
 void OpRunner::allocate() {
   b_ = std::make_unique<Buffers>();
-  const int n = family_of(op_) == Family::flash ? kBuffers : 5;
+  const int n = op_.compute == ComputeKind::attention ? kBuffers : 5;
   const std::size_t each = static_cast<std::size_t>(floats_ / n);
   for (int i = 0; i < n; ++i) b_->f[i].assign(each, 0.5f);
   const std::size_t s = static_cast<std::size_t>(small_bytes_ / 5 + 16);
@@ -96,14 +84,14 @@ cpu::Traffic OpRunner::run() {
   if (!b_) allocate();
   float *A = b_->f[0].data(), *B = b_->f[1].data(), *C = b_->f[2].data(), *D = b_->f[3].data(), *E = b_->f[4].data();
   const Op& o = op_;
-  const Family fam = family_of(o);
+  const ComputeKind fam = o.compute;
   cpu::Traffic t;
   const bool fwd = forward_like(o.phase);
-  if (fam == Family::gemm || fam == Family::product) {
+  if (fam == ComputeKind::gemm || fam == ComputeKind::product) {
     const auto m = static_cast<std::int64_t>(o.m), n = static_cast<std::int64_t>(o.n),
                k = static_cast<std::int64_t>(o.k);
     const std::int64_t times =
-        static_cast<std::int64_t>(o.count) * (fam == Family::product ? static_cast<std::int64_t>(o.heads) : 1);
+        static_cast<std::int64_t>(o.count) * (fam == ComputeKind::product ? static_cast<std::int64_t>(o.heads) : 1);
     const bool in = !fwd && o.phase != Phase::backward_weight, wt = !fwd && o.phase != Phase::backward_input;
     for (std::int64_t i = 0; i < times; ++i) {
       if (fwd) t += cpu::linear_forward(m, n, k, A, B, C);
@@ -112,7 +100,7 @@ cpu::Traffic OpRunner::run() {
     }
     return t;
   }
-  if (fam == Family::flash) {
+  if (fam == ComputeKind::attention) {
     const cpu::AttentionShape s{static_cast<std::int64_t>(o.count),    static_cast<std::int64_t>(o.heads),
                                 static_cast<std::int64_t>(o.kv_heads), static_cast<std::int64_t>(o.m),
                                 static_cast<std::int64_t>(o.n),        static_cast<std::int64_t>(o.k)};
@@ -185,12 +173,12 @@ cpu::Traffic OpRunner::run() {
 
 std::string shape_text(const Op& o) {
   char buf[128];
-  const Family fam = family_of(o);
-  if (fam == Family::flash)
+  const ComputeKind fam = o.compute;
+  if (fam == ComputeKind::attention)
     std::snprintf(buf, sizeof buf, "%.0fx%.0f/%.0fx%.0fx%.0fx%.0f", o.count, o.heads, o.kv_heads, o.m, o.n, o.k);
-  else if (fam == Family::gemm || fam == Family::product)
+  else if (fam == ComputeKind::gemm || fam == ComputeKind::product)
     std::snprintf(buf, sizeof buf, "%.0fx%.0fx%.0f x%.0f", o.m, o.n, o.k,
-                  o.count * (fam == Family::product ? o.heads : 1));
+                  o.count * (fam == ComputeKind::product ? o.heads : 1));
   else
     std::snprintf(buf, sizeof buf, "%.0fx%.0f", o.m, o.n);
   return buf;

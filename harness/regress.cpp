@@ -6,6 +6,7 @@
 #include <map>
 #include <tuple>
 
+#include "harness/coll_plan.hpp"
 #include "harness/coll_table.hpp"
 #include "harness/job.hpp"
 #include "harness/stats.hpp"
@@ -67,11 +68,8 @@ TimingKind timing_of(const nlohmann::json& doc, const std::string& file) {
   Fields f(doc["config"], file, "/config");
   const std::optional<RankAggregate> how = parse_rank_aggregate(f.string("average"));
   if (!how) f.fail("average", "one of rank0, mean, min, max");
-  if (!cuda) return {to_string(*how), "cpu"};
-  const std::string mode = f.integer("graph_launches", 0, 0) > 0 ? "graph"
-                           : f.boolean("blocking", false)        ? "blocking"
-                                                                 : "batched";
-  return {to_string(*how), mode};
+  return {to_string(*how), timing_mode(cuda ? Backend::cuda : Backend::cpu, cuda && f.boolean("blocking", false),
+                                       cuda ? static_cast<int>(f.integer("graph_launches", 0, 0)) : 0)};
 }
 
 }  // namespace

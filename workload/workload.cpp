@@ -158,16 +158,12 @@ class Builder {
   bool is_moe(std::int64_t layer) const { return m_.moe_layer_pattern[static_cast<std::size_t>(layer)]; }
   double mlp_w() const { return m_.swiglu ? 3.0 : 2.0; }
 
-  // One compute op of a layer (or of the embedding and output), as the workload lists it:
-  //   gemm     m×k by k×n, `count` times, with weights (its backward: input and weight
-  //            gradients, split into B and W under zero bubble);
-  //   product  a batched product of activations (unfused attention's scores and values): `count`
-  //            batches × `heads`, no weights, both input gradients in the backward;
-  //   flash    fused attention: batch `count`, `heads` query heads over `kv_heads` KV heads,
-  //            m queries by n keys of head dimension k, the score matrix never in memory;
-  //   memory   a memory-bound op over m rows of n elements; its bytes are given.
-  // Bytes are what the op reads and writes in device memory (workload/README.md).
-  enum class Kind { gemm, product, flash, memory };
+  // One compute op of a layer (or of the embedding and output), as the workload lists it (the
+  // kinds: workload.hpp): a GEMM m×k by k×n, `count` times; a product of `count` batches ×
+  // `heads`; fused attention of batch `count`, `heads` query heads over `kv_heads` KV heads, m
+  // queries by n keys of head dimension k; a memory-bound op over m rows of n elements, its
+  // bytes given. Bytes are what the op reads and writes in device memory (workload/README.md).
+  using Kind = ComputeKind;
   struct LayerOp {
     const char* name;
     Kind kind;
@@ -194,7 +190,7 @@ class Builder {
     op.count = o.count;
     op.heads = o.heads;
     op.kv_heads = o.kv_heads;
-    op.memory_bound = o.kind == Kind::memory;
+    op.compute = o.kind;
     const bool fwd = part == Part::forward;
     const double e = e_, c = o.count;
     switch (o.kind) {
@@ -221,7 +217,7 @@ class Builder {
         op.bytes_written = (fwd ? mn : mk + kn) * bh * e;
         break;
       }
-      case Kind::flash:
+      case Kind::attention:
         op.flops = (fwd ? 4.0 : 8.0) * o.m * o.n * o.k * c * o.heads;
         op.bytes_read = fwd ? o.fwd_read : o.bwd_read;
         op.bytes_written = fwd ? o.fwd_written : o.bwd_written;
@@ -299,8 +295,8 @@ class Builder {
       // Reads Q, K, V, writes O and the row log-sum-exp (fp32); backward reads Q, K, V, O, dO and
       // the log-sum-exp, writes dQ, dK, dV.
       const double lse = T_ * a * 4;
-      LayerOp f{"attention", Kind::flash, sq, sk, d, b, a, g, qb + 2 * kvb, qb + lse, 3 * qb + 2 * kvb + lse,
-                qb + 2 * kvb};
+      LayerOp f{"attention", Kind::attention,        sq,          sk, d, b, a, g, qb + 2 * kvb,
+                qb + lse,    3 * qb + 2 * kvb + lse, qb + 2 * kvb};
       f.core = true;
       ops.push_back(f);
     } else {
@@ -615,7 +611,7 @@ class Builder {
     opt.phase = Phase::optimizer;
     opt.name = "optimizer_step";
     opt.params = dist ? dense / dp_ + expert / edp_ : dense + expert;
-    opt.memory_bound = true;
+    opt.compute = ComputeKind::memory;
     opt.m = opt.params;
     opt.n = 1;
     opt.count = 1;
@@ -698,7 +694,7 @@ json to_json(const Workload& w) {
       j["flops"] = o.flops;
       j["bytes_read"] = o.bytes_read;
       j["bytes_written"] = o.bytes_written;
-      if (o.memory_bound) j["memory_bound"] = true;
+      if (o.memory_bound()) j["memory_bound"] = true;
       if (o.params > 0) j["params"] = o.params;
     } else {
       j["dim"] = dim_name(o.dim);

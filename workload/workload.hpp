@@ -24,6 +24,11 @@ const char* to_string(Phase p);
 
 enum class OpKind { compute, message };
 
+// What a compute op is: a weight GEMM (its backward splits into input and weight gradients), a
+// product of activations (unfused attention's scores and values), fused attention (the score
+// matrix never in memory), or a memory-bound op (workload/README.md).
+enum class ComputeKind { gemm, product, attention, memory };
+
 struct Op {
   OpKind kind = OpKind::compute;
   Phase phase = Phase::forward;
@@ -41,7 +46,8 @@ struct Op {
   double flops = 0;  // model FLOPs, as Megatron counts them (0 for memory-bound ops)
   // Device-memory traffic of the op (workload/README.md, formula by formula).
   double bytes_read = 0, bytes_written = 0;
-  bool memory_bound = false;
+  ComputeKind compute = ComputeKind::gemm;
+  bool memory_bound() const { return compute == ComputeKind::memory; }
   double params = 0;  // optimizer_step: parameters updated
 
   // Message.

@@ -234,9 +234,9 @@ TEST_P(WorkloadGrid, EveryComputeOpHasItsBytesAndMemoryBoundOpsNoModelFlops) {
       if (o.kind != OpKind::compute) continue;
       EXPECT_GT(o.bytes_read, 0) << s.name << " " << o.name;
       EXPECT_GT(o.bytes_written, 0) << s.name << " " << o.name;
-      if (o.memory_bound) EXPECT_EQ(o.flops, 0) << s.name << " " << o.name;
-      if (!o.memory_bound) EXPECT_GT(o.flops, 0) << s.name << " " << o.name;
-      if (o.phase == Phase::backward_weight) EXPECT_FALSE(o.memory_bound) << s.name << " " << o.name;
+      if (o.memory_bound()) EXPECT_EQ(o.flops, 0) << s.name << " " << o.name;
+      if (!o.memory_bound()) EXPECT_GT(o.flops, 0) << s.name << " " << o.name;
+      if (o.phase == Phase::backward_weight) EXPECT_FALSE(o.memory_bound()) << s.name << " " << o.name;
     }
 }
 
@@ -346,7 +346,7 @@ TEST(Workload, MoeLayerAndEdgesListEveryOp) {
   EXPECT_DOUBLE_EQ(act.bytes_written, s * k * 512 * e);
   EXPECT_DOUBLE_EQ(find(w, "permute", Phase::forward).bytes_written, s * k * h * e + s * k * 4);  // + row map
   const Op& opt = find(w, "optimizer_step", Phase::optimizer);
-  EXPECT_TRUE(opt.memory_bound);
+  EXPECT_TRUE(opt.memory_bound());
   EXPECT_DOUBLE_EQ(opt.bytes_read, 16 * opt.params);     // fp32: parameter, gradient, m, v
   EXPECT_DOUBLE_EQ(opt.bytes_written, 12 * opt.params);  // parameter, m, v in place
 }
