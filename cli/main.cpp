@@ -2,6 +2,7 @@
 // Exit codes, here and nowhere else: 0 success, 1 a failed run (a RunError, among them a failed
 // MPI/CUDA/cuBLAS/NCCL/CUPTI call), 2 bad input (one line naming file, field, expectation).
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -28,7 +29,8 @@ static bool first_rank() {
 }
 
 static int fail(int code, const char* prefix, const std::string& what) {
-  if (first_rank()) std::cerr << "sax: " << prefix << ": " << what << "\n";
+  // One write: a line sent in pieces can be split by mpirun's own banner on the same stream.
+  if (first_rank()) std::fputs(("sax: " + std::string(prefix) + ": " + what + "\n").c_str(), stderr);
   return code;
 }
 

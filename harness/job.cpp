@@ -63,7 +63,8 @@ void Job::agree(const std::string& args_text, const std::function<void()>& valid
 }
 
 void Job::announce_and_meet(bool run_error, const std::string& what) {
-  if (rank_ == 0) std::cerr << (run_error ? "sax: failed: " : "sax: error: ") << what << std::endl;
+  // One write: a line sent in pieces can be split by mpirun's own banner on the same stream.
+  if (rank_ == 0) std::fputs(((run_error ? "sax: failed: " : "sax: error: ") + what + "\n").c_str(), stderr);
   const int fd = ::open("/dev/null", O_WRONLY);
   if (fd >= 0) ::dup2(fd, STDERR_FILENO);
   MPI_Barrier(MPI_COMM_WORLD);
