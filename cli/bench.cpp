@@ -69,10 +69,12 @@ void add_bench(CLI::App& app) {
   kern->callback([] { throw UsageError("bench kernels: this sax was built without OpenBLAS (the CPU layer ops)"); });
 #else
   auto kargs = std::make_shared<harness::KernelBenchArgs>();
-  kern->add_option("--op", kargs->op, "gemm (a single shape with --m --n --k); omit to sweep a layout");
-  kern->add_option("--m", kargs->m, "GEMM rows");
-  kern->add_option("--n", kargs->n, "GEMM columns");
-  kern->add_option("--k", kargs->k, "GEMM inner dimension");
+  kern->add_option("--op", kargs->op, "gemm or attention (a single shape with --m --n --k); omit to sweep a layout");
+  kern->add_option("--m", kargs->m, "GEMM rows; attention: queries");
+  kern->add_option("--n", kargs->n, "GEMM columns; attention: keys (causal: the queries are the last keys)");
+  kern->add_option("--k", kargs->k, "GEMM inner dimension; attention: head dimension");
+  kern->add_option("--heads", kargs->heads, "attention: query heads (default 1)");
+  kern->add_option("--kv-heads", kargs->kv_heads, "attention: K/V heads (grouped-query; default --heads)");
   kern->add_option("--phase", kargs->phase, "forward | backward | backward_input | backward_weight")
       ->capture_default_str();
   kern->add_option("--cluster", kargs->cluster_file,
@@ -83,6 +85,11 @@ void add_bench(CLI::App& app) {
   kern->add_option("-n,--iters", kargs->iters, "Timed runs per op")->capture_default_str();
   kern->add_option("-w,--warmup", kargs->warmup, "Untimed runs before")->capture_default_str();
   kern->add_option("--threads", kargs->threads, "OpenBLAS threads (a rank computes on one core)")
+      ->capture_default_str();
+  kern->add_option("--backend", kargs->backend, "cpu (OpenBLAS, float32) | cuda (cuBLAS + own kernels, bf16)")
+      ->capture_default_str();
+  kern->add_option("--router-skew", kargs->router_skew,
+                   "Router logits favour low-numbered experts by this much (0 uniform): real load imbalance")
       ->capture_default_str();
   kern->add_option("--json", kargs->json_file, "Write the results as JSON");
   kern->allow_extras();

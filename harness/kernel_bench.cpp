@@ -1,7 +1,5 @@
 #include "harness/kernel_bench.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -14,6 +12,7 @@
 
 #include "harness/op_runner.hpp"
 #include "harness/stats.hpp"
+#include "kernels/cpu/ops.hpp"
 #include "sax_version.hpp"
 #include "spec/error.hpp"
 #include "workload/workload.hpp"
@@ -35,9 +34,12 @@ std::int64_t parse_count(const std::string& text, const std::string& flag, std::
   return v;
 }
 
-double available_bytes() {
-  const long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0;
+double parse_skew(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v >= 0 && v <= 100))
+    throw UsageError("--router-skew: expected a number from 0 (uniform) to 100, got '" + text + "'");
+  return v;
 }
 
 // The ops of one micro-batch that `bench kernels` sweeps: compute ops of micro-batch 0 in the
@@ -66,6 +68,7 @@ struct Row {
   double median_ms = 0, min_ms = 0, max_ms = 0, tflops = 0, gbps = 0, read = 0, written = 0;
   double peak_share = -1;  // -1: no cluster to compare with
   std::string bound;
+  std::vector<std::int64_t> expert_rows;  // grouped expert GEMMs: rows per local expert
 };
 
 }  // namespace
@@ -75,6 +78,11 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
   const int iters = static_cast<int>(parse_count(a.iters, "-n/--iters", 1, 1000000));
   const int warmup = static_cast<int>(parse_count(a.warmup, "-w/--warmup", 0, 1000000));
   const int threads = static_cast<int>(parse_count(a.threads, "--threads", 1, 1024));
+  if (a.backend != "cpu" && a.backend != "cuda")
+    throw UsageError("--backend: expected cpu or cuda, got '" + a.backend + "'");
+  const Backend backend = a.backend == "cuda" ? Backend::cuda : Backend::cpu;
+  OpRunnerOptions options;
+  options.router_skew = static_cast<float>(parse_skew(a.router_skew));
   std::optional<Cluster> cluster;
   if (!a.cluster_file.empty()) cluster = load_cluster(a.cluster_file);
   Model model;
@@ -90,59 +98,80 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     validate_layout(layout, model, *cluster, a.layout_file);
     const std::int64_t rank = parse_count(a.rank, "--rank", 0, cluster->world_size() - 1);
     ops = sweep_ops(workload::build(*cluster, model, layout, rank), model);
+    if (model.num_experts > 0) options.local_experts = model.num_experts / layout.expert_model_parallel_size;
   } else {
-    if (a.op != "gemm")
-      throw UsageError("--op: expected gemm (or no --op with --cluster --model --layout), got '" + a.op + "'");
+    if (a.op != "gemm" && a.op != "attention")
+      throw UsageError("--op: expected gemm or attention (or no --op with --cluster --model --layout), got '" + a.op +
+                       "'");
     if (!a.model_file.empty() || !a.layout_file.empty())
       throw UsageError("--model and --layout sweep a layout: drop --op");
+    const bool attention = a.op == "attention";
     static const std::map<std::string, Phase> phases = {{"forward", Phase::forward},
                                                         {"backward", Phase::backward},
                                                         {"backward_input", Phase::backward_input},
                                                         {"backward_weight", Phase::backward_weight}};
     const auto ph = phases.find(a.phase);
-    if (ph == phases.end())
-      throw UsageError("--phase: expected forward, backward, backward_input or backward_weight, got '" + a.phase + "'");
+    if (ph == phases.end() || (attention && ph->second != Phase::forward && ph->second != Phase::backward))
+      throw UsageError("--phase: expected forward, backward" +
+                       std::string(attention ? "" : ", backward_input or backward_weight") + ", got '" + a.phase + "'");
     Op o;
     o.kind = workload::OpKind::compute;
-    o.name = "gemm";
-    o.compute = workload::ComputeKind::gemm;
+    o.name = a.op;
+    o.compute = attention ? workload::ComputeKind::attention : workload::ComputeKind::gemm;
     o.phase = ph->second;
     o.m = static_cast<double>(parse_count(a.m, "--m", 1, 2147483647));
     o.n = static_cast<double>(parse_count(a.n, "--n", 1, 2147483647));
     o.k = static_cast<double>(parse_count(a.k, "--k", 1, 2147483647));
     o.count = 1;
-    const double parts = o.phase == Phase::backward ? 2 : 1;
-    o.flops = parts * 2 * o.m * o.n * o.k;
+    if (attention) {
+      o.heads = a.heads.empty() ? 1 : static_cast<double>(parse_count(a.heads, "--heads", 1, 65536));
+      o.kv_heads = a.kv_heads.empty() ? o.heads : static_cast<double>(parse_count(a.kv_heads, "--kv-heads", 1, 65536));
+      if (static_cast<std::int64_t>(o.heads) % static_cast<std::int64_t>(o.kv_heads) != 0)
+        throw UsageError("--kv-heads must divide --heads (grouped-query heads)");
+      if (o.n < o.m) throw UsageError("--n (keys) must be at least --m (queries): the queries are the last keys");
+    } else if (!a.heads.empty() || !a.kv_heads.empty()) {
+      throw UsageError("--heads and --kv-heads go with --op attention");
+    }
+    o.flops = workload::flops(o);
     ops.push_back(o);
     model.dtype = DType::fp32;
   }
+  if (backend == Backend::cuda) {
+    const kernels::CudaDevices cuda = kernels::cuda_devices();
+    if (cuda.count == 0) throw UsageError("--backend cuda: " + (cuda.compiled ? cuda.reason : "built without CUDA"));
+  }
+  std::unique_ptr<kernels::Device> device = kernels::make_device(backend);
+  std::unique_ptr<kernels::Ops> kops = kernels::make_ops(*device);
   // Sizes are checked (and the memory they need) before anything is allocated or run.
   std::vector<OpRunner> runners;
-  const double avail = available_bytes();
+  const double avail = device->free_bytes();
   for (const Op& o : ops) {
-    runners.emplace_back(model, o);
+    runners.emplace_back(model, o, *device, *kops, options);
     const double need = runners.back().buffer_bytes();
     if (avail > 0 && need > avail) {
       char buf[256];
-      std::snprintf(buf, sizeof buf, "op %s (%s, %s) needs %.2f GiB of buffers, %.2f GiB are available", o.name.c_str(),
-                    workload::to_string(o.phase), shape_text(o).c_str(), need / (1u << 30), avail / (1u << 30));
+      std::snprintf(buf, sizeof buf, "op %s (%s, %s) needs %.2f GiB of buffers, %.2f GiB are free on the %s device",
+                    o.name.c_str(), workload::to_string(o.phase), shape_text(o).c_str(), need / (1u << 30),
+                    avail / (1u << 30), to_string(backend));
       throw UsageError(buf);
     }
   }
   if (!a.json_file.empty()) writer.check(a.json_file);
   const bool threads_set = kernels::cpu::set_blas_threads(threads);
-  // The device's peak, from the cluster file: the CPU backend computes in float32.
+  // The device's peak, from the cluster file: the CPU backend computes in float32, the CUDA
+  // backend in bf16.
   double peak_flops = 0, peak_bw = 0;
   if (cluster) {
     const auto& pk = cluster->device.peak_tflops;
-    const DType d = cluster->backend == Backend::cpu ? DType::fp32 : model.dtype;
+    const DType d = backend == Backend::cpu ? DType::fp32 : DType::bf16;
     if (auto it = pk.find(d); it != pk.end()) peak_flops = it->second * 1e12;
     peak_bw = cluster->device.hbm_bandwidth_gbps * 1e9;
   }
   std::printf(
-      "# sax bench kernels: %zu op(s), CPU float32, BLAS threads %s, %d iterations after %d warm-up; time "
-      "median (min-max)%s\n",
-      ops.size(), threads_set ? std::to_string(threads).c_str() : "as the CBLAS decides", iters, warmup,
+      "# sax bench kernels: %zu op(s), %s, BLAS threads %s, router skew %g, %d iterations after %d warm-up; "
+      "time median (min-max)%s\n",
+      ops.size(), backend == Backend::cpu ? "CPU float32" : ("CUDA bf16 on " + device->name()).c_str(),
+      threads_set ? std::to_string(threads).c_str() : "as the CBLAS decides", options.router_skew, iters, warmup,
       cluster ? ("; peak from " + cluster->name + ": " + std::to_string(peak_flops / 1e12) + " TFLOP/s, " +
                  std::to_string(peak_bw / 1e9) + " GB/s")
                     .c_str()
@@ -155,15 +184,21 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     OpRunner& r = runners[i];
     r.allocate();
     for (int w = 0; w < warmup; ++w) r.run();
+    // Timed by the device's events on its compute stream (CUDA: the GPU's clock; CPU: the host's).
+    const Stream stream = device->compute_stream();
+    auto t0 = device->make_event(true), t1 = device->make_event(true);
     std::vector<double> ms;
-    kernels::cpu::Traffic t;
+    kernels::Traffic t;
     for (int it = 0; it < iters; ++it) {
-      const auto t0 = std::chrono::steady_clock::now();
+      t0->record(stream);
       t = r.run();
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      t1->record(stream);
+      t1->synchronize();
+      ms.push_back(t1->elapsed_us(*t0) / 1e3);
     }
     Row row;
     row.op = r.op();
+    row.expert_rows = r.expert_rows();
     row.median_ms = median(ms);
     row.min_ms = *std::min_element(ms.begin(), ms.end());
     row.max_ms = *std::max_element(ms.begin(), ms.end());
@@ -194,8 +229,10 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
   if (a.json_file.empty()) return;
   json out = {{"version", 1},
               {"sax_version", kVersion},
-              {"backend", "cpu"},
-              {"dtype", "float32"},
+              {"backend", to_string(backend)},
+              {"device", device->name()},
+              {"dtype", backend == Backend::cpu ? "float32" : "bfloat16"},
+              {"router_skew", options.router_skew},
               {"iters", iters},
               {"threads", threads_set ? json(threads) : json(nullptr)},
               {"warmup", warmup},
@@ -218,7 +255,8 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
                               {"tflops", r.tflops},
                               {"gbps", r.gbps},
                               {"peak_share", r.peak_share >= 0 ? json(r.peak_share) : json(nullptr)},
-                              {"bound", r.bound.empty() ? json(nullptr) : json(r.bound)}});
+                              {"bound", r.bound.empty() ? json(nullptr) : json(r.bound)},
+                              {"expert_rows", r.expert_rows}});
   writer.write(a.json_file, out);
 }
 

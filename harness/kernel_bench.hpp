@@ -1,4 +1,5 @@
-// `sax bench kernels`: the CPU layer ops timed at a single GEMM shape (--op gemm --m --n --k) or
+// `sax bench kernels`: the layer ops (CPU or CUDA backend) timed at a single GEMM shape (--op gemm --m --n --k),
+// a single causal attention (--op attention --m queries --n keys --k head dim --heads H) or
 // at every op of a layout's per-rank layer slice (--cluster --model --layout: the compute ops
 // of one micro-batch through the first dense and MoE layer, the embedding and output, and the
 // optimizer, each shape once), with achieved TFLOP/s and GB/s and the share of the device's
@@ -13,10 +14,12 @@
 namespace sax::harness {
 
 struct KernelBenchArgs {
-  std::string op;  // "gemm" for a single shape; empty with --cluster/--model/--layout
+  std::string op;  // "gemm" or "attention" for a single shape; empty with --cluster/--model/--layout
   std::string m, n, k, phase = "forward";
+  std::string heads, kv_heads;  // --op attention: query heads (default 1) and K/V heads (default heads)
   std::string cluster_file, model_file, layout_file, rank = "0";
   std::string iters = "10", warmup = "2", threads = "1";
+  std::string backend = "cpu", router_skew = "0";
   std::string json_file;
 };
 

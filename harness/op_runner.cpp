@@ -9,7 +9,7 @@
 
 namespace sax::harness {
 
-namespace cpu = kernels::cpu;
+using kernels::Traffic;
 using workload::ComputeKind;
 using workload::Op;
 using workload::Phase;
@@ -24,151 +24,258 @@ std::int64_t dim(double v, const std::string& what, const Op& op) {
 }
 
 bool forward_like(Phase p) { return p == Phase::forward || p == Phase::recompute; }
+bool is_expert_gemm(const Op& o) { return o.name == "experts_fc1" || o.name == "experts_fc2"; }
+bool routed(const Op& o) { return o.name == "router_topk" || o.name == "permute" || o.name == "unpermute"; }
+
+std::int64_t mul(std::int64_t a, std::int64_t b, const Op& op) {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    throw UsageError("op " + op.name + ": " + std::to_string(a) + "·" + std::to_string(b) + " elements overflows");
+  return r;
+}
+
+float* f32(kernels::Buffer& b) { return static_cast<float*>(b.data()); }
 
 }  // namespace
 
 constexpr int kBuffers = 10;  // flash attention's backward: q, k, v, o, dO, lse, dq, dk, dv
 
 struct OpRunner::Buffers {
-  std::vector<float> f[kBuffers];
-  std::vector<std::uint8_t> mask;
-  std::vector<std::int32_t> ids, index, row_of;
+  std::unique_ptr<kernels::Buffer> f[kBuffers];
+  std::unique_ptr<kernels::Buffer> mask, ids, index, row_of;
 };
 
-OpRunner::OpRunner(const Model& model, const Op& op) : model_(model), op_(op) {
+std::vector<std::int64_t> rows_per_expert(const std::vector<std::int32_t>& index, std::int64_t local, std::int64_t ep) {
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(local), 0);
+  for (std::int32_t e : index)
+    if (e >= 0 && e < local) rows[static_cast<std::size_t>(e)] += ep;
+  return rows;
+}
+
+OpRunner::OpRunner(const Model& model, const Op& op, kernels::Device& device, kernels::Ops& ops,
+                   const OpRunnerOptions& options)
+    : model_(model), op_(op), device_(&device), ops_(&ops), opt_(options) {
   if (op.kind != workload::OpKind::compute) throw UsageError("op " + op.name + " is a message, not a compute op");
+  if (!(opt_.router_skew >= 0 && opt_.router_skew <= 100))
+    throw UsageError("router skew: expected 0 to 100, got " + std::to_string(opt_.router_skew));
   const ComputeKind fam = op.compute;
+  const std::int64_t topk = std::max<std::int64_t>(1, model.moe_router_topk);
   std::int64_t big = 0, small = 0;
   if (fam == ComputeKind::gemm || fam == ComputeKind::product) {
     const std::int64_t m = dim(op.m, "m", op), n = dim(op.n, "n", op), k = dim(op.k, "k", op);
     dim(op.count, "count", op);
-    std::int64_t mk = 0, kn = 0, mn = 0;
-    if (__builtin_mul_overflow(m, k, &mk) || __builtin_mul_overflow(k, n, &kn) || __builtin_mul_overflow(m, n, &mn))
-      throw UsageError("op " + op.name + ": m·n·k overflows");
-    big = std::max({mk, kn, mn});
+    std::int64_t rows = m, weights = 1;
+    if (is_expert_gemm(op) && model.num_experts > 0) {
+      const std::int64_t local = opt_.local_experts > 0 ? opt_.local_experts : model.num_experts;
+      if (local > model.num_experts || model.num_experts % local != 0)
+        throw UsageError("op " + op.name + ": " + std::to_string(local) + " local experts do not divide " +
+                         std::to_string(model.num_experts));
+      route(std::max<std::int64_t>(1, m / topk));
+      std::vector<std::int32_t> index(static_cast<std::size_t>(std::max<std::int64_t>(1, m / topk) * topk));
+      b_->index->download(index.data(), index.size() * 4);
+      b_.reset();
+      groups_ = rows_per_expert(index, local, model.num_experts / local);
+      rows = 0;
+      for (std::int64_t g : groups_) rows += g;
+      rows = std::max<std::int64_t>(rows, 1);
+      weights = local;
+    }
+    big = std::max({mul(rows, k, op), mul(mul(k, n, op), weights, op), mul(rows, n, op)});
+    buffers_ = 5;
   } else if (fam == ComputeKind::attention) {
     const std::int64_t b = dim(op.count, "batch", op), heads = dim(op.heads, "heads", op),
                        g = dim(op.kv_heads, "kv_heads", op), sq = dim(op.m, "queries", op), sk = dim(op.n, "keys", op),
                        d = dim(op.k, "head dimension", op);
     if (heads % g != 0)
       throw UsageError("op attention: heads (" + std::to_string(heads) + ") not a multiple of kv heads");
-    big = std::max(b * sq * heads * d, b * sk * g * d) + b * heads * sq;
+    big = std::max(mul(mul(b, sq, op), heads * d, op), mul(mul(b, sk, op), g * d, op)) + b * heads * sq;
+    buffers_ = kBuffers;
   } else {
     const std::int64_t rows = dim(op.m, "rows", op), cols = dim(op.n, "cols", op);
-    if (__builtin_mul_overflow(rows, cols, &big)) throw UsageError("op " + op.name + ": rows·cols overflows");
-    if (op.name == "activation" || op.name == "expert_activation") big *= 2;              // SwiGLU's two halves
-    if (op.name == "unpermute") big *= std::max<std::int64_t>(1, model.moe_router_topk);  // k rows per token
-    small = std::max<std::int64_t>(big, rows * std::max<std::int64_t>(1, model.moe_router_topk)) * 5;
+    big = mul(rows, cols, op);
+    if (op.name == "activation" || op.name == "expert_activation") big *= 2;  // SwiGLU's two halves
+    if (op.name == "unpermute") big = mul(big, topk, op);                     // k rows per token
+    if (routed(op)) big = std::max(big, mul(rows, std::max<std::int64_t>(1, model.num_experts), op));
+    small = std::max(big, rows * topk);
+    big += 2 * std::max(rows, cols);  // row statistics and column gradients beside the data
+    buffers_ = 6;
   }
-  floats_ = (fam == ComputeKind::attention ? kBuffers : 5) * (big + 16);
-  small_bytes_ = small;
+  elements_ = big + 16;
+  small_ = small + 16;
 }
 
 OpRunner::~OpRunner() = default;
 void OpRunner::release() { b_.reset(); }
 OpRunner::OpRunner(OpRunner&&) noexcept = default;
 
-void OpRunner::allocate() {
-  b_ = std::make_unique<Buffers>();
-  const int n = op_.compute == ComputeKind::attention ? kBuffers : 5;
-  const std::size_t each = static_cast<std::size_t>(floats_ / n);
-  for (int i = 0; i < n; ++i) b_->f[i].assign(each, 0.5f);
-  const std::size_t s = static_cast<std::size_t>(small_bytes_ / 5 + 16);
-  b_->mask.assign(s, 1);
-  b_->ids.assign(s, 0);
-  b_->index.assign(s, 0);
-  b_->row_of.assign(s, 0);
+double OpRunner::buffer_bytes() const {
+  return static_cast<double>(buffers_) * static_cast<double>(elements_) * 4 + static_cast<double>(small_) * 13;
 }
 
-cpu::Traffic OpRunner::run() {
-  if (!b_) allocate();
-  float *A = b_->f[0].data(), *B = b_->f[1].data(), *C = b_->f[2].data(), *D = b_->f[3].data(), *E = b_->f[4].data();
+// Router logits (skewed) → top-k: the expert of each of `tokens`·k copies in `index`, their
+// probabilities in buffer 1 (float32). Allocates the index buffer (and a logits buffer) when
+// called before allocate().
+void OpRunner::route(std::int64_t tokens) {
+  const std::int64_t experts = model_.num_experts, k = std::max<std::int64_t>(1, model_.moe_router_topk);
+  if (experts < 1) throw UsageError("op " + op_.name + ": the model has no experts");
+  if (!b_) {
+    b_ = std::make_unique<Buffers>();
+    b_->index = device_->allocate(static_cast<std::size_t>(tokens * k) * 4);
+    b_->f[1] = device_->allocate(static_cast<std::size_t>(tokens * k) * 4);
+  }
+  auto logits = device_->allocate(static_cast<std::size_t>(tokens * experts) * 4);
+  ops_->router_logits(tokens, experts, opt_.router_skew, opt_.seed, f32(*logits));
+  ops_->router_topk_forward(tokens, experts, k, f32(*logits), f32(*b_->f[1]),
+                            static_cast<std::int32_t*>(b_->index->data()));
+  device_->synchronize(device_->compute_stream());
+}
+
+void OpRunner::allocate() {
+  b_ = std::make_unique<Buffers>();
+  const auto bytes = static_cast<std::size_t>(elements_) * 4;
+  for (int i = 0; i < buffers_; ++i) b_->f[i] = device_->allocate(bytes);
+  const bool adam = op_.name == "optimizer_step";
+  for (int i = 0; i < buffers_; ++i)
+    if (adam)
+      ops_->fill_f32(f32(*b_->f[i]), elements_, 0.5f);
+    else
+      ops_->fill(b_->f[i]->data(), elements_, 0.5f);
+  const auto s = static_cast<std::size_t>(small_);
+  b_->mask = device_->allocate(s);
+  b_->ids = device_->allocate(s * 4);
+  b_->index = device_->allocate(s * 4);
+  b_->row_of = device_->allocate(s * 4);
+  // Token ids: distinct embedding rows, targets inside the vocabulary.
+  if (op_.name == "embedding" || op_.name == "cross_entropy") {
+    const auto rows = static_cast<std::int64_t>(op_.m), cols = static_cast<std::int64_t>(op_.n);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(rows));
+    for (std::int64_t i = 0; i < rows; ++i)
+      ids[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(op_.name == "embedding" ? i : i % cols);
+    b_->ids->upload(ids.data(), ids.size() * 4);
+  }
+  if (routed(op_)) {
+    const std::int64_t k = std::max<std::int64_t>(1, model_.moe_router_topk);
+    const auto rows = static_cast<std::int64_t>(op_.m), h = static_cast<std::int64_t>(op_.n);
+    if (op_.name == "router_topk") {
+      ops_->router_logits(rows, h, opt_.router_skew, opt_.seed, f32(*b_->f[0]));
+      ops_->router_topk_forward(rows, h, k, f32(*b_->f[0]), f32(*b_->f[2]),
+                                static_cast<std::int32_t*>(b_->index->data()));
+    } else {
+      const std::int64_t tokens = op_.name == "permute" ? rows / k : rows;
+      route(tokens);
+      // The copies' rows after grouping by expert (what permute's backward and unpermute read).
+      ops_->permute_forward(tokens, h, k, model_.num_experts, static_cast<std::int32_t*>(b_->index->data()),
+                            b_->f[0]->data(), b_->f[2]->data(), static_cast<std::int32_t*>(b_->row_of->data()));
+    }
+  }
+  device_->synchronize(device_->compute_stream());
+}
+
+Traffic OpRunner::run() {
+  if (!b_ || !b_->f[0]) allocate();
+  void *A = b_->f[0]->data(), *B = b_->f[1]->data(), *C = b_->f[2]->data(), *D = b_->f[3]->data(),
+       *E = b_->f[4]->data();
+  kernels::Ops& k = *ops_;
   const Op& o = op_;
   const ComputeKind fam = o.compute;
-  cpu::Traffic t;
+  Traffic t;
   const bool fwd = forward_like(o.phase);
   if (fam == ComputeKind::gemm || fam == ComputeKind::product) {
     const auto m = static_cast<std::int64_t>(o.m), n = static_cast<std::int64_t>(o.n),
-               k = static_cast<std::int64_t>(o.k);
+               kk = static_cast<std::int64_t>(o.k);
     const std::int64_t times =
         static_cast<std::int64_t>(o.count) * (fam == ComputeKind::product ? static_cast<std::int64_t>(o.heads) : 1);
     const bool in = !fwd && o.phase != Phase::backward_weight, wt = !fwd && o.phase != Phase::backward_input;
     for (std::int64_t i = 0; i < times; ++i) {
-      if (fwd) t += cpu::linear_forward(m, n, k, A, B, C);
-      if (in) t += cpu::linear_backward_input(m, n, k, C, B, D);
-      if (wt) t += cpu::linear_backward_weight(m, n, k, A, C, E);
+      if (!groups_.empty()) {
+        if (fwd) t += k.grouped_linear_forward(groups_, n, kk, A, B, C);
+        if (in) t += k.grouped_linear_backward_input(groups_, n, kk, C, B, D);
+        if (wt) t += k.grouped_linear_backward_weight(groups_, n, kk, A, C, E);
+        continue;
+      }
+      if (fwd) t += k.linear_forward(m, n, kk, A, B, C);
+      if (in) t += k.linear_backward_input(m, n, kk, C, B, D);
+      if (wt) t += k.linear_backward_weight(m, n, kk, A, C, E);
     }
     return t;
   }
   if (fam == ComputeKind::attention) {
-    const cpu::AttentionShape s{static_cast<std::int64_t>(o.count),    static_cast<std::int64_t>(o.heads),
-                                static_cast<std::int64_t>(o.kv_heads), static_cast<std::int64_t>(o.m),
-                                static_cast<std::int64_t>(o.n),        static_cast<std::int64_t>(o.k)};
-    float *dout = b_->f[5].data(), *lse = b_->f[6].data(), *dq = b_->f[7].data(), *dk = b_->f[8].data(),
-          *dv = b_->f[9].data();
-    if (fwd) return cpu::attention_flash_forward(s, A, B, C, D, lse);
-    return cpu::attention_flash_backward(s, A, B, C, D, dout, lse, dq, dk, dv);
+    const kernels::AttentionShape s{static_cast<std::int64_t>(o.count),    static_cast<std::int64_t>(o.heads),
+                                    static_cast<std::int64_t>(o.kv_heads), static_cast<std::int64_t>(o.m),
+                                    static_cast<std::int64_t>(o.n),        static_cast<std::int64_t>(o.k)};
+    void *dout = b_->f[5]->data(), *dq = b_->f[7]->data(), *dk = b_->f[8]->data(), *dv = b_->f[9]->data();
+    float* lse = f32(*b_->f[6]);
+    if (fwd) return k.attention_flash_forward(s, A, B, C, D, lse);
+    return k.attention_flash_backward(s, A, B, C, D, dout, lse, dq, dk, dv);
   }
   const auto rows = static_cast<std::int64_t>(o.m), cols = static_cast<std::int64_t>(o.n);
   const bool ln = model_.normalization == "LayerNorm";
   const float ph = static_cast<float>(model_.hidden_dropout), pa = static_cast<float>(model_.attention_dropout);
-  const float* bias = model_.add_bias_linear ? B : nullptr;
-  const std::int64_t topk = model_.moe_router_topk;
-  std::uint8_t* mask = b_->mask.data();
+  const void* bias = model_.add_bias_linear ? B : nullptr;
+  const std::int64_t topk = std::max<std::int64_t>(1, model_.moe_router_topk);
+  std::uint8_t* mask = static_cast<std::uint8_t*>(b_->mask->data());
+  auto* ids = static_cast<std::int32_t*>(b_->ids->data());
+  auto* index = static_cast<std::int32_t*>(b_->index->data());
+  auto* row_of = static_cast<std::int32_t*>(b_->row_of->data());
+  float *Df = f32(*b_->f[3]), *Ef = f32(*b_->f[4]), *Ff = f32(*b_->f[5]);
   const std::string& name = o.name;
   if (name == "input_norm" || name == "pre_mlp_norm" || name == "final_norm") {
     if (ln)
-      return fwd ? cpu::layer_norm_forward(rows, cols, A, B, B, C, D, D + rows)
-                 : cpu::layer_norm_backward(rows, cols, A, C, B, D, D + rows, E, B, B + cols);
-    return fwd ? cpu::rms_norm_forward(rows, cols, A, B, C, D) : cpu::rms_norm_backward(rows, cols, A, C, B, D, E, B);
+      return fwd ? k.layer_norm_forward(rows, cols, A, B, B, C, Df, Df + rows)
+                 : k.layer_norm_backward(rows, cols, A, C, B, Df, Df + rows, E, Ff, Ff + cols);
+    return fwd ? k.rms_norm_forward(rows, cols, A, B, C, Df) : k.rms_norm_backward(rows, cols, A, C, B, Df, E, Ff);
   }
   if (name == "attention_residual" || name == "mlp_residual")
-    return fwd ? cpu::bias_dropout_add_forward(rows, cols, A, bias, C, D, mask, ph, 1)
-               : cpu::bias_dropout_add_backward(rows, cols, A, mask, ph, C, bias ? D : nullptr);
+    return fwd ? k.bias_dropout_add_forward(rows, cols, A, bias, C, D, mask, ph, opt_.seed)
+               : k.bias_dropout_add_backward(rows, cols, A, mask, ph, C, bias ? Ff : nullptr);
   if (name == "embedding_dropout" || name == "attention_dropout") {
     const float p = name == "embedding_dropout" ? ph : pa;
-    return fwd ? cpu::dropout_forward(rows, cols, A, C, mask, p, 1) : cpu::dropout_backward(rows, cols, A, mask, p, C);
+    return fwd ? k.dropout_forward(rows, cols, A, C, mask, p, opt_.seed)
+               : k.dropout_backward(rows, cols, A, mask, p, C);
   }
   if (name == "attention_softmax") {
     // Rows are batch·heads·queries over `cols` keys: square causal blocks where they divide.
     const bool square = rows % cols == 0;
     const std::int64_t batch = square ? rows / cols : rows, sq = square ? cols : 1, offset = square ? 0 : cols - 1;
-    return fwd ? cpu::scale_mask_softmax_forward(batch, sq, cols, offset, 0.125f, A)
-               : cpu::scale_mask_softmax_backward(batch, sq, cols, 0.125f, A, C);
+    return fwd ? k.scale_mask_softmax_forward(batch, sq, cols, offset, 0.125f, A)
+               : k.scale_mask_softmax_backward(batch, sq, cols, 0.125f, A, C);
   }
   if (name == "rope") {
     const std::int64_t d = model_.kv_channels;
-    return fwd ? cpu::rope_forward(rows, cols / d, d, B, A) : cpu::rope_backward(rows, cols / d, d, B, A);
+    const float* table = f32(*b_->f[1]);
+    return fwd ? k.rope_forward(rows, cols / d, d, table, A) : k.rope_backward(rows, cols / d, d, table, A);
   }
   if (name == "activation" || name == "expert_activation") {
     if (model_.swiglu)
-      return fwd ? cpu::swiglu_forward(rows, cols, A, bias, C) : cpu::swiglu_backward(rows, cols, A, bias, B, C);
-    return fwd ? cpu::gelu_forward(rows, cols, A, bias, C) : cpu::gelu_backward(rows, cols, A, bias, B, C);
+      return fwd ? k.swiglu_forward(rows, cols, A, bias, C) : k.swiglu_backward(rows, cols, A, bias, B, C);
+    return fwd ? k.gelu_forward(rows, cols, A, bias, C) : k.gelu_backward(rows, cols, A, bias, B, C);
   }
-  if (name == "router_topk")
-    return fwd ? cpu::router_topk_forward(rows, cols, topk, A, C, b_->index.data())
-               : cpu::router_topk_backward(rows, cols, topk, A, B, b_->index.data(), C);
+  if (name == "router_topk") {
+    const float* logits = f32(*b_->f[0]);
+    return fwd ? k.router_topk_forward(rows, cols, topk, logits, f32(*b_->f[2]), index)
+               : k.router_topk_backward(rows, cols, topk, logits, f32(*b_->f[1]), index, f32(*b_->f[2]));
+  }
   if (name == "permute") {
     const std::int64_t tokens = rows / topk;
-    return fwd ? cpu::permute_forward(tokens, cols, topk, model_.num_experts, b_->index.data(), A, C, b_->row_of.data())
-               : cpu::permute_backward(tokens, cols, topk, b_->row_of.data(), A, C);
+    return fwd ? k.permute_forward(tokens, cols, topk, model_.num_experts, index, A, C, row_of)
+               : k.permute_backward(tokens, cols, topk, row_of, A, C);
   }
   if (name == "unpermute") {
-    for (std::int64_t i = 0; i < rows * topk; ++i)
-      b_->row_of[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
-    return fwd ? cpu::unpermute_forward(rows, cols, topk, b_->row_of.data(), B, A, C)
-               : cpu::unpermute_backward(rows, cols, topk, b_->row_of.data(), B, A, B, C, D);
+    const float* probs = f32(*b_->f[1]);
+    return fwd ? k.unpermute_forward(rows, cols, topk, row_of, probs, A, C)
+               : k.unpermute_backward(rows, cols, topk, row_of, probs, A, D, C, Ef);
   }
   if (name == "embedding") {
     const bool pos = model_.position_embedding_type == "learned_absolute";
-    return fwd ? cpu::embedding_forward(rows, cols, b_->ids.data(), A, pos ? B : nullptr, C)
-               : cpu::embedding_backward(rows, cols, b_->ids.data(), A, C, pos ? D : nullptr);
+    return fwd ? k.embedding_forward(rows, cols, ids, A, pos ? B : nullptr, C)
+               : k.embedding_backward(rows, cols, ids, A, f32(*b_->f[2]), pos ? Df : nullptr);
   }
   if (name == "cross_entropy")
-    return fwd ? cpu::cross_entropy_forward(rows, cols, A, b_->ids.data(), C, D, D + rows)
-               : cpu::cross_entropy_backward(rows, cols, A, b_->ids.data(), D, D + rows, C);
-  if (name == "optimizer_step") return cpu::adam(rows * cols, A, B, C, D, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1);
-  throw UsageError("op " + name + ": no CPU kernel");
+    return fwd ? k.cross_entropy_forward(rows, cols, A, ids, f32(*b_->f[2]), Df, Df + rows)
+               : k.cross_entropy_backward(rows, cols, A, ids, Df, Df + rows, C);
+  if (name == "optimizer_step")
+    return k.adam(rows * cols, f32(*b_->f[0]), f32(*b_->f[1]), f32(*b_->f[2]), Df, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1);
+  throw UsageError("op " + name + ": no kernel");
 }
 
 std::string shape_text(const Op& o) {

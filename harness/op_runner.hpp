@@ -1,7 +1,13 @@
-// One compute op of the workload, run at its shape on the CPU ops (kernels/cpu/ops.hpp): what
-// `bench kernels` times and what `sax run` will execute. It owns buffers sized from the op's
-// shape (float32: the CPU backend's type, whatever the model's dtype), allocated once, and runs
-// the part of the op its phase says (forward; backward; zero bubble's input or weight part).
+// One compute op of the workload, run at its shape through a device's ops (kernels/ops.hpp): what
+// `bench kernels` times and what `sax run` will execute. It owns buffers sized from the op's shape
+// (in the backend's activation type: float32 on the CPU, bf16 on CUDA, whatever the model's
+// dtype), allocated on the device once, and runs the part of the op its phase says (forward;
+// backward; zero bubble's input or weight part), enqueued on the device's compute stream.
+//
+// MoE ops see a real router: logits with a controllable skew towards low-numbered experts go
+// through the router's top-k, the permutation groups the copies by expert, and the experts'
+// GEMMs are grouped by the rows each of this rank's experts really received (the first EP rank's
+// experts, the busiest under skew), so that load imbalance costs what it costs.
 #pragma once
 
 #include <cstdint>
@@ -9,36 +15,55 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/ops.hpp"
+#include "kernels/ops.hpp"
 #include "spec/model.hpp"
 #include "workload/workload.hpp"
 
 namespace sax::harness {
 
+struct OpRunnerOptions {
+  float router_skew = 0;           // 0: uniform router logits in expectation
+  std::int64_t local_experts = 0;  // experts on this rank (num_experts / EP); 0: all
+  std::uint64_t seed = 1;
+};
+
 class OpRunner {
  public:
   // A UsageError when the op has no kernel (message ops) or a dimension is not a positive
-  // integer that fits the kernels' int sizes.
-  OpRunner(const Model& model, const workload::Op& op);
+  // integer that fits the kernels' int sizes. `device` and `ops` must outlive the runner.
+  OpRunner(const Model& model, const workload::Op& op, kernels::Device& device, kernels::Ops& ops,
+           const OpRunnerOptions& options = {});
   ~OpRunner();
   OpRunner(OpRunner&&) noexcept;
-  // Bytes of the buffers run() needs: checked against the machine before allocate().
-  double buffer_bytes() const { return static_cast<double>(floats_) * 4 + static_cast<double>(small_bytes_); }
+  // Bytes of the buffers run() needs: checked against the device's memory before allocate().
+  double buffer_bytes() const;
   void allocate();
   void release();  // frees the buffers
-  kernels::cpu::Traffic run();
+  kernels::Traffic run();
   const workload::Op& op() const { return op_; }
+  // Rows each local expert received (experts_fc1/experts_fc2; empty for other ops).
+  const std::vector<std::int64_t>& expert_rows() const { return groups_; }
 
  private:
   struct Buffers;
+  void route(std::int64_t tokens);  // router logits → top-k (the MoE ops' inputs)
   Model model_;
   workload::Op op_;
-  std::int64_t floats_ = 0, small_bytes_ = 0;
+  kernels::Device* device_;
+  kernels::Ops* ops_;
+  OpRunnerOptions opt_;
+  std::int64_t elements_ = 0, small_ = 0;  // per big buffer; per index/mask buffer
+  int buffers_ = 0;
+  std::vector<std::int64_t> groups_;
   std::unique_ptr<Buffers> b_;
 };
 
 // The op as `bench kernels` names a shape: "m×n×k ×count" for products, "rows×cols" for
 // memory-bound ops, "b×heads/kv×sq×sk×d" for attention.
 std::string shape_text(const workload::Op& op);
+
+// Rows each of the first `local` experts receives from `ep` ranks whose tokens pick `index`
+// (tokens·k expert indices): ep × this rank's count (the other ranks route alike in expectation).
+std::vector<std::int64_t> rows_per_expert(const std::vector<std::int32_t>& index, std::int64_t local, std::int64_t ep);
 
 }  // namespace sax::harness

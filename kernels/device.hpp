@@ -65,6 +65,9 @@ class Device {
   virtual int index() const = 0;
   virtual std::string name() const = 0;
   virtual std::unique_ptr<Buffer> allocate(std::size_t bytes) = 0;  // zero-filled
+  // Memory free for allocate() now (CPU: physical pages not in use; CUDA: cudaMemGetInfo), so
+  // that a caller can refuse an op that does not fit before allocating; 0 where unknown.
+  virtual double free_bytes() const = 0;
   // Where compute kernels and collectives run; different streams so that they can overlap.
   virtual Stream compute_stream() = 0;
   virtual Stream comm_stream() = 0;

@@ -195,14 +195,14 @@ class Builder {
     const double e = e_, c = o.count;
     switch (o.kind) {
       case Kind::gemm: {
-        const double mn = o.m * o.n, mk = o.m * o.k, kn = o.k * o.n, once = 2.0 * o.m * o.n * o.k * c;
+        const double mn = o.m * o.n, mk = o.m * o.k, kn = o.k * o.n;
         // Forward Y = X·W: read X, W, write Y. Input gradient dX = dY·Wᵀ: read dY, W, write dX.
         // Weight gradient dW = Xᵀ·dY: read X, dY, write dW.
+        op.flops = flops(op);
         if (fwd) {
-          op.flops = once, op.bytes_read = (mk + kn) * c * e, op.bytes_written = mn * c * e;
+          op.bytes_read = (mk + kn) * c * e, op.bytes_written = mn * c * e;
         } else {
           const bool in = part != Part::weight_grad, wt = part != Part::input_grad;
-          op.flops = once * ((in ? 1 : 0) + (wt ? 1 : 0));
           op.bytes_read = ((in ? mn + kn : 0) + (wt ? mn + mk : 0)) * c * e;
           op.bytes_written = ((in ? mk : 0) + (wt ? kn : 0)) * c * e;
         }
@@ -211,14 +211,13 @@ class Builder {
       case Kind::product: {
         // C = A·B per batch and head; backward dA = dC·Bᵀ and dB = Aᵀ·dC (both in B).
         const double bh = c * o.heads, mn = o.m * o.n, mk = o.m * o.k, kn = o.k * o.n;
-        const double once = 2.0 * o.m * o.n * o.k * bh;
-        op.flops = fwd ? once : 2 * once;
+        op.flops = flops(op);
         op.bytes_read = (fwd ? mk + kn : 2 * mn + mk + kn) * bh * e;
         op.bytes_written = (fwd ? mn : mk + kn) * bh * e;
         break;
       }
       case Kind::attention:
-        op.flops = (fwd ? 4.0 : 8.0) * o.m * o.n * o.k * c * o.heads;
+        op.flops = flops(op);
         op.bytes_read = fwd ? o.fwd_read : o.bwd_read;
         op.bytes_written = fwd ? o.fwd_written : o.bwd_written;
         break;
@@ -644,6 +643,25 @@ class Builder {
 };
 
 }  // namespace
+
+double flops(const Op& op) {
+  const bool fwd = op.phase == Phase::forward || op.phase == Phase::recompute;
+  const double once = 2.0 * op.m * op.n * op.k * op.count;
+  switch (op.compute) {
+    case ComputeKind::gemm: {
+      if (fwd) return once;
+      const bool in = op.phase != Phase::backward_weight, wt = op.phase != Phase::backward_input;
+      return once * ((in ? 1 : 0) + (wt ? 1 : 0));
+    }
+    case ComputeKind::product:
+      return (fwd ? 1 : 2) * once * op.heads;
+    case ComputeKind::attention:
+      return (fwd ? 2 : 4) * once * op.heads;
+    case ComputeKind::memory:
+      return 0;
+  }
+  return 0;
+}
 
 Workload build(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank) {
   return Builder(cluster, model, layout, rank).build();

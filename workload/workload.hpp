@@ -59,6 +59,13 @@ struct Op {
   bool overlappable = false;  // may run behind compute (overlapped DP sync)
 };
 
+// Model FLOPs of a compute op at its shape and phase, as Megatron counts them: a GEMM 2·m·n·k per
+// product (forward; backward twice, or its input or weight half under zero bubble); attention
+// products 2·m·n·k per batch and head (backward twice); fused attention 4·sq·sk·d per batch and
+// head (the QKᵀ and PV products, not halved for the causal mask), backward twice. 0 for
+// memory-bound ops.
+double flops(const Op& op);
+
 // Adam's traffic per updated parameter, as Megatron's optimizer keeps its state: with bf16,
 // fp16 or fp8 models fp32 main parameters and gradients, reads gradient, main parameter, m and v
 // (16 bytes) and writes main parameter, m, v and the 2-byte model copy (14); fp32 and tf32

@@ -2,6 +2,8 @@
 // always done and stamp the host's steady clock when recorded.
 #include "kernels/device.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 
@@ -44,6 +46,10 @@ class CpuDevice final : public Device {
   int index() const override { return 0; }
   std::string name() const override { return "cpu"; }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
+  double free_bytes() const override {
+    const long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0;
+  }
   Stream compute_stream() override { return {}; }
   Stream comm_stream() override { return {}; }
   std::unique_ptr<Event> make_event(bool) override { return std::make_unique<HostEvent>(); }

@@ -9,6 +9,8 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/random.hpp"
+
 // The memory-bound ops are built twice on x86-64: for AVX2 (8 floats a vector) and for the
 // baseline, chosen when the program starts by what the processor has (GCC's function
 // multiversioning); elsewhere once.
@@ -35,28 +37,10 @@ constexpr double kF = 4;  // bytes of a float
 double fl(std::int64_t n) { return static_cast<double>(n) * kF; }
 std::size_t z(std::int64_t n) { return static_cast<std::size_t>(n); }
 
-std::uint64_t mix(std::uint64_t seed, std::uint64_t i) {  // splitmix64 of seed and counter
-  std::uint64_t x = seed + 0x9E3779B97F4A7C15ull * (i + 1);
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-// Counter-based uniform in [0, 1) (24 bits): the same value in any order.
-float uniform(std::uint64_t seed, std::uint64_t i) {
-  return static_cast<float>(mix(seed, i) >> 40) / static_cast<float>(1ull << 24);
-}
-// Dropout's keep decisions for elements [first, first + n): a 32-bit hash of the seed and each
-// element's index (lowbias32, integer multiplies only, so that the loop vectorises), kept when
-// its top 24 bits reach p·2^24. The same mask whatever order or split computes it.
+// Dropout's keep decisions for elements [first, first + n) (kernels/random.hpp).
 inline void keep_mask(std::uint64_t seed, std::uint64_t first, std::int64_t n, float p, std::uint8_t* mask) {
-  const auto s = static_cast<std::uint32_t>(seed ^ (seed >> 32));
-  const auto threshold = static_cast<std::uint32_t>(p * 16777216.0f);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint64_t idx = first + static_cast<std::uint64_t>(i);
-    std::uint32_t x = static_cast<std::uint32_t>(idx) * 0x9E3779B9u + static_cast<std::uint32_t>(idx >> 32) + s;
-    x ^= x >> 16, x *= 0x7feb352du, x ^= x >> 15, x *= 0x846ca68bu, x ^= x >> 16;
-    mask[i] = (x >> 8) >= threshold ? 1 : 0;
-  }
+  const DropoutHash hash(seed, p);
+  for (std::int64_t i = 0; i < n; ++i) mask[i] = hash.keep(first + static_cast<std::uint64_t>(i)) ? 1 : 0;
 }
 
 // exp for float, branch-free so that loops over it vectorise: 2^(x·log2 e) split into an integer
@@ -642,7 +626,7 @@ Traffic router_topk_backward(std::int64_t tokens, std::int64_t experts, std::int
 void router_logits(std::int64_t tokens, std::int64_t experts, float skew, std::uint64_t seed, float* logits) {
   for (std::int64_t t = 0; t < tokens; ++t)
     for (std::int64_t e = 0; e < experts; ++e)
-      logits[t * experts + e] = uniform(seed, static_cast<std::uint64_t>(t * experts + e)) -
+      logits[t * experts + e] = uniform24(seed, static_cast<std::uint64_t>(t * experts + e)) -
                                 skew * static_cast<float>(e) / static_cast<float>(experts);
 }
 

@@ -9,15 +9,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/traffic.hpp"
+
 namespace sax::kernels::cpu {
 
-struct Traffic {
-  double read = 0, written = 0;
-  Traffic& operator+=(const Traffic& t) {
-    read += t.read, written += t.written;
-    return *this;
-  }
-};
+using kernels::AttentionShape;
+using kernels::Traffic;
 
 // Threads OpenBLAS gives this process's GEMMs (the harness runs one per rank: 1). False where
 // the CBLAS linked has no such control (then its own default holds).
@@ -82,9 +79,6 @@ Traffic rope_backward(std::int64_t tokens, std::int64_t heads, std::int64_t d, c
 // Attention over batch b, `heads` query heads sharing `kv_heads` K/V heads, sq queries (the last
 // sq of sk positions, causal) × sk keys, head dim d. Layouts: q, o [b][sq][heads][d]; k, v
 // [b][sk][kv_heads][d]. Unfused: the score matrix (b·heads·sq·sk floats) in `scores`.
-struct AttentionShape {
-  std::int64_t b, heads, kv_heads, sq, sk, d;
-};
 Traffic attention_unfused_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
                                   float* scores, float* o);
 Traffic attention_unfused_backward(const AttentionShape& s, const float* q, const float* k, const float* v,

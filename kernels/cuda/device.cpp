@@ -37,13 +37,19 @@ class DeviceBuffer final : public Buffer {
   explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
     SAX_CUDA_CHECK(cudaMalloc(&data_, bytes ? bytes : 1));
     SAX_CUDA_CHECK(cudaMemset(data_, 0, bytes ? bytes : 1));
+    // The memset runs on the legacy default stream, which the device's non-blocking streams do
+    // not wait for: finish it before a kernel on them can write the buffer.
+    SAX_CUDA_CHECK(cudaDeviceSynchronize());
   }
   ~DeviceBuffer() override { cudaFree(data_); }
   void* data() override { return data_; }
   std::size_t bytes() const override { return bytes_; }
   void upload(const void* host, std::size_t n) override {
     SAX_CUDA_CHECK(cudaMemcpy(data_, host, n, cudaMemcpyHostToDevice));
+    SAX_CUDA_CHECK(cudaDeviceSynchronize());  // from pageable memory the copy may still be in flight
   }
+  // The caller has synchronised the stream that wrote the buffer (the legacy default stream this
+  // copy runs on does not wait for the device's non-blocking streams).
   void download(void* host, std::size_t n) const override {
     SAX_CUDA_CHECK(cudaMemcpy(host, data_, n, cudaMemcpyDeviceToHost));
   }
@@ -129,6 +135,12 @@ class CudaDevice final : public Device {
   int index() const override { return index_; }
   std::string name() const override { return name_; }
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override { return std::make_unique<DeviceBuffer>(bytes); }
+  double free_bytes() const override {
+    std::size_t free = 0, total = 0;
+    SAX_CUDA_CHECK(cudaSetDevice(index_));
+    SAX_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return static_cast<double>(free);
+  }
   Stream compute_stream() override { return {compute_}; }
   Stream comm_stream() override { return {comm_}; }
   std::unique_ptr<Event> make_event(bool timing) override { return std::make_unique<CudaEvent>(timing); }

@@ -1,7 +1,8 @@
 // The workload's bytes for a memory-bound op are the kernels' own count at the op's shape, run
 // through the op runner (the mapping `bench kernels` and `sax run` use): one rank of gpt-tiny
 // (fp32, LayerNorm, GeLU with biases, unfused attention with dropout, learned positions) and of
-// moe-tiny (RMSNorm, SwiGLU, RoPE, router, permutation), forward and backward, and the optimizer.
+// moe-tiny (RMSNorm, SwiGLU, RoPE, router, permutation), forward and backward, and the optimizer;
+// and the router skew reaching the experts' grouped GEMMs as rows per local expert.
 #include <gtest/gtest.h>
 
 #include "harness/op_runner.hpp"
@@ -12,6 +13,8 @@ using sax::workload::Op;
 using sax::workload::Phase;
 
 TEST(OpRunner, WorkloadBytesAreTheKernelsOwnCounts) {
+  auto device = sax::kernels::make_device(sax::Backend::cpu);
+  auto ops = sax::kernels::make_ops(*device);
   for (bool moe : {false, true}) {
     const sax::Model m = sax::test::tiny(moe, 2, 1);
     const sax::Cluster c = sax::test::small_cluster(1, 1, 1);
@@ -23,11 +26,38 @@ TEST(OpRunner, WorkloadBytesAreTheKernelsOwnCounts) {
       if (!o.memory_bound() || o.microbatch > 0) continue;
       const bool fwd = o.phase == Phase::forward;
       if (!fwd && o.phase != Phase::backward && o.phase != Phase::optimizer) continue;
-      const sax::kernels::cpu::Traffic t = sax::harness::OpRunner(m, o).run();
+      const sax::kernels::Traffic t = sax::harness::OpRunner(m, o, *device, *ops).run();
       EXPECT_DOUBLE_EQ(t.read, o.bytes_read) << o.name << (fwd ? " forward" : " backward") << (moe ? " moe" : "");
       EXPECT_DOUBLE_EQ(t.written, o.bytes_written) << o.name << (fwd ? " forward" : " backward") << (moe ? " moe" : "");
       ++checked;
     }
     EXPECT_GT(checked, 20);
   }
+}
+
+TEST(OpRunner, RouterSkewConcentratesExpertRows) {
+  // moe-tiny-like: 4 experts, top-2, 2 of them on this rank (EP 2). Skew 0 gives each local
+  // expert about tokens·k/E·EP rows; a strong skew sends most copies to experts 0 and 1.
+  auto device = sax::kernels::make_device(sax::Backend::cpu);
+  auto ops = sax::kernels::make_ops(*device);
+  sax::Model model;
+  model.num_experts = 4;
+  model.moe_router_topk = 2;
+  sax::workload::Op op;
+  op.kind = sax::workload::OpKind::compute;
+  op.name = "experts_fc1";
+  op.m = 2048, op.n = 8, op.k = 8, op.count = 1;
+  std::int64_t total[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    sax::harness::OpRunnerOptions o;
+    o.router_skew = i == 0 ? 0.0f : 8.0f;
+    o.local_experts = 2;
+    sax::harness::OpRunner r(model, op, *device, *ops, o);
+    ASSERT_EQ(r.expert_rows().size(), 2u);
+    for (std::int64_t rows : r.expert_rows()) total[i] += rows;
+    if (i == 0)
+      for (std::int64_t rows : r.expert_rows()) EXPECT_NEAR(rows, 1024, 150);
+  }
+  EXPECT_NEAR(total[0], 2048, 200);  // uniform: this rank gets its share
+  EXPECT_GT(total[1], 1.6 * 2048);   // skewed: nearly every token's two picks land here (×EP)
 }

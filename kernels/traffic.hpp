@@ -1,0 +1,24 @@
+// What an op reports of itself on every backend: the bytes it reads and writes in device memory,
+// and the attention shape the attention ops share (kernels/ops.hpp, kernels/cpu/ops.hpp).
+#pragma once
+
+#include <cstdint>
+
+namespace sax::kernels {
+
+struct Traffic {
+  double read = 0, written = 0;
+  Traffic& operator+=(const Traffic& t) {
+    read += t.read, written += t.written;
+    return *this;
+  }
+};
+
+// Attention over batch b, `heads` query heads sharing `kv_heads` K/V heads, sq queries (the last
+// sq of sk positions, causal) × sk keys, head dim d. Layouts: q, o [b][sq][heads][d]; k, v
+// [b][sk][kv_heads][d].
+struct AttentionShape {
+  std::int64_t b, heads, kv_heads, sq, sk, d;
+};
+
+}  // namespace sax::kernels
