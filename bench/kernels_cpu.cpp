@@ -75,6 +75,16 @@ int main(int argc, char** argv) {
       table(static_cast<std::size_t>(rows * 128));
   std::vector<std::uint8_t> mask(static_cast<std::size_t>(n));
   rope_table(rows, 128, 0, 10000.0f, table.data());
+  // Token ids (distinct embedding rows; targets inside a vocabulary of h) and a real routing of
+  // rows/2 tokens to 2 of 8 experts for the permutation ops.
+  const std::int64_t tokens = rows / 2, topk = 2, experts = 8;
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(rows)), index(static_cast<std::size_t>(tokens * topk)),
+      row_of(index.size());
+  for (std::int64_t i = 0; i < rows; ++i) ids[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % h);
+  std::vector<float> logits(static_cast<std::size_t>(tokens * experts)), probs(index.size()), dprobs(index.size());
+  router_logits(tokens, experts, 0.0f, 1, logits.data());
+  router_topk_forward(tokens, experts, topk, logits.data(), probs.data(), index.data());
+  permute_forward(tokens, h, topk, experts, index.data(), x.data(), y.data(), row_of.data());
   std::vector<double> copy_gbs;
   for (int r = 0; r < reps; ++r) {
     Traffic t;
@@ -102,13 +112,19 @@ int main(int argc, char** argv) {
                                     w.data(), w.data() + h);
        }},
       {"rms_norm_forward", [&] { return rms_norm_forward(rows, h, x.data(), g.data(), y.data(), stats.data()); }},
+      {"rms_norm_backward",
+       [&] { return rms_norm_backward(rows, h, x.data(), z.data(), g.data(), stats.data(), y.data(), w.data()); }},
       {"gelu_forward", [&] { return gelu_forward(rows, h, x.data(), bvec.data(), y.data()); }},
       {"gelu_backward", [&] { return gelu_backward(rows, h, x.data(), bvec.data(), z.data(), y.data()); }},
       {"swiglu_forward", [&] { return swiglu_forward(rows / 2, h, x.data(), nullptr, y.data()); }},
+      {"swiglu_backward", [&] { return swiglu_backward(rows / 2, h, x.data(), nullptr, z.data(), y.data()); }},
       {"bias_dropout_add_forward",
        [&] {
          return bias_dropout_add_forward(rows, h, x.data(), bvec.data(), z.data(), y.data(), mask.data(), 0.1f, 7);
        }},
+      {"bias_dropout_add_backward",
+       [&] { return bias_dropout_add_backward(rows, h, x.data(), mask.data(), 0.1f, y.data(), bvec.data()); }},
+      {"dropout_forward", [&] { return dropout_forward(rows, h, x.data(), y.data(), mask.data(), 0.1f, 3); }},
       {"dropout_backward", [&] { return dropout_backward(rows, h, z.data(), mask.data(), 0.1f, y.data()); }},
       {"softmax_forward (causal)",
        [&] {
@@ -119,6 +135,27 @@ int main(int argc, char** argv) {
        }},
       {"softmax_backward", [&] { return scale_mask_softmax_backward(rows / h, h, h, 0.125f, x.data(), y.data()); }},
       {"rope_forward", [&] { return rope_forward(rows, h / 128, 128, table.data(), y.data()); }},
+      {"rope_backward", [&] { return rope_backward(rows, h / 128, 128, table.data(), y.data()); }},
+      {"cross_entropy_forward (vocab h)",
+       [&] {
+         return cross_entropy_forward(rows, h, x.data(), ids.data(), w.data(), stats.data(), stats.data() + rows);
+       }},
+      {"cross_entropy_backward",
+       [&] {
+         return cross_entropy_backward(rows, h, x.data(), ids.data(), stats.data(), stats.data() + rows, y.data());
+       }},
+      {"embedding_forward", [&] { return embedding_forward(rows, h, ids.data(), x.data(), nullptr, y.data()); }},
+      {"embedding_backward", [&] { return embedding_backward(rows, h, ids.data(), z.data(), w.data(), nullptr); }},
+      {"permute_forward (k 2)",
+       [&] { return permute_forward(tokens, h, topk, experts, index.data(), x.data(), y.data(), row_of.data()); }},
+      {"permute_backward", [&] { return permute_backward(tokens, h, topk, row_of.data(), y.data(), z.data()); }},
+      {"unpermute_forward",
+       [&] { return unpermute_forward(tokens, h, topk, row_of.data(), probs.data(), y.data(), z.data()); }},
+      {"unpermute_backward",
+       [&] {
+         return unpermute_backward(tokens, h, topk, row_of.data(), probs.data(), y.data(), z.data(), w.data(),
+                                   dprobs.data());
+       }},
       {"adam", [&] { return adam(n / 4, y.data(), x.data(), z.data(), w.data(), 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 3); }},
   };
   for (const Case& c : cases) {

@@ -65,7 +65,7 @@ std::vector<Op> sweep_ops(const workload::Workload& w, const Model& m) {
 
 struct Row {
   Op op;
-  double median_ms = 0, min_ms = 0, max_ms = 0, tflops = 0, gbps = 0, read = 0, written = 0;
+  double median_ms = 0, min_ms = 0, max_ms = 0, tflops = 0, gbps = 0, read = 0, written = 0, executed = 0;
   double peak_share = -1;  // -1: no cluster to compare with
   std::string bound;
   std::vector<std::int64_t> expert_rows;  // grouped expert GEMMs: rows per local expert
@@ -203,7 +203,7 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     row.min_ms = *std::min_element(ms.begin(), ms.end());
     row.max_ms = *std::max_element(ms.begin(), ms.end());
     const double s = row.median_ms / 1e3, bytes = t.read + t.written;
-    row.read = t.read, row.written = t.written;
+    row.read = t.read, row.written = t.written, row.executed = t.flops;
     row.tflops = row.op.flops / s / 1e12;
     row.gbps = bytes / s / 1e9;
     if (peak_flops > 0 && peak_bw > 0) {
@@ -247,6 +247,7 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
                               {"count", r.op.count},
                               {"heads", {r.op.heads, r.op.kv_heads}},
                               {"flops", r.op.flops},
+                              {"executed_flops", r.executed},
                               {"bytes_read", r.read},
                               {"bytes_written", r.written},
                               {"time_ms", r.median_ms},

@@ -1,5 +1,8 @@
-// What an op reports of itself on every backend: the bytes it reads and writes in device memory,
-// and the attention shape the attention ops share (kernels/ops.hpp, kernels/cpu/ops.hpp).
+// What an op reports of itself on every backend: the bytes it reads and writes in device memory and
+// the floating-point operations its matrix products execute (2 per multiply-add; the blocks a
+// causal attention kernel skips are not executed, so it may be fewer than the model's count in
+// workload::flops; memory-bound ops report 0, as the workload does), and the attention shape the
+// attention ops share (kernels/ops.hpp, kernels/cpu/ops.hpp).
 #pragma once
 
 #include <cstdint>
@@ -8,8 +11,9 @@ namespace sax::kernels {
 
 struct Traffic {
   double read = 0, written = 0;
+  double flops = 0;
   Traffic& operator+=(const Traffic& t) {
-    read += t.read, written += t.written;
+    read += t.read, written += t.written, flops += t.flops;
     return *this;
   }
 };

@@ -845,7 +845,8 @@ class CudaOps final : public Ops {
         gemm_ld(false, false, s.sq, s.d, s.sk, 1.0f, B(scores) + (b * s.heads + h) * s.sq * s.sk, s.sk, kvp(s, v, b, h),
                 s.kv_heads * s.d, 0.0f, B(const_cast<void*>(qp(s, o, b, h))), s.heads * s.d);
     const double bh = static_cast<double>(s.b * s.heads), sc = act(s.sq * s.sk);
-    return {bh * (act(s.sq * s.d + s.sk * s.d) + sc + sc + act(s.sk * s.d)), bh * (sc + sc + act(s.sq * s.d))};
+    return {bh * (act(s.sq * s.d + s.sk * s.d) + sc + sc + act(s.sk * s.d)), bh * (sc + sc + act(s.sq * s.d)),
+            bh * 4.0 * static_cast<double>(s.sq * s.sk * s.d)};
   }
   Traffic attention_unfused_backward(const AttentionShape& s, const void* q, const void* k, const void* v,
                                      const void* probs, const void* dout, void* scratch, void* dq, void* dk,
@@ -869,7 +870,8 @@ class CudaOps final : public Ops {
       }
     const double bh = static_cast<double>(s.b * s.heads), sc = act(s.sq * s.sk), qd = act(s.sq * s.d),
                  kd = act(s.sk * s.d);
-    return {bh * ((2 * sc + qd + kd) - sc + qd + 2 * sc + (sc + qd + kd)), bh * ((sc + kd) + sc + (qd + kd))};
+    return {bh * ((2 * sc + qd + kd) - sc + qd + 2 * sc + (sc + qd + kd)), bh * ((sc + kd) + sc + (qd + kd)),
+            bh * 8.0 * static_cast<double>(s.sq * s.sk * s.d)};
   }
   Traffic attention_flash_forward(const AttentionShape& s, const void* q, const void* k, const void* v, void* o,
                                   float* lse) override {
@@ -886,7 +888,8 @@ class CudaOps final : public Ops {
     launched();
     const double qb = act(s.b * s.sq * s.heads * s.d), kvb = act(s.b * s.sk * s.kv_heads * s.d),
                  lb = f32(s.b * s.heads * s.sq);
-    return {qb + 2 * kvb, qb + lb};
+    // Per (query, key) pair computed: the score and its share of the output, d multiply-adds each.
+    return {qb + 2 * kvb, qb + lb, 4.0 * static_cast<double>(s.d) * flash_pairs(s, false)};
   }
   Traffic attention_flash_backward(const AttentionShape& s, const void* q, const void* k, const void* v, const void* o,
                                    const void* dout, const float* lse, void* dq, void* dk, void* dv) override {
@@ -913,7 +916,9 @@ class CudaOps final : public Ops {
     launched();
     const double qb = act(s.b * s.sq * s.heads * s.d), kvb = act(s.b * s.sk * s.kv_heads * s.d),
                  lb = f32(s.b * s.heads * s.sq);
-    return {3 * qb + 2 * kvb + lb, qb + 2 * kvb};
+    // dQ kernel: score, dP and dQ per pair; dK/dV kernel: score, dP, dK and dV per pair.
+    const double d2 = 2.0 * static_cast<double>(s.d);
+    return {3 * qb + 2 * kvb + lb, qb + 2 * kvb, 3 * d2 * flash_pairs(s, false) + 4 * d2 * flash_pairs(s, true)};
   }
 
   Traffic cross_entropy_forward(std::int64_t rows, std::int64_t vocab, const void* logits, const std::int32_t* targets,
@@ -1056,6 +1061,20 @@ class CudaOps final : public Ops {
         return f(std::integral_constant<int, 8>{});
     }
   }
+  // (query, key) pairs the flash kernels compute, over all batches and query heads: per block of
+  // kWarps rows, every 32-wide chunk of the other side up to the causal limit, for every row
+  // present. by_key: the dK/dV kernel's blocks of keys over the queries that see them.
+  static double flash_pairs(const AttentionShape& s, bool by_key) {
+    const std::int64_t offset = s.sk - s.sq, n = by_key ? s.sk : s.sq;
+    double pairs = 0;
+    for (std::int64_t x0 = 0; x0 < n; x0 += kWarps) {
+      const std::int64_t rows = std::min<std::int64_t>(kWarps, n - x0);
+      const std::int64_t span =
+          by_key ? s.sq - std::max<std::int64_t>(0, x0 - offset) / 32 * 32 : std::min(s.sk, offset + x0 + rows);
+      pairs += static_cast<double>(rows * ((span + 31) / 32) * 32);
+    }
+    return pairs * static_cast<double>(s.b * s.heads);
+  }
   template <class K>
   static void allow_smem(K kernel, std::size_t bytes) {
     if (bytes > 48 * 1024)
@@ -1076,7 +1095,7 @@ class CudaOps final : public Ops {
   Traffic gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b,
                void* c) {
     gemm_ld(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
-    return {act(m * k + k * n), act(m * n)};
+    return {act(m * k + k * n), act(m * n), 2.0 * static_cast<double>(m * n * k)};
   }
   static const void* qp(const AttentionShape& s, const void* base, std::int64_t b, std::int64_t h) {
     return B(base) + b * s.sq * s.heads * s.d + h * s.d;

@@ -27,6 +27,7 @@ TEST(KernelBench, OneGemmShapeWithItsFlopsAndBytes) {
   ASSERT_EQ(j["results"].size(), 1u);
   const auto& g = j["results"][0];
   EXPECT_EQ(g["flops"], 2.0 * 64 * 32 * 16);
+  EXPECT_EQ(g["executed_flops"], 2.0 * 64 * 32 * 16);  // the kernel's own count agrees
   EXPECT_EQ(g["bytes_read"], 4.0 * (64 * 16 + 16 * 32));
   EXPECT_EQ(g["bytes_written"], 4.0 * 64 * 32);
   EXPECT_GT(g["tflops"].get<double>(), 0);
@@ -74,6 +75,12 @@ TEST(KernelBench, OneCausalAttentionWithGroupedQueryHeads) {
   EXPECT_EQ(a["heads"], nlohmann::json::array({4.0, 2.0}));
   // Reads Q, O, dO (64·4·32 each), K, V (96·2·32 each), the log-sum-exp; writes dQ, dK, dV.
   EXPECT_EQ(a["bytes_read"], 4.0 * (3 * 64 * 4 * 32 + 2 * 96 * 2 * 32 + 4 * 64));
+  // A causal forward skips the key blocks past each query block: of 4×4 blocks of 64, 10 run.
+  r = run_sax("bench kernels --op attention --m 256 --n 256 --k 32 -n 1 -w 0 --json " + t.file("f.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto f = nlohmann::json::parse(sax::test::slurp(t.file("f.json")))["results"][0];
+  EXPECT_EQ(f["flops"], 4.0 * 256 * 256 * 32);
+  EXPECT_EQ(f["executed_flops"], 0.625 * 4.0 * 256 * 256 * 32);
 }
 
 // The router's skew reaches the experts' grouped GEMMs: rows per local expert in the JSON, and
