@@ -670,35 +670,50 @@ Traffic permute_forward(std::int64_t tokens, std::int64_t h, std::int64_t k, std
   return {fl(tokens * k * h + tokens * k), fl(tokens * k * h + tokens * k)};
 }
 
-Traffic permute_backward(std::int64_t tokens, std::int64_t h, std::int64_t k, const std::int32_t* row_of,
-                         const float* drouted, float* dx) {
-  std::fill(dx, dx + tokens * h, 0.0f);
-  for (std::int64_t i = 0; i < tokens * k; ++i)
-    for (std::int64_t j = 0; j < h; ++j) dx[(i / k) * h + j] += drouted[static_cast<std::int64_t>(row_of[i]) * h + j];
+SAX_VECTOR_CLONES Traffic permute_backward(std::int64_t tokens, std::int64_t h, std::int64_t k,
+                                           const std::int32_t* row_of, const float* drouted, float* dx) {
+  // Token by token: its gradient row written once, the sum of its k copies' gradients.
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    float* d = dx + t * h;
+    for (std::int64_t c = 0; c < k; ++c) {
+      const float* g = drouted + static_cast<std::int64_t>(row_of[t * k + c]) * h;
+      if (c == 0)
+        for (std::int64_t j = 0; j < h; ++j) d[j] = g[j];
+      else
+        for (std::int64_t j = 0; j < h; ++j) d[j] += g[j];
+    }
+  }
   return {fl(tokens * k * h + tokens * k), fl(tokens * h)};
 }
 
-Traffic unpermute_forward(std::int64_t tokens, std::int64_t h, std::int64_t k, const std::int32_t* row_of,
-                          const float* probs, const float* expert_out, float* out) {
-  std::fill(out, out + tokens * h, 0.0f);
-  for (std::int64_t i = 0; i < tokens * k; ++i)
-    for (std::int64_t j = 0; j < h; ++j)
-      out[(i / k) * h + j] += probs[i] * expert_out[static_cast<std::int64_t>(row_of[i]) * h + j];
+SAX_VECTOR_CLONES Traffic unpermute_forward(std::int64_t tokens, std::int64_t h, std::int64_t k,
+                                            const std::int32_t* row_of, const float* probs, const float* expert_out,
+                                            float* out) {
+  // Token by token: its row written once, the first copy's term stored and the others added.
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    float* o = out + t * h;
+    for (std::int64_t c = 0; c < k; ++c) {
+      const float p = probs[t * k + c];
+      const float* e = expert_out + static_cast<std::int64_t>(row_of[t * k + c]) * h;
+      if (c == 0)
+        for (std::int64_t j = 0; j < h; ++j) o[j] = p * e[j];
+      else
+        for (std::int64_t j = 0; j < h; ++j) o[j] += p * e[j];
+    }
+  }
   return {fl(tokens * k * h + 2 * tokens * k), fl(tokens * h)};
 }
 
-Traffic unpermute_backward(std::int64_t tokens, std::int64_t h, std::int64_t k, const std::int32_t* row_of,
-                           const float* probs, const float* expert_out, const float* dout, float* dexpert_out,
-                           float* dprobs) {
+SAX_VECTOR_CLONES Traffic unpermute_backward(std::int64_t tokens, std::int64_t h, std::int64_t k,
+                                             const std::int32_t* row_of, const float* probs, const float* expert_out,
+                                             const float* dout, float* dexpert_out, float* dprobs) {
   for (std::int64_t i = 0; i < tokens * k; ++i) {
     const float* dy = dout + (i / k) * h;
     const std::int64_t row = row_of[i];
-    double dot = 0;
-    for (std::int64_t j = 0; j < h; ++j) {
-      dexpert_out[row * h + j] = probs[i] * dy[j];
-      dot += static_cast<double>(dy[j]) * expert_out[row * h + j];
-    }
-    dprobs[i] = static_cast<float>(dot);
+    float* de = dexpert_out + row * h;
+    const float p = probs[i];
+    for (std::int64_t j = 0; j < h; ++j) de[j] = p * dy[j];
+    dprobs[i] = lane_dot(dy, expert_out + row * h, h);
   }
   return {fl(tokens * h + tokens * k * h + 2 * tokens * k), fl(tokens * k * h + tokens * k)};
 }
