@@ -44,7 +44,10 @@ class DeviceBuffer final : public Buffer {
   ~DeviceBuffer() override { cudaFree(data_); }
   void* data() override { return data_; }
   std::size_t bytes() const override { return bytes_; }
+  // The copy runs on the legacy default stream: work of the device's non-blocking streams that
+  // may still read the buffer is finished first.
   void upload(const void* host, std::size_t n) override {
+    SAX_CUDA_CHECK(cudaDeviceSynchronize());
     SAX_CUDA_CHECK(cudaMemcpy(data_, host, n, cudaMemcpyHostToDevice));
     SAX_CUDA_CHECK(cudaDeviceSynchronize());  // from pageable memory the copy may still be in flight
   }

@@ -34,8 +34,10 @@ double act(std::int64_t n) { return static_cast<double>(n) * kA; }
 double f32(std::int64_t n) { return static_cast<double>(n) * kF; }
 
 constexpr int kThreads = 256;
+// Blocks for a grid-stride loop over n items: at least one (a launch of none is an error), at
+// most 2^20 (the loops stride over the rest).
 unsigned blocks_for(std::int64_t n, int per_block = kThreads) {
-  return static_cast<unsigned>(std::min<std::int64_t>((n + per_block - 1) / per_block, 1 << 20));
+  return static_cast<unsigned>(std::clamp<std::int64_t>((n + per_block - 1) / per_block, 1, 1 << 20));
 }
 
 __device__ __forceinline__ float ld(const bf16* p, std::int64_t i) { return __bfloat162float(p[i]); }
@@ -153,22 +155,20 @@ __global__ void bda_bwd(std::int64_t n, const bf16* dout, const std::uint8_t* ma
 // Column sums over `rows`: out[c] += Σ_r a[r][c] (·b[r][c] when b is given), a block of
 // threads per 256 columns and per kRowChunk rows, one atomic add per chunk and column.
 constexpr int kRowChunk = 256;
-__global__ void column_sum(std::int64_t rows, std::int64_t cols, const bf16* a, float* out) {
+__global__ void column_sum(std::int64_t rows, std::int64_t cols, std::int64_t chunk, const bf16* a, float* out) {
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (c >= cols) return;
-  const std::int64_t r0 = blockIdx.y * static_cast<std::int64_t>(kRowChunk),
-                     r1 = std::min<std::int64_t>(rows, r0 + kRowChunk);
+  const std::int64_t r0 = blockIdx.y * chunk, r1 = std::min<std::int64_t>(rows, r0 + chunk);
   float s = 0;
   for (std::int64_t r = r0; r < r1; ++r) s += ld(a, r * cols + c);
   atomicAdd(out + c, s);
 }
 // dγ (and dβ) of the norms: Σ_r dy·x̂ with x̂ = (x − mean)·rstd (mean null for RMSNorm).
-__global__ void norm_param_grads(std::int64_t rows, std::int64_t cols, const bf16* x, const bf16* dy, const float* mean,
-                                 const float* rstd, float* dgamma, float* dbeta) {
+__global__ void norm_param_grads(std::int64_t rows, std::int64_t cols, std::int64_t chunk, const bf16* x,
+                                 const bf16* dy, const float* mean, const float* rstd, float* dgamma, float* dbeta) {
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (c >= cols) return;
-  const std::int64_t r0 = blockIdx.y * static_cast<std::int64_t>(kRowChunk),
-                     r1 = std::min<std::int64_t>(rows, r0 + kRowChunk);
+  const std::int64_t r0 = blockIdx.y * chunk, r1 = std::min<std::int64_t>(rows, r0 + chunk);
   float g = 0, b = 0;
   for (std::int64_t r = r0; r < r1; ++r) {
     const float d = ld(dy, r * cols + c), xhat = (ld(x, r * cols + c) - (mean ? mean[r] : 0.0f)) * rstd[r];
@@ -177,8 +177,12 @@ __global__ void norm_param_grads(std::int64_t rows, std::int64_t cols, const bf1
   atomicAdd(dgamma + c, g);
   if (dbeta) atomicAdd(dbeta + c, b);
 }
+// Rows per block of a column pass: kRowChunk, or more where the rows would need more than the
+// 65535 blocks grid.y allows.
+std::int64_t column_chunk(std::int64_t rows) { return std::max<std::int64_t>(kRowChunk, (rows + 65534) / 65535); }
 dim3 column_grid(std::int64_t rows, std::int64_t cols) {
-  return dim3(blocks_for(cols), static_cast<unsigned>((rows + kRowChunk - 1) / kRowChunk));
+  const std::int64_t chunk = column_chunk(rows);
+  return dim3(blocks_for(cols), static_cast<unsigned>(std::max<std::int64_t>(1, (rows + chunk - 1) / chunk)));
 }
 
 // ---- norms: a block per row ------------------------------------------------------------------
@@ -357,15 +361,17 @@ __global__ void flash_fwd(AttentionShape s, float scale, const bf16* q, const bf
 
 // D = rowsum(dO ∘ O) per (b, h, query): a warp per row.
 __global__ void flash_dot(AttentionShape s, const bf16* o, const bf16* dout, float* D) {
-  const std::int64_t row = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (row >= s.b * s.heads * s.sq) return;
-  const std::int64_t i = row % s.sq, h = (row / s.sq) % s.heads, b = row / (s.sq * s.heads);
-  const std::int64_t at = (b * s.sq + i) * s.heads * s.d + h * s.d;
-  float sum = 0;
-  for (std::int64_t c = lane; c < s.d; c += 32) sum += ld(o, at + c) * ld(dout, at + c);
-  sum = warp_sum(sum);
-  if (lane == 0) D[row] = sum;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  for (std::int64_t row = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
+       row < s.b * s.heads * s.sq; row += warps) {
+    const std::int64_t i = row % s.sq, h = (row / s.sq) % s.heads, b = row / (s.sq * s.heads);
+    const std::int64_t at = (b * s.sq + i) * s.heads * s.d + h * s.d;
+    float sum = 0;
+    for (std::int64_t c = lane; c < s.d; c += 32) sum += ld(o, at + c) * ld(dout, at + c);
+    sum = warp_sum(sum);
+    if (lane == 0) D[row] = sum;
+  }
 }
 
 // dQ: warp per query as in the forward; per key block P = exp(scale·q·k − lse), dP = dO·v,
@@ -630,18 +636,20 @@ __global__ void unpermute_fwd(std::int64_t tokens, std::int64_t h, std::int64_t 
 __global__ void unpermute_bwd(std::int64_t tokens, std::int64_t h, std::int64_t k, const std::int32_t* row_of,
                               const float* probs, const bf16* expert_out, const bf16* dout, bf16* dexpert_out,
                               float* dprobs) {
-  const std::int64_t i = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (i >= tokens * k) return;
-  const std::int64_t row = row_of[i], t = i / k;
-  float dot = 0;
-  for (std::int64_t j = lane; j < h; j += 32) {
-    const float dy = ld(dout, t * h + j);
-    st(dexpert_out, row * h + j, probs[i] * dy);
-    dot += dy * ld(expert_out, row * h + j);
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  for (std::int64_t i = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32; i < tokens * k;
+       i += warps) {
+    const std::int64_t row = row_of[i], t = i / k;
+    float dot = 0;
+    for (std::int64_t j = lane; j < h; j += 32) {
+      const float dy = ld(dout, t * h + j);
+      st(dexpert_out, row * h + j, probs[i] * dy);
+      dot += dy * ld(expert_out, row * h + j);
+    }
+    dot = warp_sum(dot);
+    if (lane == 0) dprobs[i] = dot;
   }
-  dot = warp_sum(dot);
-  if (lane == 0) dprobs[i] = dot;
 }
 
 __global__ void adam_kernel(std::int64_t n, float* param, const float* grad, float* m, float* v, float lr, float beta1,
@@ -711,34 +719,39 @@ class CudaOps final : public Ops {
 
   Traffic layer_norm_forward(std::int64_t rows, std::int64_t h, const void* x, const void* gamma, const void* beta,
                              void* y, float* mean, float* rstd, float eps) override {
+    if (rows == 0) return {};  // no blocks to launch
     layer_norm_fwd<<<grid_rows(rows), kThreads, 0, stream_>>>(h, B(x), B(gamma), B(beta), B(y), mean, rstd, eps);
     launched();
     return {act(rows * h + 2 * h), act(rows * h) + f32(2 * rows)};
   }
   Traffic layer_norm_backward(std::int64_t rows, std::int64_t h, const void* x, const void* dy, const void* gamma,
                               const float* mean, const float* rstd, void* dx, float* dgamma, float* dbeta) override {
+    if (rows == 0) return {};  // no blocks to launch
     layer_norm_bwd<<<grid_rows(rows), kThreads, 0, stream_>>>(h, B(x), B(dy), B(gamma), mean, rstd, B(dx));
     launched();
     SAX_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, static_cast<std::size_t>(h) * 4, stream_));
     SAX_CUDA_CHECK(cudaMemsetAsync(dbeta, 0, static_cast<std::size_t>(h) * 4, stream_));
-    norm_param_grads<<<column_grid(rows, h), kThreads, 0, stream_>>>(rows, h, B(x), B(dy), mean, rstd, dgamma, dbeta);
+    norm_param_grads<<<column_grid(rows, h), kThreads, 0, stream_>>>(rows, h, column_chunk(rows), B(x), B(dy), mean,
+                                                                     rstd, dgamma, dbeta);
     launched();
     // The row pass and the column pass each read x and dy.
     return {act(4 * rows * h + h) + f32(4 * rows), act(rows * h) + f32(2 * h)};
   }
   Traffic rms_norm_forward(std::int64_t rows, std::int64_t h, const void* x, const void* gamma, void* y, float* rstd,
                            float eps) override {
+    if (rows == 0) return {};  // no blocks to launch
     rms_norm_fwd<<<grid_rows(rows), kThreads, 0, stream_>>>(h, B(x), B(gamma), B(y), rstd, eps);
     launched();
     return {act(rows * h + h), act(rows * h) + f32(rows)};
   }
   Traffic rms_norm_backward(std::int64_t rows, std::int64_t h, const void* x, const void* dy, const void* gamma,
                             const float* rstd, void* dx, float* dgamma) override {
+    if (rows == 0) return {};  // no blocks to launch
     rms_norm_bwd<<<grid_rows(rows), kThreads, 0, stream_>>>(h, B(x), B(dy), B(gamma), rstd, B(dx));
     launched();
     SAX_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, static_cast<std::size_t>(h) * 4, stream_));
-    norm_param_grads<<<column_grid(rows, h), kThreads, 0, stream_>>>(rows, h, B(x), B(dy), nullptr, rstd, dgamma,
-                                                                     nullptr);
+    norm_param_grads<<<column_grid(rows, h), kThreads, 0, stream_>>>(rows, h, column_chunk(rows), B(x), B(dy), nullptr,
+                                                                     rstd, dgamma, nullptr);
     launched();
     return {act(4 * rows * h + h) + f32(2 * rows), act(rows * h) + f32(h)};
   }
@@ -796,7 +809,7 @@ class CudaOps final : public Ops {
     Traffic t{act(rows * h) + (p > 0 ? n : 0), act(rows * h)};
     if (dbias) {
       SAX_CUDA_CHECK(cudaMemsetAsync(dbias, 0, static_cast<std::size_t>(h) * 4, stream_));
-      column_sum<<<column_grid(rows, h), kThreads, 0, stream_>>>(rows, h, B(dy), dbias);
+      column_sum<<<column_grid(rows, h), kThreads, 0, stream_>>>(rows, h, column_chunk(rows), B(dy), dbias);
       launched();
       t += Traffic{act(rows * h), f32(h)};
     }
@@ -805,12 +818,14 @@ class CudaOps final : public Ops {
 
   Traffic scale_mask_softmax_forward(std::int64_t batch, std::int64_t sq, std::int64_t sk, std::int64_t q_offset,
                                      float scale, void* s) override {
+    if (batch * sq == 0) return {};
     softmax_fwd<<<grid_rows(batch * sq), kThreads, 0, stream_>>>(sq, sk, q_offset, scale, B(s));
     launched();
     return {act(batch * sq * sk), act(batch * sq * sk)};
   }
   Traffic scale_mask_softmax_backward(std::int64_t batch, std::int64_t sq, std::int64_t sk, float scale, const void* p,
                                       void* dp) override {
+    if (batch * sq == 0) return {};
     softmax_bwd<<<grid_rows(batch * sq), kThreads, 0, stream_>>>(sk, scale, B(p), B(dp));
     launched();
     return {act(2 * batch * sq * sk), act(batch * sq * sk)};
@@ -875,6 +890,7 @@ class CudaOps final : public Ops {
   }
   Traffic attention_flash_forward(const AttentionShape& s, const void* q, const void* k, const void* v, void* o,
                                   float* lse) override {
+    if (s.b * s.heads * s.sq == 0) return {};
     const int d = head_dim(s);
     const std::size_t smem = static_cast<std::size_t>(32 * (d + 1) + 32 * d + kWarps * d) * 4;
     const dim3 grid(static_cast<unsigned>((s.sq + kWarps - 1) / kWarps), static_cast<unsigned>(s.heads),
@@ -893,6 +909,7 @@ class CudaOps final : public Ops {
   }
   Traffic attention_flash_backward(const AttentionShape& s, const void* q, const void* k, const void* v, const void* o,
                                    const void* dout, const float* lse, void* dq, void* dk, void* dv) override {
+    if (s.b * s.heads * s.sq == 0) return {};
     const int d = head_dim(s);
     const std::int64_t rows = s.b * s.heads * s.sq;
     float* D = scratch_f32(rows);
@@ -918,11 +935,14 @@ class CudaOps final : public Ops {
                  lb = f32(s.b * s.heads * s.sq);
     // dQ kernel: score, dP and dQ per pair; dK/dV kernel: score, dP, dK and dV per pair.
     const double d2 = 2.0 * static_cast<double>(s.d);
-    return {3 * qb + 2 * kvb + lb, qb + 2 * kvb, 3 * d2 * flash_pairs(s, false) + 4 * d2 * flash_pairs(s, true)};
+    // D = rowsum(dO∘O) goes through device memory: written once, read by both kernels.
+    return {3 * qb + 2 * kvb + lb + f32(2 * rows), qb + 2 * kvb + f32(rows),
+            3 * d2 * flash_pairs(s, false) + 4 * d2 * flash_pairs(s, true)};
   }
 
   Traffic cross_entropy_forward(std::int64_t rows, std::int64_t vocab, const void* logits, const std::int32_t* targets,
                                 float* loss, float* row_max, float* row_sum) override {
+    if (rows == 0) return {};  // no blocks to launch
     cross_entropy_fwd<<<grid_rows(rows), kThreads, 0, stream_>>>(vocab, B(logits), targets, loss, row_max, row_sum);
     launched();
     return {act(rows * vocab) + f32(rows), f32(3 * rows)};
@@ -1109,7 +1129,8 @@ class CudaOps final : public Ops {
     launched();
     return {act(tokens * heads * d) + f32(tokens * d), act(tokens * heads * d)};
   }
-  // Device scratch owned by the ops, grown on demand (the stream is synchronised before a free).
+  // Device scratch owned by the ops, grown on demand (the stream is synchronised before a free,
+  // which stream capture forbids: ops that may need to grow it are not for capture).
   char* workspace(std::size_t bytes) {
     if (bytes > work_bytes_) {
       SAX_CUDA_CHECK(cudaStreamSynchronize(stream_));

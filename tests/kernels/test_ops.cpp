@@ -225,11 +225,13 @@ TEST_F(CudaOps, SoftmaxAndRope) {
   });
 }
 
-// Grouped-query heads (4 over 2), fewer queries than keys (the last 24 of 40), head dims that do
-// not fill a warp's lanes evenly (40) and that need two columns per lane (64).
+// Grouped-query heads (4 over 2, 2 over 1), fewer queries than keys (the last 24 of 40, 40 of
+// 72), head dims that do not fill a warp's lanes evenly (40), that need two or four columns per
+// lane (64, 128) and more than 48 KB of shared memory (256); several 32-row chunks (100 × 100).
 TEST_F(CudaOps, AttentionFlashAndUnfused) {
-  for (std::int64_t d : {40, 64}) {
-    const AttentionShape a{2, 4, 2, 24, 40, d};
+  for (const AttentionShape a : {AttentionShape{2, 4, 2, 24, 40, 40}, AttentionShape{2, 4, 2, 24, 40, 64},
+                                 AttentionShape{1, 4, 2, 100, 100, 128}, AttentionShape{1, 2, 1, 40, 72, 256}}) {
+    const std::int64_t d = a.d;
     const std::size_t nq = a.b * a.sq * a.heads * d, nk = a.b * a.sk * a.kv_heads * d, ns = a.b * a.heads * a.sq * a.sk;
     const Vec q = random_vec(nq, 20), k = random_vec(nk, 21), v = random_vec(nk, 22), dout = random_vec(nq, 23);
     same_on_both([&](Side& s) {
