@@ -13,6 +13,8 @@ void add_predict(CLI::App& app);
 // `bench coll` (collective sweeps under mpirun) and `regress` (the busbw regression gate).
 void add_bench(CLI::App& app);
 void add_regress(CLI::App& app);
+// `run` (one layout's training step on the testbed, timed); needs the layer ops (OpenBLAS).
+void add_run(CLI::App& app);
 // Subcommands this sax cannot run — named by the design but not built yet, or needing what this
 // build was configured without: they say why and exit 2.
 void add_not_built(CLI::App& app, const char* name, const char* what, const char* why);

@@ -49,7 +49,14 @@ int main(int argc, char** argv) {
   add_not_built(app, "bench", "Sweep collectives under mpirun (bench coll)", kWithoutTestbed);
   add_not_built(app, "regress", "Compare two bench coll results and flag busbw regressions", kWithoutTestbed);
 #endif
-  add_not_built(app, "run", "Execute one layout's training step on the testbed and time every phase", kLaterIssue);
+#if defined(SAX_HAVE_TESTBED) && defined(SAX_HAVE_KERNEL_BENCH)
+  add_run(app);
+#elif defined(SAX_HAVE_TESTBED)
+  add_not_built(app, "run", "Execute one layout's training step on the testbed and time every phase",
+                "this sax was built without OpenBLAS (the CPU layer ops); install libopenblas-dev and build again");
+#else
+  add_not_built(app, "run", "Execute one layout's training step on the testbed and time every phase", kWithoutTestbed);
+#endif
   add_not_built(app, "launch", "Place ranks on emulated buildings and start the workers", kLaterIssue);
   add_not_built(app, "calibrate", "Fit link and compute coefficients from testbed sweeps", kLaterIssue);
   add_explore(app);

@@ -49,7 +49,7 @@ GroupSet resolve_group(const std::string& name, std::int64_t world, const GroupS
   for (const auto& g : set.groups) smallest = std::min(smallest, g.size());
   if (*kind == GroupKind::world && world < 2)
     throw UsageError("group world has " + std::to_string(world) + " rank: start at least 2 (mpirun -np N)");
-  if (smallest < 2) {
+  if (smallest < 2 && !(src.allow_single && *kind != GroupKind::world)) {
     std::string under = src.layout && needs_layout(*kind) ? " under layout " + src.layout_file : "";
     if (!needs_layout(*kind)) under = " in cluster " + src.cluster_file;
     throw UsageError("group " + name + " has a group of " + std::to_string(smallest) + " rank" +

@@ -38,6 +38,9 @@ struct GroupSource {
   std::string cluster_file;
   const Layout* layout = nullptr;
   std::string layout_file;
+  // A training step's groups may leave some ranks alone (the embedding group of a middle
+  // pipeline stage): accept groups of one rank (a benchmark refuses them).
+  bool allow_single = false;
 };
 
 // Bad input (an unknown name, a group that needs a layout or a cluster not given, a layout that

@@ -124,12 +124,22 @@ std::int64_t Job::sum(std::int64_t value) {
 void Job::barrier() { SAX_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
 
 std::vector<std::string> Job::all_gather(const std::string& value) {
-  constexpr int kWidth = MPI_MAX_PROCESSOR_NAME;
-  std::vector<char> mine(kWidth, '\0'), all(static_cast<std::size_t>(size_) * kWidth);
-  value.copy(mine.data(), kWidth - 1);
-  SAX_MPI_CHECK(MPI_Allgather(mine.data(), kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, MPI_COMM_WORLD));
+  // Lengths first, then the strings of any length one after another.
+  const int mine = static_cast<int>(value.size());
+  std::vector<int> lengths(static_cast<std::size_t>(size_)), displs(static_cast<std::size_t>(size_));
+  SAX_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  std::size_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    displs[static_cast<std::size_t>(r)] = static_cast<int>(total);
+    total += static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]);
+  }
+  std::vector<char> all(total + 1);
+  SAX_MPI_CHECK(MPI_Allgatherv(value.data(), mine, MPI_CHAR, all.data(), lengths.data(), displs.data(), MPI_CHAR,
+                               MPI_COMM_WORLD));
   std::vector<std::string> out;
-  for (int r = 0; r < size_; ++r) out.emplace_back(all.data() + static_cast<std::size_t>(r) * kWidth);
+  for (int r = 0; r < size_; ++r)
+    out.emplace_back(all.data() + displs[static_cast<std::size_t>(r)],
+                     static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]));
   return out;
 }
 

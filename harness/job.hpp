@@ -73,7 +73,7 @@ class Job {
   double aggregate(double value, RankAggregate how);
   std::int64_t sum(std::int64_t value);
   void barrier();
-  // Every rank's `value`, in rank order (host names, for the environment record).
+  // Every rank's `value` (any length), in rank order (host names; each rank's results).
   std::vector<std::string> all_gather(const std::string& value);
 
   // The processor (host) name, the MPI library and the thread level MPI provides: where a

@@ -70,11 +70,18 @@ OpRunner::OpRunner(const Model& model, const Op& op, kernels::Device& device, ke
       if (local > model.num_experts || model.num_experts % local != 0)
         throw UsageError("op " + op.name + ": " + std::to_string(local) + " local experts do not divide " +
                          std::to_string(model.num_experts));
-      route(std::max<std::int64_t>(1, m / topk));
-      std::vector<std::int32_t> index(static_cast<std::size_t>(std::max<std::int64_t>(1, m / topk) * topk));
-      b_->index->download(index.data(), index.size() * 4);
-      b_.reset();
-      groups_ = rows_per_expert(index, local, model.num_experts / local);
+      if (!opt_.expert_rows.empty()) {
+        if (static_cast<std::int64_t>(opt_.expert_rows.size()) != local)
+          throw UsageError("op " + op.name + ": rows for " + std::to_string(opt_.expert_rows.size()) +
+                           " experts, the rank has " + std::to_string(local));
+        groups_ = opt_.expert_rows;
+      } else {
+        route(std::max<std::int64_t>(1, m / topk));
+        std::vector<std::int32_t> index(static_cast<std::size_t>(std::max<std::int64_t>(1, m / topk) * topk));
+        b_->index->download(index.data(), index.size() * 4);
+        b_.reset();
+        groups_ = rows_per_expert(index, local, model.num_experts / local);
+      }
       rows = 0;
       for (std::int64_t g : groups_) rows += g;
       rows = std::max<std::int64_t>(rows, 1);

@@ -25,6 +25,9 @@ struct OpRunnerOptions {
   float router_skew = 0;           // 0: uniform router logits in expectation
   std::int64_t local_experts = 0;  // experts on this rank (num_experts / EP); 0: all
   std::uint64_t seed = 1;
+  // Rows each local expert receives, when the caller knows them (`sax run` exchanges the routed
+  // counts over the EP group); empty: the runner routes its own tokens and takes EP × its share.
+  std::vector<std::int64_t> expert_rows;
 };
 
 class OpRunner {

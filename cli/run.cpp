@@ -1,0 +1,61 @@
+// `sax run --cluster C --model M --layout L [--steps N] [--warmup W] [--backend cpu|cuda]
+// [--router-skew S] [--json FILE] [--timeout S]` under mpirun: parses the command line, gives the
+// harness the explorer's memory check (the harness does not link the explorer) and runs.
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/json_out.hpp"
+#include "explorer/cost_model.hpp"
+#include "harness/run.hpp"
+#include "spec/error.hpp"
+
+namespace sax::cli {
+
+namespace {
+
+// The layout's memory per device (the explorer's figure, on the fullest device) against the
+// cluster device's usable memory.
+void check_memory(const Cluster& c, const Model& m, const Layout& l) {
+  const explorer::CostParams params = explorer::CostParams::datasheet(c, m);
+  const explorer::CostModel cm(c, m, params);
+  const explorer::Prediction p = cm.predict(l);
+  const double limit = params.hbm_gib * params.memory_usable_fraction;
+  if (p.memory_gib > limit) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "run: the layout needs %.2f GiB per device (weights %.2f, gradients %.2f, optimizer %.2f, "
+                  "activations %.2f) and %s's %s has %.2f GiB usable",
+                  p.memory_gib, p.memory.weights_gib, p.memory.gradients_gib, p.memory.optimizer_gib,
+                  p.memory.activations_gib, c.name.c_str(), c.device.name.c_str(), limit);
+    throw UsageError(buf);
+  }
+}
+
+}  // namespace
+
+void add_run(CLI::App& app) {
+  auto a = std::make_shared<harness::RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Execute one layout's training step on the testbed under mpirun and time every phase");
+  cmd->add_option("--cluster", a->cluster_file, "Cluster file (one rank per device)");
+  cmd->add_option("--model", a->model_file, "Model file");
+  cmd->add_option("--layout", a->layout_file, "Layout file");
+  cmd->add_option("--steps", a->steps, "Measured steps")->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "Unmeasured steps before")->capture_default_str();
+  cmd->add_option("--backend", a->backend, "cpu (OpenBLAS + MPI) | cuda (cuBLAS + NCCL); default cuda where present");
+  cmd->add_option("--router-skew", a->router_skew,
+                  "MoE: router logits favour low-numbered experts by this much (0 uniform): real imbalance")
+      ->capture_default_str();
+  cmd->add_option("--timeout", a->timeout_s, "Seconds without progress before every rank exits 1")
+      ->capture_default_str();
+  cmd->add_option("--json", a->json_file, "Write the results as JSON (rank 0; atomically)");
+  cmd->allow_extras();
+  a->check_memory = check_memory;
+  cmd->callback([a, cmd] {
+    harness::Job job;
+    harness::run_training(job, *a, cmd->remaining(), {check_writable, write_json_file});
+  });
+}
+
+}  // namespace sax::cli

@@ -1,0 +1,101 @@
+// The executor of `sax run`: one rank walks its own `workload::build(...)` op list — the one
+// description of what a layout does — in order, every step. Compute ops run through the op
+// runner on the device's ops at their shapes; messages run on the communicator of their group
+// with real buffers of the listed size (under a skewed router the experts' all-to-alls carry the
+// token counts the router really produced, exchanged over the EP group at start-up, and the
+// expert GEMMs the rows each expert received): collectives blocking, or asynchronous beside the compute
+// that follows when the workload flags them overlappable (the overlapped DP sync), waited for
+// before the optimizer; pipeline sends asynchronous (so that two stages sending to each other
+// cannot deadlock), receives blocking; the CP ring a send-receive to the ring's neighbours.
+//
+// Each op is timed on the host's clock (on CUDA after synchronising the stream it ran on) and its
+// time lands in one category: compute by phase; a blocking collective's time as exposed
+// communication of its dimension; a receive's time until the message is there (the peer had not
+// sent it: the pipeline bubble) as idle, the rest as communication; waiting for asynchronous
+// collectives as communication of their dimension; the end-of-step wait for outstanding sends as
+// idle. What is left of the step's time (bookkeeping between ops) is `other`.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/factory.hpp"
+#include "collectives/groups.hpp"
+#include "harness/op_runner.hpp"
+#include "harness/watchdog.hpp"
+#include "kernels/device.hpp"
+#include "kernels/ops.hpp"
+#include "workload/workload.hpp"
+
+namespace sax::harness {
+
+// One rank's step: where its time went (seconds) and the bytes it sent per dimension (as the
+// workload counts them: a collective's buffer as nccl-tests sizes it, a send's message).
+struct StepRecord {
+  double time_s = 0;  // this rank's step: from the start line to its last op's completion
+  double forward_s = 0, backward_s = 0, recompute_s = 0, optimizer_s = 0;
+  std::array<double, 5> comm_s{};  // exposed communication per Dim (tp cp ep dp pp)
+  double idle_s = 0;               // waiting for a peer (the bubble; draining sends)
+  std::array<double, 5> sent_bytes{};
+  double compute_s() const { return forward_s + backward_s + recompute_s; }
+  double timed_s() const;
+  double other_s() const { return time_s - timed_s(); }
+};
+
+class StepExecutor {
+ public:
+  // Makes this rank's communicators for `kinds` (the group kinds any rank's workload uses: the
+  // same list, in the same order, on every rank — making them is collective) and a runner for
+  // every distinct compute op. `watchdog` (may be null) hears of every op.
+  StepExecutor(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank,
+               kernels::Device& device, kernels::Ops& ops, coll::CommunicatorFactory& factory,
+               const std::vector<GroupKind>& kinds, const coll::GroupSource& source, const OpRunnerOptions& options,
+               Watchdog* watchdog);
+  ~StepExecutor();
+  StepExecutor(const StepExecutor&) = delete;
+  StepExecutor& operator=(const StepExecutor&) = delete;
+
+  // Bytes of the buffers the step needs (compute ops' and messages'): checked before allocate().
+  double buffer_bytes() const;
+  void allocate();
+  StepRecord run_step(int step);
+  const workload::Workload& workload() const { return w_; }
+
+  // The group kinds this workload sends messages on.
+  static std::vector<GroupKind> message_kinds(const workload::Workload& w);
+
+ private:
+  struct Message;
+  struct Pending;
+  void progress(StepRecord* rec);
+  void wait_pending(StepRecord& rec);
+  void message(const workload::Op& op, StepRecord& rec);
+
+  workload::Workload w_;
+  kernels::Device* device_;
+  Watchdog* watchdog_;
+  std::map<GroupKind, coll::GroupCommunicator> comms_;
+  std::vector<std::unique_ptr<OpRunner>> runners_;  // by distinct compute op
+  std::vector<int> runner_of_;                      // op index → runner (−1 for messages)
+  std::vector<std::string> what_;                   // op index → the watchdog's description
+  std::array<std::unique_ptr<kernels::Buffer>, 5> send_buf_, recv_buf_;  // per Dim
+  std::array<double, 5> max_bytes_{};
+  DType act_dtype_ = DType::bf16;
+  std::vector<Pending> pending_;
+  std::vector<Pending> sends_;
+  // MoE with a skewed router: elements this rank sends to and receives from each EP peer in a
+  // dispatch (a combine goes the other way), from the routed counts exchanged at start-up.
+  struct Dispatch {
+    std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;
+  };
+  std::optional<Dispatch> dispatch_;
+  std::vector<std::int64_t> route_experts(const Model& model, const Layout& layout, kernels::Ops& ops,
+                                          const OpRunnerOptions& options);
+};
+
+}  // namespace sax::harness

@@ -1,0 +1,231 @@
+#include "harness/run.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <optional>
+
+#include "harness/executor.hpp"
+#include "harness/fault_injection.hpp"
+#include "harness/stats.hpp"
+#include "harness/watchdog.hpp"
+#include "kernels/ops.hpp"
+#include "sax_version.hpp"
+#include "spec/groups.hpp"
+
+namespace sax::harness {
+
+namespace {
+
+std::int64_t parse_int(const std::string& text, const std::string& flag, std::int64_t min, std::int64_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
+    throw UsageError(flag + ": expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                     ", got '" + text + "'");
+  return v;
+}
+
+double parse_real(const std::string& text, const std::string& flag, double min, double max) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v >= min && v <= max))
+    throw UsageError(flag + ": expected a number from " + std::to_string(min) + " to " + std::to_string(max) +
+                     ", got '" + text + "'");
+  return v;
+}
+
+double peak_rss_gib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0 / (1u << 30);  // ru_maxrss is in KiB on Linux
+}
+
+// The breakdown of one rank's step, in `sax predict`'s categories and finer: compute by phase,
+// exposed communication per dimension, idle (the bubble, waiting for the slowest rank at the
+// end), and what no op accounts for.
+json breakdown_json(const StepRecord& r, double step_s) {
+  json b = {{"forward", r.forward_s},
+            {"backward", r.backward_s},
+            {"recompute", r.recompute_s},
+            {"compute", r.compute_s()},
+            {"optimizer", r.optimizer_s},
+            {"idle", r.idle_s + (step_s - r.time_s)},
+            {"other", r.other_s()}};
+  for (Dim d : kDims) b[std::string(dim_name(d)) + "_comm"] = r.comm_s[static_cast<std::size_t>(d)];
+  return b;
+}
+
+json bytes_json(const StepRecord& r) {
+  json b = json::object();
+  for (Dim d : kDims) b[dim_name(d)] = r.sent_bytes[static_cast<std::size_t>(d)];
+  return b;
+}
+
+}  // namespace
+
+std::string RunArgs::text() const {
+  std::string t;
+  for (const std::string* s :
+       {&cluster_file, &model_file, &layout_file, &steps, &warmup, &backend, &router_skew, &timeout_s, &json_file})
+    t += *s + '\x1f';
+  return t;
+}
+
+void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& extras, const ResultWriter& writer) {
+  // 1. Validate on every rank and agree on the verdict.
+  std::optional<Cluster> cluster;
+  std::optional<Model> model;
+  std::optional<Layout> layout;
+  int steps = 0, warmup = 0;
+  double timeout = 0, skew = 0;
+  Backend backend = Backend::cpu;
+  std::string text = a.text();
+  for (const auto& e : extras) text += '\x1f' + e;
+  job.agree(text, [&] {
+    if (!extras.empty()) throw UsageError("run: unexpected argument '" + extras.front() + "'");
+    (void)FaultInjection::get();  // a malformed test variable is bad input too
+    if (a.cluster_file.empty() || a.model_file.empty() || a.layout_file.empty())
+      throw UsageError("run: --cluster, --model and --layout are required");
+    steps = static_cast<int>(parse_int(a.steps, "--steps", 1, 100000));
+    warmup = static_cast<int>(parse_int(a.warmup, "--warmup", 0, 100000));
+    timeout = parse_real(a.timeout_s, "--timeout", 1, kMaxTimeoutS);
+    skew = parse_real(a.router_skew, "--router-skew", 0, 100);
+    cluster = load_cluster(a.cluster_file);
+    model = load_model(a.model_file);
+    layout = load_layout(a.layout_file);
+    validate_layout(*layout, *model, *cluster, a.layout_file);
+    if (cluster->world_size() != job.size())
+      throw UsageError("run: " + a.cluster_file + " has " + std::to_string(cluster->world_size()) +
+                       " devices and the job has " + std::to_string(job.size()) +
+                       " ranks: start one rank per device (mpirun -np " + std::to_string(cluster->world_size()) +
+                       ")");
+    backend = job.choose_backend(a.backend);
+    if (a.check_memory) a.check_memory(*cluster, *model, *layout);
+    if (job.rank() == 0 && !a.json_file.empty()) writer.check(a.json_file);
+  });
+
+  // 2. Run. A failure here may be one rank's alone: it says so and brings the job down.
+  try {
+    Watchdog watchdog(timeout, job.rank());
+    auto device = job.make_device(backend);
+    auto ops = kernels::make_ops(*device);
+    auto factory = job.communicators(*device);
+    const RankGrid grid(*layout, *cluster);
+    const coll::GroupSource source{&*cluster, a.cluster_file, &*layout, a.layout_file, true};
+    OpRunnerOptions options;
+    options.router_skew = static_cast<float>(skew);
+    if (model->num_experts > 0) options.local_experts = model->num_experts / layout->expert_model_parallel_size;
+    options.seed = 1 + static_cast<std::uint64_t>(job.rank());
+    // The group kinds any rank sends on, agreed (making communicators is collective).
+    const workload::Workload mine = workload::build(*cluster, *model, *layout, job.rank());
+    std::vector<double> used(kNumGroupKinds, 0.0);
+    for (GroupKind k : StepExecutor::message_kinds(mine)) used[static_cast<std::size_t>(k)] = 1;
+    job.aggregate(used, RankAggregate::max);
+    std::vector<GroupKind> kinds;
+    for (int k = 0; k < kNumGroupKinds; ++k)
+      if (used[static_cast<std::size_t>(k)] > 0) kinds.push_back(static_cast<GroupKind>(k));
+    watchdog.progress("setting up communicators and buffers");
+    StepExecutor exec(*cluster, *model, *layout, job.rank(), *device, *ops, *factory, kinds, source, options,
+                      &watchdog);
+    const double need = exec.buffer_bytes(), free = device->free_bytes();
+    if (free > 0 && need > free)
+      throw RunError("rank " + std::to_string(job.rank()) + " needs " + std::to_string(need / (1u << 30)) +
+                     " GiB of buffers, " + std::to_string(free / (1u << 30)) + " GiB are free");
+    exec.allocate();
+    if (job.rank() == 0)
+      std::printf("# sax run: %s on %s, %s, %d ranks (%s), %d warm-up + %d measured steps\n", model->name.c_str(),
+                  cluster->name.c_str(), a.layout_file.c_str(), job.size(), to_string(backend), warmup, steps);
+    std::vector<StepRecord> records;
+    for (int s = 0; s < warmup + steps; ++s) {
+      job.barrier();  // every rank starts the step together
+      if (s == 0) FaultInjection::get().before_first_measurement(job.rank());
+      StepRecord r = exec.run_step(s);
+      if (s >= warmup) records.push_back(r);
+      if (job.rank() == 0) std::fprintf(stderr, "[step %d/%d] %.3f s on rank 0\n", s + 1, warmup + steps, r.time_s);
+    }
+    watchdog.progress("collecting results");
+    // The step time is the slowest rank's.
+    std::vector<double> step_s(records.size());
+    for (std::size_t s = 0; s < records.size(); ++s) step_s[s] = records[s].time_s;
+    job.aggregate(step_s, RankAggregate::max);
+    const double med = median(step_s);
+    std::size_t at = 0;  // the measured step closest to the median: each rank's breakdown from it
+    for (std::size_t s = 0; s < step_s.size(); ++s)
+      if (std::abs(step_s[s] - med) < std::abs(step_s[at] - med)) at = s;
+    json steps_json = json::array();
+    for (std::size_t s = 0; s < records.size(); ++s)
+      steps_json.push_back({{"step", s}, {"time_s", step_s[s]}, {"rank_time_s", records[s].time_s},
+                            {"breakdown_s", breakdown_json(records[s], step_s[s])}});
+    const json mine_json = {{"rank", job.rank()},
+                            {"building", grid.building(job.rank())},
+                            {"stage", grid.stage(job.rank())},
+                            {"time_s", records[at].time_s},
+                            {"breakdown_s", breakdown_json(records[at], step_s[at])},
+                            {"bytes", bytes_json(records[at])},
+                            {"peak_rss_gib", peak_rss_gib()},
+                            {"steps", steps_json}};
+    const std::vector<std::string> all = job.all_gather(mine_json.dump());
+    if (job.rank() == 0) {
+      json ranks = json::array();
+      for (const auto& s : all) ranks.push_back(json::parse(s));
+      // The table: each rank's breakdown of the median step, in predict's categories.
+      std::printf("step time %.4f s median (min %.4f, max %.4f) over %d steps\n", med,
+                  *std::min_element(step_s.begin(), step_s.end()), *std::max_element(step_s.begin(), step_s.end()),
+                  steps);
+      std::printf("#%4s %4s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", "rank", "bldg", "stage", "compute",
+                  "recompute", "optimizer", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_comm", "idle", "other",
+                  "rss_GiB");
+      for (const auto& r : ranks) {
+        const auto& b = r["breakdown_s"];
+        std::printf(" %4d %4d %5d %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %8.3f\n",
+                    r["rank"].get<int>(), r["building"].get<int>(), r["stage"].get<int>(),
+                    b["compute"].get<double>(), b["recompute"].get<double>(), b["optimizer"].get<double>(),
+                    b["tp_comm"].get<double>(), b["cp_comm"].get<double>(), b["ep_comm"].get<double>(),
+                    b["dp_comm"].get<double>(), b["pp_comm"].get<double>(), b["idle"].get<double>(),
+                    b["other"].get<double>(), r["peak_rss_gib"].get<double>());
+      }
+      std::printf("(compute includes recompute; idle = waiting for a peer: the pipeline bubble and the slowest rank)\n");
+      std::fflush(stdout);
+      if (!a.json_file.empty()) {
+        char when[32];
+        const std::time_t now = std::time(nullptr);
+        std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+        json out = {{"version", 1},
+                    {"config",
+                     {{"cluster", a.cluster_file},
+                      {"model", a.model_file},
+                      {"layout", a.layout_file},
+                      {"steps", steps},
+                      {"warmup", warmup},
+                      {"backend", to_string(backend)},
+                      {"router_skew", skew},
+                      {"timeout_s", timeout}}},
+                    {"env",
+                     {{"sax_version", kVersion},
+                      {"world_size", job.size()},
+                      {"mpi_library", job.mpi_library()},
+                      {"device", device->name()},
+                      {"time_utc", when}}},
+                    {"step_time_s",
+                     {{"median", med},
+                      {"min", *std::min_element(step_s.begin(), step_s.end())},
+                      {"max", *std::max_element(step_s.begin(), step_s.end())}}},
+                    {"steps", step_s},
+                    {"ranks", ranks}};
+        writer.write(a.json_file, out);
+      }
+    }
+    job.barrier();  // rank 0's file is written before anyone leaves
+  } catch (const std::exception& e) {
+    job.abort(e);
+  }
+}
+
+}  // namespace sax::harness
