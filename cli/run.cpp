@@ -1,13 +1,14 @@
 // `sax run --cluster C --model M --layout L [--steps N] [--warmup W] [--backend cpu|cuda]
 // [--router-skew S] [--json FILE] [--timeout S]` under mpirun: parses the command line, gives the
 // harness the explorer's memory check (the harness does not link the explorer) and runs.
+#include "harness/run.hpp"
+
 #include <cstdio>
 #include <memory>
 
 #include "cli/commands.hpp"
 #include "cli/json_out.hpp"
 #include "explorer/cost_model.hpp"
-#include "harness/run.hpp"
 #include "spec/error.hpp"
 
 namespace sax::cli {
@@ -36,8 +37,8 @@ void check_memory(const Cluster& c, const Model& m, const Layout& l) {
 
 void add_run(CLI::App& app) {
   auto a = std::make_shared<harness::RunArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "run", "Execute one layout's training step on the testbed under mpirun and time every phase");
+  CLI::App* cmd =
+      app.add_subcommand("run", "Execute one layout's training step on the testbed under mpirun and time every phase");
   cmd->add_option("--cluster", a->cluster_file, "Cluster file (one rank per device)");
   cmd->add_option("--model", a->model_file, "Model file");
   cmd->add_option("--layout", a->layout_file, "Layout file");

@@ -72,7 +72,8 @@ StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Lay
     comms_[k] = factory.make(set);
   }
   OpRunnerOptions opts = options;
-  if (options.router_skew > 0 && comms_.count(GroupKind::ep) > 0) opts.expert_rows = route_experts(model, layout, ops, options);
+  if (options.router_skew > 0 && comms_.count(GroupKind::ep) > 0)
+    opts.expert_rows = route_experts(model, layout, ops, options);
   // One runner per distinct compute op (name, forward or which backward part, shape).
   std::map<std::tuple<std::string, int, double, double, double, double, double, double>, int> index;
   runner_of_.assign(w_.ops.size(), -1);
@@ -258,7 +259,8 @@ void StepExecutor::message(const Op& o, StepRecord& rec) {
     case CollOp::send: {
       const std::size_t count = elements(o.bytes, e, o);
       const auto it = std::find(g.members.begin(), g.members.end(), o.peer);
-      if (it == g.members.end()) throw RunError("message " + o.name + ": peer " + std::to_string(o.peer) + " not in group");
+      if (it == g.members.end())
+        throw RunError("message " + o.name + ": peer " + std::to_string(o.peer) + " not in group");
       // Asynchronous: two stages that send to each other at the same point cannot deadlock; the
       // buffer is never written, so later sends may share it.
       sends_.push_back({c.send(send, count, dt, static_cast<int>(it - g.members.begin()), coll::Mode::async), d});
@@ -269,7 +271,8 @@ void StepExecutor::message(const Op& o, StepRecord& rec) {
     case CollOp::recv: {
       const std::size_t count = elements(o.bytes, e, o);
       const auto it = std::find(g.members.begin(), g.members.end(), o.peer);
-      if (it == g.members.end()) throw RunError("message " + o.name + ": peer " + std::to_string(o.peer) + " not in group");
+      if (it == g.members.end())
+        throw RunError("message " + o.name + ": peer " + std::to_string(o.peer) + " not in group");
       const int peer = static_cast<int>(it - g.members.begin());
       // Until the peer has sent it, this rank waits (idle: the bubble); then the bytes move.
       while (!c.arrived(peer)) {
@@ -316,10 +319,18 @@ StepRecord StepExecutor::run_step(int step) {
     if (cuda) device_->synchronize(stream);
     const double dt = since(t0);
     switch (o.phase) {
-      case Phase::forward: rec.forward_s += dt; break;
-      case Phase::recompute: rec.recompute_s += dt; break;
-      case Phase::optimizer: rec.optimizer_s += dt; break;
-      default: rec.backward_s += dt; break;
+      case Phase::forward:
+        rec.forward_s += dt;
+        break;
+      case Phase::recompute:
+        rec.recompute_s += dt;
+        break;
+      case Phase::optimizer:
+        rec.optimizer_s += dt;
+        break;
+      default:
+        rec.backward_s += dt;
+        break;
     }
   }
   wait_pending(rec);  // what the optimizer did not wait for (the parameter all-gathers after it)

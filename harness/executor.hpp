@@ -19,8 +19,8 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,9 +80,9 @@ class StepExecutor {
   kernels::Device* device_;
   Watchdog* watchdog_;
   std::map<GroupKind, coll::GroupCommunicator> comms_;
-  std::vector<std::unique_ptr<OpRunner>> runners_;  // by distinct compute op
-  std::vector<int> runner_of_;                      // op index → runner (−1 for messages)
-  std::vector<std::string> what_;                   // op index → the watchdog's description
+  std::vector<std::unique_ptr<OpRunner>> runners_;                       // by distinct compute op
+  std::vector<int> runner_of_;                                           // op index → runner (−1 for messages)
+  std::vector<std::string> what_;                                        // op index → the watchdog's description
   std::array<std::unique_ptr<kernels::Buffer>, 5> send_buf_, recv_buf_;  // per Dim
   std::array<double, 5> max_bytes_{};
   DType act_dtype_ = DType::bf16;

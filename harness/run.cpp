@@ -51,12 +51,8 @@ double peak_rss_gib() {
 // exposed communication per dimension, idle (the bubble, waiting for the slowest rank at the
 // end), and what no op accounts for.
 json breakdown_json(const StepRecord& r, double step_s) {
-  json b = {{"forward", r.forward_s},
-            {"backward", r.backward_s},
-            {"recompute", r.recompute_s},
-            {"compute", r.compute_s()},
-            {"optimizer", r.optimizer_s},
-            {"idle", r.idle_s + (step_s - r.time_s)},
+  json b = {{"forward", r.forward_s},   {"backward", r.backward_s},   {"recompute", r.recompute_s},
+            {"compute", r.compute_s()}, {"optimizer", r.optimizer_s}, {"idle", r.idle_s + (step_s - r.time_s)},
             {"other", r.other_s()}};
   for (Dim d : kDims) b[std::string(dim_name(d)) + "_comm"] = r.comm_s[static_cast<std::size_t>(d)];
   return b;
@@ -104,8 +100,7 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     if (cluster->world_size() != job.size())
       throw UsageError("run: " + a.cluster_file + " has " + std::to_string(cluster->world_size()) +
                        " devices and the job has " + std::to_string(job.size()) +
-                       " ranks: start one rank per device (mpirun -np " + std::to_string(cluster->world_size()) +
-                       ")");
+                       " ranks: start one rank per device (mpirun -np " + std::to_string(cluster->world_size()) + ")");
     backend = job.choose_backend(a.backend);
     if (a.check_memory) a.check_memory(*cluster, *model, *layout);
     if (job.rank() == 0 && !a.json_file.empty()) writer.check(a.json_file);
@@ -161,7 +156,9 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
       if (std::abs(step_s[s] - med) < std::abs(step_s[at] - med)) at = s;
     json steps_json = json::array();
     for (std::size_t s = 0; s < records.size(); ++s)
-      steps_json.push_back({{"step", s}, {"time_s", step_s[s]}, {"rank_time_s", records[s].time_s},
+      steps_json.push_back({{"step", s},
+                            {"time_s", step_s[s]},
+                            {"rank_time_s", records[s].time_s},
                             {"breakdown_s", breakdown_json(records[s], step_s[s])}});
     const json mine_json = {{"rank", job.rank()},
                             {"building", grid.building(job.rank())},
@@ -185,13 +182,14 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
       for (const auto& r : ranks) {
         const auto& b = r["breakdown_s"];
         std::printf(" %4d %4d %5d %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %8.3f\n",
-                    r["rank"].get<int>(), r["building"].get<int>(), r["stage"].get<int>(),
-                    b["compute"].get<double>(), b["recompute"].get<double>(), b["optimizer"].get<double>(),
-                    b["tp_comm"].get<double>(), b["cp_comm"].get<double>(), b["ep_comm"].get<double>(),
-                    b["dp_comm"].get<double>(), b["pp_comm"].get<double>(), b["idle"].get<double>(),
-                    b["other"].get<double>(), r["peak_rss_gib"].get<double>());
+                    r["rank"].get<int>(), r["building"].get<int>(), r["stage"].get<int>(), b["compute"].get<double>(),
+                    b["recompute"].get<double>(), b["optimizer"].get<double>(), b["tp_comm"].get<double>(),
+                    b["cp_comm"].get<double>(), b["ep_comm"].get<double>(), b["dp_comm"].get<double>(),
+                    b["pp_comm"].get<double>(), b["idle"].get<double>(), b["other"].get<double>(),
+                    r["peak_rss_gib"].get<double>());
       }
-      std::printf("(compute includes recompute; idle = waiting for a peer: the pipeline bubble and the slowest rank)\n");
+      std::printf(
+          "(compute includes recompute; idle = waiting for a peer: the pipeline bubble and the slowest rank)\n");
       std::fflush(stdout);
       if (!a.json_file.empty()) {
         char when[32];

@@ -2,8 +2,9 @@
 // and moe-tiny: for each layout — DP4 blocking, overlapped and hierarchical, TP2×DP2 with full
 // recompute, TP2×PP2, PP4 1F1B, PP2×DP2 interleaved, PP2×DP2 zero bubble, CP2×DP2, EP2 on MoE
 // with and without router skew — every rank sent, per dimension, exactly the bytes its workload
-// lists (under skew the EP bytes as routed, their sum over ranks the workload's), and each rank's breakdown adds up to the step time with under 2 % left unaccounted.
-// Bad input exits 2 with one line; a hung rank ends the job with exit 1 within the timeout.
+// lists (under skew the EP bytes as routed, their sum over ranks the workload's), and each rank's breakdown adds up to
+// the step time with under 2 % left unaccounted. Bad input exits 2 with one line; a hung rank ends the job with exit 1
+// within the timeout.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -15,9 +16,9 @@
 #include "tests/support/run.hpp"
 #include "workload/workload.hpp"
 
+using nlohmann::json;
 using sax::test::Result;
 using sax::test::TempDir;
-using nlohmann::json;
 
 namespace {
 
@@ -89,8 +90,8 @@ TEST_P(RunLayouts, SendsTheWorkloadsBytesAndTheBreakdownAddsUp) {
       EXPECT_DOUBLE_EQ(got, want) << "rank " << id << " dim " << sax::dim_name(d);
     }
     const json& b = rank["breakdown_s"];
-    double sum = b["compute"].get<double>() + b["optimizer"].get<double>() + b["idle"].get<double>() +
-                 b["other"].get<double>();
+    double sum =
+        b["compute"].get<double>() + b["optimizer"].get<double>() + b["idle"].get<double>() + b["other"].get<double>();
     for (sax::Dim d : sax::kDims) sum += b[std::string(sax::dim_name(d)) + "_comm"].get<double>();
     EXPECT_NEAR(sum, step, 1e-9 * step) << "rank " << id;
     EXPECT_LE(std::abs(b["other"].get<double>()), 0.02 * step) << "rank " << id << ": time no op accounts for";
@@ -107,12 +108,13 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, RunLayouts,
     ::testing::Values(
         Case{"Dp4Blocking", "gpt-tiny.json", {{"micro_batch_size", 2}, {"schedule", sched("1f1b", "blocking")}}, ""},
-        Case{"Dp4Overlapped", "gpt-tiny.json", {{"micro_batch_size", 2}, {"schedule", sched("1f1b", "overlapped")}},
-             ""},
-        Case{"Dp4HierarchicalDistributedOptimizer",
-             "gpt-tiny.json",
-             {{"micro_batch_size", 2}, {"use_distributed_optimizer", true}, {"schedule", sched("1f1b", "hierarchical")}},
-             ""},
+        Case{
+            "Dp4Overlapped", "gpt-tiny.json", {{"micro_batch_size", 2}, {"schedule", sched("1f1b", "overlapped")}}, ""},
+        Case{
+            "Dp4HierarchicalDistributedOptimizer",
+            "gpt-tiny.json",
+            {{"micro_batch_size", 2}, {"use_distributed_optimizer", true}, {"schedule", sched("1f1b", "hierarchical")}},
+            ""},
         Case{"Tp2Dp2FullRecompute",
              "gpt-tiny.json",
              {{"tensor_model_parallel_size", 2},
@@ -136,7 +138,9 @@ INSTANTIATE_TEST_SUITE_P(
              ""},
         Case{"Pp2Dp2ZeroBubble",
              "gpt-tiny.json",
-             {{"pipeline_model_parallel_size", 2}, {"micro_batch_size", 2}, {"schedule", sched("zero_bubble", "blocking")}},
+             {{"pipeline_model_parallel_size", 2},
+              {"micro_batch_size", 2},
+              {"schedule", sched("zero_bubble", "blocking")}},
              ""},
         Case{"Cp2Dp2",
              "gpt-tiny.json",
@@ -153,6 +157,21 @@ TEST(RunMpi, WorldSizeOtherThanTheClustersIsRefused) {
   Result r = run(preset("models/gpt-tiny.json"), preset("layouts/local-tp2-pp2.json"), "--steps 1", 2);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("has 4 devices and the job has 2 ranks"), std::string::npos) << r.err;
+}
+
+// The layout's memory per device (the explorer's figure) against the device's: refused before
+// anything is allocated, with the figures.
+TEST(RunMpi, ALayoutThatDoesNotFitTheDeviceIsRefusedWithTheFigures) {
+  TempDir t;
+  json c = json::parse(sax::test::slurp(kCluster));
+  c["device"]["hbm_gib"] = 0.01;
+  const std::string small = t.write("small.json", c);
+  Result r = sh(kMpirun + " -np 4 " + SAX_BINARY + " run --cluster " + small + " --model " +
+                preset("models/gpt-tiny.json") + " --layout " + preset("layouts/local-tp2-pp2.json"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("GiB per device (weights"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("has 0.01 GiB usable"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 TEST(RunMpi, BadStepsAreRefusedWithOneLine) {
