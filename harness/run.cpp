@@ -173,9 +173,11 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
       json ranks = json::array();
       for (const auto& s : all) ranks.push_back(json::parse(s));
       // The table: each rank's breakdown of the median step, in predict's categories.
-      std::printf("step time %.4f s median (min %.4f, max %.4f) over %d steps\n", med,
-                  *std::min_element(step_s.begin(), step_s.end()), *std::max_element(step_s.begin(), step_s.end()),
-                  steps);
+      std::printf(
+          "step time %.4f s median (min %.4f, max %.4f) over %d steps; breakdown of measured step %zu "
+          "(%.4f s, nearest the median)\n",
+          med, *std::min_element(step_s.begin(), step_s.end()), *std::max_element(step_s.begin(), step_s.end()), steps,
+          at + 1, step_s[at]);
       std::printf("#%4s %4s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", "rank", "bldg", "stage", "compute",
                   "recompute", "optimizer", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_comm", "idle", "other",
                   "rss_GiB");
