@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
 #else
   add_not_built(app, "run", "Execute one layout's training step on the testbed and time every phase", kWithoutTestbed);
 #endif
-  add_not_built(app, "launch", "Place ranks on emulated buildings and start the workers", kLaterIssue);
+  add_launch(app);
   add_not_built(app, "calibrate", "Fit link and compute coefficients from testbed sweeps", kLaterIssue);
   add_explore(app);
   add_predict(app);

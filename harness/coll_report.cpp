@@ -29,6 +29,7 @@ json collect_env(Job& job, const CollBenchPlan& plan) {
               {"link_class", plan.groups.link_class ? json(link_class_name(*plan.groups.link_class)) : json(nullptr)},
               {"time_utc", when}};
   env.update(FaultInjection::get().to_json());
+  env.update(emulation_record());
   return env;
 }
 
@@ -53,7 +54,8 @@ std::string coll_header(const CollBenchPlan& plan, const json& env) {
   std::string s = "# sax bench coll: " + std::to_string(env["world_size"].get<int>()) + " ranks on " +
                   std::to_string(env["hosts"].get<std::size_t>()) + " host(s) (" +
                   env["rank_hosts"][0].get<std::string>() + (env["hosts"].get<std::size_t>() > 1 ? ", ..." : "") +
-                  "), backend " + to_string(c.backend) + " (" + env["mpi_library"].get<std::string>() + ")\n";
+                  "), backend " + to_string(c.backend) + " (" + env["mpi_library"].get<std::string>() +
+                  "), emulation " + emulation_text() + "\n";
   s += "# group " + c.group + ": " + std::to_string(plan.groups.groups.size()) + " group(s) of " + per +
        " ranks, running at once; link class " +
        (plan.groups.link_class ? std::string(link_class_name(*plan.groups.link_class)) : "unknown (no --cluster)") +

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "spec/checks/mpi.hpp"
@@ -75,6 +76,18 @@ void Job::abort(const std::exception& e) {
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
   _exit(1);  // MPI_Abort does not return; if it ever does, still never hang
+}
+
+nlohmann::json emulation_record() {
+  const char* e = std::getenv("SAX_EMULATION");
+  const char* t = std::getenv("SAX_TECHNOLOGY");
+  return {{"emulation", e && *e ? e : "none"}, {"technology", t && *t ? nlohmann::json(t) : nlohmann::json(nullptr)}};
+}
+
+std::string emulation_text() {
+  const nlohmann::json r = emulation_record();
+  return r["emulation"].get<std::string>() +
+         (r["technology"].is_null() ? "" : ", technology " + r["technology"].get<std::string>());
 }
 
 const char* to_string(RankAggregate how) {

@@ -97,6 +97,12 @@ class Job {
   kernels::CudaDevices cuda_;  // what this build and machine offer, asked once
 };
 
+// Which building-boundary emulation the job runs under, as `sax launch` tells its ranks
+// (SAX_EMULATION, SAX_TECHNOLOGY): {"emulation": "none"|"netns"|"software", "technology": name or
+// null}. Started without `sax launch`: "none". Every result records it (launcher/launch.hpp).
+nlohmann::json emulation_record();
+std::string emulation_text();  // "none", or e.g. "netns, technology gbe-5", for header lines
+
 // One hash of a command line (FNV-1a), for Job::agree.
 std::uint64_t text_hash(const std::string& text);
 

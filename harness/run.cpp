@@ -135,8 +135,9 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
                      " GiB of buffers, " + std::to_string(free / (1u << 30)) + " GiB are free");
     exec.allocate();
     if (job.rank() == 0)
-      std::printf("# sax run: %s on %s, %s, %d ranks (%s), %d warm-up + %d measured steps\n", model->name.c_str(),
-                  cluster->name.c_str(), a.layout_file.c_str(), job.size(), to_string(backend), warmup, steps);
+      std::printf("# sax run: %s on %s, %s, %d ranks (%s), emulation %s, %d warm-up + %d measured steps\n",
+                  model->name.c_str(), cluster->name.c_str(), a.layout_file.c_str(), job.size(), to_string(backend),
+                  emulation_text().c_str(), warmup, steps);
     std::vector<StepRecord> records;
     for (int s = 0; s < warmup + steps; ++s) {
       job.barrier();  // every rank starts the step together
@@ -212,6 +213,7 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
                       {"world_size", job.size()},
                       {"mpi_library", job.mpi_library()},
                       {"device", device->name()},
+                      {"emulation", emulation_record()},
                       {"time_utc", when}}},
                     {"step_time_s",
                      {{"median", med},

@@ -1,0 +1,66 @@
+// `sax launch --cluster C [--emulate none|netns|software] [--technology NAME] [--dry-run] -- <sax
+// command …>`: places the cluster's ranks and starts the command on them (mpirun, or srun in a
+// Slurm allocation), or with --dry-run prints the plan and the exact command without running it.
+#include "launcher/launch.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "spec/error.hpp"
+
+namespace sax::cli {
+
+namespace {
+
+struct LaunchArgs {
+  std::string cluster, emulate = "none", technology;
+  bool dry_run = false;
+  std::vector<std::string> command;
+};
+
+// This program's path, for the ranks to run the same sax.
+std::string self_path() {
+  std::string buf(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0) throw RunError("launch: cannot find this program's path (/proc/self/exe)");
+  buf.resize(static_cast<std::size_t>(n));
+  return buf;
+}
+
+}  // namespace
+
+void add_launch(CLI::App& app) {
+  auto a = std::make_shared<LaunchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "launch", "Place the cluster's ranks into its buildings and start a sax command on them (mpirun or srun)");
+  cmd->add_option("--cluster", a->cluster, "Cluster file (ranks, buildings, links)")->required();
+  cmd->add_option("--emulate", a->emulate, "Building boundary: none (netns and software: not built yet)")
+      ->capture_default_str();
+  cmd->add_option("--technology", a->technology, "One of the cluster's network_technologies for the boundary");
+  cmd->add_flag("--dry-run", a->dry_run, "Print the plan and the exact command; run nothing");
+  cmd->add_option("command", a->command, "The sax command after --, e.g. -- run --cluster C --model M --layout L");
+  cmd->callback([a] {
+    const Cluster c = load_cluster(a->cluster);
+    launcher::LaunchOptions o;
+    o.emulate = a->emulate;
+    o.technology = a->technology;
+    o.command = a->command;
+    o.slurm = std::getenv("SLURM_JOB_ID") != nullptr;
+    o.root = ::geteuid() == 0;
+    o.sax_binary = self_path();
+    const launcher::LaunchPlan plan = launcher::plan_launch(c, a->cluster, o);
+    if (a->dry_run) {
+      std::cout << plan.text();
+      return;
+    }
+    std::cout << plan.text() << std::flush;
+    const int rc = launcher::run_plan(plan);
+    if (rc != 0) std::exit(rc);  // the command said why; pass its code through
+  });
+}
+
+}  // namespace sax::cli

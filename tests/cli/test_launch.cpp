@@ -1,0 +1,99 @@
+// `sax launch`: the plan (placement building → node → device from the cluster, the emulation, the
+// exact mpirun command with the environment its ranks need) printed by --dry-run without running
+// anything; bad input (an unknown or unbuilt emulation, an unknown technology, no command, a
+// command that is not a testbed one) exits 2 with one line; a launched command runs on every rank
+// and its exit code comes back; the ranks' results say which emulation they ran under.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "launcher/launch.hpp"
+#include "tests/support/run.hpp"
+
+using sax::test::Result;
+using sax::test::run_sax;
+using sax::test::TempDir;
+
+namespace {
+std::string cluster(const std::string& name) { return std::string(SAX_SOURCE_DIR) + "/configs/clusters/" + name; }
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+}  // namespace
+
+TEST(Launch, DryRunPrintsThePlacementAndTheExactCommand) {
+  Result r = run_sax("launch --cluster " + cluster("local-2bld.json") +
+                     " --technology gbe-5 --dry-run -- bench coll -b 1K -e 1K --json '/tmp/a b.json'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("4 ranks, emulation none, technology gbe-5"), std::string::npos) << r.out;
+  // Ranks fill a node's devices, then the next building.
+  EXPECT_NE(r.out.find(" 0 bld-a 0 0\n 1 bld-a 0 1\n 2 bld-b 1 0\n 3 bld-b 1 1\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SAX_EMULATION=none SAX_TECHNOLOGY=gbe-5"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" bench coll -b 1K -e 1K --json '/tmp/a b.json'"), std::string::npos) << r.out;
+}
+
+TEST(Launch, ShellQuotingReadsBack) {
+  EXPECT_EQ(sax::launcher::shell_quote("plain-word_1.json"), "plain-word_1.json");
+  EXPECT_EQ(sax::launcher::shell_quote("a b"), "'a b'");
+  EXPECT_EQ(sax::launcher::shell_quote("it's; rm -rf /"), "'it'\\''s; rm -rf /'");
+  EXPECT_EQ(sax::launcher::shell_quote(""), "''");
+}
+
+TEST(Launch, PlacementOfALargeClusterFillsNodesThenBuildings) {
+  const sax::Cluster c = sax::load_cluster(cluster("h100-3bld.json"));
+  sax::launcher::LaunchOptions o;
+  o.command = {"run"};
+  o.sax_binary = "sax";
+  const auto p = sax::launcher::plan_launch(c, "h100-3bld.json", o);
+  ASSERT_EQ(static_cast<std::int64_t>(p.places.size()), c.world_size());
+  const std::int64_t per_building = c.buildings[0].nodes * c.devices_per_node;
+  EXPECT_EQ(p.places[static_cast<std::size_t>(per_building - 1)].building, 0);
+  EXPECT_EQ(p.places[static_cast<std::size_t>(per_building)].building, 1);
+  EXPECT_EQ(p.places[static_cast<std::size_t>(c.devices_per_node)].node, 1);
+  EXPECT_EQ(p.places[static_cast<std::size_t>(c.devices_per_node)].local_device, 0);
+}
+
+struct Bad {
+  const char* name;
+  std::string args, says;
+};
+void PrintTo(const Bad& b, std::ostream* os) { *os << b.name; }
+class LaunchBad : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(LaunchBad, ExitsTwoWithOneLine) {
+  Result r = run_sax("launch --cluster " + cluster("local-2bld.json") + " " + GetParam().args);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(GetParam().says), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, LaunchBad,
+    ::testing::Values(Bad{"UnknownEmulation", "--emulate tunnel -- run", "--emulate: expected none, netns or software"},
+                      Bad{"NetnsNotBuiltYet", "--emulate netns -- run", "--emulate netns: not built yet"},
+                      Bad{"UnknownTechnology", "--technology warp -- run", "has no network technology 'warp'"},
+                      Bad{"NoCommand", "--dry-run", "no command after --"},
+                      Bad{"NotATestbedCommand", "-- explore --top 3", "'explore' is not a sax command that runs"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+#ifdef SAX_HAVE_TESTBED_TESTS
+// Started for real on the 4 ranks: the results record the emulation, and a failing command's
+// exit code (2: bad input) comes back through mpirun and the launcher.
+TEST(LaunchMpi, RunsTheCommandOnEveryRankAndPassesItsExitCodeBack) {
+  TempDir t;
+  Result r = run_sax("launch --cluster " + cluster("local-2bld.json") +
+                     " --technology gbe-5 -- bench coll -b 1K -e 4K "
+                     "-n 3 -w 1 --json " +
+                     t.file("c.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("emulation none, technology gbe-5"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(sax::test::slurp(t.file("c.json")));
+  EXPECT_EQ(j["env"]["emulation"], "none");
+  EXPECT_EQ(j["env"]["technology"], "gbe-5");
+  EXPECT_EQ(j["env"]["world_size"], 4);
+  r = run_sax("launch --cluster " + cluster("local-2bld.json") + " -- bench coll --op all_reduse");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("unknown operation 'all_reduse'"), std::string::npos) << r.err;
+}
+#endif
