@@ -27,9 +27,9 @@ echo "== 4. the layer ops of rank 0's slice of that layout (CPU kernels, one pro
 build/sax bench kernels --cluster configs/clusters/local-2bld.json --model configs/models/gpt-tiny.json \
   --layout configs/layouts/local-tp2-pp2.json -n 5 -w 1
 
-echo "== 5. one training step of that layout, executed on the 4 ranks op by op from the workload, beside the explorer's prediction"
-mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
-  build/sax run --cluster configs/clusters/local-2bld.json --model configs/models/gpt-tiny.json \
+echo "== 5. one training step of that layout, executed on the 4 ranks op by op from the workload (started by sax launch), beside the explorer's prediction"
+build/sax launch --cluster configs/clusters/local-2bld.json -- \
+  run --cluster configs/clusters/local-2bld.json --model configs/models/gpt-tiny.json \
   --layout configs/layouts/local-tp2-pp2.json --steps 3 --warmup 1
 build/sax predict --cluster configs/clusters/local-2bld.json --model configs/models/gpt-tiny.json \
   --layout configs/layouts/local-tp2-pp2.json
