@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "spec/error.hpp"
 
@@ -61,11 +62,11 @@ std::vector<GroupKind> StepExecutor::message_kinds(const workload::Workload& w) 
   return kinds;
 }
 
-StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank,
+StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Layout& layout, workload::Workload w,
                            kernels::Device& device, kernels::Ops& ops, coll::CommunicatorFactory& factory,
                            const std::vector<GroupKind>& kinds, const coll::GroupSource& source,
                            const OpRunnerOptions& options, Watchdog* watchdog)
-    : w_(workload::build(cluster, model, layout, rank)), device_(&device), watchdog_(watchdog) {
+    : w_(std::move(w)), device_(&device), watchdog_(watchdog) {
   act_dtype_ = model.dtype;
   for (GroupKind k : kinds) {
     const coll::GroupSet set = coll::resolve_group(to_string(k), cluster.world_size(), source);

@@ -52,7 +52,8 @@ class StepExecutor {
   // Makes this rank's communicators for `kinds` (the group kinds any rank's workload uses: the
   // same list, in the same order, on every rank — making them is collective) and a runner for
   // every distinct compute op. `watchdog` (may be null) hears of every op.
-  StepExecutor(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank,
+  // `w` is this rank's workload::build(cluster, model, layout, rank).
+  StepExecutor(const Cluster& cluster, const Model& model, const Layout& layout, workload::Workload w,
                kernels::Device& device, kernels::Ops& ops, coll::CommunicatorFactory& factory,
                const std::vector<GroupKind>& kinds, const coll::GroupSource& source, const OpRunnerOptions& options,
                Watchdog* watchdog);
@@ -70,7 +71,6 @@ class StepExecutor {
   static std::vector<GroupKind> message_kinds(const workload::Workload& w);
 
  private:
-  struct Message;
   struct Pending;
   void progress(StepRecord* rec);
   void wait_pending(StepRecord& rec);

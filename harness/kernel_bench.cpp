@@ -1,7 +1,6 @@
 #include "harness/kernel_bench.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +10,7 @@
 #include <tuple>
 
 #include "harness/op_runner.hpp"
+#include "harness/sizes.hpp"
 #include "harness/stats.hpp"
 #include "kernels/cpu/ops.hpp"
 #include "sax_version.hpp"
@@ -23,24 +23,6 @@ using workload::Op;
 using workload::Phase;
 
 namespace {
-
-std::int64_t parse_count(const std::string& text, const std::string& flag, std::int64_t min, std::int64_t max) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
-    throw UsageError(flag + ": expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                     ", got '" + text + "'");
-  return v;
-}
-
-double parse_skew(const std::string& text) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v >= 0 && v <= 100))
-    throw UsageError("--router-skew: expected a number from 0 (uniform) to 100, got '" + text + "'");
-  return v;
-}
 
 // The ops of one micro-batch that `bench kernels` sweeps: compute ops of micro-batch 0 in the
 // first layer of each kind (dense, MoE) and outside layers, plus the optimizer; each (name,
@@ -75,14 +57,14 @@ struct Row {
 
 void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& extras, const ResultWriter& writer) {
   if (!extras.empty()) throw UsageError("bench kernels: unexpected argument '" + extras.front() + "'");
-  const int iters = static_cast<int>(parse_count(a.iters, "-n/--iters", 1, 1000000));
-  const int warmup = static_cast<int>(parse_count(a.warmup, "-w/--warmup", 0, 1000000));
-  const int threads = static_cast<int>(parse_count(a.threads, "--threads", 1, 1024));
+  const int iters = static_cast<int>(parse_integer(a.iters, "-n/--iters", 1, 1000000));
+  const int warmup = static_cast<int>(parse_integer(a.warmup, "-w/--warmup", 0, 1000000));
+  const int threads = static_cast<int>(parse_integer(a.threads, "--threads", 1, 1024));
   if (a.backend != "cpu" && a.backend != "cuda")
     throw UsageError("--backend: expected cpu or cuda, got '" + a.backend + "'");
   const Backend backend = a.backend == "cuda" ? Backend::cuda : Backend::cpu;
   OpRunnerOptions options;
-  options.router_skew = static_cast<float>(parse_skew(a.router_skew));
+  options.router_skew = static_cast<float>(parse_number(a.router_skew, "--router-skew", 0, 100));
   std::optional<Cluster> cluster;
   if (!a.cluster_file.empty()) cluster = load_cluster(a.cluster_file);
   Model model;
@@ -96,7 +78,7 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     model = load_model(a.model_file);
     const Layout layout = load_layout(a.layout_file);
     validate_layout(layout, model, *cluster, a.layout_file);
-    const std::int64_t rank = parse_count(a.rank, "--rank", 0, cluster->world_size() - 1);
+    const std::int64_t rank = parse_integer(a.rank, "--rank", 0, cluster->world_size() - 1);
     ops = sweep_ops(workload::build(*cluster, model, layout, rank), model);
     if (model.num_experts > 0) options.local_experts = model.num_experts / layout.expert_model_parallel_size;
   } else {
@@ -119,13 +101,14 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     o.name = a.op;
     o.compute = attention ? workload::ComputeKind::attention : workload::ComputeKind::gemm;
     o.phase = ph->second;
-    o.m = static_cast<double>(parse_count(a.m, "--m", 1, 2147483647));
-    o.n = static_cast<double>(parse_count(a.n, "--n", 1, 2147483647));
-    o.k = static_cast<double>(parse_count(a.k, "--k", 1, 2147483647));
+    o.m = static_cast<double>(parse_integer(a.m, "--m", 1, 2147483647));
+    o.n = static_cast<double>(parse_integer(a.n, "--n", 1, 2147483647));
+    o.k = static_cast<double>(parse_integer(a.k, "--k", 1, 2147483647));
     o.count = 1;
     if (attention) {
-      o.heads = a.heads.empty() ? 1 : static_cast<double>(parse_count(a.heads, "--heads", 1, 65536));
-      o.kv_heads = a.kv_heads.empty() ? o.heads : static_cast<double>(parse_count(a.kv_heads, "--kv-heads", 1, 65536));
+      o.heads = a.heads.empty() ? 1 : static_cast<double>(parse_integer(a.heads, "--heads", 1, 65536));
+      o.kv_heads =
+          a.kv_heads.empty() ? o.heads : static_cast<double>(parse_integer(a.kv_heads, "--kv-heads", 1, 65536));
       if (static_cast<std::int64_t>(o.heads) % static_cast<std::int64_t>(o.kv_heads) != 0)
         throw UsageError("--kv-heads must divide --heads (grouped-query heads)");
       if (o.n < o.m) throw UsageError("--n (keys) must be at least --m (queries): the queries are the last keys");

@@ -3,7 +3,6 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -12,6 +11,7 @@
 
 #include "harness/executor.hpp"
 #include "harness/fault_injection.hpp"
+#include "harness/sizes.hpp"
 #include "harness/stats.hpp"
 #include "harness/watchdog.hpp"
 #include "kernels/ops.hpp"
@@ -21,25 +21,6 @@
 namespace sax::harness {
 
 namespace {
-
-std::int64_t parse_int(const std::string& text, const std::string& flag, std::int64_t min, std::int64_t max) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
-    throw UsageError(flag + ": expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                     ", got '" + text + "'");
-  return v;
-}
-
-double parse_real(const std::string& text, const std::string& flag, double min, double max) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v >= min && v <= max))
-    throw UsageError(flag + ": expected a number from " + std::to_string(min) + " to " + std::to_string(max) +
-                     ", got '" + text + "'");
-  return v;
-}
 
 double peak_rss_gib() {
   rusage u{};
@@ -89,10 +70,10 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     (void)FaultInjection::get();  // a malformed test variable is bad input too
     if (a.cluster_file.empty() || a.model_file.empty() || a.layout_file.empty())
       throw UsageError("run: --cluster, --model and --layout are required");
-    steps = static_cast<int>(parse_int(a.steps, "--steps", 1, 100000));
-    warmup = static_cast<int>(parse_int(a.warmup, "--warmup", 0, 100000));
-    timeout = parse_real(a.timeout_s, "--timeout", 1, kMaxTimeoutS);
-    skew = parse_real(a.router_skew, "--router-skew", 0, 100);
+    steps = static_cast<int>(parse_integer(a.steps, "--steps", 1, 100000));
+    warmup = static_cast<int>(parse_integer(a.warmup, "--warmup", 0, 100000));
+    timeout = parse_number(a.timeout_s, "--timeout", 1, kMaxTimeoutS);
+    skew = parse_number(a.router_skew, "--router-skew", 0, 100);
     cluster = load_cluster(a.cluster_file);
     model = load_model(a.model_file);
     layout = load_layout(a.layout_file);
@@ -119,7 +100,7 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     if (model->num_experts > 0) options.local_experts = model->num_experts / layout->expert_model_parallel_size;
     options.seed = 1 + static_cast<std::uint64_t>(job.rank());
     // The group kinds any rank sends on, agreed (making communicators is collective).
-    const workload::Workload mine = workload::build(*cluster, *model, *layout, job.rank());
+    workload::Workload mine = workload::build(*cluster, *model, *layout, job.rank());
     std::vector<double> used(kNumGroupKinds, 0.0);
     for (GroupKind k : StepExecutor::message_kinds(mine)) used[static_cast<std::size_t>(k)] = 1;
     job.aggregate(used, RankAggregate::max);
@@ -127,7 +108,7 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     for (int k = 0; k < kNumGroupKinds; ++k)
       if (used[static_cast<std::size_t>(k)] > 0) kinds.push_back(static_cast<GroupKind>(k));
     watchdog.progress("setting up communicators and buffers");
-    StepExecutor exec(*cluster, *model, *layout, job.rank(), *device, *ops, *factory, kinds, source, options,
+    StepExecutor exec(*cluster, *model, *layout, std::move(mine), *device, *ops, *factory, kinds, source, options,
                       &watchdog);
     const double need = exec.buffer_bytes(), free = device->free_bytes();
     if (free > 0 && need > free)

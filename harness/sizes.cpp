@@ -1,6 +1,11 @@
 #include "harness/sizes.hpp"
 
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+#include "spec/error.hpp"
 
 namespace sax::harness {
 
@@ -43,6 +48,27 @@ std::vector<std::uint64_t> sweep_sizes(std::uint64_t min_bytes, std::uint64_t ma
     if (factor < 2 || b > max_bytes / factor) break;
   }
   return sizes;
+}
+
+std::int64_t parse_integer(const std::string& text, const std::string& flag, std::int64_t min, std::int64_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
+    throw UsageError(flag + ": expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                     ", got '" + text + "'");
+  return v;
+}
+
+double parse_number(const std::string& text, const std::string& flag, double min, double max) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v >= min && v <= max)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "from %g to %g", min, max);
+    throw UsageError(flag + ": expected a number " + range + ", got '" + text + "'");
+  }
+  return v;
 }
 
 }  // namespace sax::harness

@@ -18,19 +18,22 @@ const char* at(const void* p, std::int64_t elements, std::size_t bytes) {
 char* at(void* p, std::int64_t elements, std::size_t bytes) {
   return static_cast<char*>(p) + static_cast<std::size_t>(elements) * bytes;
 }
+// One GEMM per group, as Megatron's sequential experts run them: group g's rows of X and Y
+// follow group g−1's, its weight follows theirs. Calls f(g, first row, rows) for each group.
+template <class F>
+void for_groups(const std::vector<std::int64_t>& rows, F f) {
+  std::int64_t r0 = 0;
+  for (std::size_t g = 0; g < rows.size(); r0 += rows[g], ++g) f(static_cast<std::int64_t>(g), r0, rows[g]);
+}
 }  // namespace
 
-// One GEMM per group, as Megatron's sequential experts run them: group g's rows of X and Y
-// follow group g−1's, its weight follows theirs.
 Traffic Ops::grouped_linear_forward(const std::vector<std::int64_t>& rows, std::int64_t n, std::int64_t k,
                                     const void* x, const void* w, void* y) {
   const std::size_t e = activation_bytes();
   Traffic t;
-  std::int64_t r0 = 0;
-  for (std::size_t g = 0; g < rows.size(); r0 += rows[g], ++g)
-    if (rows[g] > 0)
-      t += linear_forward(rows[g], n, k, at(x, r0 * k, e), at(w, static_cast<std::int64_t>(g) * k * n, e),
-                          at(y, r0 * n, e));
+  for_groups(rows, [&](std::int64_t g, std::int64_t r0, std::int64_t m) {
+    if (m > 0) t += linear_forward(m, n, k, at(x, r0 * k, e), at(w, g * k * n, e), at(y, r0 * n, e));
+  });
   return t;
 }
 
@@ -38,11 +41,9 @@ Traffic Ops::grouped_linear_backward_input(const std::vector<std::int64_t>& rows
                                            const void* dy, const void* w, void* dx) {
   const std::size_t e = activation_bytes();
   Traffic t;
-  std::int64_t r0 = 0;
-  for (std::size_t g = 0; g < rows.size(); r0 += rows[g], ++g)
-    if (rows[g] > 0)
-      t += linear_backward_input(rows[g], n, k, at(dy, r0 * n, e), at(w, static_cast<std::int64_t>(g) * k * n, e),
-                                 at(dx, r0 * k, e));
+  for_groups(rows, [&](std::int64_t g, std::int64_t r0, std::int64_t m) {
+    if (m > 0) t += linear_backward_input(m, n, k, at(dy, r0 * n, e), at(w, g * k * n, e), at(dx, r0 * k, e));
+  });
   return t;
 }
 
@@ -50,14 +51,13 @@ Traffic Ops::grouped_linear_backward_weight(const std::vector<std::int64_t>& row
                                             const void* x, const void* dy, void* dw) {
   const std::size_t e = activation_bytes();
   Traffic t;
-  std::int64_t r0 = 0;
-  for (std::size_t g = 0; g < rows.size(); r0 += rows[g], ++g) {
-    void* dwg = at(dw, static_cast<std::int64_t>(g) * k * n, e);
-    if (rows[g] > 0)
-      t += linear_backward_weight(rows[g], n, k, at(x, r0 * k, e), at(dy, r0 * n, e), dwg);
+  for_groups(rows, [&](std::int64_t g, std::int64_t r0, std::int64_t m) {
+    void* dwg = at(dw, g * k * n, e);
+    if (m > 0)
+      t += linear_backward_weight(m, n, k, at(x, r0 * k, e), at(dy, r0 * n, e), dwg);
     else
-      fill(dwg, k * n, 0.0f);
-  }
+      fill(dwg, k * n, 0.0f);  // an expert that received nothing has a zero gradient
+  });
   return t;
 }
 

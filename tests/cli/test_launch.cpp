@@ -15,7 +15,7 @@ using sax::test::run_sax;
 using sax::test::TempDir;
 
 namespace {
-std::string cluster(const std::string& name) { return std::string(SAX_SOURCE_DIR) + "/configs/clusters/" + name; }
+std::string cluster(const std::string& name) { return sax::test::preset_path("clusters/" + name); }
 int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 }  // namespace
 

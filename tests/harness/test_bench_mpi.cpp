@@ -16,20 +16,8 @@ using sax::test::TempDir;
 
 namespace {
 
-const std::string kMpirun = std::string(SAX_MPIEXEC) + " --oversubscribe --bind-to none --mca mpi_yield_when_idle 1";
-
-// Runs a shell command line (mpirun included), capturing exit code, stdout and stderr.
-Result sh(const std::string& cmd) {
-  TempDir t;
-  // Open MPI refuses root unless told; CI runs as root.
-  const std::string line = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; " + cmd;
-  const int status = std::system((line + " >" + t.file("out") + " 2>" + t.file("err")).c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = sax::test::slurp(t.file("out"));
-  r.err = sax::test::slurp(t.file("err"));
-  return r;
-}
+const std::string kMpirun = sax::test::mpirun();
+Result sh(const std::string& cmd) { return sax::test::run_shell(cmd); }
 
 Result bench(const std::string& args, const std::string& env = "", int np = 4) {
   return sh(env + " " + kMpirun + " -np " + std::to_string(np) + " " + SAX_BINARY + " bench coll " + args);

@@ -17,26 +17,16 @@
 #include "workload/workload.hpp"
 
 using nlohmann::json;
+using sax::test::preset_path;
 using sax::test::Result;
 using sax::test::TempDir;
 
 namespace {
 
-const std::string kMpirun = std::string(SAX_MPIEXEC) + " --oversubscribe --bind-to none --mca mpi_yield_when_idle 1";
+const std::string kMpirun = sax::test::mpirun();
+Result sh(const std::string& cmd) { return sax::test::run_shell(cmd); }
 
-Result sh(const std::string& cmd) {
-  TempDir t;
-  const std::string line = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; " + cmd;
-  const int status = std::system((line + " >" + t.file("out") + " 2>" + t.file("err")).c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = sax::test::slurp(t.file("out"));
-  r.err = sax::test::slurp(t.file("err"));
-  return r;
-}
-
-std::string preset(const std::string& rel) { return std::string(SAX_SOURCE_DIR) + "/configs/" + rel; }
-const std::string kCluster = preset("clusters/local-2bld.json");
+const std::string kCluster = preset_path("clusters/local-2bld.json");
 
 Result run(const std::string& model, const std::string& layout, const std::string& extra, int np = 4,
            const std::string& env = "") {
@@ -61,7 +51,7 @@ class RunLayouts : public ::testing::TestWithParam<Case> {};
 TEST_P(RunLayouts, SendsTheWorkloadsBytesAndTheBreakdownAddsUp) {
   const Case& c = GetParam();
   TempDir t;
-  const std::string layout = t.write("layout.json", c.layout), model = preset(std::string("models/") + c.model);
+  const std::string layout = t.write("layout.json", c.layout), model = preset_path(std::string("models/") + c.model);
   Result r = run(model, layout, "--steps 1 --warmup 0 --timeout 120 --json " + t.file("run.json") + " " + c.extra);
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("step time"), std::string::npos) << r.out;
@@ -123,8 +113,7 @@ INSTANTIATE_TEST_SUITE_P(
               {"micro_batch_size", 2},
               {"schedule", sched("1f1b", "overlapped")}},
              ""},
-        Case{"Tp2Pp2", "gpt-tiny.json",
-             json::parse(sax::test::slurp(std::string(SAX_SOURCE_DIR) + "/configs/layouts/local-tp2-pp2.json")), ""},
+        Case{"Tp2Pp2", "gpt-tiny.json", sax::test::preset("layouts/local-tp2-pp2.json"), ""},
         Case{"Pp4OneFOneB",
              "gpt-tiny.json",
              {{"pipeline_model_parallel_size", 4}, {"micro_batch_size", 2}, {"schedule", sched("1f1b", "blocking")}},
@@ -146,15 +135,12 @@ INSTANTIATE_TEST_SUITE_P(
              "gpt-tiny.json",
              {{"context_parallel_size", 2}, {"micro_batch_size", 2}, {"schedule", sched("1f1b", "blocking")}},
              ""},
-        Case{"Ep2MoE", "moe-tiny.json",
-             json::parse(sax::test::slurp(std::string(SAX_SOURCE_DIR) + "/configs/layouts/local-ep2-dp4.json")), ""},
-        Case{"Ep2MoESkewed", "moe-tiny.json",
-             json::parse(sax::test::slurp(std::string(SAX_SOURCE_DIR) + "/configs/layouts/local-ep2-dp4.json")),
-             "--router-skew 4"}),
+        Case{"Ep2MoE", "moe-tiny.json", sax::test::preset("layouts/local-ep2-dp4.json"), ""},
+        Case{"Ep2MoESkewed", "moe-tiny.json", sax::test::preset("layouts/local-ep2-dp4.json"), "--router-skew 4"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(RunMpi, WorldSizeOtherThanTheClustersIsRefused) {
-  Result r = run(preset("models/gpt-tiny.json"), preset("layouts/local-tp2-pp2.json"), "--steps 1", 2);
+  Result r = run(preset_path("models/gpt-tiny.json"), preset_path("layouts/local-tp2-pp2.json"), "--steps 1", 2);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("has 4 devices and the job has 2 ranks"), std::string::npos) << r.err;
 }
@@ -167,7 +153,7 @@ TEST(RunMpi, ALayoutThatDoesNotFitTheDeviceIsRefusedWithTheFigures) {
   c["device"]["hbm_gib"] = 0.01;
   const std::string small = t.write("small.json", c);
   Result r = sh(kMpirun + " -np 4 " + SAX_BINARY + " run --cluster " + small + " --model " +
-                preset("models/gpt-tiny.json") + " --layout " + preset("layouts/local-tp2-pp2.json"));
+                preset_path("models/gpt-tiny.json") + " --layout " + preset_path("layouts/local-tp2-pp2.json"));
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("GiB per device (weights"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("has 0.01 GiB usable"), std::string::npos) << r.err;
@@ -175,7 +161,7 @@ TEST(RunMpi, ALayoutThatDoesNotFitTheDeviceIsRefusedWithTheFigures) {
 }
 
 TEST(RunMpi, BadStepsAreRefusedWithOneLine) {
-  Result r = run(preset("models/gpt-tiny.json"), preset("layouts/local-tp2-pp2.json"), "--steps 0");
+  Result r = run(preset_path("models/gpt-tiny.json"), preset_path("layouts/local-tp2-pp2.json"), "--steps 0");
   EXPECT_EQ(r.code, 2) << r.err;
   std::istringstream in(r.err);
   int lines = 0;
@@ -188,7 +174,7 @@ TEST(RunMpi, BadStepsAreRefusedWithOneLine) {
 TEST(RunMpi, AHungRankEndsTheJobWithExitOneWithinTheTimeout) {
   TempDir t;
   const auto start = std::chrono::steady_clock::now();
-  Result r = run(preset("models/gpt-tiny.json"), preset("layouts/local-tp2-pp2.json"),
+  Result r = run(preset_path("models/gpt-tiny.json"), preset_path("layouts/local-tp2-pp2.json"),
                  "--steps 1 --warmup 0 --timeout 3 --json " + t.file("r.json"), 4, "SAX_TEST_HANG_RANK=2 timeout 90");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.code, 1) << r.err;

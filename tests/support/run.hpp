@@ -43,17 +43,29 @@ struct TempDir {
   }
 };
 
-// Runs `SAX_BINARY args` through the shell (args are shell words).
-inline Result run_sax(const std::string& args) {
+// Runs a shell command line, capturing exit code, stdout and stderr. Open MPI's root variables are
+// exported (CI runs as root; mpirun refuses root without them; nothing else reads them).
+inline Result run_shell(const std::string& cmd) {
   TempDir t;
-  std::string cmd = std::string(SAX_BINARY) + " " + args + " >" + t.file("out") + " 2>" + t.file("err");
-  int status = std::system(cmd.c_str());
+  const std::string line = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; " + cmd + " >" +
+                           t.file("out") + " 2>" + t.file("err");
+  const int status = std::system(line.c_str());
   Result r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(t.file("out"));
   r.err = slurp(t.file("err"));
   return r;
 }
+
+// Runs `SAX_BINARY args` through the shell (args are shell words).
+inline Result run_sax(const std::string& args) { return run_shell(std::string(SAX_BINARY) + " " + args); }
+
+#ifdef SAX_MPIEXEC
+// mpirun as the testbed's MPI tests start it: 4 ranks on 2 cores (TESTBED.md).
+inline std::string mpirun() {
+  return std::string(SAX_MPIEXEC) + " --oversubscribe --bind-to none --mca mpi_yield_when_idle 1";
+}
+#endif
 
 inline nlohmann::json preset(const std::string& rel) {
   std::ifstream in(std::string(SAX_SOURCE_DIR) + "/configs/" + rel);
