@@ -1,10 +1,13 @@
-// `sax launch --cluster C [--emulate none|netns|software] [--technology NAME] [--dry-run] -- <sax
-// command …>`: places the cluster's ranks and starts the command on them (mpirun, or srun in a
-// Slurm allocation), or with --dry-run prints the plan and the exact command without running it.
+// `sax launch --cluster C [--emulate auto|netns|software|none] [--technology NAME] [--dry-run] --
+// <sax command …>`: places the cluster's ranks, builds the emulated building boundary (netns:
+// namespaces, shaped links, delay helpers; torn down afterwards whatever happens) and starts the
+// command on them (mpirun, or srun in a Slurm allocation), or with --dry-run prints the plan and
+// the exact commands without running anything.
 #include "launcher/launch.hpp"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -17,7 +20,7 @@ namespace sax::cli {
 namespace {
 
 struct LaunchArgs {
-  std::string cluster, emulate = "none", technology;
+  std::string cluster, emulate = "auto", technology;
   bool dry_run = false;
   std::vector<std::string> command;
 };
@@ -38,7 +41,9 @@ void add_launch(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "launch", "Place the cluster's ranks into its buildings and start a sax command on them (mpirun or srun)");
   cmd->add_option("--cluster", a->cluster, "Cluster file (ranks, buildings, links)")->required();
-  cmd->add_option("--emulate", a->emulate, "Building boundary: none (netns and software: not built yet)")
+  cmd->add_option("--emulate", a->emulate,
+                  "Building boundary: netns (kernel shaping on one host), software (the link emulator in the "
+                  "communicators), none; auto = netns where permitted, else none")
       ->capture_default_str();
   cmd->add_option("--technology", a->technology, "One of the cluster's network_technologies for the boundary");
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan and the exact command; run nothing");
@@ -52,13 +57,24 @@ void add_launch(CLI::App& app) {
     o.slurm = std::getenv("SLURM_JOB_ID") != nullptr;
     o.root = ::geteuid() == 0;
     o.sax_binary = self_path();
-    const launcher::LaunchPlan plan = launcher::plan_launch(c, a->cluster, o);
+    o.linkdelay = o.sax_binary.substr(0, o.sax_binary.rfind('/') + 1) + "sax-linkdelay";
+    o.slot = std::max(0, launcher::netns_free_slot());
+    launcher::LaunchPlan plan = launcher::plan_launch(c, a->cluster, o);
     if (a->dry_run) {
       std::cout << plan.text();
       return;
     }
+    // Ctrl-C from here on reaches the command and then the teardown, not the launcher's end.
+    const launcher::InterruptGuard guard;
+    std::unique_ptr<launcher::NetnsTestbed> testbed;
+    if (plan.emulation == launcher::Emulation::netns) {
+      testbed = std::make_unique<launcher::NetnsTestbed>(plan.netns);
+      o.slot = testbed->slot();
+      plan = launcher::plan_launch(c, a->cluster, o);
+    }
     std::cout << plan.text() << std::flush;
     const int rc = launcher::run_plan(plan);
+    testbed.reset();
     if (rc != 0) std::exit(rc);  // the command said why; pass its code through
   });
 }

@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -36,6 +38,19 @@ std::string shell_quote(const std::string& w) {
   return q + "'";
 }
 
+namespace {
+std::string g(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+std::string words(const std::vector<std::string>& argv) {
+  std::string l;
+  for (const auto& w : argv) l += (l.empty() ? "" : " ") + shell_quote(w);
+  return l;
+}
+}  // namespace
+
 std::string LaunchPlan::text() const {
   std::string t = "# sax launch: " + std::to_string(places.size()) + " ranks, emulation " + to_string(emulation) +
                   (technology.empty() ? "" : ", technology " + technology) + "\n#rank building node device\n";
@@ -44,22 +59,55 @@ std::string LaunchPlan::text() const {
     t += " " + std::to_string(r) + " " + building_names[static_cast<std::size_t>(p.building)] + " " +
          std::to_string(p.node) + " " + std::to_string(p.local_device) + "\n";
   }
+  if (!emulation_note.empty()) t += "# emulation: " + emulation_note + "\n";
+  if (emulation == Emulation::netns) {
+    t += "# testbed " + netns_prefix(netns.slot) + "* (namespace per building, boundary GB/s:";
+    for (std::size_t b = 0; b < netns.boundary_gbps.size(); ++b)
+      t +=
+          " " + building_names[b] + "=" + netns_name(netns.slot, static_cast<int>(b)) + " " + g(netns.boundary_gbps[b]);
+    t += "; one-way latency " + g(netns.latency_us) + " us), built by:\n";
+    for (const auto& cmd : netns_setup_commands(netns)) t += "#   " + words(cmd) + "\n";
+    if (netns.latency_us > 0)
+      for (int b = 0; b < static_cast<int>(netns.slots_per_building.size()); ++b)
+        t += "#   " + words(netns_delay_command(netns, b)) + " &\n";
+  }
   std::string line;
   for (const auto& [k, v] : env) line += k + "=" + shell_quote(v) + " ";
-  for (std::size_t i = 0; i < argv.size(); ++i) line += (i ? " " : "") + shell_quote(argv[i]);
-  return t + line + "\n";
+  return t + line + words(argv) + "\n";
+}
+
+NetnsConfig netns_config(const Cluster& c, const std::string& technology, const std::string& linkdelay, int slot) {
+  NetnsConfig n;
+  n.slot = slot;
+  n.linkdelay = linkdelay;
+  const Link& link = c.cross_building_link(technology);
+  for (const auto& b : c.buildings) {
+    const auto devices = static_cast<int>(b.nodes * c.devices_per_node);
+    n.slots_per_building.push_back(devices);
+    n.boundary_gbps.push_back(devices * link.bandwidth_gbps / link.oversubscription);
+  }
+  n.latency_us = link.latency_us;
+  return n;
 }
 
 LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const LaunchOptions& o) {
   LaunchPlan p;
-  if (o.emulate == "none")
+  if (o.emulate == "auto") {
+    const std::string why = netns_unavailable(o.linkdelay);
+    p.emulation = why.empty() ? Emulation::netns : Emulation::none;
+    p.emulation_note =
+        why.empty() ? "netns, the default where permitted" : "none: netns is not permitted here (" + why + ")";
+  } else if (o.emulate == "none") {
     p.emulation = Emulation::none;
-  else if (o.emulate == "netns" || o.emulate == "software")
-    throw UsageError("--emulate " + o.emulate +
-                     ": not built yet (kernel shaping and the software link emulator come with issue 11); use "
-                     "--emulate none");
-  else
-    throw UsageError("--emulate: expected none, netns or software, got '" + o.emulate + "'");
+  } else if (o.emulate == "netns") {
+    p.emulation = Emulation::netns;
+    if (const std::string why = netns_unavailable(o.linkdelay); !why.empty())
+      throw UsageError("--emulate netns: " + why);
+  } else if (o.emulate == "software") {
+    p.emulation = Emulation::software;
+  } else {
+    throw UsageError("--emulate: expected auto, netns, software or none, got '" + o.emulate + "'");
+  }
   if (!o.technology.empty()) {
     bool known = false;
     std::string names;
@@ -77,21 +125,57 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
   if (!under_launcher.count(o.command.front()))
     throw UsageError("launch: '" + o.command.front() +
                      "' is not a sax command that runs on the testbed (expected bench, run, calibrate or validate)");
+  if (p.emulation == Emulation::software &&
+      std::find(o.command.begin(), o.command.end(), "--cluster") == o.command.end())
+    throw UsageError("--emulate software: the command must name the cluster (--cluster " + cluster_file +
+                     "): the emulated link comes from it");
   for (const auto& b : c.buildings) p.building_names.push_back(b.name);
   const std::int64_t n = c.world_size();
   for (std::int64_t r = 0; r < n; ++r) p.places.push_back(c.place(r));
   p.env.emplace_back("SAX_EMULATION", to_string(p.emulation));
   if (!p.technology.empty()) p.env.emplace_back("SAX_TECHNOLOGY", p.technology);
   if (o.slurm) {
+    if (p.emulation == Emulation::netns)
+      throw UsageError(
+          "--emulate netns emulates buildings on one host; inside a Slurm allocation use --emulate "
+          "software (or shape the real NICs)");
     p.argv = {"srun", "--ntasks", std::to_string(n), "--ntasks-per-node", std::to_string(c.devices_per_node)};
   } else {
     if (o.root)
       p.env.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1"), p.env.emplace_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    // One host runs every rank (no building is a host of its own under `none`): ranks may
-    // outnumber cores, so they are not bound and yield while they wait (TESTBED.md).
+    // One host runs every rank: ranks may outnumber cores, so they are not bound and yield while
+    // they wait (TESTBED.md).
     p.argv = {"mpirun",    "-np",  std::to_string(n), "--oversubscribe",
               "--bind-to", "none", "--mca",           "mpi_yield_when_idle",
               "1"};
+    if (p.emulation == Emulation::netns) {
+      // Each building's namespace is a host reached through the launch agent; daemons and ranks
+      // talk over the testbed's bridge only, so traffic between buildings crosses the shaped
+      // links (shared memory stays inside a building). Two TCP connections per peer: with one,
+      // a pair exchanging both ways gets about half of each direction (TESTBED.md).
+      p.netns = netns_config(c, p.technology, o.linkdelay, o.slot);
+      const std::string subnet = netns_subnet(o.slot), dir = netns_dir(o.slot);
+      const std::vector<std::string> more = {"--hostfile",
+                                             dir + "/hostfile",
+                                             "--mca",
+                                             "plm_rsh_agent",
+                                             dir + "/agent.sh",
+                                             "--mca",
+                                             "plm_rsh_no_tree_spawn",
+                                             "1",
+                                             "--mca",
+                                             "oob_tcp_if_include",
+                                             subnet,
+                                             "--mca",
+                                             "btl_tcp_if_include",
+                                             subnet,
+                                             "--mca",
+                                             "btl_tcp_links",
+                                             "2"};
+      p.argv.insert(p.argv.end(), more.begin(), more.end());
+    }
+    for (const auto& [k, v] : p.env)
+      if (k.rfind("SAX_", 0) == 0) p.argv.insert(p.argv.end(), {"-x", k});
   }
   p.argv.push_back(o.sax_binary);
   p.argv.insert(p.argv.end(), o.command.begin(), o.command.end());
@@ -100,27 +184,42 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
 
 namespace {
 volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_interrupted = 0;
+int g_guards = 0;
+struct sigaction g_old_int {
+}, g_old_term{};
 void forward(int sig) {
+  g_interrupted = 1;
   if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
 }
 }  // namespace
+
+InterruptGuard::InterruptGuard() {
+  if (g_guards++ > 0) return;
+  struct sigaction sa {};
+  sa.sa_handler = forward;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &g_old_int);
+  sigaction(SIGTERM, &sa, &g_old_term);
+}
+
+InterruptGuard::~InterruptGuard() {
+  if (--g_guards > 0) return;
+  sigaction(SIGINT, &g_old_int, nullptr), sigaction(SIGTERM, &g_old_term, nullptr);
+}
+
+bool InterruptGuard::interrupted() { return g_interrupted != 0; }
 
 int run_plan(const LaunchPlan& plan) {
   for (const auto& [k, v] : plan.env) ::setenv(k.c_str(), v.c_str(), 1);
   std::vector<char*> args;
   for (const auto& a : plan.argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  struct sigaction sa {};
-  sa.sa_handler = forward;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  const InterruptGuard guard;
+  if (InterruptGuard::interrupted()) return 130;
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ);
   if (rc != 0) {
-    sigaction(SIGINT, &old_int, nullptr), sigaction(SIGTERM, &old_term, nullptr);
     throw RunError(std::string("launch: cannot start ") + args[0] + ": " + std::strerror(rc));
   }
   g_child = pid;
@@ -128,7 +227,6 @@ int run_plan(const LaunchPlan& plan) {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   g_child = 0;
-  sigaction(SIGINT, &old_int, nullptr), sigaction(SIGTERM, &old_term, nullptr);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }

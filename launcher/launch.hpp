@@ -3,10 +3,13 @@
 // launcher command (mpirun, or srun inside a Slurm allocation) with the environment it needs —
 // and running it, with the child's exit code passed through and Ctrl-C passed on.
 //
-// Emulation modes (DESIGN.md "Building boundaries"): `none` runs the ranks as they are (the
-// boundary is a placement and a link class, not a shaped link); `netns` (kernel shaping) and
-// `software` (the communicator decorator) are named and refused until they are built. Every
-// command started learns the mode from SAX_EMULATION (and the chosen technology from
+// Emulation modes (DESIGN.md "Building boundaries"): `netns` — kernel shaping on one host
+// (launcher/netns.hpp), the default where permitted — starts each building's ranks inside its own
+// network namespace behind a shaped, delayed link; `software` starts the ranks as they are and
+// has the communicator factory wrap every communicator that crosses a building in the software
+// link emulator (collectives/link_emulator.hpp), which imposes the cost model's own α-β; `none`
+// runs the ranks as they are (the boundary is a placement and a link class, not a shaped link).
+// Every command started learns the mode from SAX_EMULATION (and the chosen technology from
 // SAX_TECHNOLOGY), so that its results can say which emulation they came from.
 #pragma once
 
@@ -14,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/netns.hpp"
 #include "spec/cluster.hpp"
 
 namespace sax::launcher {
@@ -23,31 +27,52 @@ const char* to_string(Emulation e);
 
 struct LaunchPlan {
   Emulation emulation = Emulation::none;
-  std::string technology;  // "" = the cluster's cross-building link
+  std::string emulation_note;  // how `auto` chose, printed with the plan
+  std::string technology;      // "" = the cluster's cross-building link
   std::vector<RankPlace> places;
   std::vector<std::string> building_names;
   std::vector<std::pair<std::string, std::string>> env;  // set for the launcher and the ranks
   std::vector<std::string> argv;                         // the launcher command, word by word
+  NetnsConfig netns;                                     // under netns: the testbed to build (slot as planned)
   // The plan as `--dry-run` prints it: the placement, then the environment and command as one
   // shell line (quoted where a word needs it).
   std::string text() const;
 };
 
 struct LaunchOptions {
-  std::string emulate = "none";
+  std::string emulate = "auto";  // auto: netns where permitted (the reason printed), else none
   std::string technology;
   std::string sax_binary;            // the sax the ranks run (this program)
   std::vector<std::string> command;  // the sax subcommand and its arguments
   bool slurm = false;                // inside a Slurm allocation: srun instead of mpirun
   bool root = false;                 // Open MPI refuses root unless told
+  std::string linkdelay;             // the sax-linkdelay program (netns)
+  int slot = 0;                      // the netns testbed's slot (NetnsTestbed picks it)
 };
 
-// Bad input (UsageError, exit 2): an unknown mode or technology, a mode not built yet, no command,
-// a command that is not a sax subcommand that runs under a launcher.
+// The netns testbed a cluster asks for: ranks per building, each building's boundary (devices ×
+// per-device bandwidth / oversubscription of the cross-building link or the technology's), the
+// link's one-way latency.
+NetnsConfig netns_config(const Cluster& cluster, const std::string& technology, const std::string& linkdelay, int slot);
+
+// While one lives, SIGINT and SIGTERM do not end the launcher: they are passed on to the command
+// run_plan is running and remembered, so that a testbed being built stops and is torn down.
+class InterruptGuard {
+ public:
+  InterruptGuard();
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  static bool interrupted();
+};
+
+// Bad input (UsageError, exit 2): an unknown mode or technology, netns where it is not permitted
+// (the reason said), no command, a command that is not a sax subcommand that runs under a
+// launcher, software emulation of a command that names no cluster.
 LaunchPlan plan_launch(const Cluster& cluster, const std::string& cluster_file, const LaunchOptions& options);
 
 // Runs the plan's command and waits for it: its exit code (128 + signal when it was killed).
-// SIGINT and SIGTERM received meanwhile are passed on to it.
+// SIGINT and SIGTERM received meanwhile are passed on to it (an InterruptGuard is held).
 int run_plan(const LaunchPlan& plan);
 
 // A word as a POSIX shell reads it back (single quotes where needed).

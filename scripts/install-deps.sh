@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(build-essential cmake openmpi-bin libopenmpi-dev nlohmann-json3-dev libcli11-dev
-          libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2 python3 clang-format clang-tidy)
+          libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2 iptables util-linux
+          libnetfilter-queue-dev pkg-config python3 clang-format clang-tidy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

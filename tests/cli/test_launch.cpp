@@ -21,7 +21,7 @@ int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), 
 
 TEST(Launch, DryRunPrintsThePlacementAndTheExactCommand) {
   Result r = run_sax("launch --cluster " + cluster("local-2bld.json") +
-                     " --technology gbe-5 --dry-run -- bench coll -b 1K -e 1K --json '/tmp/a b.json'");
+                     " --emulate none --technology gbe-5 --dry-run -- bench coll -b 1K -e 1K --json '/tmp/a b.json'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("4 ranks, emulation none, technology gbe-5"), std::string::npos) << r.out;
   // Ranks fill a node's devices, then the next building.
@@ -70,8 +70,10 @@ TEST_P(LaunchBad, ExitsTwoWithOneLine) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, LaunchBad,
-    ::testing::Values(Bad{"UnknownEmulation", "--emulate tunnel -- run", "--emulate: expected none, netns or software"},
-                      Bad{"NetnsNotBuiltYet", "--emulate netns -- run", "--emulate netns: not built yet"},
+    ::testing::Values(Bad{"UnknownEmulation", "--emulate tunnel -- run",
+                          "--emulate: expected auto, netns, software or none"},
+                      Bad{"SoftwareWithoutCluster", "--emulate software -- bench coll",
+                          "--emulate software: the command must name the cluster"},
                       Bad{"UnknownTechnology", "--technology warp -- run", "has no network technology 'warp'"},
                       Bad{"NoCommand", "--dry-run", "no command after --"},
                       Bad{"NotATestbedCommand", "-- explore --top 3", "'explore' is not a sax command that runs"}),
@@ -83,7 +85,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(LaunchMpi, RunsTheCommandOnEveryRankAndPassesItsExitCodeBack) {
   TempDir t;
   Result r = run_sax("launch --cluster " + cluster("local-2bld.json") +
-                     " --technology gbe-5 -- bench coll -b 1K -e 4K "
+                     " --emulate none --technology gbe-5 -- bench coll -b 1K -e 4K "
                      "-n 3 -w 1 --json " +
                      t.file("c.json"));
   ASSERT_EQ(r.code, 0) << r.err;
@@ -92,7 +94,7 @@ TEST(LaunchMpi, RunsTheCommandOnEveryRankAndPassesItsExitCodeBack) {
   EXPECT_EQ(j["env"]["emulation"], "none");
   EXPECT_EQ(j["env"]["technology"], "gbe-5");
   EXPECT_EQ(j["env"]["world_size"], 4);
-  r = run_sax("launch --cluster " + cluster("local-2bld.json") + " -- bench coll --op all_reduse");
+  r = run_sax("launch --cluster " + cluster("local-2bld.json") + " --emulate none -- bench coll --op all_reduse");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("unknown operation 'all_reduse'"), std::string::npos) << r.err;
 }

@@ -1,0 +1,185 @@
+// sax-linkdelay: holds every packet of one NFQUEUE queue for a fixed delay, then lets it through —
+// the one-way latency of an emulated building boundary where the kernel has no netem
+// (../shared/TESTBED.md "Kernel traffic shaping"). `sax launch --emulate netns` starts one inside
+// each building's network namespace, on a queue that an iptables rule in that namespace's
+// PREROUTING chain fills with the packets arriving from other buildings.
+//
+//   sax-linkdelay --queue N --delay-us D
+//
+// Packets leave in arrival order, each D µs after it arrived (TCP's large segments are held whole,
+// and one batch verdict releases all that are due). The program waits on a timer
+// (timerfd, absolute CLOCK_MONOTONIC) set to the head packet's release time, never spinning: on a
+// host with fewer cores than ranks a busy-waiting holder steals the CPU the ranks need. It prints
+// "ready" once the queue is bound (the launcher waits for that line before starting ranks) and
+// on SIGTERM/SIGINT lets what it holds go and ends, saying so only if the kernel dropped packets
+// before they reached it.
+#include <arpa/inet.h>
+#include <libnetfilter_queue/libnetfilter_queue.h>
+#include <linux/netfilter.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <string>
+
+namespace {
+
+struct Held {
+  std::uint32_t id;
+  std::int64_t release_ns;
+};
+
+struct State {
+  nfq_q_handle* queue = nullptr;
+  std::deque<Held> held;
+  std::int64_t delay_ns = 0;
+  std::uint64_t packets = 0;
+  std::uint64_t lost = 0;  // the netlink socket overflowed: packets the kernel could not hand over
+};
+
+volatile sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+std::int64_t now_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+int on_packet(nfq_q_handle*, nfgenmsg*, nfq_data* data, void* arg) {
+  auto* s = static_cast<State*>(arg);
+  const nfqnl_msg_packet_hdr* h = nfq_get_msg_packet_hdr(data);
+  if (h == nullptr) return 0;
+  s->held.push_back({ntohl(h->packet_id), now_ns() + s->delay_ns});
+  ++s->packets;
+  return 0;
+}
+
+void arm(int timer, const State& s) {
+  itimerspec when{};
+  if (!s.held.empty()) {
+    const std::int64_t t = s.held.front().release_ns;
+    when.it_value.tv_sec = static_cast<time_t>(t / 1000000000);
+    when.it_value.tv_nsec = static_cast<long>(t % 1000000000);
+  }
+  timerfd_settime(timer, TFD_TIMER_ABSTIME, &when, nullptr);  // all zero: disarmed
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "sax-linkdelay: %s\n", what.c_str());
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long queue_num = -1;
+  double delay_us = -1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    char* end = nullptr;
+    if (k == "--queue")
+      queue_num = std::strtol(argv[i + 1], &end, 10);
+    else if (k == "--delay-us")
+      delay_us = std::strtod(argv[i + 1], &end);
+    else
+      die("unknown option '" + k + "' (usage: sax-linkdelay --queue N --delay-us D)");
+    if (end == argv[i + 1] || *end != '\0') die(k + ": expected a number, got '" + argv[i + 1] + "'");
+  }
+  if (argc != 5 || queue_num < 0 || queue_num > 65535 || !(delay_us >= 0) || delay_us > 10e6)
+    die("usage: sax-linkdelay --queue N (0-65535) --delay-us D (0-10000000)");
+
+  State s;
+  s.delay_ns = static_cast<std::int64_t>(delay_us * 1000.0);
+  nfq_handle* h = nfq_open();
+  if (h == nullptr) die(std::string("nfq_open: ") + std::strerror(errno) + " (needs root in the namespace)");
+  nfq_unbind_pf(h, AF_INET);  // older kernels want a fresh binding; failure is harmless
+  if (nfq_bind_pf(h, AF_INET) < 0) die(std::string("nfq_bind_pf: ") + std::strerror(errno));
+  s.queue = nfq_create_queue(h, static_cast<std::uint16_t>(queue_num), &on_packet, &s);
+  if (s.queue == nullptr) die("nfq_create_queue " + std::to_string(queue_num) + ": " + std::strerror(errno));
+  // Only the verdict is needed, not the payload: copy the metadata and no packet bytes, and take
+  // TCP's large segments whole (without F_GSO the kernel cuts each into MTU-sized packets first).
+  if (nfq_set_mode(s.queue, NFQNL_COPY_PACKET, 0) < 0) die(std::string("nfq_set_mode: ") + std::strerror(errno));
+  nfq_set_queue_flags(s.queue, NFQA_CFG_F_GSO, NFQA_CFG_F_GSO);
+  // Room for every packet in flight on the link during the delay (the kernel's default is 1024).
+  nfq_set_queue_maxlen(s.queue, 1 << 16);
+  nfnl_rcvbufsiz(nfq_nfnlh(h), 16u << 20);
+  const int fd = nfq_fd(h);
+  const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (timer < 0) die(std::string("timerfd_create: ") + std::strerror(errno));
+
+  // The link must not slow down because the ranks keep the cores busy: wake on time (no timer
+  // slack) and, where permitted, ahead of the ranks (a real-time priority; the helper only ever
+  // sleeps on the timer or the queue, so it cannot starve them).
+  prctl(PR_SET_TIMERSLACK, 1UL);
+  sched_param prio{};
+  prio.sched_priority = 10;
+  const bool realtime = sched_setscheduler(0, SCHED_FIFO, &prio) == 0;
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  std::printf("ready%s\n", realtime ? "" : " (no real-time priority: latency may stretch when cores are busy)");
+  std::fflush(stdout);
+
+  alignas(8) static char buf[1 << 16];
+  pollfd fds[2] = {{fd, POLLIN, 0}, {timer, POLLIN, 0}};
+  while (!g_stop) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      die(std::string("poll: ") + std::strerror(errno));
+    }
+    if (fds[0].revents & POLLIN) {
+      // Drain what is there, then go back to waiting.
+      for (;;) {
+        const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+          nfq_handle_packet(h, buf, static_cast<int>(n));
+          continue;
+        }
+        if (n < 0 && errno == ENOBUFS) {
+          ++s.lost;
+          continue;
+        }
+        break;
+      }
+    }
+    if (fds[1].revents & POLLIN) {
+      std::uint64_t expirations = 0;
+      (void)!::read(timer, &expirations, sizeof expirations);
+    }
+    // Packet ids rise in arrival order, so one batch verdict releases every packet that is due.
+    const std::int64_t now = now_ns();
+    std::uint32_t last = 0;
+    bool due = false;
+    while (!s.held.empty() && s.held.front().release_ns <= now) {
+      last = s.held.front().id;
+      due = true;
+      s.held.pop_front();
+    }
+    if (due) nfq_set_verdict_batch(s.queue, last, NF_ACCEPT);
+    arm(timer, s);
+  }
+  // Whatever is still held goes through at once: teardown must not strand a connection.
+  if (!s.held.empty()) nfq_set_verdict_batch(s.queue, s.held.back().id, NF_ACCEPT);
+  // Silent when all went well; packets the kernel could not hand over are a fault of the emulation.
+  if (s.lost > 0)
+    std::fprintf(stderr, "sax-linkdelay: queue %ld: %llu packets held %.0f us, %llu lost before reaching the queue\n",
+                 queue_num, static_cast<unsigned long long>(s.packets), delay_us,
+                 static_cast<unsigned long long>(s.lost));
+  nfq_destroy_queue(s.queue);
+  nfq_close(h);
+  ::close(timer);
+  return 0;
+}

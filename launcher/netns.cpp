@@ -1,0 +1,331 @@
+#include "launcher/netns.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "launcher/launch.hpp"
+#include "spec/error.hpp"
+
+namespace sax::launcher {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kSlots = 8;
+constexpr int kQueueBase = 31000;
+// tbf counts whole frames; the cluster's bandwidth is payload (what nccl-tests and `bench coll`
+// measure, what the cost model moves). A full TCP segment on the testbed's 1500-byte MTU carries
+// 1448 bytes of payload (20 IP + 32 TCP header with timestamps) in a 1514-byte frame (+14
+// Ethernet), so the wire rate is the payload rate × 1514/1448.
+constexpr double kFraming = 1514.0 / 1448.0;
+
+std::string num(double v) {
+  std::ostringstream s;
+  s.precision(12);
+  s << v;
+  return s.str();
+}
+
+std::string host_link(int slot, int b) { return netns_prefix(slot) + "h" + std::to_string(b); }
+std::string ns_link(int slot, int b) { return netns_prefix(slot) + "n" + std::to_string(b); }
+std::string bridge(int slot) { return netns_prefix(slot) + "br"; }
+std::string address(int slot, int host) { return "10.231." + std::to_string(slot) + "." + std::to_string(host); }
+
+// Runs argv (no shell) and returns its exit code, with its stdout and stderr in `output`.
+int run_capture(const std::vector<std::string>& argv, std::string* output) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw RunError(std::string("launch: pipe: ") + std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) throw RunError(std::string("launch: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (output) *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + shell_quote(a);
+  return s;
+}
+
+std::string first_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  const auto nl = s.rfind('\n');
+  return nl == std::string::npos ? s : s.substr(nl + 1);
+}
+
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string d;
+  while (std::getline(dirs, d, ':'))
+    if (!d.empty() && ::access((d + "/" + program).c_str(), X_OK) == 0) return true;
+  for (const char* d2 : {"/usr/sbin", "/sbin"})
+    if (::access((std::string(d2) + "/" + program).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+void kill_and_reap(pid_t pid) {
+  ::kill(pid, SIGTERM);
+  for (int i = 0; i < 100; ++i) {
+    if (::waitpid(pid, nullptr, WNOHANG) != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+// Names under `dir` that start with `prefix`.
+std::vector<std::string> entries_with_prefix(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(prefix, 0) == 0) names.push_back(n);
+  }
+  return names;
+}
+
+}  // namespace
+
+std::string netns_prefix(int slot) { return "sax-" + std::to_string(slot) + "-"; }
+std::string netns_name(int slot, int b) { return netns_prefix(slot) + "b" + std::to_string(b); }
+std::string netns_subnet(int slot) { return address(slot, 0) + "/24"; }
+std::string netns_dir(int slot) { return (fs::temp_directory_path() / (netns_prefix(slot) + "launch")).string(); }
+
+std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c) {
+  const int s = c.slot, n = static_cast<int>(c.slots_per_building.size());
+  std::vector<std::vector<std::string>> cmds;
+  cmds.push_back({"ip", "link", "add", bridge(s), "type", "bridge"});
+  cmds.push_back({"ip", "addr", "add", address(s, 254) + "/24", "dev", bridge(s)});
+  cmds.push_back({"ip", "link", "set", bridge(s), "up"});
+  for (int b = 0; b < n; ++b) {
+    const std::string ns = netns_name(s, b);
+    // The boundary in bits/s; the bucket holds 1 ms of it (at least two 64 KiB segments), so a
+    // burst adds at most about 1 ms to a transfer; packets wait at most 50 ms for tokens.
+    const double bits = c.boundary_gbps[static_cast<std::size_t>(b)] * 8e9 * kFraming;
+    const double burst = std::max(131072.0, bits / 8 * 1e-3);
+    const std::vector<std::string> tbf = {
+        "root", "tbf", "rate", num(std::round(bits)) + "bit", "burst", num(std::round(burst)), "latency", "50ms"};
+    cmds.push_back({"ip", "netns", "add", ns});
+    cmds.push_back({"ip", "link", "add", host_link(s, b), "type", "veth", "peer", "name", ns_link(s, b), "netns", ns});
+    cmds.push_back({"ip", "link", "set", host_link(s, b), "master", bridge(s)});
+    cmds.push_back({"ip", "link", "set", host_link(s, b), "up"});
+    cmds.push_back({"ip", "-n", ns, "link", "set", "lo", "up"});
+    cmds.push_back({"ip", "-n", ns, "addr", "add", address(s, b + 1) + "/24", "dev", ns_link(s, b)});
+    cmds.push_back({"ip", "-n", ns, "link", "set", ns_link(s, b), "up"});
+    // Leaving the building (inside its namespace) and entering it (the bridge's side).
+    std::vector<std::string> out = {"tc", "-n", ns, "qdisc", "add", "dev", ns_link(s, b)};
+    out.insert(out.end(), tbf.begin(), tbf.end());
+    cmds.push_back(out);
+    std::vector<std::string> in = {"tc", "qdisc", "add", "dev", host_link(s, b)};
+    in.insert(in.end(), tbf.begin(), tbf.end());
+    cmds.push_back(in);
+    if (c.latency_us > 0)
+      for (int j = 0; j < n; ++j)
+        if (j != b)
+          cmds.push_back({"ip", "netns", "exec", ns, "iptables", "-t", "mangle", "-A", "PREROUTING", "-i",
+                          ns_link(s, b), "-s", address(s, j + 1), "-j", "NFQUEUE", "--queue-num",
+                          std::to_string(kQueueBase + b), "--queue-bypass"});
+  }
+  return cmds;
+}
+
+std::vector<std::string> netns_delay_command(const NetnsConfig& c, int b) {
+  return {"ip",
+          "netns",
+          "exec",
+          netns_name(c.slot, b),
+          c.linkdelay,
+          "--queue",
+          std::to_string(kQueueBase + b),
+          "--delay-us",
+          num(c.latency_us)};
+}
+
+std::string netns_hostfile(const NetnsConfig& c) {
+  std::string h;
+  for (std::size_t b = 0; b < c.slots_per_building.size(); ++b)
+    h += netns_name(c.slot, static_cast<int>(b)) + " slots=" + std::to_string(c.slots_per_building[b]) + "\n";
+  return h;
+}
+
+std::string netns_agent_script(int slot) {
+  // Open MPI calls the agent as an rsh: the host, then the daemon's command line, which a
+  // remote shell would read — so it is read by sh here too. The host must be one of this
+  // slot's namespaces; it becomes the hostname inside (shared-memory names collide otherwise).
+  const std::string p = netns_prefix(slot);
+  return "#!/bin/sh\n"
+         "# sax launch: starts an Open MPI daemon inside a building's network namespace, under its own hostname.\n"
+         "ns=\"$1\"; shift\n"
+         "case \"$ns\" in " +
+         p + "b[0-9]|" + p + "b[0-9][0-9]|" + p +
+         "b[0-9][0-9][0-9]) ;; *) echo \"sax agent: refusing host '$ns'\" >&2; exit 1 ;; esac\n"
+         "exec ip netns exec \"$ns\" unshare --uts /bin/sh -c \"hostname $ns && exec $*\"\n";
+}
+
+std::string netns_unavailable(const std::string& linkdelay) {
+  if (::geteuid() != 0) return "network namespaces and tc need root";
+  for (const char* p : {"ip", "tc", "iptables", "unshare"})
+    if (!on_path(p)) return std::string("'") + p + "' is not installed (./scripts/install-deps.sh installs it)";
+  if (::access(linkdelay.c_str(), X_OK) != 0)
+    return "this sax was built without sax-linkdelay (libnetfilter-queue-dev was missing at build time)";
+  return "";
+}
+
+int netns_free_slot() {
+  for (int s = 0; s < kSlots; ++s) {
+    const std::string lock = "/run/lock/sax-netns-" + std::to_string(s) + ".lock";
+    const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return s;  // never used
+    const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    ::close(fd);
+    if (free) return s;
+  }
+  return -1;
+}
+
+void NetnsTestbed::teardown(int slot) {
+  const std::string p = netns_prefix(slot);
+  for (const std::string& ns : entries_with_prefix("/run/netns", p)) {
+    // Whatever still runs inside (ranks of a killed job, a helper) goes first.
+    for (int round = 0; round < 2; ++round) {
+      std::string pids;
+      run_capture({"ip", "netns", "pids", ns}, &pids);
+      std::istringstream in(pids);
+      long pid = 0;
+      bool any = false;
+      while (in >> pid)
+        if (pid > 1) ::kill(static_cast<pid_t>(pid), round == 0 ? SIGTERM : SIGKILL), any = true;
+      if (!any) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    run_capture({"ip", "netns", "delete", ns}, nullptr);
+  }
+  for (const std::string& link : entries_with_prefix("/sys/class/net", p))
+    if (link != p + "br") run_capture({"ip", "link", "delete", link}, nullptr);
+  if (fs::exists("/sys/class/net/" + p + "br")) run_capture({"ip", "link", "delete", p + "br"}, nullptr);
+  std::error_code ec;
+  for (const std::string& d : entries_with_prefix(fs::temp_directory_path().string(), p))
+    fs::remove_all(fs::temp_directory_path() / d, ec);
+}
+
+NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
+  if (const std::string why = netns_unavailable(config_.linkdelay); !why.empty())
+    throw UsageError("--emulate netns: " + why);
+  ::mkdir("/run/lock", 0755);
+  for (int s = 0; s < kSlots && lock_fd_ < 0; ++s) {
+    const std::string lock = "/run/lock/sax-netns-" + std::to_string(s) + ".lock";
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      lock_fd_ = fd;
+      config_.slot = s;
+    } else {
+      ::close(fd);
+    }
+  }
+  if (lock_fd_ < 0)
+    throw RunError("--emulate netns: all " + std::to_string(kSlots) +
+                   " testbed slots are in use by other sax launches (/run/lock/sax-netns-*.lock)");
+  try {
+    teardown(config_.slot);  // what a killed launcher left on this slot
+    for (const auto& cmd : netns_setup_commands(config_)) {
+      if (InterruptGuard::interrupted()) throw RunError("launch: interrupted while building the testbed");
+      std::string out;
+      if (run_capture(cmd, &out) != 0) {
+        const std::string msg = "--emulate netns: '" + joined(cmd) + "' failed: " + first_line(out);
+        // The first namespace failing means the host does not permit them (a container without
+        // CAP_SYS_ADMIN): a usage matter, not a failed run.
+        if (cmd.size() > 2 && cmd[1] == "netns" && cmd[2] == "add") throw UsageError(msg);
+        throw RunError(msg);
+      }
+    }
+    fs::create_directories(netns_dir(config_.slot));
+    std::ofstream(hostfile()) << netns_hostfile(config_);
+    std::ofstream(agent()) << netns_agent_script(config_.slot);
+    ::chmod(agent().c_str(), 0755);
+    if (config_.latency_us > 0)
+      for (int b = 0; b < static_cast<int>(config_.slots_per_building.size()); ++b) {
+        const std::vector<std::string> cmd = netns_delay_command(config_, b);
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) throw RunError(std::string("launch: pipe: ") + std::strerror(errno));
+        const pid_t pid = ::fork();
+        if (pid < 0) throw RunError(std::string("launch: fork: ") + std::strerror(errno));
+        if (pid == 0) {
+          // The helper dies with the launcher, however the launcher ends.
+          ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+          ::dup2(fds[1], 1);
+          std::vector<char*> args;
+          for (const auto& a : cmd) args.push_back(const_cast<char*>(a.c_str()));
+          args.push_back(nullptr);
+          ::execvp(args[0], args.data());
+          ::_exit(127);
+        }
+        ::close(fds[1]);
+        helpers_.push_back(pid);
+        pollfd pfd{fds[0], POLLIN, 0};
+        char buf[64] = {};
+        ssize_t n = 0;
+        if (::poll(&pfd, 1, 5000) > 0) n = ::read(fds[0], buf, sizeof buf - 1);
+        ::close(fds[0]);
+        if (n <= 0 || std::string(buf).rfind("ready", 0) != 0)
+          throw RunError("--emulate netns: the delay helper of " + netns_name(config_.slot, b) + " did not start ('" +
+                         joined(cmd) + "')");
+      }
+  } catch (...) {
+    for (int pid : helpers_) kill_and_reap(pid);
+    teardown(config_.slot);
+    ::close(lock_fd_);
+    throw;
+  }
+}
+
+NetnsTestbed::~NetnsTestbed() {
+  for (int pid : helpers_) kill_and_reap(pid);
+  teardown(config_.slot);
+  ::close(lock_fd_);
+}
+
+}  // namespace sax::launcher

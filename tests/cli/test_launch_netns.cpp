@@ -1,0 +1,228 @@
+// `sax launch --emulate netns`: the testbed it plans (every name with the slot's prefix, the
+// boundary rate from the cluster, the agent that only enters the slot's namespaces), and, where
+// this host permits namespaces (root), the testbed for real: ranks in their building's namespace,
+// the boundary shaped (a one-sided check: the delay is a floor and the rate a ceiling, whatever
+// the noise), and nothing with the prefix left after a success, a failing command, a killed rank,
+// SIGINT, or a killed launcher's leftovers; two testbeds at once are isolated.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "launcher/launch.hpp"
+#include "launcher/netns.hpp"
+#include "spec/cluster.hpp"
+#include "tests/support/run.hpp"
+
+using sax::test::Result;
+using sax::test::run_sax;
+using sax::test::run_shell;
+using sax::test::TempDir;
+
+namespace {
+
+std::string cluster(const std::string& name) { return sax::test::preset_path("clusters/" + name); }
+
+// Everything a testbed makes, by its prefix: namespaces, links, helper processes, launch dirs.
+std::string leftovers() {
+  return run_shell(
+             "{ ls /run/netns 2>/dev/null; ls /sys/class/net; pgrep -a sax-linkdelay; ls -d /tmp/sax-*-launch "
+             "2>/dev/null; } | grep -E '(^|/| )sax-[0-9]' || true")
+      .out;
+}
+
+// Why the netns tests cannot run here ("" when they can).
+std::string not_permitted() {
+  if (::geteuid() != 0) return "not root";
+  const std::string probe = "saxprobe" + std::to_string(::getpid());
+  Result r = run_shell("ip netns add " + probe + " && ip netns delete " + probe);
+  return r.code == 0 ? "" : "network namespaces not permitted: " + r.err;
+}
+
+#define SKIP_UNLESS_PERMITTED()                              \
+  do {                                                       \
+    const std::string why = not_permitted();                 \
+    if (!why.empty()) GTEST_SKIP() << why;                   \
+    ASSERT_EQ(leftovers(), "") << "a testbed is already up"; \
+  } while (0)
+
+sax::Cluster load(const std::string& file) { return sax::read_cluster(sax::test::preset("clusters/" + file), file); }
+
+}  // namespace
+
+TEST(NetnsPlan, EveryNameCarriesTheSlotPrefixAndTheBoundaryComesFromTheCluster) {
+  const sax::Cluster c = load("local-2bld.json");
+  const sax::launcher::NetnsConfig n = sax::launcher::netns_config(c, "gbe-5", "/x/sax-linkdelay", 3);
+  ASSERT_EQ(n.slots_per_building, (std::vector<int>{2, 2}));
+  // gbe-5: 0.625 GB/s per device, 2 devices per building, oversubscription 1.
+  EXPECT_DOUBLE_EQ(n.boundary_gbps[0], 1.25);
+  EXPECT_DOUBLE_EQ(n.latency_us, 1000);
+  int tbf = 0, nfqueue = 0;
+  for (const auto& cmd : sax::launcher::netns_setup_commands(n)) {
+    std::string line;
+    for (const auto& w : cmd) line += w + " ";
+    // Whatever is named (a link, a namespace, a bridge) is the slot's.
+    std::vector<std::string> named;
+    for (std::size_t i = 0; i + 1 < cmd.size(); ++i) {
+      const std::string& w = cmd[i];
+      if (w == "dev" || w == "master" || w == "name" || w == "-n" || w == "-i") named.push_back(cmd[i + 1]);
+      if (w == "netns") named.push_back(cmd[i + 1] == "add" || cmd[i + 1] == "exec" ? cmd[i + 2] : cmd[i + 1]);
+      if (i == 1 && w == "link" && cmd[2] == "add") named.push_back(cmd[3]);
+    }
+    for (const std::string& name : named) EXPECT_EQ(name.rfind("sax-3-", 0), 0u) << line;
+    if (line.find(" tbf ") != std::string::npos) {
+      ++tbf;
+      // 1.25 GB/s of payload = 10 Gbit/s, plus framing (1514/1448).
+      EXPECT_NE(line.find(" rate 10455801105bit "), std::string::npos) << line;
+    }
+    if (line.find("NFQUEUE") != std::string::npos) ++nfqueue;
+  }
+  EXPECT_EQ(tbf, 4);      // leaving and entering each building
+  EXPECT_EQ(nfqueue, 2);  // each building delays what comes from the other
+  EXPECT_EQ(sax::launcher::netns_hostfile(n), "sax-3-b0 slots=2\nsax-3-b1 slots=2\n");
+  // The shared-boundary technology: 2 devices × 0.125 / 2.
+  const sax::launcher::NetnsConfig shared = sax::launcher::netns_config(c, "gbe-1-shared", "", 0);
+  EXPECT_DOUBLE_EQ(shared.boundary_gbps[1], 0.125);
+}
+
+TEST(NetnsPlan, TheAgentEntersOnlyTheSlotsNamespaces) {
+  TempDir t;
+  const std::string agent = t.write_text("agent.sh", sax::launcher::netns_agent_script(2));
+  Result r = run_shell("sh " + agent + " 'sax-2-b0;touch " + t.file("owned") + "' true");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("refusing host"), std::string::npos) << r.err;
+  r = run_shell("sh " + agent + " sax-3-b0 true");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_FALSE(std::filesystem::exists(t.file("owned")));
+}
+
+TEST(NetnsPlan, DryRunShowsTheTestbedAndTheCommands) {
+  Result r = run_sax("launch --cluster " + cluster("local-2bld.json") +
+                     " --emulate netns --dry-run -- bench coll --group cross_building --cluster x.json");
+  if (r.code == 2) GTEST_SKIP() << r.err;  // not permitted here: said on one line, tested below
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("emulation netns"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ip netns add sax-"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sax-linkdelay --queue"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--mca plm_rsh_agent /tmp/sax-"), std::string::npos) << r.out;
+  EXPECT_EQ(leftovers(), "");  // a dry run builds nothing
+}
+
+TEST(NetnsPlan, WithoutRootNetnsExitsTwoAndAutoFallsBackToNone) {
+  if (run_shell("unshare -U true").code != 0) GTEST_SKIP() << "no user namespaces to drop root in";
+  Result r = run_shell("unshare -U " + std::string(SAX_BINARY) + " launch --cluster " + cluster("local-2bld.json") +
+                       " --emulate netns --dry-run -- bench coll");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--emulate netns: network namespaces and tc need root"), std::string::npos) << r.err;
+  r = run_shell("unshare -U " + std::string(SAX_BINARY) + " launch --cluster " + cluster("local-2bld.json") +
+                " --dry-run -- bench coll");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("# emulation: none: netns is not permitted here (network namespaces and tc need root)"),
+            std::string::npos)
+      << r.out;
+}
+
+#ifdef SAX_HAVE_TESTBED_TESTS
+TEST(NetnsLaunch, RanksRunInTheirBuildingsBehindAShapedBoundaryAndNothingIsLeft) {
+  SKIP_UNLESS_PERMITTED();
+  TempDir t;
+  const std::string c = cluster("local-2bld.json");
+  // 8 B across the boundary waits the 1 ms delay at least; 4 MiB cannot beat 1 Gbit/s. Inside a
+  // building (shared memory) 4 MiB is far faster than the boundary.
+  Result r =
+      run_sax("launch --cluster " + c + " --emulate netns -- bench coll --cluster " + c +
+              " --group cross_building --op send_recv -b 8 -e 4M -f 524288 -n 5 -w 1 --json " + t.file("x.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(leftovers(), "");
+  const auto x = nlohmann::json::parse(sax::test::slurp(t.file("x.json")));
+  EXPECT_EQ(x["env"]["emulation"], "netns");
+  EXPECT_EQ(x["env"]["hosts"], 2) << "each building's namespace is a host of its own";
+  ASSERT_EQ(x["results"].size(), 2u);
+  EXPECT_GE(x["results"][0]["time_us"].get<double>(), 1000.0);
+  EXPECT_LE(x["results"][1]["algbw_gbps"].get<double>(), 0.125 * 1.05);
+  r = run_sax("launch --cluster " + c + " --emulate netns -- bench coll --cluster " + c +
+              " --group intra_building --op send_recv -b 4M -e 4M -n 5 -w 1 --json " + t.file("i.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto i = nlohmann::json::parse(sax::test::slurp(t.file("i.json")));
+  EXPECT_GT(i["results"][0]["algbw_gbps"].get<double>(), 0.125 * 2) << "inside a building is not shaped";
+  EXPECT_EQ(leftovers(), "");
+}
+
+TEST(NetnsLaunch, AFailingCommandLeavesNothing) {
+  SKIP_UNLESS_PERMITTED();
+  Result r = run_sax("launch --cluster " + cluster("local-2bld.json") + " --emulate netns -- bench coll --op nope");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("unknown operation 'nope'"), std::string::npos) << r.err;
+  EXPECT_EQ(leftovers(), "");
+}
+
+// A pattern for the ranks' command lines that does not match the shell that searches for it.
+std::string ranks() { return std::string(SAX_BINARY) + "[ ]bench coll"; }
+
+// Starts a long sweep through the launcher in the background, waits until every rank is
+// measuring, runs `then` (shell, with $L the launcher's pid), and reports the launcher's exit code.
+Result long_launch_and(const std::string& then) {
+  TempDir t;
+  const std::string sax = SAX_BINARY;
+  return run_shell("{ " + sax + " launch --cluster " + cluster("local-2bld.json") +
+                   " --emulate netns -- bench coll -b 64K -e 64K -n 100000 --timeout 60 > " + t.file("out") +
+                   " 2>&1 & L=$!; "
+                   "for i in $(seq 300); do grep -q '^# sax bench coll' " +
+                   t.file("out") + " && [ $(pgrep -fc '" + ranks() +
+                   "') -ge 4 ] && break; sleep 0.1; done; sleep 0.5; " + then + "; wait $L; echo rc=$?; cat " +
+                   t.file("out") + " >&2; }");
+}
+
+TEST(NetnsLaunch, AKilledRankLeavesNothing) {
+  SKIP_UNLESS_PERMITTED();
+  Result r = long_launch_and("kill -9 $(pgrep -nf '" + ranks() + "')");
+  EXPECT_EQ(r.out.find("rc=0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("rc="), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(leftovers(), "");
+}
+
+TEST(NetnsLaunch, CtrlCLeavesNothing) {
+  SKIP_UNLESS_PERMITTED();
+  Result r = long_launch_and("kill -INT $L");
+  EXPECT_EQ(r.out.find("rc=0"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(leftovers(), "");
+  EXPECT_EQ(run_shell("pgrep -fc '" + ranks() + "'").out, "0\n") << "ranks left running";
+}
+
+TEST(NetnsLaunch, AKilledLaunchersLeftoversAreClearedAndNothingElse) {
+  SKIP_UNLESS_PERMITTED();
+  const std::string c = cluster("local-2bld.json");
+  Result dry = run_sax("launch --cluster " + c + " --emulate netns --dry-run -- bench coll");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(dry.out, m, std::regex("# testbed (sax-[0-9]-)")));
+  const std::string prefix = m[1];
+  // What a launcher killed with SIGKILL would leave: a link and a namespace of its slot. A link
+  // that is not the slot's stays.
+  ASSERT_EQ(run_shell("ip link add " + prefix + "h9 type bridge && ip netns add " + prefix +
+                      "b9 && ip link add saxkeep9 type bridge")
+                .code,
+            0);
+  Result r = run_sax("launch --cluster " + c + " --emulate netns -- bench coll -b 1K -e 1K -n 2 -w 0");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(leftovers(), "");
+  EXPECT_EQ(run_shell("ip link delete saxkeep9").code, 0) << "a link without the prefix was removed";
+}
+
+TEST(NetnsLaunch, TwoTestbedsAtOnceAreIsolated) {
+  SKIP_UNLESS_PERMITTED();
+  TempDir t;
+  const std::string launch = std::string(SAX_BINARY) + " launch --cluster " + cluster("local-2bld.json") +
+                             " --emulate netns -- bench coll -b 1K -e 1K -n 20 -w 1";
+  Result r = run_shell("{ " + launch + " > " + t.file("a") + " 2>&1 & A=$!; " + launch + " > " + t.file("b") +
+                       " 2>&1; echo b=$?; wait $A; echo a=$?; }");
+  EXPECT_NE(r.out.find("b=0"), std::string::npos) << r.out << sax::test::slurp(t.file("b"));
+  EXPECT_NE(r.out.find("a=0"), std::string::npos) << r.out << sax::test::slurp(t.file("a"));
+  std::smatch ma, mb;
+  const std::string a = sax::test::slurp(t.file("a")), b = sax::test::slurp(t.file("b"));
+  ASSERT_TRUE(std::regex_search(a, ma, std::regex("# testbed (sax-[0-9]-)")));
+  ASSERT_TRUE(std::regex_search(b, mb, std::regex("# testbed (sax-[0-9]-)")));
+  EXPECT_NE(ma[1], mb[1]) << "two testbeds on one slot";
+  EXPECT_EQ(leftovers(), "");
+}
+#endif
