@@ -50,6 +50,10 @@ void add_bench(CLI::App& app) {
                   "A group kind: world | tp | cp | ep | dp | pp | expert_dp | dp_cp | expert_dp_cp | "
                   "dp_cp_intra_building | dp_cp_cross_building | embedding | intra_building | cross_building | ...")
       ->capture_default_str();
+  cmd->add_option("--groups-at-once", args->groups_at_once,
+                  "Run the op on this many of the set's groups at once, the others waiting (0 = all): how a "
+                  "shared boundary divides")
+      ->capture_default_str();
   cmd->add_option("--cluster", args->cluster_file, "Cluster file (placement, link classes, building groups)");
   cmd->add_option("--layout", args->layout_file, "Layout file (parallel groups from its degrees and order)");
   cmd->add_option("--backend", args->backend, "cpu (MPI) | cuda (NCCL); default cuda when a device is present");

@@ -72,7 +72,7 @@ void add_launch(CLI::App& app) {
       o.slot = testbed->slot();
       plan = launcher::plan_launch(c, a->cluster, o);
     }
-    std::cout << plan.text() << std::flush;
+    std::cout << plan.text(false) << std::flush;
     const int rc = launcher::run_plan(plan);
     testbed.reset();
     if (rc != 0) std::exit(rc);  // the command said why; pass its code through

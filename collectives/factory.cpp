@@ -1,10 +1,15 @@
 #include "collectives/factory.hpp"
 
 #include <mpi.h>
+#include <unistd.h>
 
+#include <string>
+
+#include "collectives/link_emulator.hpp"
 #include "collectives/mpi/mpi_communicator.hpp"
 #include "collectives/nccl/nccl_communicator.hpp"
 #include "spec/checks/mpi.hpp"
+#include "spec/error.hpp"
 
 namespace sax::coll {
 
@@ -12,7 +17,8 @@ namespace {
 
 class Factory final : public CommunicatorFactory {
  public:
-  Factory(Backend backend, int device, Stream stream) : backend_(backend), device_(device), stream_(stream) {}
+  Factory(Backend backend, int device, Stream stream, std::optional<LinkEmulationSetup> emulation)
+      : backend_(backend), device_(device), stream_(stream), emulation_(std::move(emulation)) {}
   Backend backend() const override { return backend_; }
 
   GroupCommunicator make(const GroupSet& set) override {
@@ -25,19 +31,45 @@ class Factory final : public CommunicatorFactory {
     MPI_Comm split = split_group(MPI_COMM_WORLD, set);
     g.comm = backend_ == Backend::cuda ? make_nccl_communicator(split, /*owned=*/true, device_, stream_)
                                        : make_mpi_communicator(split, /*owned=*/true);
+    if (emulation_) emulate(g, rank);
     return g;
   }
 
  private:
+  // Wraps the group's communicator when its members sit in different buildings. The pacing key
+  // names the cluster, the technology and the job (rank 0's process id, agreed the first time:
+  // make is collective), so that jobs sharing a host do not share a link.
+  void emulate(GroupCommunicator& g, int rank) {
+    const Cluster& c = emulation_->cluster;
+    if (key_.empty()) {  // on every rank, before any returns
+      std::int64_t job = getpid();
+      SAX_MPI_CHECK(MPI_Bcast(&job, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
+      key_ =
+          c.name + "-" + (emulation_->technology.empty() ? "own" : emulation_->technology) + "-" + std::to_string(job);
+    }
+    if (!crosses_buildings(c, g.members)) return;
+    const int building = c.place(rank).building;
+    const LinkEmulation e{c.cross_building_link(emulation_->technology),
+                          static_cast<int>(c.buildings[static_cast<std::size_t>(building)].nodes * c.devices_per_node),
+                          key_};
+    g.comm = emulate_link(std::move(g.comm), e, building);
+  }
+
   Backend backend_;
   int device_;
   Stream stream_;
+  std::optional<LinkEmulationSetup> emulation_;
+  std::string key_;
 };
 
 }  // namespace
 
-std::unique_ptr<CommunicatorFactory> make_communicator_factory(Backend backend, int cuda_device, Stream stream) {
-  return std::make_unique<Factory>(backend, cuda_device, stream);
+std::unique_ptr<CommunicatorFactory> make_communicator_factory(Backend backend, int cuda_device, Stream stream,
+                                                               std::optional<LinkEmulationSetup> emulation) {
+  if (emulation && !emulation->technology.empty() && !emulation->cluster.technology(emulation->technology))
+    throw UsageError("software link emulation: cluster " + emulation->cluster.name + " has no network technology '" +
+                     emulation->technology + "'");
+  return std::make_unique<Factory>(backend, cuda_device, stream, std::move(emulation));
 }
 
 }  // namespace sax::coll

@@ -1,13 +1,14 @@
 // The one place communicators are made: for a backend and a group set, the communicator of this
-// rank's group, with the world ranks of its members and the link class the groups cross. It is
-// where the software link emulator will wrap a communicator, as a decorator, for the groups whose
-// link it emulates (DESIGN.md "Building boundaries"). MPI bootstraps every backend, so MPI must be
-// initialised first (harness::Job does it).
+// rank's group, with the world ranks of its members and the link class the groups cross. With
+// software link emulation it wraps the communicator of a group whose members sit in different
+// buildings in the emulator (collectives/link_emulator.hpp; DESIGN.md "Building boundaries"). MPI
+// bootstraps every backend, so MPI must be initialised first (harness::Job does it).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "collectives/communicator.hpp"
@@ -32,9 +33,17 @@ class CommunicatorFactory {
   virtual GroupCommunicator make(const GroupSet& set) = 0;
 };
 
+// What the software link emulator needs: where ranks sit, and the cross-building link to emulate.
+struct LinkEmulationSetup {
+  Cluster cluster;
+  std::string technology;  // a network technology of the cluster; "" = its own cross-building link
+};
+
 // Backend::cpu: MPI communicators split from the world. Backend::cuda: NCCL communicators on CUDA
 // device `cuda_device`, enqueuing on `stream` (the device's communication stream; null: their own).
-std::unique_ptr<CommunicatorFactory> make_communicator_factory(Backend backend, int cuda_device = 0,
-                                                               Stream stream = {});
+// With `emulation`, a group crossing a building boundary gets the emulated link; an unknown
+// technology is a UsageError.
+std::unique_ptr<CommunicatorFactory> make_communicator_factory(Backend backend, int cuda_device = 0, Stream stream = {},
+                                                               std::optional<LinkEmulationSetup> emulation = {});
 
 }  // namespace sax::coll

@@ -20,6 +20,7 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
     if (!extras.empty()) throw UsageError("bench coll: unexpected argument '" + extras.front() + "'");
     (void)FaultInjection::get();  // a malformed test variable is bad input too
     plan = plan_coll_bench(args, job.size(), [&job](const std::string& b) { return job.choose_backend(b); });
+    check_emulation(plan->cluster ? &*plan->cluster : nullptr);  // software emulation needs the cluster
     // Rank 0 writes the JSON: find an unwritable path now, not after the sweep.
     if (job.rank() == 0 && !plan->config.json_file.empty()) writer.check(plan->config.json_file);
   });
@@ -30,7 +31,7 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
     Watchdog watchdog(plan->config.timeout_s, job.rank());
     const json env = collect_env(job, *plan);
     auto device = job.make_device(plan->config.backend);
-    auto factory = job.communicators(*device);
+    auto factory = job.communicators(*device, plan->cluster ? &*plan->cluster : nullptr);
     coll::GroupCommunicator group = factory->make(plan->groups);
     if (job.rank() == 0) std::cout << coll_header(*plan, env) << std::flush;
     std::optional<CollOp> shown;

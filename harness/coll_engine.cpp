@@ -57,41 +57,52 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
                     void* recv, std::size_t count, DType dtype, const Timing& t, const FaultInjection& faults) {
   const Stream stream = device.comm_stream();
   const coll::Mode mode = t.blocking ? coll::Mode::blocking : coll::Mode::enqueue;
-  for (int i = 0; i < t.warmup; ++i) entry.run(comm, send, recv, count, dtype, mode);
-  device.synchronize(stream);
+  const int samples = t.graph_launches > 0 ? t.graph_launches : t.iters;
+  const double per_sample = t.graph_launches > 0 ? t.iters : 1;
+  Measurement m;
+  m.times_us.assign(static_cast<std::size_t>(samples), 0.0);
+  double mine = 0;
+  if (t.active) {
+    for (int i = 0; i < t.warmup; ++i) entry.run(comm, send, recv, count, dtype, mode);
+    device.synchronize(stream);
+  }
   std::unique_ptr<kernels::Graph> graph;
-  if (t.graph_launches > 0) {
+  if (t.active && t.graph_launches > 0) {
     graph = device.capture(stream, [&] {
       for (int i = 0; i < t.iters; ++i) entry.run(comm, send, recv, count, dtype, coll::Mode::enqueue);
     });
     graph->launch(stream);  // the first launch sets the graph up on the device: not timed
     device.synchronize(stream);
   }
-  const int samples = graph ? t.graph_launches : t.iters;
-  std::vector<std::unique_ptr<kernels::Event>> events;
-  for (int k = 0; k <= samples; ++k) events.push_back(device.make_event(true));
-  job.barrier();
-  // The timed loop: the operation and one event per iteration, nothing else.
-  events[0]->record(stream);
-  if (graph) {
-    for (int k = 0; k < samples; ++k) graph->launch(stream), events[k + 1]->record(stream);
-  } else if (faults.slows()) {
-    double start = now_s();
-    for (int i = 0; i < samples; ++i) {
-      entry.run(comm, send, recv, count, dtype, mode);
-      start = faults.slow_down(i, start, now_s());
-      events[i + 1]->record(stream);
+  if (t.quiet)
+    job.quiet_barrier();
+  else
+    job.barrier();
+  if (t.active) {
+    std::vector<std::unique_ptr<kernels::Event>> events;
+    for (int k = 0; k <= samples; ++k) events.push_back(device.make_event(true));
+    // The timed loop: the operation and one event per iteration, nothing else.
+    events[0]->record(stream);
+    if (graph) {
+      for (int k = 0; k < samples; ++k) graph->launch(stream), events[k + 1]->record(stream);
+    } else if (faults.slows()) {
+      double start = now_s();
+      for (int i = 0; i < samples; ++i) {
+        entry.run(comm, send, recv, count, dtype, mode);
+        start = faults.slow_down(i, start, now_s());
+        events[i + 1]->record(stream);
+      }
+    } else {
+      for (int i = 0; i < samples; ++i) entry.run(comm, send, recv, count, dtype, mode), events[i + 1]->record(stream);
     }
-  } else {
-    for (int i = 0; i < samples; ++i) entry.run(comm, send, recv, count, dtype, mode), events[i + 1]->record(stream);
+    events[samples]->synchronize();
+    for (int k = 0; k < samples; ++k) m.times_us[k] = events[k + 1]->elapsed_us(*events[k]) / per_sample;
+    mine = events[samples]->elapsed_us(*events[0]) / (samples * per_sample);
   }
-  events[samples]->synchronize();
-  const double per_sample = graph ? t.iters : 1;
-  Measurement m;
-  m.times_us.resize(static_cast<std::size_t>(samples));
-  for (int k = 0; k < samples; ++k) m.times_us[k] = events[k + 1]->elapsed_us(*events[k]) / per_sample;
-  job.aggregate(m.times_us, t.average);
-  m.time_us = job.aggregate(events[samples]->elapsed_us(*events[0]) / (samples * per_sample), t.average);
+  // The waiting groups sleep here while the others run; then all aggregate the ranks that ran.
+  if (t.quiet) job.quiet_barrier();
+  job.aggregate(m.times_us, t.average, t.active);
+  m.time_us = job.aggregate(mine, t.average, t.active);
   return m;
 }
 
@@ -144,7 +155,8 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
   auto send = device.allocate(c.max_bytes);
   auto recv = device.allocate(c.max_bytes);
   const FaultInjection& faults = FaultInjection::get();
-  const Timing timing = Timing::of(c);
+  Timing timing = Timing::of(c);
+  timing.active = c.groups_at_once == 0 || plan.groups.group_of(job.rank()) < c.groups_at_once;
   std::vector<CollResult> results;
   bool first = true;
   for (CollOp op : c.ops) {
@@ -181,8 +193,9 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
         // Checked on fresh input after the timing, as nccl-tests does: in place, every timed
         // iteration fed the next. (With -G the check runs the op directly, not the graph.)
         if (c.check)
-          res.wrong = job.sum(
-              check_once(entry, comm, device, *send, *recv, in_place, count, c.dtype, faults.corrupts(job.rank())));
+          res.wrong = job.sum(timing.active ? check_once(entry, comm, device, *send, *recv, in_place, count, c.dtype,
+                                                         faults.corrupts(job.rank()))
+                                            : 0);
         on_result(res);
         results.push_back(std::move(res));
       }

@@ -55,7 +55,12 @@ struct Timing {
   RankAggregate average = RankAggregate::mean;
   bool blocking = false;
   int graph_launches = 0;
-  static Timing of(const CollBenchConfig& c) { return {c.iters, c.warmup, c.average, c.blocking, c.graph_launches}; }
+  // --groups-at-once: whether this rank's group runs the op (false: it waits without polling and
+  // is left out of the aggregate); `quiet` when some groups wait (every rank meets quietly).
+  bool active = true, quiet = false;
+  static Timing of(const CollBenchConfig& c) {
+    return {c.iters, c.warmup, c.average, c.blocking, c.graph_launches, true, c.groups_at_once > 0};
+  }
 };
 
 struct Measurement {

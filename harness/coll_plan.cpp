@@ -43,7 +43,7 @@ std::string CollBenchArgs::text() const {
   std::string t;
   for (const std::string* s :
        {&op, &min_bytes, &max_bytes, &step_factor, &iters, &warmup, &dtype, &average, &blocking, &inplace,
-        &graph_launches, &group, &cluster_file, &layout_file, &backend, &timeout_s, &json_file})
+        &graph_launches, &group, &groups_at_once, &cluster_file, &layout_file, &backend, &timeout_s, &json_file})
     t += *s + '\x1f';
   return t + blocking + (check ? "check" : "nocheck");
 }
@@ -64,6 +64,7 @@ json CollBenchConfig::to_json() const {
           {"inplace", inplace},
           {"graph_launches", graph_launches},
           {"group", group},
+          {"groups_at_once", groups_at_once},
           {"cluster", cluster_file},
           {"layout", layout_file},
           {"backend", to_string(backend)},
@@ -156,6 +157,9 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
     src.layout_file = a.layout_file;
   }
   plan.groups = coll::resolve_group(c.group, world_size, src);
+  const auto sets = static_cast<std::int64_t>(plan.groups.groups.size());
+  const std::int64_t at_once = parse_integer(a.groups_at_once, "--groups-at-once", 0, sets);
+  c.groups_at_once = static_cast<int>(at_once == sets ? 0 : at_once);
 
   // Every size must split into whole elements, and into whole per-rank blocks where the op
   // splits its buffer by rank (nccl-tests rounds down instead; we would rather say so).

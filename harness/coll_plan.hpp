@@ -31,7 +31,8 @@ struct CollBenchArgs {
   // As nccl-tests: -a (aggregation over ranks), -z (blocking), in-place rows, -G (graph launches).
   std::string average = "1", blocking = "0", inplace = "0", graph_launches = "0";
   std::string group = "world", cluster_file, layout_file;
-  std::string backend;  // "" = cuda where a device is present, cpu otherwise
+  std::string groups_at_once = "0";  // 0: every group of the set
+  std::string backend;               // "" = cuda where a device is present, cpu otherwise
   std::string timeout_s = "300";
   std::string json_file;
   // The whole command line, for the ranks to compare.
@@ -51,6 +52,10 @@ struct CollBenchConfig {
   int inplace = 0;         // 0 out of place, 1 in place, 2 both (rows of each)
   int graph_launches = 0;  // > 0: the iterations captured once in a CUDA graph, launched this often
   std::string group = "world", cluster_file, layout_file;
+  // How many of the set's groups run the op at once (0: all). The others wait without polling,
+  // and the figures are aggregated over the ranks that ran: one group crossing a shared building
+  // boundary alone against several at once is how the boundary's sharing is measured.
+  int groups_at_once = 0;
   Backend backend = Backend::cpu;
   double timeout_s = 300;
   std::string json_file;

@@ -56,8 +56,10 @@ std::string coll_header(const CollBenchPlan& plan, const json& env) {
                   env["rank_hosts"][0].get<std::string>() + (env["hosts"].get<std::size_t>() > 1 ? ", ..." : "") +
                   "), backend " + to_string(c.backend) + " (" + env["mpi_library"].get<std::string>() +
                   "), emulation " + emulation_text() + "\n";
-  s += "# group " + c.group + ": " + std::to_string(plan.groups.groups.size()) + " group(s) of " + per +
-       " ranks, running at once; link class " +
+  s += "# group " + c.group + ": " + std::to_string(plan.groups.groups.size()) + " group(s) of " + per + " ranks, " +
+       (c.groups_at_once > 0 ? std::to_string(c.groups_at_once) + " running at once (the others wait)"
+                             : std::string("all running at once")) +
+       "; link class " +
        (plan.groups.link_class ? std::string(link_class_name(*plan.groups.link_class)) : "unknown (no --cluster)") +
        "\n";
   s += "# dtype " + std::string(element_name(c.dtype)) + ", sizes " + format_bytes(c.min_bytes) + ".." +

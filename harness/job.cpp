@@ -4,9 +4,12 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
+#include <thread>
 
 #include "spec/checks/mpi.hpp"
 
@@ -90,6 +93,18 @@ std::string emulation_text() {
          (r["technology"].is_null() ? "" : ", technology " + r["technology"].get<std::string>());
 }
 
+void check_emulation(const Cluster* cluster) {
+  const nlohmann::json record = emulation_record();
+  if (record["emulation"] != "software") return;
+  if (!cluster)
+    throw UsageError(
+        "--emulate software needs --cluster on the command: the link to emulate comes from the "
+        "cluster file");
+  if (!record["technology"].is_null() && !cluster->technology(record["technology"].get<std::string>()))
+    throw UsageError("--technology " + record["technology"].get<std::string>() + ": cluster " + cluster->name +
+                     " has no such network technology");
+}
+
 const char* to_string(RankAggregate how) {
   switch (how) {
     case RankAggregate::rank0:
@@ -110,21 +125,28 @@ std::optional<RankAggregate> parse_rank_aggregate(const std::string& text) {
   return std::nullopt;
 }
 
-void Job::aggregate(std::vector<double>& values, RankAggregate how) {
+void Job::aggregate(std::vector<double>& values, RankAggregate how, bool counted) {
   const int n = static_cast<int>(values.size());
   if (how == RankAggregate::rank0) {
     SAX_MPI_CHECK(MPI_Bcast(values.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     return;
   }
   const MPI_Op op = how == RankAggregate::min ? MPI_MIN : how == RankAggregate::max ? MPI_MAX : MPI_SUM;
+  if (!counted)
+    for (double& v : values)
+      v = how == RankAggregate::min   ? std::numeric_limits<double>::infinity()
+          : how == RankAggregate::max ? -std::numeric_limits<double>::infinity()
+                                      : 0.0;
   SAX_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), n, MPI_DOUBLE, op, MPI_COMM_WORLD));
-  if (how == RankAggregate::mean)
-    for (double& v : values) v /= size_;
+  if (how == RankAggregate::mean) {
+    const std::int64_t ranks = sum(counted ? 1 : 0);
+    for (double& v : values) v /= static_cast<double>(ranks);
+  }
 }
 
-double Job::aggregate(double value, RankAggregate how) {
+double Job::aggregate(double value, RankAggregate how, bool counted) {
   std::vector<double> one{value};
-  aggregate(one, how);
+  aggregate(one, how, counted);
   return one[0];
 }
 
@@ -135,6 +157,16 @@ std::int64_t Job::sum(std::int64_t value) {
 }
 
 void Job::barrier() { SAX_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+
+void Job::quiet_barrier() {
+  MPI_Request req = MPI_REQUEST_NULL;
+  SAX_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+  for (int done = 0;;) {
+    SAX_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
 
 std::vector<std::string> Job::all_gather(const std::string& value) {
   // Lengths first, then the strings of any length one after another.
@@ -211,8 +243,15 @@ std::unique_ptr<kernels::Device> Job::make_device(Backend backend) {
   return kernels::make_device(Backend::cuda, local_rank % cuda_.count);
 }
 
-std::unique_ptr<coll::CommunicatorFactory> Job::communicators(kernels::Device& device) {
-  return coll::make_communicator_factory(device.backend(), device.index(), device.comm_stream());
+std::unique_ptr<coll::CommunicatorFactory> Job::communicators(kernels::Device& device, const Cluster* cluster) {
+  std::optional<coll::LinkEmulationSetup> emulation;
+  const nlohmann::json record = emulation_record();
+  if (record["emulation"] == "software") {
+    check_emulation(cluster);
+    emulation = coll::LinkEmulationSetup{
+        *cluster, record["technology"].is_null() ? std::string() : record["technology"].get<std::string>()};
+  }
+  return coll::make_communicator_factory(device.backend(), device.index(), device.comm_stream(), std::move(emulation));
 }
 
 }  // namespace sax::harness

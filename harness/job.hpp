@@ -69,10 +69,15 @@ class Job {
   [[noreturn]] void abort(const std::exception& e);
 
   // Across all ranks: element-wise aggregate in place, an aggregate, a sum, a barrier.
-  void aggregate(std::vector<double>& values, RankAggregate how);
-  double aggregate(double value, RankAggregate how);
+  // `counted` false: this rank's values take no part (it did not run what is measured); rank 0
+  // must be counted for RankAggregate::rank0.
+  void aggregate(std::vector<double>& values, RankAggregate how, bool counted = true);
+  double aggregate(double value, RankAggregate how, bool counted = true);
   std::int64_t sum(std::int64_t value);
   void barrier();
+  // A barrier that waits by sleeping (100 µs between tests) instead of polling: ranks with nothing
+  // to do leave the cores to the ranks being measured.
+  void quiet_barrier();
   // Every rank's `value` (any length), in rank order (host names; each rank's results).
   std::vector<std::string> all_gather(const std::string& value);
 
@@ -86,9 +91,11 @@ class Job {
   // for cuda that this build or machine cannot serve is a UsageError saying why.
   Backend choose_backend(const std::string& requested) const;
   // The device this rank computes on (CUDA: by its rank among the ranks on its node) and the
-  // communicator factory on it (NCCL on the device's communication stream).
+  // communicator factory on it (NCCL on the device's communication stream). Under
+  // SAX_EMULATION=software the factory emulates `cluster`'s cross-building link (SAX_TECHNOLOGY's,
+  // when set) on groups that cross a building; without a cluster that is a UsageError.
   std::unique_ptr<kernels::Device> make_device(Backend backend);
-  std::unique_ptr<coll::CommunicatorFactory> communicators(kernels::Device& device);
+  std::unique_ptr<coll::CommunicatorFactory> communicators(kernels::Device& device, const Cluster* cluster = nullptr);
 
  private:
   void announce_and_meet(bool run_error, const std::string& what);
@@ -102,6 +109,10 @@ class Job {
 // null}. Started without `sax launch`: "none". Every result records it (launcher/launch.hpp).
 nlohmann::json emulation_record();
 std::string emulation_text();  // "none", or e.g. "netns, technology gbe-5", for header lines
+// Under SAX_EMULATION=software: the UsageError of a command given no cluster, or one whose
+// cluster lacks SAX_TECHNOLOGY (Job::communicators throws it too; a command's validation can call
+// it first, so that every rank refuses together with exit 2).
+void check_emulation(const Cluster* cluster);
 
 // One hash of a command line (FNV-1a), for Job::agree.
 std::uint64_t text_hash(const std::string& text);

@@ -78,6 +78,7 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     model = load_model(a.model_file);
     layout = load_layout(a.layout_file);
     validate_layout(*layout, *model, *cluster, a.layout_file);
+    check_emulation(&*cluster);
     if (cluster->world_size() != job.size())
       throw UsageError("run: " + a.cluster_file + " has " + std::to_string(cluster->world_size()) +
                        " devices and the job has " + std::to_string(job.size()) +
@@ -92,7 +93,7 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     Watchdog watchdog(timeout, job.rank());
     auto device = job.make_device(backend);
     auto ops = kernels::make_ops(*device);
-    auto factory = job.communicators(*device);
+    auto factory = job.communicators(*device, &*cluster);
     const RankGrid grid(*layout, *cluster);
     const coll::GroupSource source{&*cluster, a.cluster_file, &*layout, a.layout_file, true};
     OpRunnerOptions options;

@@ -1,0 +1,349 @@
+#include "collectives/link_emulator.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <numeric>
+
+#include "spec/error.hpp"
+
+namespace sax::coll {
+
+std::int64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void sleep_until_ns(std::int64_t deadline_ns) {
+  const timespec ts{static_cast<time_t>(deadline_ns / 1'000'000'000), static_cast<long>(deadline_ns % 1'000'000'000)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+namespace {
+
+std::string shm_name(const std::string& key) {
+  std::string name = "/sax-";
+  for (char c : key.substr(0, 200))
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+  return name + "-" + std::to_string(getuid());
+}
+
+[[noreturn]] void fail(const std::string& call, const std::string& name) {
+  throw RunError("software link emulation: " + call + "(" + name + ") failed: " + std::strerror(errno));
+}
+
+}  // namespace
+
+LinkPacer::LinkPacer(const LinkEmulation& e, int building) : link_(e.link), name_(shm_name(e.pacing_key)) {
+  if (!(link_.bandwidth_gbps > 0) || e.devices_in_building < 1)
+    throw UsageError("software link emulation: needs a link with bandwidth and a building with devices");
+  if (building < 0 || building >= kMaxBuildings)
+    throw UsageError("software link emulation: building " + std::to_string(building) + " is beyond the " +
+                     std::to_string(kMaxBuildings) + " it paces on one host");
+  capacity_gbps_ = e.devices_in_building * link_.bandwidth_gbps / std::max(1.0, link_.oversubscription);
+  const int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
+  if (fd < 0) fail("shm_open", name_);
+  struct stat st {};
+  // Every user sizes it alike (ftruncate zero-fills): a slot nobody wrote says "free since boot".
+  if (fstat(fd, &st) != 0 ||
+      (st.st_size < static_cast<off_t>(sizeof(Segment)) && ftruncate(fd, sizeof(Segment)) != 0)) {
+    close(fd);
+    fail("ftruncate", name_);
+  }
+  void* p = mmap(nullptr, sizeof(Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) fail("mmap", name_);
+  segment_ = static_cast<Segment*>(p);
+  static_assert(std::atomic_ref<std::int64_t>::is_always_lock_free);
+  std::atomic_ref<std::int64_t>(segment_->users).fetch_add(1);
+  slot_ = &segment_->link_free[building];
+}
+
+LinkPacer::~LinkPacer() {
+  // The last user on the host removes the name. One opening it in that instant may get a segment
+  // of its own, unshared (pacing then under-counts sharing); a crashed user leaves only past times.
+  if (std::atomic_ref<std::int64_t>(segment_->users).fetch_sub(1) == 1) shm_unlink(name_.c_str());
+  munmap(segment_, sizeof(Segment));
+}
+
+std::int64_t LinkPacer::reserve(double wire_bytes, double latency_steps, std::int64_t now_ns) {
+  // GB/s is bytes per nanosecond.
+  device_free_ = std::max(now_ns, device_free_) + std::llround(wire_bytes / link_.bandwidth_gbps);
+  const std::int64_t on_link = std::llround(wire_bytes / capacity_gbps_);
+  std::atomic_ref<std::int64_t> link_free(*slot_);
+  std::int64_t seen = link_free.load(), link_end = 0;
+  do {
+    link_end = std::max(now_ns, seen) + on_link;
+  } while (!link_free.compare_exchange_weak(seen, link_end));
+  return std::max(device_free_, link_end) + std::llround(latency_steps * link_.latency_us * 1e3);
+}
+
+namespace {
+
+constexpr std::int64_t kPollNs = 50'000;  // how often a wait with held sends checks its op
+
+// A send (or send_recv) held back at the sender until its finish time.
+struct Held {
+  std::int64_t deadline = 0;
+  std::function<Handle()> post;  // issues it on its inner communicator, async
+  Handle inner;
+  bool posted = false;
+};
+
+// One rank's device: its pacer and the sends it holds back, shared by every emulated communicator
+// of the process, so that a call on any of them lets held sends go (a peer may be waiting for one
+// on another communicator before it joins this one's op). Single-threaded, as communicators are.
+struct Outbox {
+  LinkPacer pacer;
+  std::deque<std::shared_ptr<Held>> held;
+
+  Outbox(const LinkEmulation& e, int building) : pacer(e, building) {
+    // Sleeps end on time: the default timer slack (50 µs) would be 5 % of a 1 ms link.
+    prctl(PR_SET_TIMERSLACK, 1UL);
+  }
+  void post_front() {
+    std::shared_ptr<Held> h = std::move(held.front());
+    held.pop_front();
+    h->inner = h->post();
+    h->posted = true;
+  }
+  // Never blocks: posts the held sends whose time has come, in call order.
+  void post_due() {
+    const std::int64_t now = monotonic_ns();
+    while (!held.empty() && held.front()->deadline <= now) post_front();
+  }
+  // Posts every held send, sleeping until each one's time.
+  void flush() {
+    while (!held.empty()) sleep_until_ns(held.front()->deadline), post_front();
+  }
+  // Sleeps until `deadline`, posting held sends on the way as their times come.
+  void hold(std::int64_t deadline) {
+    while (!held.empty() && held.front()->deadline <= deadline) sleep_until_ns(held.front()->deadline), post_front();
+    sleep_until_ns(deadline);
+  }
+  // Waits for an inner op while held sends still go at their times, checking the op every kPollNs.
+  void wait(Handle& h) {
+    while (!held.empty()) {
+      if (h.test()) return;
+      sleep_until_ns(std::min(held.front()->deadline, monotonic_ns() + kPollNs));
+      post_due();
+    }
+    h.wait();
+  }
+};
+
+// One outbox per key and building in a process.
+std::shared_ptr<Outbox> shared_outbox(const LinkEmulation& e, int building) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<Outbox>> outboxes;
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::weak_ptr<Outbox>& slot = outboxes[e.pacing_key + '\n' + std::to_string(building)];
+  std::shared_ptr<Outbox> o = slot.lock();
+  if (!o) slot = o = std::make_shared<Outbox>(e, building);
+  return o;
+}
+
+// An async collective: complete once the inner op is and its finish time has passed.
+class PacedHandle final : public Handle::Impl {
+ public:
+  PacedHandle(std::shared_ptr<Outbox> o, Handle inner, std::int64_t deadline)
+      : o_(std::move(o)), inner_(std::move(inner)), deadline_(deadline) {}
+  void wait() override {
+    o_->wait(inner_);
+    o_->hold(deadline_);
+  }
+  bool test() override {
+    o_->post_due();
+    return inner_.test() && monotonic_ns() >= deadline_;
+  }
+
+ private:
+  std::shared_ptr<Outbox> o_;
+  Handle inner_;
+  std::int64_t deadline_;
+};
+
+// An async send: posted once its time has come, then complete when the inner send is.
+class HeldHandle final : public Handle::Impl {
+ public:
+  HeldHandle(std::shared_ptr<Outbox> o, std::shared_ptr<Held> h) : o_(std::move(o)), h_(std::move(h)) {}
+  void wait() override {
+    while (!h_->posted) {
+      if (o_->held.empty()) throw RunError("software link emulation: a send was dropped with its communicator");
+      sleep_until_ns(o_->held.front()->deadline), o_->post_front();
+    }
+    o_->wait(h_->inner);
+  }
+  bool test() override {
+    o_->post_due();
+    return h_->posted && h_->inner.test();
+  }
+
+ private:
+  std::shared_ptr<Outbox> o_;
+  std::shared_ptr<Held> h_;
+};
+
+class EmulatedLink final : public Communicator {
+ public:
+  EmulatedLink(std::unique_ptr<Communicator> inner, std::shared_ptr<Outbox> outbox)
+      : inner_(std::move(inner)), o_(std::move(outbox)), in_order_(std::string(inner_->backend()) == "cuda") {}
+  // Held sends go now, at their times (some may be this communicator's).
+  ~EmulatedLink() override {
+    try {
+      o_->flush();
+    } catch (...) {  // a destructor cannot report it; a wait on a dropped send does
+      o_->held.clear();
+    }
+  }
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const char* backend() const override { return inner_->backend(); }
+  std::string path(CollOp op, std::uint64_t bytes) const override {
+    return inner_->path(op, bytes) + " (software-emulated link)";
+  }
+
+  Handle all_reduce(const void* send, void* recv, std::size_t count, DType d, Mode mode) override {
+    return collective(CollOp::all_reduce, count * bytes(d), mode,
+                      [&](Mode m) { return inner_->all_reduce(send, recv, count, d, m); });
+  }
+  Handle reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType d, Mode mode) override {
+    return collective(CollOp::reduce_scatter, recv_count * bytes(d) * size(), mode,
+                      [&](Mode m) { return inner_->reduce_scatter(send, recv, recv_count, d, m); });
+  }
+  Handle all_gather(const void* send, void* recv, std::size_t send_count, DType d, Mode mode) override {
+    return collective(CollOp::all_gather, send_count * bytes(d) * size(), mode,
+                      [&](Mode m) { return inner_->all_gather(send, recv, send_count, d, m); });
+  }
+  Handle all_to_all(const void* send, void* recv, std::size_t count_per_peer, DType d, Mode mode) override {
+    return collective(CollOp::all_to_all, count_per_peer * bytes(d) * size(), mode,
+                      [&](Mode m) { return inner_->all_to_all(send, recv, count_per_peer, d, m); });
+  }
+  // Priced as an all-to-all of this rank's send buffer.
+  Handle all_to_all_v(const void* send, const std::vector<std::size_t>& send_counts,
+                      const std::vector<std::size_t>& send_displs, void* recv,
+                      const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs, DType d,
+                      Mode mode) override {
+    const std::size_t sent = std::accumulate(send_counts.begin(), send_counts.end(), std::size_t{0});
+    return collective(CollOp::all_to_all, sent * bytes(d), mode, [&](Mode m) {
+      return inner_->all_to_all_v(send, send_counts, send_displs, recv, recv_counts, recv_displs, d, m);
+    });
+  }
+  Handle broadcast(void* buf, std::size_t count, DType d, int root, Mode mode) override {
+    return collective(CollOp::broadcast, count * bytes(d), mode,
+                      [&](Mode m) { return inner_->broadcast(buf, count, d, root, m); });
+  }
+  Handle barrier(Mode mode) override {
+    before(mode, true);
+    return paced(o_->pacer.reserve(0, 1), mode, [&](Mode m) { return inner_->barrier(m); });
+  }
+
+  Handle send(const void* buf, std::size_t count, DType d, int peer, Mode mode) override {
+    Communicator* in = inner_.get();
+    return held(count * bytes(d), mode, [=](Mode m) { return in->send(buf, count, d, peer, m); });
+  }
+  // A blocking exchange runs at once and returns at its finish time, like a collective: both ends
+  // exchange together (a ring, a pipeline pair), so each is held by its own outgoing message, and
+  // the real transfer overlaps the hold instead of adding to it. An async one is held at the sender.
+  Handle send_recv(const void* send, int to, void* recv, int from, std::size_t count, DType d, Mode mode) override {
+    Communicator* in = inner_.get();
+    auto inner = [=](Mode m) { return in->send_recv(send, to, recv, from, count, d, m); };
+    if (mode == Mode::async) return held(count * bytes(d), mode, inner);
+    before(mode, false);
+    return paced(o_->pacer.reserve(static_cast<double>(count * bytes(d)), 1), mode, inner);
+  }
+  Handle recv(void* buf, std::size_t count, DType d, int peer, Mode mode) override {
+    before(mode, false);
+    return run(mode, [&](Mode m) { return inner_->recv(buf, count, d, peer, m); });
+  }
+  bool arrived(int peer) override {
+    o_->post_due();
+    return inner_->arrived(peer);
+  }
+
+ private:
+  static std::size_t bytes(DType d) { return static_cast<std::size_t>(dtype_bytes(d)); }
+
+  // Before an op reaches the inner communicator, held sends whose time has come go. Every held send
+  // goes first, at its time, on NCCL (its stream runs ops in the order they are issued) and before
+  // a blocking MPI collective (which cannot be waited on while they go: MPI does not match it with
+  // a nonblocking one).
+  void before(Mode mode, bool collective) {
+    if (in_order_ || (collective && mode != Mode::async))
+      o_->flush();
+    else
+      o_->post_due();
+  }
+  // Issues an inner op; unless async, returns once it is complete. With sends still held (an MPI
+  // point-to-point op), a blocking op runs async and is waited on while they go at their times.
+  Handle run(Mode mode, const std::function<Handle(Mode)>& op) {
+    if (mode == Mode::async || o_->held.empty()) return op(mode);
+    Handle h = op(Mode::async);
+    o_->wait(h);
+    return {};
+  }
+  // `S` bytes of `op` (nccl-tests' size) on this group's ring: its wire bytes and latency steps.
+  Handle collective(CollOp op, std::size_t S, Mode mode, const std::function<Handle(Mode)>& inner) {
+    before(mode, true);
+    const RingAlgorithm ring = ring_algorithm(op, size());
+    return paced(o_->pacer.reserve(ring.bus_factor * static_cast<double>(S), ring.steps), mode, inner);
+  }
+  // Runs the inner op at once; its completion is held until `deadline`.
+  Handle paced(std::int64_t deadline, Mode mode, const std::function<Handle(Mode)>& inner) {
+    if (mode == Mode::async) return Handle(std::make_unique<PacedHandle>(o_, inner(Mode::async), deadline));
+    run(mode, inner).wait();
+    o_->hold(deadline);
+    return {};
+  }
+  // A point-to-point message of `S` bytes leaves this rank at its finish time.
+  Handle held(std::size_t S, Mode mode, const std::function<Handle(Mode)>& inner) {
+    before(mode, false);
+    const std::int64_t deadline = o_->pacer.reserve(static_cast<double>(S), 1);
+    if (mode != Mode::async) {
+      o_->hold(deadline);  // earlier held sends go first
+      return run(mode, inner);
+    }
+    auto h = std::make_shared<Held>();
+    h->deadline = deadline;
+    h->post = [inner] { return inner(Mode::async); };
+    o_->held.push_back(h);
+    o_->post_due();
+    return Handle(std::make_unique<HeldHandle>(o_, std::move(h)));
+  }
+
+  std::unique_ptr<Communicator> inner_;
+  std::shared_ptr<Outbox> o_;
+  bool in_order_;  // NCCL: ops reach the inner communicator in call order
+};
+
+}  // namespace
+
+bool crosses_buildings(const Cluster& cluster, const std::vector<std::int64_t>& members) {
+  return std::any_of(members.begin(), members.end(), [&](std::int64_t m) {
+    return cluster.place(m).building != cluster.place(members.front()).building;
+  });
+}
+
+std::unique_ptr<Communicator> emulate_link(std::unique_ptr<Communicator> inner, const LinkEmulation& emulation,
+                                           int building) {
+  return std::make_unique<EmulatedLink>(std::move(inner), shared_outbox(emulation, building));
+}
+
+}  // namespace sax::coll

@@ -1,0 +1,222 @@
+// The software link emulator without MPI: the pacing arithmetic of one and of several devices of
+// a building (two LinkPacers on one key stand for two ranks of a host), and the decorator around
+// a fake communicator that completes everything at once and records when each call reached it.
+// Times are real (sleeps): each case takes a few milliseconds, checked within kSlackNs above.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include "collectives/link_emulator.hpp"
+#include "tests/support/run.hpp"
+
+using namespace sax;
+using namespace sax::coll;
+
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;
+constexpr std::int64_t kSlackNs = 3 * kMs;  // a loaded two-core machine may wake a sleep late
+
+// Completes every op at once and records its name and when it reached the inner communicator.
+class Fake final : public Communicator {
+ public:
+  Fake(int n, const char* backend) : n_(n), backend_(backend) {}
+  struct Call {
+    std::string op;
+    std::int64_t at;
+  };
+  std::vector<Call>* calls = nullptr;
+
+  int rank() const override { return 0; }
+  int size() const override { return n_; }
+  const char* backend() const override { return backend_; }
+  std::string path(CollOp, std::uint64_t) const override { return "fake_call"; }
+  Handle all_reduce(const void*, void*, std::size_t, DType, Mode) override { return note("all_reduce"); }
+  Handle reduce_scatter(const void*, void*, std::size_t, DType, Mode) override { return note("reduce_scatter"); }
+  Handle all_gather(const void*, void*, std::size_t, DType, Mode) override { return note("all_gather"); }
+  Handle all_to_all(const void*, void*, std::size_t, DType, Mode) override { return note("all_to_all"); }
+  Handle all_to_all_v(const void*, const std::vector<std::size_t>&, const std::vector<std::size_t>&, void*,
+                      const std::vector<std::size_t>&, const std::vector<std::size_t>&, DType, Mode) override {
+    return note("all_to_all_v");
+  }
+  Handle broadcast(void*, std::size_t, DType, int, Mode) override { return note("broadcast"); }
+  Handle send(const void*, std::size_t, DType, int, Mode) override { return note("send"); }
+  Handle recv(void*, std::size_t, DType, int, Mode) override { return note("recv"); }
+  bool arrived(int) override { return true; }
+  Handle send_recv(const void*, int, void*, int, std::size_t, DType, Mode) override { return note("send_recv"); }
+  Handle barrier(Mode) override { return note("barrier"); }
+
+ private:
+  Handle note(const char* op) {
+    if (calls) calls->push_back({op, monotonic_ns()});
+    return {};
+  }
+  int n_;
+  const char* backend_;
+};
+
+// A key of this process and test: pacers of other tests (or runs) never share its slots.
+std::string key(const std::string& name) { return "test-" + std::to_string(getpid()) + "-" + name; }
+
+LinkEmulation emulation(double gbps, double latency_us, double oversubscription, int devices, const std::string& name) {
+  Link l;
+  l.bandwidth_gbps = gbps;
+  l.latency_us = latency_us;
+  l.oversubscription = oversubscription;
+  return {l, devices, key(name)};
+}
+
+struct Wrapped {
+  std::vector<Fake::Call> calls;
+  std::unique_ptr<Communicator> comm;
+  Wrapped(const LinkEmulation& e, int n, const char* backend = "cpu") {
+    auto fake = std::make_unique<Fake>(n, backend);
+    fake->calls = &calls;
+    comm = emulate_link(std::move(fake), e, 0);
+  }
+};
+
+}  // namespace
+
+// 1 MB at 0.125 GB/s is 8 ms on the wire, plus one step of 1 ms.
+TEST(LinkPacer, OneFlowGetsLatencyPlusBytesOverBandwidth) {
+  LinkPacer p(emulation(0.125, 1000, 1, 1, "one"), 0);
+  const std::int64_t t = monotonic_ns();
+  EXPECT_EQ(p.reserve(1e6, 1, t), t + 9 * kMs);
+  // The device is busy until t + 8 ms: a second message posted at once queues behind it.
+  EXPECT_EQ(p.reserve(1e6, 1, t), t + 17 * kMs);
+  EXPECT_EQ(p.reserve(0, 2, t + 100 * kMs), t + 102 * kMs);  // later, idle: latency only
+}
+
+// Two devices of one building, 1 MB each at 1 GB/s (1 ms alone).
+TEST(LinkPacer, DevicesOfABuildingShareItsLink) {
+  {  // oversubscription 2: the boundary carries one device's rate; the second waits for the first
+    LinkPacer a(emulation(1, 0, 2, 2, "shared"), 0), b(emulation(1, 0, 2, 2, "shared"), 0);
+    LinkPacer other(emulation(1, 0, 2, 2, "shared"), 1);
+    const std::int64_t t = monotonic_ns();
+    EXPECT_EQ(a.reserve(1e6, 0, t), t + kMs);  // alone: the full per-device rate
+    const std::int64_t t2 = t + 10 * kMs;
+    EXPECT_EQ(a.reserve(1e6, 0, t2), t2 + kMs);
+    EXPECT_EQ(b.reserve(1e6, 0, t2), t2 + 2 * kMs);  // both at once: shared
+    EXPECT_EQ(other.reserve(1e6, 0, t2), t2 + kMs);  // another building's link is its own
+    EXPECT_EQ(a.segment_name().rfind("/sax-test-", 0), 0u);
+  }
+  {  // oversubscription 1: the boundary carries both at the full rate
+    LinkPacer a(emulation(1, 0, 1, 2, "nonblocking"), 0), b(emulation(1, 0, 1, 2, "nonblocking"), 0);
+    const std::int64_t t = monotonic_ns();
+    EXPECT_EQ(a.reserve(1e6, 0, t), t + kMs);
+    EXPECT_EQ(b.reserve(1e6, 0, t), t + kMs);
+  }
+}
+
+TEST(LinkPacer, LastUserUnlinksTheSegment) {
+  std::string name;
+  {
+    LinkPacer a(emulation(1, 0, 1, 2, "unlink"), 0);
+    name = a.segment_name();
+    { LinkPacer b(emulation(1, 0, 1, 2, "unlink"), 1); }
+    const int fd = shm_open(name.c_str(), O_RDWR, 0);
+    EXPECT_GE(fd, 0) << "removed while a user is left";
+    if (fd >= 0) close(fd);
+  }
+  EXPECT_LT(shm_open(name.c_str(), O_RDWR, 0), 0);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+TEST(LinkPacer, RefusesALinkWithoutBandwidth) {
+  EXPECT_THROW(LinkPacer(emulation(0, 1, 1, 1, "bad"), 0), UsageError);
+  EXPECT_THROW(LinkPacer(emulation(1, 1, 1, 1, "bad"), LinkPacer::kMaxBuildings), UsageError);
+}
+
+// A blocking send_recv of 1 MB at 0.125 GB/s, 1 ms: held at the sender for 9 ms, then sent.
+// A blocking exchange runs at once (both ends move together; the real transfer overlaps the
+// hold) and returns at its finish; a blocking send leaves at its finish.
+TEST(LinkEmulator, SendRecvReturnsAtItsFinishAndASendLeavesAtIt) {
+  Wrapped w(emulation(0.125, 1000, 1, 1, "sendrecv"), 2);
+  std::int64_t t0 = monotonic_ns();
+  w.comm->send_recv(nullptr, 1, nullptr, 1, 250'000, DType::fp32, Mode::blocking);
+  std::int64_t elapsed = monotonic_ns() - t0;
+  EXPECT_GE(elapsed, 9 * kMs);
+  EXPECT_LT(elapsed, 9 * kMs + kSlackNs);
+  ASSERT_EQ(w.calls.size(), 1u);
+  EXPECT_LT(w.calls[0].at - t0, kMs);  // issued at once
+  t0 = monotonic_ns();
+  w.comm->send(nullptr, 250'000, DType::fp32, 1, Mode::blocking);
+  elapsed = monotonic_ns() - t0;
+  ASSERT_EQ(w.calls.size(), 2u);
+  EXPECT_GE(w.calls[1].at - t0, 9 * kMs);  // the message left at the deadline, not before
+  EXPECT_LT(elapsed, 9 * kMs + kSlackNs);
+  EXPECT_EQ(w.comm->path(CollOp::send_recv, 1), "fake_call (software-emulated link)");
+  EXPECT_STREQ(w.comm->backend(), "cpu");
+}
+
+// A collective runs at once and returns at its finish: all-reduce of 1 MB over 4 ranks at 1 GB/s,
+// 100 µs: 2·3/4 MB on the wire (1.5 ms) and 6 steps (0.6 ms).
+TEST(LinkEmulator, BlockingCollectiveTakesTheRingTime) {
+  Wrapped w(emulation(1, 100, 1, 1, "allreduce"), 4);
+  const std::int64_t t0 = monotonic_ns();
+  w.comm->all_reduce(nullptr, nullptr, 250'000, DType::fp32, Mode::blocking);
+  const std::int64_t elapsed = monotonic_ns() - t0;
+  ASSERT_EQ(w.calls.size(), 1u);
+  EXPECT_LT(w.calls[0].at - t0, kMs);  // issued at once
+  EXPECT_GE(elapsed, 2'100'000);
+  EXPECT_LT(elapsed, 2'100'000 + kSlackNs);
+}
+
+TEST(LinkEmulator, AsyncHandlesCompleteAtTheDeadline) {
+  Wrapped w(emulation(1, 1000, 1, 1, "async"), 2);
+  // A collective: the inner op is done at once, the handle only after 1 ms + 1 ms.
+  std::int64_t t0 = monotonic_ns();
+  Handle h = w.comm->broadcast(nullptr, 250'000, DType::fp32, 0, Mode::async);
+  EXPECT_FALSE(h.test());
+  sleep_until_ns(t0 + 2 * kMs);
+  EXPECT_TRUE(h.test());
+  // A send: not posted before its deadline; test() posts it after.
+  w.calls.clear();
+  t0 = monotonic_ns();
+  Handle s = w.comm->send(nullptr, 250'000, DType::fp32, 1, Mode::async);
+  EXPECT_FALSE(s.test());
+  EXPECT_TRUE(w.calls.empty());
+  sleep_until_ns(t0 + 2 * kMs);
+  EXPECT_TRUE(s.test());
+  ASSERT_EQ(w.calls.size(), 1u);
+  EXPECT_GE(w.calls[0].at - t0, 2 * kMs);
+  // MPI: a receive does not wait for a held send; the first call after its time posts it.
+  w.calls.clear();
+  t0 = monotonic_ns();
+  Handle s2 = w.comm->send(nullptr, 250'000, DType::fp32, 1, Mode::async);
+  w.comm->recv(nullptr, 1, DType::fp32, 1, Mode::blocking);
+  ASSERT_EQ(w.calls.size(), 1u);
+  EXPECT_EQ(w.calls[0].op, "recv");
+  sleep_until_ns(t0 + 2 * kMs);
+  EXPECT_TRUE(w.comm->arrived(1));
+  ASSERT_EQ(w.calls.size(), 2u);
+  EXPECT_EQ(w.calls[1].op, "send");
+  EXPECT_TRUE(s2.test());
+}
+
+// NCCL runs a stream's ops in call order: the next call sleeps until the held send has gone.
+TEST(LinkEmulator, OnNcclTheNextCallPostsHeldSendsFirst) {
+  Wrapped w(emulation(1, 1000, 1, 1, "in-order"), 2, "cuda");
+  const std::int64_t t0 = monotonic_ns();
+  Handle s = w.comm->send(nullptr, 250'000, DType::fp32, 1, Mode::async);
+  w.comm->recv(nullptr, 1, DType::fp32, 1, Mode::blocking);
+  ASSERT_EQ(w.calls.size(), 2u);
+  EXPECT_EQ(w.calls[0].op, "send");
+  EXPECT_GE(w.calls[0].at - t0, 2 * kMs);
+  EXPECT_EQ(w.calls[1].op, "recv");
+  EXPECT_TRUE(s.test());
+}
+
+TEST(LinkEmulator, OnlyGroupsAcrossBuildingsAreWrapped) {
+  const Cluster c = load_cluster(test::preset_path("clusters/local-2bld.json"));  // ranks 0,1 | 2,3
+  EXPECT_FALSE(crosses_buildings(c, {0, 1}));
+  EXPECT_FALSE(crosses_buildings(c, {2, 3}));
+  EXPECT_TRUE(crosses_buildings(c, {0, 2}));
+  EXPECT_TRUE(crosses_buildings(c, {1, 2, 3}));
+}
