@@ -51,7 +51,7 @@ std::string words(const std::vector<std::string>& argv) {
 }
 }  // namespace
 
-std::string LaunchPlan::text() const {
+std::string LaunchPlan::text(bool commands) const {
   std::string t = "# sax launch: " + std::to_string(places.size()) + " ranks, emulation " + to_string(emulation) +
                   (technology.empty() ? "" : ", technology " + technology) + "\n#rank building node device\n";
   for (std::size_t r = 0; r < places.size(); ++r) {
@@ -65,11 +65,13 @@ std::string LaunchPlan::text() const {
     for (std::size_t b = 0; b < netns.boundary_gbps.size(); ++b)
       t +=
           " " + building_names[b] + "=" + netns_name(netns.slot, static_cast<int>(b)) + " " + g(netns.boundary_gbps[b]);
-    t += "; one-way latency " + g(netns.latency_us) + " us), built by:\n";
-    for (const auto& cmd : netns_setup_commands(netns)) t += "#   " + words(cmd) + "\n";
-    if (netns.latency_us > 0)
-      for (int b = 0; b < static_cast<int>(netns.slots_per_building.size()); ++b)
-        t += "#   " + words(netns_delay_command(netns, b)) + " &\n";
+    t += "; one-way latency " + g(netns.latency_us) + " us)" + (commands ? ", built by:" : "") + "\n";
+    if (commands) {
+      for (const auto& cmd : netns_setup_commands(netns)) t += "#   " + words(cmd) + "\n";
+      if (netns.latency_us > 0)
+        for (int b = 0; b < static_cast<int>(netns.slots_per_building.size()); ++b)
+          t += "#   " + words(netns_delay_command(netns, b)) + " &\n";
+    }
   }
   std::string line;
   for (const auto& [k, v] : env) line += k + "=" + shell_quote(v) + " ";

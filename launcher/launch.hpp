@@ -34,9 +34,10 @@ struct LaunchPlan {
   std::vector<std::pair<std::string, std::string>> env;  // set for the launcher and the ranks
   std::vector<std::string> argv;                         // the launcher command, word by word
   NetnsConfig netns;                                     // under netns: the testbed to build (slot as planned)
-  // The plan as `--dry-run` prints it: the placement, then the environment and command as one
-  // shell line (quoted where a word needs it).
-  std::string text() const;
+  // The plan as `--dry-run` prints it: the placement, the testbed's set-up commands, then the
+  // environment and command as one shell line (quoted where a word needs it). `commands` false:
+  // the testbed in one line (what a real launch prints before it starts).
+  std::string text(bool commands = true) const;
 };
 
 struct LaunchOptions {

@@ -15,12 +15,13 @@ build/sax explore --cluster configs/clusters/local-2bld.json --model configs/mod
   --compare configs/layouts/local-tp2-pp2.json
 build/sax explore --cluster configs/clusters/h100-3bld.json --model configs/models/llama3-70b.json --top 5
 
-echo "== 3. collectives on the testbed's groups: all ranks (world) and the pipeline groups (pp) that cross the building boundary, checked"
-echo "   (ranks share this host; the boundary is a placement and a link class here, not yet a shaped link)"
-mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
-  build/sax bench coll --op all --check -b 1K -e 1M -f 32 -n 10 --group world --cluster configs/clusters/local-2bld.json
-mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
-  build/sax bench coll --op all_reduce,send_recv --check -b 1K -e 1M -f 32 -n 10 --group pp \
+echo "== 3. collectives on the testbed's groups: all ranks (world), then the pipeline groups (pp) that cross the building boundary"
+echo "   sax launch puts each building's ranks in its own network namespace and shapes the boundary as the cluster file says"
+echo "   (1 Gbit/s, 1 ms one way: kernel shaping where this host permits it, else unshaped, and the plan says which)"
+build/sax launch --cluster configs/clusters/local-2bld.json -- \
+  bench coll --op all --check -b 1K -e 1M -f 32 -n 10 --group world --cluster configs/clusters/local-2bld.json
+build/sax launch --cluster configs/clusters/local-2bld.json -- \
+  bench coll --op all_reduce,send_recv --check -b 8 -e 4M -f 32 -n 10 --group pp \
   --cluster configs/clusters/local-2bld.json --layout configs/layouts/local-tp2-pp2.json
 
 echo "== 4. the layer ops of rank 0's slice of that layout (CPU kernels, one process): time, TFLOP/s, GB/s, share of the device's peak"
