@@ -48,6 +48,11 @@ class Factory final : public CommunicatorFactory {
           c.name + "-" + (emulation_->technology.empty() ? "own" : emulation_->technology) + "-" + std::to_string(job);
     }
     if (!crosses_buildings(c, g.members)) return;
+    // On MPI the emulator posts held sends from a thread of its own.
+    int level = MPI_THREAD_SINGLE;
+    SAX_MPI_CHECK(MPI_Query_thread(&level));
+    if (backend_ == Backend::cpu && level < MPI_THREAD_MULTIPLE)
+      throw RunError("software link emulation on MPI needs MPI_THREAD_MULTIPLE; this MPI library provides less");
     const int building = c.place(rank).building;
     const LinkEmulation e{c.cross_building_link(emulation_->technology),
                           static_cast<int>(c.buildings[static_cast<std::size_t>(building)].nodes * c.devices_per_node),

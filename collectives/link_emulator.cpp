@@ -10,7 +10,9 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <deque>
@@ -18,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "spec/error.hpp"
 
@@ -107,17 +110,65 @@ struct Held {
 };
 
 // One rank's device: its pacer and the sends it holds back, shared by every emulated communicator
-// of the process, so that a call on any of them lets held sends go (a peer may be waiting for one
-// on another communicator before it joins this one's op). Single-threaded, as communicators are.
+// of the process. On MPI (threaded) a poster thread posts each held send at its time, whatever the
+// caller is doing meanwhile (computing, or blocked in an op on any communicator — emulated or not —
+// that a peer can only join once it has the message): the library runs MPI_THREAD_MULTIPLE.
+// Without the thread (NCCL, whose communicators are not for concurrent calls) a call on any
+// emulated communicator lets held sends go (a peer may be waiting for one on another communicator
+// before it joins this one's op).
 struct Outbox {
   LinkPacer pacer;
+  const bool threaded;
+  std::mutex m;  // guards `held` and each Held's `posted` and `inner` until posted
+  std::condition_variable cv;
   std::deque<std::shared_ptr<Held>> held;
+  bool stop = false;
+  std::thread poster;
 
-  Outbox(const LinkEmulation& e, int building) : pacer(e, building) {
+  Outbox(const LinkEmulation& e, int building, bool with_thread) : pacer(e, building), threaded(with_thread) {
     // Sleeps end on time: the default timer slack (50 µs) would be 5 % of a 1 ms link.
     prctl(PR_SET_TIMERSLACK, 1UL);
+    if (threaded) poster = std::thread([this] { post_loop(); });
   }
-  void post_front() {
+  ~Outbox() {
+    if (!threaded) return;
+    {
+      const std::lock_guard<std::mutex> lock(m);
+      stop = true;
+    }
+    cv.notify_all();
+    poster.join();
+  }
+  Outbox(const Outbox&) = delete;
+  Outbox& operator=(const Outbox&) = delete;
+
+  void post_loop() {
+    prctl(PR_SET_TIMERSLACK, 1UL);  // per thread
+    std::unique_lock<std::mutex> lock(m);
+    for (;;) {
+      if (held.empty()) {
+        if (stop) return;
+        cv.wait(lock);
+        continue;
+      }
+      const std::int64_t due = held.front()->deadline;
+      if (monotonic_ns() < due) {
+        cv.wait_until(lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(due)));
+        continue;
+      }
+      post_front();
+      cv.notify_all();
+    }
+  }
+  void add(std::shared_ptr<Held> h) {
+    {
+      const std::lock_guard<std::mutex> lock(m);
+      held.push_back(std::move(h));
+    }
+    cv.notify_all();
+    post_due();
+  }
+  void post_front() {  // with `m` held, or without a thread
     std::shared_ptr<Held> h = std::move(held.front());
     held.pop_front();
     h->inner = h->post();
@@ -125,37 +176,63 @@ struct Outbox {
   }
   // Never blocks: posts the held sends whose time has come, in call order.
   void post_due() {
+    if (threaded) return;
     const std::int64_t now = monotonic_ns();
     while (!held.empty() && held.front()->deadline <= now) post_front();
   }
-  // Posts every held send, sleeping until each one's time.
+  // Every held send posted, each at its time.
   void flush() {
+    if (threaded) {
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait(lock, [this] { return held.empty(); });
+      return;
+    }
     while (!held.empty()) sleep_until_ns(held.front()->deadline), post_front();
   }
-  // Sleeps until `deadline`, posting held sends on the way as their times come.
+  // Sleeps until `deadline`, held sends going on the way as their times come.
   void hold(std::int64_t deadline) {
-    while (!held.empty() && held.front()->deadline <= deadline) sleep_until_ns(held.front()->deadline), post_front();
+    if (!threaded)
+      while (!held.empty() && held.front()->deadline <= deadline) sleep_until_ns(held.front()->deadline), post_front();
     sleep_until_ns(deadline);
   }
-  // Waits for an inner op while held sends still go at their times, checking the op every kPollNs.
+  // Waits for an inner op while held sends still go at their times (without a thread: checking
+  // the op every kPollNs).
   void wait(Handle& h) {
-    while (!held.empty()) {
-      if (h.test()) return;
-      sleep_until_ns(std::min(held.front()->deadline, monotonic_ns() + kPollNs));
-      post_due();
-    }
+    if (!threaded)
+      while (!held.empty()) {
+        if (h.test()) return;
+        sleep_until_ns(std::min(held.front()->deadline, monotonic_ns() + kPollNs));
+        post_due();
+      }
     h.wait();
+  }
+  bool pending() {
+    const std::lock_guard<std::mutex> lock(m);
+    return !held.empty();
+  }
+  // A held send's inner handle, once posted (waiting for that when `block`); false if not yet.
+  bool posted(const std::shared_ptr<Held>& h, bool block) {
+    if (!threaded) {
+      while (block && !h->posted) {
+        if (held.empty()) throw RunError("software link emulation: a send was dropped with its communicator");
+        sleep_until_ns(held.front()->deadline), post_front();
+      }
+      return h->posted;
+    }
+    std::unique_lock<std::mutex> lock(m);
+    if (block) cv.wait(lock, [&] { return h->posted; });
+    return h->posted;
   }
 };
 
 // One outbox per key and building in a process.
-std::shared_ptr<Outbox> shared_outbox(const LinkEmulation& e, int building) {
+std::shared_ptr<Outbox> shared_outbox(const LinkEmulation& e, int building, bool threaded) {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<Outbox>> outboxes;
   const std::lock_guard<std::mutex> lock(mutex);
   std::weak_ptr<Outbox>& slot = outboxes[e.pacing_key + '\n' + std::to_string(building)];
   std::shared_ptr<Outbox> o = slot.lock();
-  if (!o) slot = o = std::make_shared<Outbox>(e, building);
+  if (!o) slot = o = std::make_shared<Outbox>(e, building, threaded);
   return o;
 }
 
@@ -184,15 +261,12 @@ class HeldHandle final : public Handle::Impl {
  public:
   HeldHandle(std::shared_ptr<Outbox> o, std::shared_ptr<Held> h) : o_(std::move(o)), h_(std::move(h)) {}
   void wait() override {
-    while (!h_->posted) {
-      if (o_->held.empty()) throw RunError("software link emulation: a send was dropped with its communicator");
-      sleep_until_ns(o_->held.front()->deadline), o_->post_front();
-    }
+    o_->posted(h_, true);
     o_->wait(h_->inner);
   }
   bool test() override {
     o_->post_due();
-    return h_->posted && h_->inner.test();
+    return o_->posted(h_, false) && h_->inner.test();
   }
 
  private:
@@ -209,6 +283,7 @@ class EmulatedLink final : public Communicator {
     try {
       o_->flush();
     } catch (...) {  // a destructor cannot report it; a wait on a dropped send does
+      const std::lock_guard<std::mutex> lock(o_->m);
       o_->held.clear();
     }
   }
@@ -286,6 +361,7 @@ class EmulatedLink final : public Communicator {
   // a blocking MPI collective (which cannot be waited on while they go: MPI does not match it with
   // a nonblocking one).
   void before(Mode mode, bool collective) {
+    if (o_->threaded) return;  // the poster thread sends them at their times
     if (in_order_ || (collective && mode != Mode::async))
       o_->flush();
     else
@@ -294,7 +370,7 @@ class EmulatedLink final : public Communicator {
   // Issues an inner op; unless async, returns once it is complete. With sends still held (an MPI
   // point-to-point op), a blocking op runs async and is waited on while they go at their times.
   Handle run(Mode mode, const std::function<Handle(Mode)>& op) {
-    if (mode == Mode::async || o_->held.empty()) return op(mode);
+    if (mode == Mode::async || o_->threaded || o_->held.empty()) return op(mode);
     Handle h = op(Mode::async);
     o_->wait(h);
     return {};
@@ -323,8 +399,7 @@ class EmulatedLink final : public Communicator {
     auto h = std::make_shared<Held>();
     h->deadline = deadline;
     h->post = [inner] { return inner(Mode::async); };
-    o_->held.push_back(h);
-    o_->post_due();
+    o_->add(h);
     return Handle(std::make_unique<HeldHandle>(o_, std::move(h)));
   }
 
@@ -343,7 +418,9 @@ bool crosses_buildings(const Cluster& cluster, const std::vector<std::int64_t>& 
 
 std::unique_ptr<Communicator> emulate_link(std::unique_ptr<Communicator> inner, const LinkEmulation& emulation,
                                            int building) {
-  return std::make_unique<EmulatedLink>(std::move(inner), shared_outbox(emulation, building));
+  // MPI takes concurrent calls (MPI_THREAD_MULTIPLE): held sends get a poster thread there.
+  const bool threaded = std::string(inner->backend()) == "cpu";
+  return std::make_unique<EmulatedLink>(std::move(inner), shared_outbox(emulation, building, threaded));
 }
 
 }  // namespace sax::coll

@@ -20,14 +20,14 @@
 // as a collective (both ends exchange at once, each held by its own outgoing message, the real
 // transfer overlapping the hold: a pair exchanging S bytes measures α + S/bandwidth). Any other
 // message is held back at the sender: a blocking send sleeps to its finish time, then runs; an
-// async send or send_recv is posted by its Handle's
-// test()/wait() or by any call on an emulated communicator of the process (or test of one of their
-// handles) once its time has come: it leaves no earlier than its finish time and no later than the
-// caller's first touch after it. Before a blocking MPI collective, and before any op on NCCL
-// (whose stream runs ops in call order), held sends go first, at their times; otherwise a blocking
-// op waits (polling every 50 µs) while they go, since a peer may need one to complete that op. A
-// blocking op on a communicator that is not emulated cannot post them. recv and arrived() pass
-// through. Waiting sleeps, never spins.
+// async send or send_recv leaves at its finish time. On MPI a poster thread of the emulator posts
+// it then, whatever the caller does meanwhile (compute, or a blocking op on any communicator that
+// a peer can only join once it has the message); sax initialises MPI with MPI_THREAD_MULTIPLE and
+// the factory refuses emulation on MPI without it. On NCCL (no concurrent calls on a
+// communicator) it is posted by its Handle's test()/wait() or by any call on an emulated
+// communicator of the process once its time has come, and before any op on NCCL (whose stream
+// runs ops in call order) held sends go first, at their times. recv and arrived() pass through.
+// Waiting sleeps, never spins.
 #pragma once
 
 #include <cstdint>

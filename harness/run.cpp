@@ -79,6 +79,19 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     layout = load_layout(a.layout_file);
     validate_layout(*layout, *model, *cluster, a.layout_file);
     check_emulation(&*cluster);
+    // The boundary the testbed emulates is the one the layout's step is priced on.
+    if (const json em = emulation_record(); em["emulation"] != "none") {
+      const std::string emulated = em["technology"].is_null() ? "" : em["technology"].get<std::string>();
+      if (emulated != layout->schedule.network_technology)
+        throw UsageError(
+            "run: " + a.layout_file + " crosses buildings over " +
+            (layout->schedule.network_technology.empty()
+                 ? "the cluster's own link"
+                 : "network technology " + layout->schedule.network_technology) +
+            " but the testbed emulates " + (emulated.empty() ? "the cluster's own link" : "technology " + emulated) +
+            ": launch with --technology " +
+            (layout->schedule.network_technology.empty() ? "left out" : layout->schedule.network_technology));
+    }
     if (cluster->world_size() != job.size())
       throw UsageError("run: " + a.cluster_file + " has " + std::to_string(cluster->world_size()) +
                        " devices and the job has " + std::to_string(job.size()) +

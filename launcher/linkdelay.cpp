@@ -4,7 +4,9 @@
 // each building's network namespace, on a queue that an iptables rule in that namespace's
 // PREROUTING chain fills with the packets arriving from other buildings.
 //
-//   sax-linkdelay --queue N --delay-us D
+//   sax-linkdelay --queue N --delay-us D [--stats]
+//
+// --stats: at the end, how late the packets were let go (percentiles, µs after their time).
 //
 // Packets leave in arrival order, each D µs after it arrived (TCP's large segments are held whole,
 // and one batch verdict releases all that are due). The program waits on a timer
@@ -24,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +34,7 @@
 #include <cstring>
 #include <deque>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -44,7 +48,13 @@ struct State {
   std::deque<Held> held;
   std::int64_t delay_ns = 0;
   std::uint64_t packets = 0;
-  std::uint64_t lost = 0;  // the netlink socket overflowed: packets the kernel could not hand over
+  std::uint64_t lost = 0;             // the netlink socket overflowed: packets the kernel could not hand over
+  std::vector<std::int32_t> late_us;  // --stats: how late each packet was let go (µs after its time)
+  // How late the timer wakes the helper (a moving average): the timer is armed that much early,
+  // so that packets go on time on average rather than always late by the host's wake-up time
+  // (tens of µs on a VM even at real-time priority). At most a quarter of the delay.
+  std::int64_t advance_ns = 0;
+  std::int64_t armed_for = -1;  // when the armed timer should fire (-1: not armed)
 };
 
 volatile sig_atomic_t g_stop = 0;
@@ -65,10 +75,12 @@ int on_packet(nfq_q_handle*, nfgenmsg*, nfq_data* data, void* arg) {
   return 0;
 }
 
-void arm(int timer, const State& s) {
+void arm(int timer, State& s) {
   itimerspec when{};
+  s.armed_for = -1;
   if (!s.held.empty()) {
-    const std::int64_t t = s.held.front().release_ns;
+    const std::int64_t t = std::max<std::int64_t>(1, s.held.front().release_ns - s.advance_ns);
+    s.armed_for = t;
     when.it_value.tv_sec = static_cast<time_t>(t / 1000000000);
     when.it_value.tv_nsec = static_cast<long>(t % 1000000000);
   }
@@ -85,6 +97,8 @@ void arm(int timer, const State& s) {
 int main(int argc, char** argv) {
   long queue_num = -1;
   double delay_us = -1;
+  bool stats = false;
+  if (argc == 6 && std::string(argv[5]) == "--stats") stats = true, --argc;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     char* end = nullptr;
@@ -155,16 +169,19 @@ int main(int argc, char** argv) {
         break;
       }
     }
+    const std::int64_t now = now_ns();
     if (fds[1].revents & POLLIN) {
       std::uint64_t expirations = 0;
       (void)!::read(timer, &expirations, sizeof expirations);
+      if (s.armed_for > 0 && now >= s.armed_for)
+        s.advance_ns = std::min((s.advance_ns * 7 + (now - s.armed_for)) / 8, s.delay_ns / 4);
     }
     // Packet ids rise in arrival order, so one batch verdict releases every packet that is due.
-    const std::int64_t now = now_ns();
     std::uint32_t last = 0;
     bool due = false;
-    while (!s.held.empty() && s.held.front().release_ns <= now) {
+    while (!s.held.empty() && s.held.front().release_ns - s.advance_ns <= now) {
       last = s.held.front().id;
+      if (stats) s.late_us.push_back(static_cast<std::int32_t>((now - s.held.front().release_ns) / 1000));
       due = true;
       s.held.pop_front();
     }
@@ -174,6 +191,15 @@ int main(int argc, char** argv) {
   // Whatever is still held goes through at once: teardown must not strand a connection.
   if (!s.held.empty()) nfq_set_verdict_batch(s.queue, s.held.back().id, NF_ACCEPT);
   // Silent when all went well; packets the kernel could not hand over are a fault of the emulation.
+  if (stats && !s.late_us.empty()) {
+    std::sort(s.late_us.begin(), s.late_us.end());
+    const auto at = [&](double q) { return s.late_us[static_cast<std::size_t>(q * (s.late_us.size() - 1))]; };
+    std::fprintf(stderr,
+                 "sax-linkdelay: queue %ld: %zu packets, let go late by p1 %d us, p50 %d us, p99 %d us, max %d us "
+                 "(timer armed %lld us early)\n",
+                 queue_num, s.late_us.size(), at(0.01), at(0.5), at(0.99), s.late_us.back(),
+                 static_cast<long long>(s.advance_ns / 1000));
+  }
   if (s.lost > 0)
     std::fprintf(stderr, "sax-linkdelay: queue %ld: %llu packets held %.0f us, %llu lost before reaching the queue\n",
                  queue_num, static_cast<unsigned long long>(s.packets), delay_us,

@@ -137,7 +137,8 @@ std::string netns_dir(int slot) { return (fs::temp_directory_path() / (netns_pre
 std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c) {
   const int s = c.slot, n = static_cast<int>(c.slots_per_building.size());
   std::vector<std::vector<std::string>> cmds;
-  cmds.push_back({"ip", "link", "add", bridge(s), "type", "bridge"});
+  // The bridge only switches: the host's own firewall (br_netfilter) need not see its frames.
+  cmds.push_back({"ip", "link", "add", bridge(s), "type", "bridge", "nf_call_iptables", "0"});
   cmds.push_back({"ip", "addr", "add", address(s, 254) + "/24", "dev", bridge(s)});
   cmds.push_back({"ip", "link", "set", bridge(s), "up"});
   for (int b = 0; b < n; ++b) {
@@ -173,15 +174,19 @@ std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c)
 }
 
 std::vector<std::string> netns_delay_command(const NetnsConfig& c, int b) {
-  return {"ip",
-          "netns",
-          "exec",
-          netns_name(c.slot, b),
-          c.linkdelay,
-          "--queue",
-          std::to_string(kQueueBase + b),
-          "--delay-us",
-          num(c.latency_us)};
+  // SAX_LINKDELAY_STATS=1: each helper says at the end how late it let packets go.
+  const char* stats = std::getenv("SAX_LINKDELAY_STATS");
+  std::vector<std::string> cmd = {"ip",
+                                  "netns",
+                                  "exec",
+                                  netns_name(c.slot, b),
+                                  c.linkdelay,
+                                  "--queue",
+                                  std::to_string(kQueueBase + b),
+                                  "--delay-us",
+                                  num(c.latency_us)};
+  if (stats && std::string(stats) == "1") cmd.emplace_back("--stats");
+  return cmd;
 }
 
 std::string netns_hostfile(const NetnsConfig& c) {

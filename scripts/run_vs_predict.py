@@ -7,7 +7,13 @@ step time with the error, and the measured breakdown (mean over ranks of each ca
 two comparisons issue 10 asks for, from the same runs: exposed DP communication, blocking against
 overlapped DP sync (DP4); idle time, 1F1B against interleaved (PP2 x DP2, same micro-batches).
 
-Usage: scripts/run_vs_predict.py [--steps N] [--sax build/sax]
+With --emulate E the runs start through `sax launch --emulate E` (netns: each building's ranks
+in its own namespace behind the shaped boundary; software: the link emulator in the
+communicators; none: one host, unshaped); without it, through plain mpirun as before. --cases
+picks layouts by name.
+
+Usage: scripts/run_vs_predict.py [--steps N] [--sax build/sax] [--emulate none|netns|software]
+                                 [--technology NAME] [--cases a,b]
 """
 import argparse
 import json
@@ -60,23 +66,38 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--sax", default=os.path.join(ROOT, "build/sax"))
+    ap.add_argument("--emulate", help="start the runs through sax launch with this emulation")
+    ap.add_argument("--technology", help="a network technology of local-2bld for the boundary")
+    ap.add_argument("--cases", help="comma-separated layout names (default: all)")
     args = ap.parse_args()
+    cases = [c for c in CASES if not args.cases or c[0] in args.cases.split(",")]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     mpirun = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1", "-np", "4"]
+    if args.emulate:
+        mpirun = [args.sax, "launch", "--cluster", CLUSTER, "--emulate", args.emulate] + \
+                 (["--technology", args.technology] if args.technology else []) + ["--"]
+        print("# emulation %s%s" % (args.emulate, ", technology " + args.technology if args.technology else ""))
+    predict_extra = []
     rows = {}
     print("%-26s %10s %10s %8s  %s" % ("layout", "measured_s", "predict_s", "error", "  ".join("%9s" % c for c in CATS)))
     with tempfile.TemporaryDirectory() as tmp:
-        for i, (name, model, layout, extra) in enumerate(CASES):
+        for i, (name, model, layout, extra) in enumerate(cases):
             lf = os.path.join(tmp, name + ".json")
+            if args.emulate:  # the boundary the testbed emulates is the one the layout is priced on
+                layout = json.loads(json.dumps(layout))
+                layout.setdefault("schedule", {}).pop("network_technology", None)
+                if args.technology:
+                    layout["schedule"]["network_technology"] = args.technology
             with open(lf, "w") as f:
                 json.dump(layout, f)
             mf = os.path.join(ROOT, "configs/models", model + ".json")
             out, pred = os.path.join(tmp, name + ".run.json"), os.path.join(tmp, name + ".predict.json")
-            print("[%d/%d] %s" % (i + 1, len(CASES), name), file=sys.stderr, flush=True)
-            subprocess.run(mpirun + [args.sax, "run", "--cluster", CLUSTER, "--model", mf, "--layout", lf, "--steps",
+            print("[%d/%d] %s" % (i + 1, len(cases), name), file=sys.stderr, flush=True)
+            subprocess.run(mpirun + ([] if args.emulate else [args.sax]) + ["run", "--cluster", CLUSTER, "--model", mf, "--layout", lf, "--steps",
                                      str(args.steps), "--warmup", "1", "--json", out] + extra,
                            env=env, check=True, stdout=subprocess.DEVNULL)
-            subprocess.run([args.sax, "predict", "--cluster", CLUSTER, "--model", mf, "--layout", lf, "--json", pred],
+            subprocess.run([args.sax, "predict", "--cluster", CLUSTER, "--model", mf, "--layout", lf, "--json", pred] +
+                           predict_extra,
                            check=True, stdout=subprocess.DEVNULL)
             run, p = json.load(open(out)), json.load(open(pred))
             measured, predicted = run["step_time_s"]["median"], p["predicted"]["step_time_s"]
@@ -84,6 +105,8 @@ def main():
             rows[name] = (measured, predicted, mean)
             print("%-26s %10.3f %10.3f %+7.0f%%  %s" % (name, measured, predicted, 100 * (predicted - measured) / measured,
                                                        "  ".join("%9.4f" % mean[c] for c in CATS)), flush=True)
+    if not all(k in rows for k in ("dp4-blocking", "dp4-overlapped", "pp2-dp2-1f1b", "pp2-dp2-interleaved")):
+        return
     b, o = rows["dp4-blocking"][2]["dp_comm"], rows["dp4-overlapped"][2]["dp_comm"]
     print("\nexposed DP communication (mean over ranks): blocking %.4f s, overlapped %.4f s (%.0f%% of blocking)"
           % (b, o, 100 * o / b if b > 0 else float("nan")))

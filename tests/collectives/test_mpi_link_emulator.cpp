@@ -94,7 +94,8 @@ TEST(MpiLinkEmulator, AHeldSendGoesBeforeACollectiveOnAnotherCommunicator) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = MPI_THREAD_SINGLE;  // the emulator's poster thread calls MPI too, as in sax
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
