@@ -22,6 +22,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,7 @@ struct State {
   std::int64_t delay_ns = 0;
   std::uint64_t packets = 0;
   std::uint64_t lost = 0;             // the netlink socket overflowed: packets the kernel could not hand over
+  std::uint64_t stamped = 0;          // packets whose kernel receive time was known
   std::vector<std::int32_t> late_us;  // --stats: how late each packet was let go (µs after its time)
   // How late the timer wakes the helper (a moving average): the timer is armed that much early,
   // so that packets go on time on average rather than always late by the host's wake-up time
@@ -70,7 +72,18 @@ int on_packet(nfq_q_handle*, nfgenmsg*, nfq_data* data, void* arg) {
   auto* s = static_cast<State*>(arg);
   const nfqnl_msg_packet_hdr* h = nfq_get_msg_packet_hdr(data);
   if (h == nullptr) return 0;
-  s->held.push_back({ntohl(h->packet_id), now_ns() + s->delay_ns});
+  // The delay counts from the packet's arrival in the namespace (the kernel's receive timestamp),
+  // not from the moment this process woke up to read it: the wake-up is not part of the link.
+  std::int64_t arrived = now_ns();
+  timeval tv{};
+  if (nfq_get_timestamp(data, &tv) == 0 && tv.tv_sec > 0) {
+    timespec real{};
+    clock_gettime(CLOCK_REALTIME, &real);
+    const std::int64_t age = (static_cast<std::int64_t>(real.tv_sec) - tv.tv_sec) * 1000000000 +
+                             (real.tv_nsec - static_cast<std::int64_t>(tv.tv_usec) * 1000);
+    if (age > 0 && age < s->delay_ns) arrived -= age, ++s->stamped;
+  }
+  s->held.push_back({ntohl(h->packet_id), arrived + s->delay_ns});
   ++s->packets;
   return 0;
 }
@@ -128,6 +141,10 @@ int main(int argc, char** argv) {
   // Room for every packet in flight on the link during the delay (the kernel's default is 1024).
   nfq_set_queue_maxlen(s.queue, 1 << 16);
   nfnl_rcvbufsiz(nfq_nfnlh(h), 16u << 20);
+  // The kernel stamps received packets only while some socket asks for timestamps: this one does.
+  const int stamp_socket = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  if (stamp_socket >= 0) setsockopt(stamp_socket, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
   const int fd = nfq_fd(h);
   const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (timer < 0) die(std::string("timerfd_create: ") + std::strerror(errno));
@@ -196,9 +213,9 @@ int main(int argc, char** argv) {
     const auto at = [&](double q) { return s.late_us[static_cast<std::size_t>(q * (s.late_us.size() - 1))]; };
     std::fprintf(stderr,
                  "sax-linkdelay: queue %ld: %zu packets, let go late by p1 %d us, p50 %d us, p99 %d us, max %d us "
-                 "(timer armed %lld us early)\n",
+                 "(timer armed %lld us early; %llu timed from the kernel's receive stamp)\n",
                  queue_num, s.late_us.size(), at(0.01), at(0.5), at(0.99), s.late_us.back(),
-                 static_cast<long long>(s.advance_ns / 1000));
+                 static_cast<long long>(s.advance_ns / 1000), static_cast<unsigned long long>(s.stamped));
   }
   if (s.lost > 0)
     std::fprintf(stderr, "sax-linkdelay: queue %ld: %llu packets held %.0f us, %llu lost before reaching the queue\n",

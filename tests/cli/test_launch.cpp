@@ -99,3 +99,37 @@ TEST(LaunchMpi, RunsTheCommandOnEveryRankAndPassesItsExitCodeBack) {
   EXPECT_NE(r.err.find("unknown operation 'all_reduse'"), std::string::npos) << r.err;
 }
 #endif
+
+#ifdef SAX_HAVE_TESTBED_TESTS
+// The software link emulator through the launcher: the boundary's delay is a floor and its rate a
+// ceiling (one-sided, whatever the noise); inside a building nothing is slowed; the results say
+// which emulation they came from; a run whose layout is priced on another technology is refused.
+TEST(LaunchMpi, SoftwareEmulationShapesOnlyTheBoundary) {
+  TempDir t;
+  const std::string c = cluster("local-2bld.json");
+  Result r =
+      run_sax("launch --cluster " + c + " --emulate software -- bench coll --cluster " + c +
+              " --group cross_building --op send_recv -b 8 -e 4M -f 524288 -n 5 -w 1 --json " + t.file("x.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto x = nlohmann::json::parse(sax::test::slurp(t.file("x.json")));
+  EXPECT_EQ(x["env"]["emulation"], "software");
+  ASSERT_EQ(x["results"].size(), 2u);
+  EXPECT_GE(x["results"][0]["time_us"].get<double>(), 1000.0);
+  EXPECT_LE(x["results"][1]["algbw_gbps"].get<double>(), 0.125 * 1.05);
+  EXPECT_NE(x["results"][1]["path"].get<std::string>().find("software-emulated link"), std::string::npos);
+  r = run_sax("launch --cluster " + c + " --emulate software -- bench coll --cluster " + c +
+              " --group intra_building --op send_recv -b 4M -e 4M -n 5 -w 1 --json " + t.file("i.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto i = nlohmann::json::parse(sax::test::slurp(t.file("i.json")));
+  EXPECT_GT(i["results"][0]["algbw_gbps"].get<double>(), 0.125 * 2) << "inside a building is not shaped";
+  EXPECT_EQ(i["results"][0]["path"].get<std::string>().find("software"), std::string::npos);
+  r = run_sax("launch --cluster " + c + " --emulate software -- run --cluster " + c + " --model " +
+              sax::test::preset_path("models/moe-tiny.json") + " --layout " +
+              sax::test::preset_path("layouts/local-ep2-dp4.json"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(
+      r.err.find("crosses buildings over network technology gbe-5 but the testbed emulates the cluster's own link"),
+      std::string::npos)
+      << r.err;
+}
+#endif
