@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   add_explore(app);
   add_predict(app);
   add_not_built(app, "validate", "Run the explorer's top layouts and set predicted against measured", kLaterIssue);
-  add_not_built(app, "trace", "Merge per-rank timelines into one Chrome trace", kLaterIssue);
+  add_trace(app);
   add_check(app);
 
   try {

@@ -1,0 +1,41 @@
+// Timelines as Chrome trace JSON (the Trace Event Format that Perfetto and chrome://tracing open):
+// one document per rank — the process is the rank (named, e.g. "rank 3 (bld-b, stage 1)"), each
+// lane a thread (host threads by OS id, device streams numbered after them) — and the merge of
+// every rank's document into one. Events are complete events ("ph": "X") in microseconds on the
+// one clock of profiles/event.hpp; a range still open is left out.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "profiles/event.hpp"
+#include "spec/fields.hpp"
+
+namespace sax::profiles {
+
+struct TraceProcess {
+  std::int32_t rank = 0;
+  std::string name;                            // the process's name in the viewer
+  std::map<std::uint64_t, std::string> lanes;  // thread id (trace_thread_id) → its name
+};
+
+// The trace's thread id of a lane: a host thread's OS id; a device stream after every host id.
+std::uint64_t trace_thread_id(const Lane& lane);
+
+// One rank's document: metadata (process and thread names, sort order) and its events.
+json chrome_trace(std::span<const Event> events, const TraceProcess& process);
+
+// Every document's events in one. Each document is one process (its events' pids are all one);
+// two documents with the same pid, a document without traceEvents or with several pids are bad
+// input (InputError naming the file). `documents` are (file name, parsed JSON).
+json merge_chrome_traces(const std::vector<std::pair<std::string, json>>& documents);
+
+// Complete events of one thread that overlap without one holding the other (ranges may nest;
+// they may not cross): one line per pair, "pid P tid T: 'a' [s, e) crosses 'b' [s, e)".
+std::vector<std::string> crossing_events(const json& trace);
+
+}  // namespace sax::profiles
