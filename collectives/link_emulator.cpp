@@ -206,10 +206,6 @@ struct Outbox {
       }
     h.wait();
   }
-  bool pending() {
-    const std::lock_guard<std::mutex> lock(m);
-    return !held.empty();
-  }
   // A held send's inner handle, once posted (waiting for that when `block`); false if not yet.
   bool posted(const std::shared_ptr<Held>& h, bool block) {
     if (!threaded) {

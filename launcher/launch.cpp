@@ -44,12 +44,20 @@ std::string g(double v) {
   std::snprintf(b, sizeof b, "%g", v);
   return b;
 }
-std::string words(const std::vector<std::string>& argv) {
+}  // namespace
+
+std::string shell_line(const std::vector<std::string>& argv) {
   std::string l;
   for (const auto& w : argv) l += (l.empty() ? "" : " ") + shell_quote(w);
   return l;
 }
-}  // namespace
+
+std::vector<char*> c_argv(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  return args;
+}
 
 std::string LaunchPlan::text(bool commands) const {
   std::string t = "# sax launch: " + std::to_string(places.size()) + " ranks, emulation " + to_string(emulation) +
@@ -67,15 +75,15 @@ std::string LaunchPlan::text(bool commands) const {
           " " + building_names[b] + "=" + netns_name(netns.slot, static_cast<int>(b)) + " " + g(netns.boundary_gbps[b]);
     t += "; one-way latency " + g(netns.latency_us) + " us)" + (commands ? ", built by:" : "") + "\n";
     if (commands) {
-      for (const auto& cmd : netns_setup_commands(netns)) t += "#   " + words(cmd) + "\n";
+      for (const auto& cmd : netns_setup_commands(netns)) t += "#   " + shell_line(cmd) + "\n";
       if (netns.latency_us > 0)
         for (int b = 0; b < static_cast<int>(netns.slots_per_building.size()); ++b)
-          t += "#   " + words(netns_delay_command(netns, b)) + " &\n";
+          t += "#   " + shell_line(netns_delay_command(netns, b)) + " &\n";
     }
   }
   std::string line;
   for (const auto& [k, v] : env) line += k + "=" + shell_quote(v) + " ";
-  return t + line + words(argv) + "\n";
+  return t + line + shell_line(argv) + "\n";
 }
 
 NetnsConfig netns_config(const Cluster& c, const std::string& technology, const std::string& linkdelay, int slot) {
@@ -214,9 +222,7 @@ bool InterruptGuard::interrupted() { return g_interrupted != 0; }
 
 int run_plan(const LaunchPlan& plan) {
   for (const auto& [k, v] : plan.env) ::setenv(k.c_str(), v.c_str(), 1);
-  std::vector<char*> args;
-  for (const auto& a : plan.argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  std::vector<char*> args = c_argv(plan.argv);
   const InterruptGuard guard;
   if (InterruptGuard::interrupted()) return 130;
   pid_t pid = 0;

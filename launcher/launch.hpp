@@ -76,7 +76,11 @@ LaunchPlan plan_launch(const Cluster& cluster, const std::string& cluster_file, 
 // SIGINT and SIGTERM received meanwhile are passed on to it (an InterruptGuard is held).
 int run_plan(const LaunchPlan& plan);
 
-// A word as a POSIX shell reads it back (single quotes where needed).
+// A word as a POSIX shell reads it back (single quotes where needed), and a command as one line of
+// such words.
 std::string shell_quote(const std::string& word);
+std::string shell_line(const std::vector<std::string>& argv);
+// argv as exec wants it: pointers into `argv`'s strings, null-terminated (valid while argv lives).
+std::vector<char*> c_argv(const std::vector<std::string>& argv);
 
 }  // namespace sax::launcher

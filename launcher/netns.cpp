@@ -48,26 +48,35 @@ std::string ns_link(int slot, int b) { return netns_prefix(slot) + "n" + std::to
 std::string bridge(int slot) { return netns_prefix(slot) + "br"; }
 std::string address(int slot, int host) { return "10.231." + std::to_string(slot) + "." + std::to_string(host); }
 
-// Runs argv (no shell) and returns its exit code, with its stdout and stderr in `output`.
-int run_capture(const std::vector<std::string>& argv, std::string* output) {
+// Starts argv (no shell) with its stdout — and its stderr when `with_stderr` — on a pipe whose
+// read end `*out` receives; `with_parent` ties the child's life to this process (a helper must
+// not outlive the launcher, however it ends).
+pid_t spawn_piped(const std::vector<std::string>& argv, int* out, bool with_stderr, bool with_parent) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw RunError(std::string("launch: pipe: ") + std::strerror(errno));
   const pid_t pid = ::fork();
   if (pid < 0) throw RunError(std::string("launch: fork: ") + std::strerror(errno));
   if (pid == 0) {
+    if (with_parent) ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
+    if (with_stderr) ::dup2(fds[1], 2);
+    std::vector<char*> args = c_argv(argv);
     ::execvp(args[0], args.data());
     ::_exit(127);
   }
   ::close(fds[1]);
+  *out = fds[0];
+  return pid;
+}
+
+// Runs argv (no shell) and returns its exit code, with its stdout and stderr in `output`.
+int run_capture(const std::vector<std::string>& argv, std::string* output) {
+  int fd = -1;
+  const pid_t pid = spawn_piped(argv, &fd, true, false);
   std::string out;
   char buf[4096];
   for (;;) {
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n > 0) {
       out.append(buf, static_cast<std::size_t>(n));
       continue;
@@ -75,18 +84,12 @@ int run_capture(const std::vector<std::string>& argv, std::string* output) {
     if (n < 0 && errno == EINTR) continue;
     break;
   }
-  ::close(fds[0]);
+  ::close(fd);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (output) *output = out;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string joined(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const auto& a : argv) s += (s.empty() ? "" : " ") + shell_quote(a);
-  return s;
 }
 
 std::string first_line(std::string s) {
@@ -280,7 +283,7 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
       if (InterruptGuard::interrupted()) throw RunError("launch: interrupted while building the testbed");
       std::string out;
       if (run_capture(cmd, &out) != 0) {
-        const std::string msg = "--emulate netns: '" + joined(cmd) + "' failed: " + first_line(out);
+        const std::string msg = "--emulate netns: '" + shell_line(cmd) + "' failed: " + first_line(out);
         // The first namespace failing means the host does not permit them (a container without
         // CAP_SYS_ADMIN): a usage matter, not a failed run.
         if (cmd.size() > 2 && cmd[1] == "netns" && cmd[2] == "add") throw UsageError(msg);
@@ -294,30 +297,17 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
     if (config_.latency_us > 0)
       for (int b = 0; b < static_cast<int>(config_.slots_per_building.size()); ++b) {
         const std::vector<std::string> cmd = netns_delay_command(config_, b);
-        int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) throw RunError(std::string("launch: pipe: ") + std::strerror(errno));
-        const pid_t pid = ::fork();
-        if (pid < 0) throw RunError(std::string("launch: fork: ") + std::strerror(errno));
-        if (pid == 0) {
-          // The helper dies with the launcher, however the launcher ends.
-          ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-          ::dup2(fds[1], 1);
-          std::vector<char*> args;
-          for (const auto& a : cmd) args.push_back(const_cast<char*>(a.c_str()));
-          args.push_back(nullptr);
-          ::execvp(args[0], args.data());
-          ::_exit(127);
-        }
-        ::close(fds[1]);
+        int fd = -1;
+        const pid_t pid = spawn_piped(cmd, &fd, false, true);
         helpers_.push_back(pid);
-        pollfd pfd{fds[0], POLLIN, 0};
+        pollfd pfd{fd, POLLIN, 0};
         char buf[64] = {};
         ssize_t n = 0;
-        if (::poll(&pfd, 1, 5000) > 0) n = ::read(fds[0], buf, sizeof buf - 1);
-        ::close(fds[0]);
+        if (::poll(&pfd, 1, 5000) > 0) n = ::read(fd, buf, sizeof buf - 1);
+        ::close(fd);
         if (n <= 0 || std::string(buf).rfind("ready", 0) != 0)
           throw RunError("--emulate netns: the delay helper of " + netns_name(config_.slot, b) + " did not start ('" +
-                         joined(cmd) + "')");
+                         shell_line(cmd) + "')");
       }
   } catch (...) {
     for (int pid : helpers_) kill_and_reap(pid);
