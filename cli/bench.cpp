@@ -60,6 +60,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--timeout", args->timeout_s, "Seconds without progress before all ranks exit 1")
       ->capture_default_str();
   cmd->add_option("--json", args->json_file, "Write the results as JSON (rank 0; atomically)");
+  cmd->add_option("--trace", args->trace_dir,
+                  "Record each rank's timed batches and iterations: DIR/rank-N.json (Chrome trace; sax trace merge)");
   cmd->allow_extras();
   cmd->callback([args, cmd] {
     harness::Job job;
@@ -96,6 +98,7 @@ void add_bench(CLI::App& app) {
                    "Router logits favour low-numbered experts by this much (0 uniform): real load imbalance")
       ->capture_default_str();
   kern->add_option("--json", kargs->json_file, "Write the results as JSON");
+  kern->add_option("--trace", kargs->trace_dir, "Record each timed iteration: DIR/rank-0.json (Chrome trace)");
   kern->allow_extras();
   kern->callback([kargs, kern] { harness::bench_kernels(*kargs, kern->remaining(), result_writer()); });
 #endif

@@ -1,5 +1,5 @@
 // `sax run --cluster C --model M --layout L [--steps N] [--warmup W] [--backend cpu|cuda]
-// [--router-skew S] [--json FILE] [--timeout S]` under mpirun: parses the command line, gives the
+// [--router-skew S] [--json FILE] [--trace DIR] [--timeout S]` under mpirun: parses the command line, gives the
 // harness the explorer's memory check (the harness does not link the explorer) and runs.
 #include "harness/run.hpp"
 
@@ -51,6 +51,9 @@ void add_run(CLI::App& app) {
   cmd->add_option("--timeout", a->timeout_s, "Seconds without progress before every rank exits 1")
       ->capture_default_str();
   cmd->add_option("--json", a->json_file, "Write the results as JSON (rank 0; atomically)");
+  cmd->add_option("--trace", a->trace_dir,
+                  "Record the measured steps' timeline: DIR/rank-N.json per rank (Chrome trace; sax trace merge, sax "
+                  "trace summary)");
   cmd->allow_extras();
   a->check_memory = check_memory;
   cmd->callback([a, cmd] {

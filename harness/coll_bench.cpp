@@ -1,11 +1,15 @@
 #include "harness/coll_bench.hpp"
 
+#include <filesystem>
 #include <iostream>
+#include <memory>
 #include <optional>
 
 #include "harness/coll_engine.hpp"
 #include "harness/coll_report.hpp"
 #include "harness/fault_injection.hpp"
+#include "harness/sizes.hpp"
+#include "harness/tracer.hpp"
 #include "harness/watchdog.hpp"
 
 namespace sax::harness {
@@ -23,6 +27,14 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
     check_emulation(plan->cluster ? &*plan->cluster : nullptr);  // software emulation needs the cluster
     // Rank 0 writes the JSON: find an unwritable path now, not after the sweep.
     if (job.rank() == 0 && !plan->config.json_file.empty()) writer.check(plan->config.json_file);
+    if (!plan->config.trace_dir.empty()) {  // every rank writes its own file
+      std::error_code ec;
+      std::filesystem::create_directories(plan->config.trace_dir, ec);
+      if (ec || !std::filesystem::is_directory(plan->config.trace_dir))
+        throw UsageError("bench coll: --trace: cannot make directory '" + plan->config.trace_dir +
+                         "': " + ec.message());
+      writer.check(trace_file(plan->config.trace_dir, job.rank()));
+    }
   });
 
   // 2. Run. A failure here may be one rank's alone: it says so and brings the job down.
@@ -35,12 +47,34 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
     coll::GroupCommunicator group = factory->make(plan->groups);
     if (job.rank() == 0) std::cout << coll_header(*plan, env) << std::flush;
     std::optional<CollOp> shown;
-    results = run_coll_sweep(*plan, *group.comm, *device, job, &watchdog, [&](const CollResult& r) {
-      if (job.rank() != 0) return;
-      if (shown != r.op) std::cout << coll_op_header(r.op);
-      shown = r.op;
-      std::cout << coll_row(r) << std::flush;
-    });
+    std::unique_ptr<StepTracer> tracer;
+    ClockOffset clock;
+    if (!plan->config.trace_dir.empty()) {
+      clock = job.clock_offset();
+      // The batch and each sample, per size and placement.
+      const CollBenchConfig& c = plan->config;
+      const std::size_t sizes = sweep_sizes(c.min_bytes, c.max_bytes, c.step_factor).size();
+      const auto samples = static_cast<std::size_t>(c.graph_launches > 0 ? c.graph_launches : c.iters);
+      tracer = std::make_unique<StepTracer>(job.rank(), c.ops.size() * sizes * 2 * (samples + 1) + 16);
+    }
+    results = run_coll_sweep(
+        *plan, *group.comm, *device, job, &watchdog,
+        [&](const CollResult& r) {
+          if (job.rank() != 0) return;
+          if (shown != r.op) std::cout << coll_op_header(r.op);
+          shown = r.op;
+          std::cout << coll_row(r) << std::flush;
+        },
+        tracer.get());
+    if (tracer) {
+      const std::string name = "rank " + std::to_string(job.rank()) + " (group " + plan->config.group + " " +
+                               std::to_string(plan->groups.group_of(job.rank())) + ")";
+      writer.write(trace_file(plan->config.trace_dir, job.rank()), tracer->chrome_trace(name, -1, -1, clock));
+      const double residual = job.aggregate(static_cast<double>(clock.residual_ns), RankAggregate::max);
+      if (job.rank() == 0)
+        std::cout << "# trace: " << plan->config.trace_dir << "/rank-*.json; clocks aligned to rank 0 within "
+                  << residual * 1e-3 << " us\n";
+    }
     group.comm.reset();
     if (job.rank() == 0 && !plan->config.json_file.empty())
       writer.write(plan->config.json_file, coll_results_json(plan->config, env, results));

@@ -1,11 +1,13 @@
 #include "harness/coll_engine.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
 #include "collectives/bf16.hpp"
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
+#include "profiles/host_recorder.hpp"
 
 namespace sax::harness {
 
@@ -82,6 +84,7 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
     std::vector<std::unique_ptr<kernels::Event>> events;
     for (int k = 0; k <= samples; ++k) events.push_back(device.make_event(true));
     // The timed loop: the operation and one event per iteration, nothing else.
+    const std::int64_t began = profiles::now_ns();
     events[0]->record(stream);
     if (graph) {
       for (int k = 0; k < samples; ++k) graph->launch(stream), events[k + 1]->record(stream);
@@ -98,6 +101,19 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
     events[samples]->synchronize();
     for (int k = 0; k < samples; ++k) m.times_us[k] = events[k + 1]->elapsed_us(*events[k]) / per_sample;
     mine = events[samples]->elapsed_us(*events[0]) / (samples * per_sample);
+    if (t.tracer) {
+      // The batch as the host saw it, and each sample inside it as the events timed it, laid end
+      // to end from its start (on the CPU backend the events are the host clock: these are the
+      // iterations' own times; on CUDA the device's, which CUPTI places itself).
+      const std::int64_t ended = profiles::now_ns();
+      t.tracer->span(profiles::Category::range, t.trace_name, began, ended);
+      std::int64_t at = began;
+      for (int k = 0; k < samples; ++k) {
+        const auto ns = static_cast<std::int64_t>(m.times_us[static_cast<std::size_t>(k)] * per_sample * 1e3);
+        t.tracer->span(profiles::Category::communication, t.trace_name, at, std::min(at + ns, ended));
+        at = std::min(at + ns, ended);
+      }
+    }
   }
   // The waiting groups sleep here while the others run; then all aggregate the ranks that ran.
   if (t.quiet) job.quiet_barrier();
@@ -148,7 +164,7 @@ std::int64_t check_once(const CollOpEntry& entry, coll::Communicator& comm, kern
 
 std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communicator& comm, kernels::Device& device,
                                        Job& job, Watchdog* watchdog,
-                                       const std::function<void(const CollResult&)>& on_result) {
+                                       const std::function<void(const CollResult&)>& on_result, StepTracer* tracer) {
   const CollBenchConfig& c = plan.config;
   const int n = comm.size(), me = comm.rank();
   const std::size_t e = static_cast<std::size_t>(dtype_bytes(c.dtype));
@@ -157,6 +173,7 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
   const FaultInjection& faults = FaultInjection::get();
   Timing timing = Timing::of(c);
   timing.active = c.groups_at_once == 0 || plan.groups.group_of(job.rank()) < c.groups_at_once;
+  timing.tracer = tracer;
   std::vector<CollResult> results;
   bool first = true;
   for (CollOp op : c.ops) {
@@ -173,6 +190,10 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
         char* base = static_cast<char*>(recv->data());
         void* s = one ? base + entry.in_place_send_offset(count, n, me) * e : send->data();
         void* r = one ? base + entry.in_place_recv_offset(count, n, me) * e : recv->data();
+        if (tracer)
+          timing.trace_name =
+              profiles::process_names().intern(std::string(to_string(op)) + " " + format_bytes(bytes) + " B" +
+                                               (in_place && !entry.one_buffer ? " in place" : ""));
         Measurement m = time_op(entry, comm, job, device, s, r, count, c.dtype, timing, faults);
         CollResult res;
         res.op = op;

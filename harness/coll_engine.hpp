@@ -30,6 +30,7 @@
 #include "harness/coll_table.hpp"
 #include "harness/fault_injection.hpp"
 #include "harness/job.hpp"
+#include "harness/tracer.hpp"
 #include "harness/watchdog.hpp"
 #include "kernels/device.hpp"
 
@@ -58,6 +59,9 @@ struct Timing {
   // --groups-at-once: whether this rank's group runs the op (false: it waits without polling and
   // is left out of the aggregate); `quiet` when some groups wait (every rank meets quietly).
   bool active = true, quiet = false;
+  // --trace: the timed batch and each iteration on this rank's timeline, named `trace_name`.
+  StepTracer* tracer = nullptr;
+  const char* trace_name = "";
   static Timing of(const CollBenchConfig& c) {
     return {c.iters, c.warmup, c.average, c.blocking, c.graph_launches, true, c.groups_at_once > 0};
   }
@@ -79,6 +83,7 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
 // each size (rank 0 prints). Buffers are allocated once on `device` at the largest size.
 std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communicator& comm, kernels::Device& device,
                                        Job& job, Watchdog* watchdog,
-                                       const std::function<void(const CollResult&)>& on_result);
+                                       const std::function<void(const CollResult&)>& on_result,
+                                       StepTracer* tracer = nullptr);
 
 }  // namespace sax::harness

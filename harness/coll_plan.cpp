@@ -41,9 +41,9 @@ std::string bench_op_names() {
 
 std::string CollBenchArgs::text() const {
   std::string t;
-  for (const std::string* s :
-       {&op, &min_bytes, &max_bytes, &step_factor, &iters, &warmup, &dtype, &average, &blocking, &inplace,
-        &graph_launches, &group, &groups_at_once, &cluster_file, &layout_file, &backend, &timeout_s, &json_file})
+  for (const std::string* s : {&op, &min_bytes, &max_bytes, &step_factor, &iters, &warmup, &dtype, &average, &blocking,
+                               &inplace, &graph_launches, &group, &groups_at_once, &cluster_file, &layout_file,
+                               &backend, &timeout_s, &json_file, &trace_dir})
     t += *s + '\x1f';
   return t + blocking + (check ? "check" : "nocheck");
 }
@@ -69,7 +69,8 @@ json CollBenchConfig::to_json() const {
           {"layout", layout_file},
           {"backend", to_string(backend)},
           {"timeout_s", timeout_s},
-          {"json", json_file}};
+          {"json", json_file},
+          {"trace", trace_dir}};
 }
 
 const char* timing_mode(Backend backend, bool blocking, int graph_launches) {
@@ -144,6 +145,7 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
   c.cluster_file = a.cluster_file;
   c.layout_file = a.layout_file;
   c.json_file = a.json_file;
+  c.trace_dir = a.trace_dir;
 
   coll::GroupSource src;
   if (!a.cluster_file.empty()) {

@@ -35,6 +35,7 @@ struct CollBenchArgs {
   std::string backend;               // "" = cuda where a device is present, cpu otherwise
   std::string timeout_s = "300";
   std::string json_file;
+  std::string trace_dir;  // "" = no timeline
   // The whole command line, for the ranks to compare.
   std::string text() const;
 };
@@ -59,6 +60,7 @@ struct CollBenchConfig {
   Backend backend = Backend::cpu;
   double timeout_s = 300;
   std::string json_file;
+  std::string trace_dir;  // each rank's timed iterations to DIR/rank-N.json ("" = none)
   json to_json() const;
 };
 

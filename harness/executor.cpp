@@ -7,6 +7,11 @@
 #include <tuple>
 #include <utility>
 
+#include "harness/stats.hpp"
+#include "harness/tracer.hpp"
+#include "profiles/cupti/cupti_source.hpp"
+#include "profiles/host_recorder.hpp"
+#include "profiles/nvtx.hpp"
 #include "spec/error.hpp"
 
 namespace sax::harness {
@@ -17,8 +22,8 @@ using workload::Phase;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using profiles::Category;
+using profiles::now_ns;
 
 int dim_index(Dim d) { return static_cast<int>(d); }
 
@@ -42,15 +47,62 @@ std::size_t elements(double bytes, std::size_t e, const Op& o) {
 
 }  // namespace
 
+// While tracing, the device work an op launches carries the op's id as CUPTI's external
+// correlation id, and so does the op's span on the executor's thread.
+struct StepExecutor::Correlate {
+  Correlate(StepExecutor& x, int step, std::size_t i) : x_(x) {
+    if (!x_.tracer_) return;
+    x_.op_id_ = (static_cast<std::uint64_t>(step) + 1) << 32 | (i + 1);
+    profiles::push_external_id(x_.op_id_);
+  }
+  ~Correlate() {
+    if (!x_.tracer_ || x_.op_id_ == 0) return;
+    profiles::pop_external_id();
+    x_.op_id_ = 0;
+  }
+  Correlate(const Correlate&) = delete;
+  Correlate& operator=(const Correlate&) = delete;
+  StepExecutor& x_;
+};
+
 struct StepExecutor::Pending {
   coll::Handle handle;
   int dim = 0;
+  const char* name = "";    // the message's trace name
+  std::int64_t issued = 0;  // ns
+  double bytes = 0;
 };
 
 double StepRecord::timed_s() const {
   double t = compute_s() + optimizer_s + idle_s;
   for (double c : comm_s) t += c;
   return t;
+}
+
+json breakdown_json(const StepRecord& r, double job_step_s) {
+  json b = {{"forward", r.forward_s},   {"backward", r.backward_s},   {"recompute", r.recompute_s},
+            {"compute", r.compute_s()}, {"optimizer", r.optimizer_s}, {"idle", r.idle_s + (job_step_s - r.time_s)},
+            {"other", r.other_s()}};
+  for (Dim d : kDims) b[std::string(dim_name(d)) + "_comm"] = r.comm_s[static_cast<std::size_t>(d)];
+  return b;
+}
+
+std::size_t nearest_median(const std::vector<double>& step_s) {
+  if (step_s.empty()) return 0;
+  const double med = median(step_s);
+  std::size_t at = 0;
+  for (std::size_t s = 0; s < step_s.size(); ++s)
+    if (std::abs(step_s[s] - med) < std::abs(step_s[at] - med)) at = s;
+  return at;
+}
+
+void StepExecutor::span(double& into, Category c, const char* name, std::int64_t t0, std::int64_t t1, double bytes) {
+  into += static_cast<double>(t1 - t0) * 1e-9;
+  if (tracer_) tracer_->span(c, name, t0, t1, static_cast<std::uint64_t>(bytes), op_id_);
+}
+
+void StepExecutor::done(const Pending& p, std::int64_t t1) {
+  if (tracer_) tracer_->lifetime(static_cast<Dim>(p.dim), p.name, p.issued, t1, static_cast<std::uint64_t>(p.bytes));
 }
 
 std::vector<GroupKind> StepExecutor::message_kinds(const workload::Workload& w) {
@@ -68,6 +120,8 @@ StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Lay
                            const OpRunnerOptions& options, Watchdog* watchdog)
     : w_(std::move(w)), device_(&device), watchdog_(watchdog) {
   act_dtype_ = model.dtype;
+  idle_drain_ = profiles::process_names().intern("waiting for sends to complete");
+  step_name_ = profiles::process_names().intern("step");
   for (GroupKind k : kinds) {
     const coll::GroupSet set = coll::resolve_group(to_string(k), cluster.world_size(), source);
     comms_[k] = factory.make(set);
@@ -82,6 +136,8 @@ StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Lay
     const Op& o = w_.ops[i];
     what_.push_back(std::string(workload::to_string(o.phase)) + " " + o.name +
                     (o.microbatch >= 0 ? " (micro-batch " + std::to_string(o.microbatch) + ")" : ""));
+    name_.push_back(profiles::process_names().intern(
+        o.kind == OpKind::message ? std::string(dim_name(o.dim)) + "." + to_string(o.op) : what_.back()));
     if (o.kind == OpKind::message) {
       const int d = dim_index(o.dim);
       max_bytes_[static_cast<std::size_t>(d)] = std::max(max_bytes_[static_cast<std::size_t>(d)], o.bytes);
@@ -183,11 +239,13 @@ void StepExecutor::progress(StepRecord* rec) {
     std::size_t kept = 0;
     for (std::size_t i = 0; i < list->size(); ++i) {
       Pending& p = (*list)[i];
-      const auto t0 = Clock::now();
-      const bool done = p.handle.test();
-      if (rec) rec->comm_s[static_cast<std::size_t>(p.dim)] += since(t0);
-      if (!done && kept != i) (*list)[kept] = std::move(p);
-      if (!done) ++kept;
+      const std::int64_t t0 = now_ns();
+      const bool complete = p.handle.test();
+      const std::int64_t t1 = now_ns();
+      if (rec) span(rec->comm_s[static_cast<std::size_t>(p.dim)], Category::communication, p.name, t0, t1);
+      if (complete) done(p, t1);
+      if (!complete && kept != i) (*list)[kept] = std::move(p);
+      if (!complete) ++kept;
     }
     list->resize(kept);
   }
@@ -195,14 +253,18 @@ void StepExecutor::progress(StepRecord* rec) {
 
 void StepExecutor::wait_pending(StepRecord& rec) {
   for (auto& p : pending_) {
-    const auto t0 = Clock::now();
+    const std::int64_t t0 = now_ns();
     p.handle.wait();
-    rec.comm_s[static_cast<std::size_t>(p.dim)] += since(t0);
+    const std::int64_t t1 = now_ns();
+    span(rec.comm_s[static_cast<std::size_t>(p.dim)], Category::communication, p.name, t0, t1);
+    done(p, t1);
   }
   pending_.clear();
 }
 
-void StepExecutor::message(const Op& o, StepRecord& rec) {
+void StepExecutor::message(std::size_t i, StepRecord& rec) {
+  const Op& o = w_.ops[i];
+  const char* name = name_[i];
   coll::GroupCommunicator& g = comms_.at(o.group);
   coll::Communicator& c = *g.comm;
   const int d = dim_index(o.dim);
@@ -213,7 +275,7 @@ void StepExecutor::message(const Op& o, StepRecord& rec) {
   void* recv = recv_buf_[di]->data();
   const auto n = static_cast<std::size_t>(c.size());
   const coll::Mode mode = o.overlappable ? coll::Mode::async : coll::Mode::blocking;
-  const auto t0 = Clock::now();
+  const std::int64_t t0 = now_ns();
   coll::Handle h;
   double sent = 0;
   switch (o.op) {
@@ -264,9 +326,11 @@ void StepExecutor::message(const Op& o, StepRecord& rec) {
         throw RunError("message " + o.name + ": peer " + std::to_string(o.peer) + " not in group");
       // Asynchronous: two stages that send to each other at the same point cannot deadlock; the
       // buffer is never written, so later sends may share it.
-      sends_.push_back({c.send(send, count, dt, static_cast<int>(it - g.members.begin()), coll::Mode::async), d});
-      rec.comm_s[di] += since(t0);
-      rec.sent_bytes[di] += static_cast<double>(count * e);
+      const auto bytes = static_cast<double>(count * e);
+      sends_.push_back(
+          {c.send(send, count, dt, static_cast<int>(it - g.members.begin()), coll::Mode::async), d, name, t0, bytes});
+      span(rec.comm_s[di], Category::communication, name, t0, now_ns(), bytes);
+      rec.sent_bytes[di] += bytes;
       return;
     }
     case CollOp::recv: {
@@ -280,27 +344,33 @@ void StepExecutor::message(const Op& o, StepRecord& rec) {
         progress(nullptr);
         std::this_thread::yield();
       }
-      const auto t1 = Clock::now();
-      rec.idle_s += std::chrono::duration<double>(t1 - t0).count();
+      const std::int64_t t1 = now_ns();
+      span(rec.idle_s, Category::idle, name, t0, t1);
       c.recv(recv, count, dt, peer, coll::Mode::blocking);
-      rec.comm_s[di] += since(t1);
+      const std::int64_t t2 = now_ns();
+      const auto bytes = static_cast<double>(count * e);
+      span(rec.comm_s[di], Category::communication, name, t1, t2, bytes);
+      done(Pending{{}, d, name, t1, bytes}, t2);
       return;  // a receive sends nothing
     }
     default:
       throw RunError("message " + o.name + ": operation " + to_string(o.op) + " is not in a training step");
   }
   rec.sent_bytes[di] += sent;
+  const std::int64_t t1 = now_ns();
+  span(rec.comm_s[di], Category::communication, name, t0, t1, sent);
   if (mode == coll::Mode::async)
-    pending_.push_back({std::move(h), d});
+    pending_.push_back({std::move(h), d, name, t0, sent});
   else
-    rec.comm_s[di] += since(t0);
+    done(Pending{{}, d, name, t0, sent}, t1);
 }
 
 StepRecord StepExecutor::run_step(int step) {
   StepRecord rec;
   const bool cuda = device_->backend() == Backend::cuda;
   const Stream stream = device_->compute_stream();
-  const auto start = Clock::now();
+  const profiles::nvtx::Range step_range(step_name_);
+  const std::int64_t start = now_ns();
   bool optimizer_started = false;
   for (std::size_t i = 0; i < w_.ops.size(); ++i) {
     const Op& o = w_.ops[i];
@@ -311,35 +381,35 @@ StepRecord StepExecutor::run_step(int step) {
       wait_pending(rec);
     }
     if (o.kind == OpKind::message) {
-      message(o, rec);
+      const profiles::nvtx::Range range(name_[i]);
+      const Correlate correlate(*this, step, i);
+      message(i, rec);
       continue;
     }
     progress(&rec);
-    const auto t0 = Clock::now();
+    const profiles::nvtx::Range range(name_[i]);
+    const Correlate correlate(*this, step, i);
+    const std::int64_t t0 = now_ns();
     runners_[static_cast<std::size_t>(runner_of_[i])]->run();
     if (cuda) device_->synchronize(stream);
-    const double dt = since(t0);
-    switch (o.phase) {
-      case Phase::forward:
-        rec.forward_s += dt;
-        break;
-      case Phase::recompute:
-        rec.recompute_s += dt;
-        break;
-      case Phase::optimizer:
-        rec.optimizer_s += dt;
-        break;
-      default:
-        rec.backward_s += dt;
-        break;
-    }
+    const std::int64_t t1 = now_ns();
+    double& into = o.phase == Phase::forward     ? rec.forward_s
+                   : o.phase == Phase::recompute ? rec.recompute_s
+                   : o.phase == Phase::optimizer ? rec.optimizer_s
+                                                 : rec.backward_s;
+    span(into, Category::compute, name_[i], t0, t1);
   }
   wait_pending(rec);  // what the optimizer did not wait for (the parameter all-gathers after it)
-  const auto t0 = Clock::now();
-  for (auto& p : sends_) p.handle.wait();
+  const std::int64_t t0 = now_ns();
+  for (auto& p : sends_) {
+    p.handle.wait();
+    done(p, now_ns());
+  }
   sends_.clear();
-  rec.idle_s += since(t0);
-  rec.time_s = since(start);
+  const std::int64_t end = now_ns();
+  span(rec.idle_s, Category::idle, idle_drain_, t0, end);
+  rec.time_s = static_cast<double>(end - start) * 1e-9;
+  if (tracer_) tracer_->span(Category::step, step_name_, start, end);
   return rec;
 }
 

@@ -30,6 +30,8 @@
 #include "harness/watchdog.hpp"
 #include "kernels/device.hpp"
 #include "kernels/ops.hpp"
+#include "profiles/event.hpp"
+#include "spec/fields.hpp"
 #include "workload/workload.hpp"
 
 namespace sax::harness {
@@ -46,6 +48,15 @@ struct StepRecord {
   double timed_s() const;
   double other_s() const { return time_s - timed_s(); }
 };
+
+// The breakdown of one rank's step, in `sax predict`'s categories and finer: compute by phase,
+// exposed communication per dimension (`<dim>_comm`), idle (the bubble, and waiting for the
+// slowest rank: `job_step_s` is the job's step, the slowest rank's), and what no op accounts for.
+json breakdown_json(const StepRecord& r, double job_step_s);
+// The step whose time is nearest the median: the one whose breakdown a run reports.
+std::size_t nearest_median(const std::vector<double>& step_s);
+
+class StepTracer;
 
 class StepExecutor {
  public:
@@ -66,23 +77,34 @@ class StepExecutor {
   void allocate();
   StepRecord run_step(int step);
   const workload::Workload& workload() const { return w_; }
+  // Records every timed span of the following steps on `tracer` (null: stops recording).
+  void trace(StepTracer* tracer) { tracer_ = tracer; }
 
   // The group kinds this workload sends messages on.
   static std::vector<GroupKind> message_kinds(const workload::Workload& w);
 
  private:
   struct Pending;
+  struct Correlate;
   void progress(StepRecord* rec);
   void wait_pending(StepRecord& rec);
-  void message(const workload::Op& op, StepRecord& rec);
+  void message(std::size_t i, StepRecord& rec);
+  // Adds t1 − t0 to `into` and, when tracing, records the span on the executor's thread.
+  void span(double& into, profiles::Category c, const char* name, std::int64_t t0, std::int64_t t1, double bytes = 0);
+  void done(const Pending& p, std::int64_t t1);  // a message's lifetime, when tracing
 
   workload::Workload w_;
   kernels::Device* device_;
   Watchdog* watchdog_;
   std::map<GroupKind, coll::GroupCommunicator> comms_;
-  std::vector<std::unique_ptr<OpRunner>> runners_;                       // by distinct compute op
-  std::vector<int> runner_of_;                                           // op index → runner (−1 for messages)
-  std::vector<std::string> what_;                                        // op index → the watchdog's description
+  std::vector<std::unique_ptr<OpRunner>> runners_;  // by distinct compute op
+  std::vector<int> runner_of_;                      // op index → runner (−1 for messages)
+  std::vector<std::string> what_;                   // op index → the watchdog's description
+  std::vector<const char*> name_;  // op index → its trace name (what_ for compute, "<dim>.<op>" for messages)
+  StepTracer* tracer_ = nullptr;
+  std::uint64_t op_id_ = 0;  // the op being run, while tracing: its spans' external id
+  const char* idle_drain_ = nullptr;
+  const char* step_name_ = nullptr;
   std::array<std::unique_ptr<kernels::Buffer>, 5> send_buf_, recv_buf_;  // per Dim
   std::array<double, 5> max_bytes_{};
   DType act_dtype_ = DType::bf16;

@@ -11,6 +11,7 @@
 #include <limits>
 #include <thread>
 
+#include "profiles/host_recorder.hpp"
 #include "spec/checks/mpi.hpp"
 
 namespace sax::harness {
@@ -166,6 +167,40 @@ void Job::quiet_barrier() {
     if (done) return;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+ClockOffset Job::clock_offset(int rounds) {
+  constexpr int kTag = 0x5a7c;  // apart from every tag the communicators use
+  ClockOffset mine;
+  for (int r = 1; r < size_; ++r) {
+    if (rank_ == 0) {
+      std::int64_t best_rtt = std::numeric_limits<std::int64_t>::max(), best_offset = 0;
+      for (int i = 0; i < rounds; ++i) {
+        const std::int64_t t0 = profiles::now_ns();
+        std::int64_t remote = 0;
+        SAX_MPI_CHECK(MPI_Send(&t0, 1, MPI_INT64_T, r, kTag, MPI_COMM_WORLD));
+        SAX_MPI_CHECK(MPI_Recv(&remote, 1, MPI_INT64_T, r, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        const std::int64_t t1 = profiles::now_ns();
+        if (t1 - t0 < best_rtt) {
+          best_rtt = t1 - t0;
+          best_offset = remote - (t0 + (t1 - t0) / 2);  // the remote read its clock mid-way, at best
+        }
+      }
+      const std::int64_t result[2] = {best_offset, best_rtt / 2};
+      SAX_MPI_CHECK(MPI_Send(result, 2, MPI_INT64_T, r, kTag, MPI_COMM_WORLD));
+    } else if (rank_ == r) {
+      for (int i = 0; i < rounds; ++i) {
+        std::int64_t t = 0;
+        SAX_MPI_CHECK(MPI_Recv(&t, 1, MPI_INT64_T, 0, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        t = profiles::now_ns();
+        SAX_MPI_CHECK(MPI_Send(&t, 1, MPI_INT64_T, 0, kTag, MPI_COMM_WORLD));
+      }
+      std::int64_t result[2] = {0, 0};
+      SAX_MPI_CHECK(MPI_Recv(result, 2, MPI_INT64_T, 0, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+      mine = {result[0], result[1]};
+    }
+  }
+  return mine;
 }
 
 std::vector<std::string> Job::all_gather(const std::string& value) {

@@ -36,6 +36,13 @@ const char* to_string(RankAggregate how);  // "rank0" | "mean" | "min" | "max"
 // "0".."3" or a name; nullopt for anything else.
 std::optional<RankAggregate> parse_rank_aggregate(const std::string& text);
 
+// Where a rank's clock (profiles::now_ns) stands against rank 0's: rank 0's time = this rank's −
+// offset_ns, within ± residual_ns (half the best round trip of the estimate).
+struct ClockOffset {
+  std::int64_t offset_ns = 0;
+  std::int64_t residual_ns = 0;
+};
+
 class Job {
  public:
   // Starts MPI with MPI_THREAD_MULTIPLE (the watchdog aborts from its own thread) unless it is
@@ -78,6 +85,9 @@ class Job {
   // A barrier that waits by sleeping (100 µs between tests) instead of polling: ranks with nothing
   // to do leave the cores to the ranks being measured.
   void quiet_barrier();
+  // This rank's clock against rank 0's, estimated by `rounds` ping-pongs between rank 0 and each
+  // rank in turn (the round with the shortest round trip wins). Collective.
+  ClockOffset clock_offset(int rounds = 16);
   // Every rank's `value` (any length), in rank order (host names; each rank's results).
   std::vector<std::string> all_gather(const std::string& value);
 

@@ -4,14 +4,17 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 
 #include "harness/op_runner.hpp"
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
+#include "harness/tracer.hpp"
 #include "kernels/cpu/ops.hpp"
 #include "sax_version.hpp"
 #include "spec/error.hpp"
@@ -140,6 +143,13 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     }
   }
   if (!a.json_file.empty()) writer.check(a.json_file);
+  if (!a.trace_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(a.trace_dir, ec);
+    if (ec || !std::filesystem::is_directory(a.trace_dir))
+      throw UsageError("bench kernels: --trace: cannot make directory '" + a.trace_dir + "': " + ec.message());
+    writer.check(trace_file(a.trace_dir, 0));
+  }
   const bool threads_set = kernels::cpu::set_blas_threads(threads);
   // The device's peak, from the cluster file: the CPU backend computes in float32, the CUDA
   // backend in bf16.
@@ -162,6 +172,9 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
   std::printf("#%-20s %-15s %-22s %10s %19s %9s %8s %7s %s\n", "op", "phase", "shape", "ms", "(min-max)", "TFLOP/s",
               "GB/s", "%peak", "bound");
   std::vector<Row> rows;
+  std::unique_ptr<StepTracer> tracer;
+  if (!a.trace_dir.empty())
+    tracer = std::make_unique<StepTracer>(0, runners.size() * static_cast<std::size_t>(iters) + 16);
   const auto start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < runners.size(); ++i) {
     OpRunner& r = runners[i];
@@ -172,11 +185,16 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     auto t0 = device->make_event(true), t1 = device->make_event(true);
     std::vector<double> ms;
     kernels::Traffic t;
+    const char* name = tracer ? profiles::process_names().intern(r.op().name + " " + workload::to_string(r.op().phase) +
+                                                                 " " + shape_text(r.op()))
+                              : "";
     for (int it = 0; it < iters; ++it) {
+      const std::int64_t h0 = tracer ? profiles::now_ns() : 0;
       t0->record(stream);
       t = r.run();
       t1->record(stream);
       t1->synchronize();
+      if (tracer) tracer->span(profiles::Category::compute, name, h0, profiles::now_ns());
       ms.push_back(t1->elapsed_us(*t0) / 1e3);
     }
     Row row;
@@ -208,6 +226,10 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     if (sweep && elapsed > 3 && i + 1 < runners.size())
       std::fprintf(stderr, "[%zu/%zu] %.0f s elapsed, about %.0f s left\n", i + 1, runners.size(), elapsed,
                    elapsed / static_cast<double>(i + 1) * static_cast<double>(runners.size() - i - 1));
+  }
+  if (tracer) {
+    writer.write(trace_file(a.trace_dir, 0), tracer->chrome_trace("bench kernels", -1, -1, ClockOffset{}));
+    std::printf("# trace: %s (%zu events)\n", trace_file(a.trace_dir, 0).c_str(), tracer->recorder().size());
   }
   if (a.json_file.empty()) return;
   json out = {{"version", 1},

@@ -21,6 +21,7 @@ struct KernelBenchArgs {
   std::string iters = "10", warmup = "2", threads = "1";
   std::string backend = "cpu", router_skew = "0";
   std::string json_file;
+  std::string trace_dir;  // each timed iteration to DIR/rank-0.json ("" = none)
 };
 
 // Bad input (exit 2): unknown op or phase, sizes that are not positive integers or overflow, a

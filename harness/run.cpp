@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -13,8 +14,11 @@
 #include "harness/fault_injection.hpp"
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
+#include "harness/tracer.hpp"
 #include "harness/watchdog.hpp"
 #include "kernels/ops.hpp"
+#include "profiles/activity.hpp"
+#include "profiles/cupti/cupti_source.hpp"
 #include "sax_version.hpp"
 #include "spec/groups.hpp"
 
@@ -28,29 +32,28 @@ double peak_rss_gib() {
   return static_cast<double>(u.ru_maxrss) * 1024.0 / (1u << 30);  // ru_maxrss is in KiB on Linux
 }
 
-// The breakdown of one rank's step, in `sax predict`'s categories and finer: compute by phase,
-// exposed communication per dimension, idle (the bubble, waiting for the slowest rank at the
-// end), and what no op accounts for.
-json breakdown_json(const StepRecord& r, double step_s) {
-  json b = {{"forward", r.forward_s},   {"backward", r.backward_s},   {"recompute", r.recompute_s},
-            {"compute", r.compute_s()}, {"optimizer", r.optimizer_s}, {"idle", r.idle_s + (step_s - r.time_s)},
-            {"other", r.other_s()}};
-  for (Dim d : kDims) b[std::string(dim_name(d)) + "_comm"] = r.comm_s[static_cast<std::size_t>(d)];
-  return b;
-}
-
 json bytes_json(const StepRecord& r) {
   json b = json::object();
   for (Dim d : kDims) b[dim_name(d)] = r.sent_bytes[static_cast<std::size_t>(d)];
   return b;
 }
 
+// Events a measured step can record: each op once, each test of an outstanding collective before
+// a compute op, each message's lifetime, the step; capped (the rest is counted as dropped).
+std::size_t trace_capacity(const workload::Workload& w, int steps) {
+  std::size_t overlappable = 0;
+  for (const auto& o : w.ops) overlappable += o.kind == workload::OpKind::message && o.overlappable ? 1 : 0;
+  const std::size_t per_step = w.ops.size() * (overlappable + 4) + 16;
+  constexpr std::size_t kMax = std::size_t{1} << 20;  // 80 MiB of events
+  return std::min(kMax, per_step * static_cast<std::size_t>(steps));
+}
+
 }  // namespace
 
 std::string RunArgs::text() const {
   std::string t;
-  for (const std::string* s :
-       {&cluster_file, &model_file, &layout_file, &steps, &warmup, &backend, &router_skew, &timeout_s, &json_file})
+  for (const std::string* s : {&cluster_file, &model_file, &layout_file, &steps, &warmup, &backend, &router_skew,
+                               &timeout_s, &json_file, &trace_dir})
     t += *s + '\x1f';
   return t;
 }
@@ -99,6 +102,13 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     backend = job.choose_backend(a.backend);
     if (a.check_memory) a.check_memory(*cluster, *model, *layout);
     if (job.rank() == 0 && !a.json_file.empty()) writer.check(a.json_file);
+    if (!a.trace_dir.empty()) {  // every rank writes its own file (the directory may be node-local)
+      std::error_code ec;
+      std::filesystem::create_directories(a.trace_dir, ec);
+      if (ec || !std::filesystem::is_directory(a.trace_dir))
+        throw UsageError("run: --trace: cannot make directory '" + a.trace_dir + "': " + ec.message());
+      writer.check(trace_file(a.trace_dir, job.rank()));
+    }
   });
 
   // 2. Run. A failure here may be one rank's alone: it says so and brings the job down.
@@ -133,23 +143,80 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
       std::printf("# sax run: %s on %s, %s, %d ranks (%s), emulation %s, %d warm-up + %d measured steps\n",
                   model->name.c_str(), cluster->name.c_str(), a.layout_file.c_str(), job.size(), to_string(backend),
                   emulation_text().c_str(), warmup, steps);
+    std::unique_ptr<StepTracer> tracer;
+    std::unique_ptr<profiles::ActivitySource> cupti;
+    profiles::ActivityProcessor activity(job.rank());
+    ClockOffset clock;
+    if (!a.trace_dir.empty()) {
+      watchdog.progress("aligning clocks for the trace");
+      clock = job.clock_offset();
+      tracer = std::make_unique<StepTracer>(job.rank(), trace_capacity(exec.workload(), steps));
+      // On GPUs, CUPTI's records of the same steps: kernels (NCCL's too), copies, API calls, NVTX.
+      if (backend == Backend::cuda) cupti = profiles::make_cupti_source();
+      if (cupti) activity.set_clock_offset_ns(profiles::cupti_clock_offset_ns());
+    }
     std::vector<StepRecord> records;
     for (int s = 0; s < warmup + steps; ++s) {
+      if (s == warmup) {  // the measured steps only
+        exec.trace(tracer.get());
+        if (cupti) cupti->start();
+      }
       job.barrier();  // every rank starts the step together
       if (s == 0) FaultInjection::get().before_first_measurement(job.rank());
       StepRecord r = exec.run_step(s);
       if (s >= warmup) records.push_back(r);
+      if (s >= warmup && cupti) activity.drain(*cupti);  // each step's records, outside its time
       if (job.rank() == 0) std::fprintf(stderr, "[step %d/%d] %.3f s on rank 0\n", s + 1, warmup + steps, r.time_s);
     }
+    exec.trace(nullptr);
+    if (cupti) {
+      cupti->stop();
+      activity.drain(*cupti);
+    }
     watchdog.progress("collecting results");
+    json trace_json = nullptr;
+    if (tracer) {
+      const std::string name = "rank " + std::to_string(job.rank()) + " (" +
+                               cluster->buildings[static_cast<std::size_t>(grid.building(job.rank()))].name +
+                               ", stage " + std::to_string(grid.stage(job.rank())) + ")";
+      json device_info = json::object();
+      if (cupti)
+        device_info = {{"cupti_events", activity.events().size()},
+                       {"cupti_dropped", activity.dropped()},
+                       {"cupti_malformed", activity.malformed()},
+                       {"cupti_clock_offset_ns", activity.clock_offset_ns()}};
+      writer.write(trace_file(a.trace_dir, job.rank()),
+                   tracer->chrome_trace(name, grid.building(job.rank()), grid.stage(job.rank()), clock,
+                                        activity.events(), device_info));
+      const double cupti_events = job.aggregate(static_cast<double>(activity.events().size()), RankAggregate::max);
+      const double cupti_dropped = job.aggregate(static_cast<double>(activity.dropped()), RankAggregate::max);
+      const double dropped = job.aggregate(static_cast<double>(tracer->recorder().dropped()), RankAggregate::max);
+      const double events = job.aggregate(static_cast<double>(tracer->recorder().size()), RankAggregate::max);
+      const double residual = job.aggregate(static_cast<double>(clock.residual_ns), RankAggregate::max);
+      trace_json = {{"dir", a.trace_dir},
+                    {"events_max", events},
+                    {"dropped_max", dropped},
+                    {"clock_residual_ns_max", residual},
+                    {"cupti", cupti != nullptr}};
+      if (cupti) trace_json["cupti_events_max"] = cupti_events, trace_json["cupti_dropped_max"] = cupti_dropped;
+      if (job.rank() == 0) {
+        std::printf(
+            "# trace: %s/rank-*.json, %.0f events at most per rank, %.0f dropped; clocks aligned to rank 0 "
+            "within %.1f us\n",
+            a.trace_dir.c_str(), events, dropped, residual * 1e-3);
+        if (cupti)
+          std::printf("# trace: CUPTI %.0f device records at most per rank, %.0f dropped\n", cupti_events,
+                      cupti_dropped);
+        else if (backend == Backend::cuda)
+          std::printf("# trace: host side only (this build has no CUPTI)\n");
+      }
+    }
     // The step time is the slowest rank's.
     std::vector<double> step_s(records.size());
     for (std::size_t s = 0; s < records.size(); ++s) step_s[s] = records[s].time_s;
     job.aggregate(step_s, RankAggregate::max);
     const double med = median(step_s);
-    std::size_t at = 0;  // the measured step closest to the median: each rank's breakdown from it
-    for (std::size_t s = 0; s < step_s.size(); ++s)
-      if (std::abs(step_s[s] - med) < std::abs(step_s[at] - med)) at = s;
+    const std::size_t at = nearest_median(step_s);  // each rank's breakdown from this step
     json steps_json = json::array();
     for (std::size_t s = 0; s < records.size(); ++s)
       steps_json.push_back({{"step", s},
@@ -216,6 +283,7 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
                       {"max", *std::max_element(step_s.begin(), step_s.end())}}},
                     {"steps", step_s},
                     {"ranks", ranks}};
+        if (!trace_json.is_null()) out["trace"] = trace_json;
         writer.write(a.json_file, out);
       }
     }

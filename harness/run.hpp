@@ -3,7 +3,9 @@
 // steps, all starting each step together; the step time is the slowest rank's. Rank 0 prints a
 // table with `sax predict`'s categories and writes the JSON (atomically):
 // {"version", "config", "env", "step_time_s": {"median", "min", "max"}, "steps": [...],
-//  "ranks": [{"rank", "building", "stage", "breakdown_s": {...}, "bytes": {...}, "peak_rss_gib"}]}.
+//  "ranks": [{"rank", "building", "stage", "breakdown_s": {...}, "bytes": {...}, "peak_rss_gib"}],
+//  "trace": {...} with --trace}. With `--trace DIR` every rank records its measured steps
+// (harness/step_trace.hpp) and writes DIR/rank-N.json, on rank 0's clock.
 #pragma once
 
 #include <functional>
@@ -23,6 +25,7 @@ struct RunArgs {
   std::string router_skew = "0";
   std::string timeout_s = "120";
   std::string json_file;
+  std::string trace_dir;  // "" = no timeline
   std::string text() const;  // the whole command line, for the ranks to compare
   // The layout's memory per device against the device's (the explorer's figure; cli/ gives it,
   // the harness does not link the explorer): a UsageError with the figures when it does not fit.

@@ -10,7 +10,7 @@ namespace sax::profiles {
 
 namespace {
 // Device streams after every plausible host thread id (Linux thread ids stay below 2^22).
-constexpr std::uint64_t kStreamBase = 1ull << 32;
+constexpr std::uint64_t kStreamBase = kDeviceStreamTidBase;
 constexpr double kUsPerNs = 1e-3;
 }  // namespace
 
@@ -48,6 +48,7 @@ json chrome_trace(std::span<const Event> events, const TraceProcess& process) {
 
 json merge_chrome_traces(const std::vector<std::pair<std::string, json>>& documents) {
   json all = json::array();
+  json ranks = json::array();                 // each document's otherData.sax: where the rank sat, its clock
   std::map<std::int64_t, std::string> owner;  // pid → the file it came from
   for (const auto& [file, doc] : documents) {
     if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
@@ -64,8 +65,12 @@ json merge_chrome_traces(const std::vector<std::pair<std::string, json>>& docume
                        "ranks no other file holds; rank " + std::to_string(pid) + " is also in " + it->second);
     owner[pid] = file;
     for (const json& e : doc["traceEvents"]) all.push_back(e);
+    if (doc.contains("otherData") && doc["otherData"].is_object() && doc["otherData"].contains("sax"))
+      ranks.push_back(doc["otherData"]["sax"]);
   }
-  return {{"traceEvents", all}, {"displayTimeUnit", "ns"}};
+  json merged = {{"traceEvents", all}, {"displayTimeUnit", "ns"}};
+  if (!ranks.empty()) merged["otherData"] = {{"sax_ranks", ranks}};
+  return merged;
 }
 
 std::vector<std::string> crossing_events(const json& trace) {

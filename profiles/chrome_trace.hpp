@@ -23,7 +23,9 @@ struct TraceProcess {
   std::map<std::uint64_t, std::string> lanes;  // thread id (trace_thread_id) → its name
 };
 
-// The trace's thread id of a lane: a host thread's OS id; a device stream after every host id.
+// The trace's thread id of a lane: a host thread's OS id; a device stream after every host id
+// (kDeviceStreamTidBase and up).
+constexpr std::uint64_t kDeviceStreamTidBase = 1ull << 32;
 std::uint64_t trace_thread_id(const Lane& lane);
 
 // One rank's document: metadata (process and thread names, sort order) and its events.
@@ -31,7 +33,8 @@ json chrome_trace(std::span<const Event> events, const TraceProcess& process);
 
 // Every document's events in one. Each document is one process (its events' pids are all one);
 // two documents with the same pid, a document without traceEvents or with several pids are bad
-// input (InputError naming the file). `documents` are (file name, parsed JSON).
+// input (InputError naming the file). `documents` are (file name, parsed JSON). Each document's
+// "otherData": {"sax": {...}} (what sax knows of the rank) is kept, in "otherData": {"sax_ranks"}.
 json merge_chrome_traces(const std::vector<std::pair<std::string, json>>& documents);
 
 // Complete events of one thread that overlap without one holding the other (ranges may nest;

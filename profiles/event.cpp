@@ -11,8 +11,8 @@ const char* to_string(LaneKind k) {
 }
 
 const char* to_string(Category c) {
-  static constexpr const char* kNames[] = {"compute", "communication", "memcpy", "memset",
-                                           "runtime", "range",         "step",   "other"};  // in Category's order
+  static constexpr const char* kNames[] = {"compute", "communication", "memcpy", "memset", "runtime",
+                                           "range",   "step",          "other",  "idle"};  // in Category's order
   const auto i = static_cast<std::size_t>(c);
   return i < std::size(kNames) ? kNames[i] : "unknown";
 }

@@ -28,8 +28,8 @@ struct Lane {
 
 // range: a named span of host time (an NVTX marker range or a HostRecorder range).
 // runtime: a CUDA runtime or driver API call. communication: NCCL kernels and host-side
-// collectives. step: one training step.
-enum class Category : std::uint8_t { compute, communication, memcpy, memset, runtime, range, step, other };
+// collectives. step: one training step. idle: waiting for a peer (a pipeline bubble).
+enum class Category : std::uint8_t { compute, communication, memcpy, memset, runtime, range, step, other, idle };
 const char* to_string(Category c);
 
 struct Event {

@@ -60,7 +60,8 @@ TEST(TraceMerge, BadInputExitsTwoWithOneLineAndWritesNothing) {
   res = run_sax("trace merge " + t.file("empty") + " -o " + t.file("all.json"));
   EXPECT_EQ(res.code, 2);
   EXPECT_NE(res.err.find("holds no .json trace"), std::string::npos) << res.err;
-  res = run_sax("trace summary x.json");
+  res = run_sax("trace summary " + t.file("missing.json"));
   EXPECT_EQ(res.code, 2);
-  EXPECT_NE(res.err.find("sax trace summary is not available"), std::string::npos) << res.err;
+  EXPECT_NE(res.err.find("missing.json"), std::string::npos) << res.err;
+  EXPECT_EQ(std::count(res.err.begin(), res.err.end(), '\n'), 1) << res.err;
 }

@@ -7,7 +7,9 @@
 // within the timeout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <set>
 #include <sstream>
 
 #include "spec/cluster.hpp"
@@ -181,4 +183,90 @@ TEST(RunMpi, AHungRankEndsTheJobWithExitOneWithinTheTimeout) {
   EXPECT_NE(r.err.find("no progress for 3 s"), std::string::npos) << r.err;
   EXPECT_LT(s, 60);
   EXPECT_FALSE(std::filesystem::exists(t.file("r.json"))) << "no partial JSON";
+}
+
+// `--trace DIR`: every rank's timeline, merged, read back by `sax trace summary` in the run's own
+// categories. The summary rebuilds each rank's breakdown from the events alone; it must agree
+// with the run's JSON within 5 % per category (issue 12), on TP2×PP2 (pipeline bubble, TP
+// collectives) and on DP4 with the gradient sync overlapped.
+class TracedLayouts : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TracedLayouts, TheTraceSummaryAgreesWithTheRunsBreakdown) {
+  const Case& c = GetParam();
+  TempDir t;
+  const std::string layout = t.write("layout.json", c.layout), model = preset_path(std::string("models/") + c.model);
+  Result r = run(model, layout,
+                 "--steps 3 --warmup 1 --timeout 120 --json " + t.file("run.json") + " --trace " + t.file("trace"));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("# trace: "), std::string::npos) << r.out;
+  Result m = sh(std::string(SAX_BINARY) + " trace merge " + t.file("trace") + " -o " + t.file("merged.json"));
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_EQ(m.out.find("warning"), std::string::npos) << "events overlap on one thread:\n" << m.out;
+  Result s = sh(std::string(SAX_BINARY) + " trace summary " + t.file("merged.json") + " --json " + t.file("s.json"));
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find("overlap%"), std::string::npos) << s.out;
+
+  const json run_json = json::parse(sax::test::slurp(t.file("run.json")));
+  const json merged = json::parse(sax::test::slurp(t.file("merged.json")));
+  const json summary = json::parse(sax::test::slurp(t.file("s.json")));
+  // One process per rank, named with its building and stage; nothing dropped.
+  std::set<int> named;
+  for (const json& e : merged["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      named.insert(e["pid"].get<int>());
+      EXPECT_NE(e["args"]["name"].get<std::string>().find("stage"), std::string::npos);
+    }
+  EXPECT_EQ(named, (std::set<int>{0, 1, 2, 3}));
+  ASSERT_EQ(merged["otherData"]["sax_ranks"].size(), 4u);
+  for (const json& rk : merged["otherData"]["sax_ranks"]) EXPECT_EQ(rk["dropped"].get<int>(), 0);
+  // Every compute op of every measured step is on its rank's timeline.
+  const sax::Cluster cl = sax::load_cluster(kCluster);
+  const sax::Model mo = sax::load_model(model);
+  const sax::Layout l = sax::load_layout(layout);
+  for (int rank = 0; rank < 4; ++rank) {
+    std::size_t ops = 0, seen = 0;
+    for (const auto& o : sax::workload::build(cl, mo, l, rank).ops) ops += o.kind == sax::workload::OpKind::compute;
+    for (const json& e : merged["traceEvents"])
+      seen += e["ph"] == "X" && e["pid"] == rank && e["cat"] == "compute" ? 1 : 0;
+    EXPECT_EQ(seen, 3 * ops) << "rank " << rank;
+  }
+  // The same step, and the same breakdown within 5 % per category.
+  EXPECT_NEAR(summary["step_time_s"]["median"].get<double>(), run_json["step_time_s"]["median"].get<double>(), 1e-6);
+  ASSERT_EQ(summary["ranks"].size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const json& want = run_json["ranks"][i]["breakdown_s"];
+    const json& got = summary["ranks"][i]["breakdown_s"];
+    for (const auto& [key, v] : want.items()) {
+      const double a = v.get<double>(), b = got.at(key).get<double>();
+      EXPECT_LE(std::abs(a - b), 0.05 * std::abs(a) + 1e-6)
+          << "rank " << i << " " << key << ": run " << a << " s, trace " << b << " s";
+    }
+    EXPECT_EQ(summary["ranks"][i]["stage"], run_json["ranks"][i]["stage"]);
+  }
+  if (c.layout.value("schedule", json::object()).value("dp_sync", "") == "overlapped" &&
+      c.layout.value("pipeline_model_parallel_size", 1) == 1)
+    EXPECT_GT(summary["overall"]["overlap_pct"].get<double>(), 0) << "the overlapped DP sync hid nothing";
+}
+
+INSTANTIATE_TEST_SUITE_P(Traced, TracedLayouts,
+                         ::testing::Values(Case{"Tp2Pp2", "gpt-tiny.json",
+                                                sax::test::preset("layouts/local-tp2-pp2.json"), ""},
+                                           Case{"Dp4Overlapped",
+                                                "gpt-tiny.json",
+                                                {{"micro_batch_size", 2}, {"schedule", sched("1f1b", "overlapped")}},
+                                                ""}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(TraceSummary, ATraceWithoutStepsIsRefusedWithOneLine) {
+  TempDir t;
+  const std::string f = t.write(
+      "x.json",
+      json{{"traceEvents",
+            json::array(
+                {{{"ph", "X"}, {"pid", 0}, {"tid", 1}, {"name", "k"}, {"cat", "compute"}, {"ts", 0}, {"dur", 1}}})}});
+  Result r = sh(std::string(SAX_BINARY) + " trace summary " + f);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(f), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("step events"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }

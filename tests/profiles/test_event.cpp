@@ -12,8 +12,9 @@ using namespace sax::profiles;
 TEST(ProfilesEvent, ToStringNamesEveryEnumValue) {
   EXPECT_STREQ(to_string(LaneKind::host_thread), "host_thread");
   EXPECT_STREQ(to_string(LaneKind::device_stream), "device_stream");
-  const Category all[] = {Category::compute, Category::communication, Category::memcpy, Category::memset,
-                          Category::runtime, Category::range,         Category::step,   Category::other};
+  const Category all[] = {Category::compute, Category::communication, Category::memcpy,
+                          Category::memset,  Category::runtime,       Category::range,
+                          Category::step,    Category::other,         Category::idle};
   std::set<std::string> names;
   for (Category c : all) names.insert(to_string(c));
   EXPECT_EQ(names.size(), std::size(all));

@@ -1,0 +1,105 @@
+#include "harness/tracer.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <map>
+
+#include "profiles/chrome_trace.hpp"
+
+namespace sax::harness {
+
+using profiles::Category;
+
+namespace {
+
+std::uint64_t comm_lane_id(std::size_t dim, int k) {
+  return kCommLaneBase + dim * kCommLanesPerDim + static_cast<std::uint64_t>(k);
+}
+
+}  // namespace
+
+std::string trace_file(const std::string& dir, int rank) {
+  return (std::filesystem::path(dir) / ("rank-" + std::to_string(rank) + ".json")).string();
+}
+
+std::optional<Dim> comm_lane_dim(std::uint64_t trace_tid) {
+  if (trace_tid < kCommLaneBase || trace_tid >= kCommLaneBase + 5 * kCommLanesPerDim) return std::nullopt;
+  return static_cast<Dim>((trace_tid - kCommLaneBase) / kCommLanesPerDim);
+}
+
+StepTracer::StepTracer(int rank, std::size_t capacity)
+    : recorder_(rank, capacity), thread_(profiles::current_thread_lane()) {
+  for (auto& lanes : lane_free_at_) lanes.fill(std::numeric_limits<std::int64_t>::min());
+}
+
+void StepTracer::span(Category c, const char* name, std::int64_t t0_ns, std::int64_t t1_ns, std::uint64_t bytes,
+                      std::uint64_t external_id) {
+  profiles::Event e;
+  e.rank = recorder_.rank();
+  e.lane = thread_;
+  e.name = name;
+  e.category = c;
+  e.start_ns = t0_ns;
+  e.end_ns = t1_ns;
+  e.bytes = bytes;
+  e.external_id = external_id;
+  recorder_.record(e);
+}
+
+void StepTracer::lifetime(Dim dim, const char* name, std::int64_t t0_ns, std::int64_t t1_ns, std::uint64_t bytes) {
+  const auto d = static_cast<std::size_t>(dim);
+  auto& free_at = lane_free_at_[d];
+  // The first lane whose every event ended by t0: events recorded on it before, and (by the same
+  // rule) after, cannot overlap this one.
+  int k = 0;
+  while (k < kCommLanesPerDim - 1 && free_at[static_cast<std::size_t>(k)] > t0_ns) ++k;
+  free_at[static_cast<std::size_t>(k)] = std::max(free_at[static_cast<std::size_t>(k)], t1_ns);
+  lanes_used_[d] = std::max(lanes_used_[d], k + 1);
+  profiles::Event e;
+  e.rank = recorder_.rank();
+  e.lane = profiles::Lane{profiles::LaneKind::host_thread, -1, comm_lane_id(d, k)};
+  e.name = name;
+  e.category = Category::communication;
+  e.start_ns = t0_ns;
+  e.end_ns = t1_ns;
+  e.bytes = bytes;
+  recorder_.record(e);
+}
+
+json StepTracer::chrome_trace(const std::string& process_name, int building, int stage, const ClockOffset& clock,
+                              std::span<const profiles::Event> device, const json& extra) const {
+  std::vector<profiles::Event> events(recorder_.events().begin(), recorder_.events().end());
+  events.insert(events.end(), device.begin(), device.end());
+  for (auto& e : events) {
+    e.start_ns -= clock.offset_ns;
+    if (e.end_ns != profiles::Event::kOpen) e.end_ns -= clock.offset_ns;
+  }
+  profiles::TraceProcess process{recorder_.rank(), process_name, {}};
+  process.lanes[profiles::trace_thread_id(thread_)] = "executor: compute, exposed communication, idle";
+  for (Dim d : kDims)
+    for (int k = 0; k < lanes_used_[static_cast<std::size_t>(d)]; ++k)
+      process.lanes[comm_lane_id(static_cast<std::size_t>(d), k)] =
+          std::string(dim_name(d)) + " comm" + (k > 0 ? " #" + std::to_string(k + 1) : "");
+  for (const auto& e : device) {
+    const std::uint64_t tid = profiles::trace_thread_id(e.lane);
+    if (process.lanes.count(tid)) continue;
+    process.lanes[tid] = e.lane.kind == profiles::LaneKind::device_stream
+                             ? "GPU " + std::to_string(e.lane.device) + " stream " + std::to_string(e.lane.id)
+                             : "thread " + std::to_string(e.lane.id);
+  }
+  json doc = profiles::chrome_trace(events, process);
+  doc["otherData"] = {{"sax",
+                       {{"rank", recorder_.rank()},
+                        {"building", building},
+                        {"stage", stage},
+                        {"executor_tid", profiles::trace_thread_id(thread_)},
+                        {"clock_offset_ns", clock.offset_ns},
+                        {"clock_residual_ns", clock.residual_ns},
+                        {"events", recorder_.size()},
+                        {"dropped", recorder_.dropped()}}}};
+  for (const auto& [k, v] : extra.items()) doc["otherData"]["sax"][k] = v;
+  return doc;
+}
+
+}  // namespace sax::harness
