@@ -159,7 +159,12 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     for (int s = 0; s < warmup + steps; ++s) {
       if (s == warmup) {  // the measured steps only
         exec.trace(tracer.get());
-        if (cupti) cupti->start();
+        if (cupti) try {
+            cupti->start();
+          } catch (const RunError& e) {  // a profiler attached already, say: the host side still records
+            std::fprintf(stderr, "rank %d: no device timeline: %s\n", job.rank(), e.what());
+            cupti.reset();
+          }
       }
       job.barrier();  // every rank starts the step together
       if (s == 0) FaultInjection::get().before_first_measurement(job.rank());
