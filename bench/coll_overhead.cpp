@@ -9,6 +9,7 @@
 // ratio lies within [0.95, 1.05].
 //
 //   mpirun -np 4 build/bench/coll_overhead [repetitions=31] [sizes=1K,64K,1M,16M] [ops=all] [cpu|cuda]
+//                                          [max_iterations=1000]
 //
 // Two ranks on one GPU: NCCL refuses two ranks of a communicator on one device (same host hash
 // and bus id) unless each sees its own host: give each rank its own NCCL_HOSTID, e.g.
@@ -77,6 +78,8 @@ int main(int argc, char** argv) {
     if (op) ops.push_back(*op);
   }
   const std::string backend_text = argc > 4 ? argv[4] : "cpu";
+  // Iterations per measurement: 64 MiB worth, between 10 and this (a slow transport needs fewer).
+  const std::uint64_t max_iters = argc > 5 ? std::max(10, std::atoi(argv[5])) : 1000;
   ok = ok && (backend_text == "cpu" || backend_text == "cuda");
   if (!ok) {
     if (rank == 0)
@@ -112,7 +115,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       // About 10-40 ms of loop per measurement whatever the size, at least 10 iterations.
-      const int iters = static_cast<int>(std::clamp<std::uint64_t>((64u << 20) / bytes, 10, 1000));
+      const int iters = static_cast<int>(std::clamp<std::uint64_t>((64u << 20) / bytes, 10, max_iters));
       const int warmup = iters / 10 + 2;
       const harness::Timing timing{iters, warmup, harness::RankAggregate::mean, false, 0};
       std::vector<double> sax_us, bare_us, ratio;

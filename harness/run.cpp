@@ -112,6 +112,9 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
   });
 
   // 2. Run. A failure here may be one rank's alone: it says so and brings the job down.
+  // NVTX ranges reach the trace through CUPTI only if routed before the first NVTX call (NCCL
+  // makes some while its communicators start).
+  if (!a.trace_dir.empty() && backend == Backend::cuda) profiles::route_nvtx_to_cupti();
   try {
     Watchdog watchdog(timeout, job.rank());
     auto device = job.make_device(backend);

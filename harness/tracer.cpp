@@ -13,6 +13,11 @@ using profiles::Category;
 
 namespace {
 
+// Sub-lanes of a device stream: its id + k · stride (CUPTI's stream ids stay far below the
+// stride; trace_thread_id keeps the device above 2^20).
+constexpr std::size_t kStreamSubLanes = 8;
+constexpr std::uint64_t kStreamSubLaneStride = 1u << 16;
+
 std::uint64_t comm_lane_id(std::size_t dim, int k) {
   return kCommLaneBase + dim * kCommLanesPerDim + static_cast<std::uint64_t>(k);
 }
@@ -70,7 +75,32 @@ void StepTracer::lifetime(Dim dim, const char* name, std::int64_t t0_ns, std::in
 json StepTracer::chrome_trace(const std::string& process_name, int building, int stage, const ClockOffset& clock,
                               std::span<const profiles::Event> device, const json& extra) const {
   std::vector<profiles::Event> events(recorder_.events().begin(), recorder_.events().end());
-  events.insert(events.end(), device.begin(), device.end());
+  // A stream's kernels may overlap (Hopper's programmatic dependent launch starts the next one
+  // before the last ends; cuBLAS does): each goes to the first sub-lane of its stream that is free
+  // at its start, so that no two events of one trace thread overlap.
+  std::vector<profiles::Event> on_device(device.begin(), device.end());
+  std::stable_sort(on_device.begin(), on_device.end(),
+                   [](const profiles::Event& a, const profiles::Event& b) { return a.start_ns < b.start_ns; });
+  std::map<std::uint64_t, std::vector<std::int64_t>> free_at;  // stream lane → each sub-lane's end
+  std::map<std::uint64_t, std::string> device_lanes;
+  for (auto& e : on_device) {
+    if (e.lane.kind != profiles::LaneKind::device_stream || e.end_ns == profiles::Event::kOpen) continue;
+    const std::uint64_t stream = profiles::trace_thread_id(e.lane);
+    auto& ends = free_at[stream];
+    std::size_t k = 0;
+    while (k < ends.size() && ends[k] > e.start_ns) ++k;
+    if (k == ends.size()) {
+      if (k == kStreamSubLanes)
+        k = kStreamSubLanes - 1;  // overlap rather than collide with another stream
+      else
+        ends.push_back(e.end_ns);
+    }
+    ends[k] = std::max(ends[k], e.end_ns);
+    const std::string base = "GPU " + std::to_string(e.lane.device) + " stream " + std::to_string(e.lane.id);
+    e.lane.id += k * kStreamSubLaneStride;
+    device_lanes[profiles::trace_thread_id(e.lane)] = base + (k > 0 ? " #" + std::to_string(k + 1) : "");
+  }
+  events.insert(events.end(), on_device.begin(), on_device.end());
   for (auto& e : events) {
     e.start_ns -= clock.offset_ns;
     if (e.end_ns != profiles::Event::kOpen) e.end_ns -= clock.offset_ns;
@@ -81,12 +111,10 @@ json StepTracer::chrome_trace(const std::string& process_name, int building, int
     for (int k = 0; k < lanes_used_[static_cast<std::size_t>(d)]; ++k)
       process.lanes[comm_lane_id(static_cast<std::size_t>(d), k)] =
           std::string(dim_name(d)) + " comm" + (k > 0 ? " #" + std::to_string(k + 1) : "");
-  for (const auto& e : device) {
+  process.lanes.insert(device_lanes.begin(), device_lanes.end());
+  for (const auto& e : on_device) {
     const std::uint64_t tid = profiles::trace_thread_id(e.lane);
-    if (process.lanes.count(tid)) continue;
-    process.lanes[tid] = e.lane.kind == profiles::LaneKind::device_stream
-                             ? "GPU " + std::to_string(e.lane.device) + " stream " + std::to_string(e.lane.id)
-                             : "thread " + std::to_string(e.lane.id);
+    if (!process.lanes.count(tid)) process.lanes[tid] = "thread " + std::to_string(e.lane.id);
   }
   json doc = profiles::chrome_trace(events, process);
   doc["otherData"] = {{"sax",

@@ -1,5 +1,8 @@
 #include "profiles/activity.hpp"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 
@@ -28,6 +31,7 @@ const char* memcpy_name(MemcpyKind k) {
   return i < std::size(kNames) ? kNames[i] : "Memcpy";
 }
 
+// After demangling: NCCL's kernels are "ncclDevKernel_…" / "ncclKernel_…" functions.
 bool is_nccl_kernel(const char* name) { return name != nullptr && std::strncmp(name, "nccl", 4) == 0; }
 
 Lane stream_lane(const ActivityRecord& r) {
@@ -47,6 +51,23 @@ void ActivityProcessor::drain(ActivitySource& source) {
 
 const char* ActivityProcessor::intern(const char* name, const char* fallback) {
   return name == nullptr || *name == '\0' ? fallback : names_.intern(name);
+}
+
+// Kernel names as CUPTI gives them are mangled for C++ kernels ("_Z39ncclDevKernel_…"): shown
+// demangled, as Nsight and kineto show them, each demangled once.
+const char* ActivityProcessor::kernel_name(const char* raw) {
+  const char* mangled = intern(raw, "kernel");
+  const auto it = demangled_.find(mangled);
+  if (it != demangled_.end()) return it->second;
+  const char* shown = mangled;
+  if (std::strncmp(mangled, "_Z", 2) == 0) {
+    int status = 0;
+    char* plain = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+    if (status == 0 && plain) shown = names_.intern(plain);
+    std::free(plain);
+  }
+  demangled_.emplace(mangled, shown);
+  return shown;
 }
 
 void ActivityProcessor::process(const ActivityRecord& r) {
@@ -84,8 +105,8 @@ void ActivityProcessor::process(const ActivityRecord& r) {
     e.lane = stream_lane(r);
     e.bytes = r.bytes;
     if (r.kind == ActivityKind::concurrent_kernel) {
-      e.name = intern(r.name, "kernel");
-      e.category = is_nccl_kernel(r.name) ? Category::communication : Category::compute;
+      e.name = kernel_name(r.name);
+      e.category = is_nccl_kernel(e.name) ? Category::communication : Category::compute;
     } else if (r.kind == ActivityKind::memcpy) {
       e.name = memcpy_name(r.copy_kind);
       e.category = Category::memcpy;

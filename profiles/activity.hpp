@@ -68,7 +68,8 @@ class ActivitySource {
 };
 
 // Turns records into Events on `rank`'s timeline:
-// - kernels, memcpy, memset on their stream's lane (kernels named "nccl…" are communication);
+// - kernels, memcpy, memset on their stream's lane (kernel names demangled; NCCL's kernels,
+//   "nccl…", are communication);
 // - runtime and driver API calls, and NVTX ranges, on the calling thread's lane;
 // - an API call and the device work it launched carry the same correlation_id, and both carry
 //   the host range they were launched from (external_id) once an external-correlation record
@@ -110,6 +111,7 @@ class ActivityProcessor {
 
   std::int64_t to_host(std::int64_t device_ns) const { return device_ns + clock_offset_ns_; }
   const char* intern(const char* name, const char* fallback);
+  const char* kernel_name(const char* raw);
   void add_correlated(Event event);
   void add_external_correlation(const ActivityRecord& r);
   void add_marker(const ActivityRecord& r);
@@ -122,6 +124,7 @@ class ActivityProcessor {
   std::uint64_t dropped_ = 0;
   std::unordered_map<std::uint32_t, OpenMarker> open_markers_;
   std::unordered_map<std::uint32_t, Correlation> correlations_;
+  std::unordered_map<const char*, const char*> demangled_;  // interned kernel name → as shown
 };
 
 }  // namespace sax::profiles

@@ -113,7 +113,7 @@ sys.exit(0 if ok else 1)
 
 # 4. NCCL as bench coll times it, against a bare NCCL loop, every op; then all_reduce at 1 GiB.
 if [ -x "$B/bench/coll_overhead" ]; then
-  LINES_SHOWN=45 step coll-overhead 300 "$TWO" "$B/bench/coll_overhead" 11 1K,64K,1M,16M all cuda
+  LINES_SHOWN=45 step coll-overhead 300 "$TWO" "$B/bench/coll_overhead" 7 1K,64K,1M,16M all cuda 20
 fi
 LINES_SHOWN=6 step allreduce-1g 180 "$TWO" "$SAX" bench coll --backend cuda -b 1G -e 1G -n 10 -w 3 \
   --json "$OUT/allreduce-1g.json"

@@ -1,6 +1,7 @@
 #include "profiles/cupti/cupti_source.hpp"
 
 #include <cupti.h>
+#include <dlfcn.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -194,6 +195,14 @@ std::int64_t cupti_clock_offset_ns() {
     if (h1 - h0 < best) best = h1 - h0, offset = h0 + (h1 - h0) / 2 - static_cast<std::int64_t>(c);
   }
   return offset;
+}
+
+bool route_nvtx_to_cupti() {
+  if (std::getenv("NVTX_INJECTION64_PATH") != nullptr) return false;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&cuptiActivityEnable), &info) == 0 || info.dli_fname == nullptr)
+    return false;
+  return setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0) == 0;
 }
 
 void push_external_id(std::uint64_t id) {

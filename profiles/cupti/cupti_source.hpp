@@ -25,6 +25,12 @@ std::unique_ptr<ActivitySource> make_cupti_source();
 // readings: ActivityProcessor::set_clock_offset_ns takes it. 0 without CUPTI.
 std::int64_t cupti_clock_offset_ns();
 
+// Routes NVTX ranges to CUPTI, so that they arrive as MARKER records: NVTX hands its calls to the
+// library NVTX_INJECTION64_PATH names, read once, at the process's first NVTX call (NCCL's own
+// included) — so call this before any. Sets it to the libcupti this program loaded, unless the
+// user set it (Nsight Systems, say). False without CUPTI or when it is set already.
+bool route_nvtx_to_cupti();
+
 // The host range device work is launched from, as CUPTI's external correlation id (CUSTOM0):
 // kernels launched between push and pop carry `id`. No-ops without CUPTI.
 void push_external_id(std::uint64_t id);

@@ -332,3 +332,21 @@ TEST(ActivityKind, ToStringNamesEveryKind) {
   EXPECT_STREQ(to_string(static_cast<ActivityKind>(200)), "unknown");
   EXPECT_STREQ(to_string(MemcpyKind::dtoh), "DtoH");
 }
+
+// CUPTI names C++ kernels mangled, NCCL's included (seen on an H200 with NCCL 2.28): shown
+// demangled, and NCCL's still counted as communication.
+TEST(ActivityProcessor, MangledKernelNamesAreDemangledAndNcclsStayCommunication) {
+  MockActivitySource source;
+  source.kernel("_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE", 100, 200, 14, 0, 1);
+  source.kernel("_Z9gemm_tileILi64EEvPKfPf", 300, 400, 13, 0, 2);
+  source.kernel("nvjet_sm90_tst_64x8", 500, 600, 13, 0, 3);
+  ActivityProcessor processor(0);
+  processor.drain(source);
+  ASSERT_EQ(processor.events().size(), 3u);
+  const Event& nccl = processor.events()[0];
+  EXPECT_EQ(std::string(nccl.name).rfind("ncclDevKernel_AllReduce_Sum_f32_RING_LL(", 0), 0u) << nccl.name;
+  EXPECT_EQ(nccl.category, Category::communication);
+  EXPECT_STREQ(processor.events()[1].name, "void gemm_tile<64>(float const*, float*)");
+  EXPECT_EQ(processor.events()[1].category, Category::compute);
+  EXPECT_STREQ(processor.events()[2].name, "nvjet_sm90_tst_64x8");
+}
