@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   const int rank = job.rank(), size = job.size();
   const int reps = argc > 1 ? std::atoi(argv[1]) : 31;
   std::vector<std::uint64_t> sizes;
-  bool ok = reps >= 1 && argc <= 5;
+  bool ok = reps >= 1 && argc <= 6;
   for (const auto& s : split(argc > 2 ? argv[2] : "1K,64K,1M,16M")) {
     const auto b = harness::parse_bytes(s);
     ok = ok && b && *b % (4u * static_cast<unsigned>(size)) == 0;
@@ -83,9 +83,10 @@ int main(int argc, char** argv) {
   ok = ok && (backend_text == "cpu" || backend_text == "cuda");
   if (!ok) {
     if (rank == 0)
-      std::fprintf(stderr,
-                   "usage: mpirun -np N coll_overhead [repetitions>=1, default 31] [sizes, default 1K,64K,1M,16M; "
-                   "each a multiple of 4 x N] [ops, default all] [cpu|cuda, default cpu]\n");
+      std::fprintf(
+          stderr,
+          "usage: mpirun -np N coll_overhead [repetitions>=1, default 31] [sizes, default 1K,64K,1M,16M; "
+          "each a multiple of 4 x N] [ops, default all] [cpu|cuda, default cpu] [max iterations, default 1000]\n");
     return 2;
   }
   const Backend backend = job.choose_backend(backend_text);
