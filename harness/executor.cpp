@@ -51,12 +51,12 @@ std::size_t elements(double bytes, std::size_t e, const Op& o) {
 // correlation id, and so does the op's span on the executor's thread.
 struct StepExecutor::Correlate {
   Correlate(StepExecutor& x, int step, std::size_t i) : x_(x) {
-    if (!x_.tracer_) return;
+    if (!x_.correlate_) return;
     x_.op_id_ = (static_cast<std::uint64_t>(step) + 1) << 32 | (i + 1);
     profiles::push_external_id(x_.op_id_);
   }
   ~Correlate() {
-    if (!x_.tracer_ || x_.op_id_ == 0) return;
+    if (!x_.correlate_ || x_.op_id_ == 0) return;
     profiles::pop_external_id();
     x_.op_id_ = 0;
   }

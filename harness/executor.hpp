@@ -77,8 +77,13 @@ class StepExecutor {
   void allocate();
   StepRecord run_step(int step);
   const workload::Workload& workload() const { return w_; }
-  // Records every timed span of the following steps on `tracer` (null: stops recording).
-  void trace(StepTracer* tracer) { tracer_ = tracer; }
+  // Records every timed span of the following steps on `tracer` (null: stops recording). With
+  // `device` (CUPTI is recording), each op's device work is tagged with the op's id (CUPTI's
+  // external correlation) — a call into CUPTI per op, made only then.
+  void trace(StepTracer* tracer, bool device = false) {
+    tracer_ = tracer;
+    correlate_ = tracer != nullptr && device;
+  }
 
   // The group kinds this workload sends messages on.
   static std::vector<GroupKind> message_kinds(const workload::Workload& w);
@@ -102,7 +107,8 @@ class StepExecutor {
   std::vector<std::string> what_;                   // op index → the watchdog's description
   std::vector<const char*> name_;  // op index → its trace name (what_ for compute, "<dim>.<op>" for messages)
   StepTracer* tracer_ = nullptr;
-  std::uint64_t op_id_ = 0;  // the op being run, while tracing: its spans' external id
+  bool correlate_ = false;
+  std::uint64_t op_id_ = 0;  // the op being run, while correlating: its spans' external id
   const char* idle_drain_ = nullptr;
   const char* step_name_ = nullptr;
   std::array<std::unique_ptr<kernels::Buffer>, 5> send_buf_, recv_buf_;  // per Dim

@@ -161,13 +161,13 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     std::vector<StepRecord> records;
     for (int s = 0; s < warmup + steps; ++s) {
       if (s == warmup) {  // the measured steps only
-        exec.trace(tracer.get());
         if (cupti) try {
             cupti->start();
           } catch (const RunError& e) {  // a profiler attached already, say: the host side still records
             std::fprintf(stderr, "rank %d: no device timeline: %s\n", job.rank(), e.what());
             cupti.reset();
           }
+        exec.trace(tracer.get(), cupti != nullptr);
       }
       job.barrier();  // every rank starts the step together
       if (s == 0) FaultInjection::get().before_first_measurement(job.rank());
