@@ -51,6 +51,8 @@ class StepTracer {
   void lifetime(Dim dim, const char* name, std::int64_t t0_ns, std::int64_t t1_ns, std::uint64_t bytes);
 
   const profiles::HostRecorder& recorder() const { return recorder_; }
+  // Forgets the events recorded so far (the buffer is kept).
+  void clear() { recorder_.clear(); }
   // This rank's document: the recorded events and `device` (CUPTI's, profiles::ActivityProcessor;
   // already on this rank's host clock) shifted by −clock.offset_ns onto rank 0's clock, lanes
   // named, and "otherData" {"sax": {"rank", "building", "stage", "clock_offset_ns",
