@@ -77,7 +77,8 @@ json summarize(const json& trace, const std::string& file) {
     if (const auto it = where.find(rank); it != where.end() && it->second.contains("executor_tid"))
       executor = it->second["executor_tid"].get<std::uint64_t>();
     const auto counted = [&](const X& x) {
-      return comm_lane_dim(x.tid) || (executor ? x.tid == *executor : x.tid < profiles::kDeviceStreamTidBase);
+      return comm_lane_dim(x.tid) ||
+             (executor ? x.tid == *executor : x.tid < profiles::kDeviceStreamTidBase);  // OS thread ids
     };
     std::erase_if(xs, [&](const X& x) { return !counted(x); });
     std::vector<const X*> marks;

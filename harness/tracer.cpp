@@ -1,5 +1,7 @@
 #include "harness/tracer.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <limits>
@@ -34,7 +36,9 @@ std::optional<Dim> comm_lane_dim(std::uint64_t trace_tid) {
 }
 
 StepTracer::StepTracer(int rank, std::size_t capacity)
-    : recorder_(rank, capacity), thread_(profiles::current_thread_lane()) {
+    : recorder_(rank, capacity),
+      thread_(profiles::current_thread_lane()),
+      pthread_low_(static_cast<std::uint32_t>(pthread_self())) {
   for (auto& lanes : lane_free_at_) lanes.fill(std::numeric_limits<std::int64_t>::min());
 }
 
@@ -114,7 +118,9 @@ json StepTracer::chrome_trace(const std::string& process_name, int building, int
   process.lanes.insert(device_lanes.begin(), device_lanes.end());
   for (const auto& e : on_device) {
     const std::uint64_t tid = profiles::trace_thread_id(e.lane);
-    if (!process.lanes.count(tid)) process.lanes[tid] = "thread " + std::to_string(e.lane.id);
+    if (!process.lanes.count(tid))
+      process.lanes[tid] =
+          e.lane.id == pthread_low_ ? "executor: CUDA calls, NVTX ranges" : "thread " + std::to_string(e.lane.id);
   }
   json doc = profiles::chrome_trace(events, process);
   doc["otherData"] = {{"sax",

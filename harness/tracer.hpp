@@ -63,6 +63,7 @@ class StepTracer {
  private:
   profiles::HostRecorder recorder_;
   profiles::Lane thread_;
+  std::uint64_t pthread_low_ = 0;  // how CUPTI names this thread in API records (pthread_self's low 32 bits)
   std::array<std::array<std::int64_t, kCommLanesPerDim>, 5> lane_free_at_{};  // per dim, per lane
   std::array<int, 5> lanes_used_{};
 };

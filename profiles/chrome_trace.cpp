@@ -9,14 +9,14 @@
 namespace sax::profiles {
 
 namespace {
-// Device streams after every plausible host thread id (Linux thread ids stay below 2^22).
-constexpr std::uint64_t kStreamBase = kDeviceStreamTidBase;
 constexpr double kUsPerNs = 1e-3;
 }  // namespace
 
 std::uint64_t trace_thread_id(const Lane& lane) {
-  if (lane.kind == LaneKind::host_thread) return lane.id;
-  return kStreamBase + (static_cast<std::uint64_t>(std::max(lane.device, 0)) << 20) + lane.id;
+  if (lane.kind == LaneKind::host_thread)
+    return lane.id < (1ull << 31) ? lane.id : kForeignThreadTidBase | (lane.id & 0x0FFFFFFF);
+  return kDeviceStreamTidBase + (static_cast<std::uint64_t>(std::clamp(lane.device, 0, 31)) << 20) +
+         (lane.id & 0xFFFFF);
 }
 
 json chrome_trace(std::span<const Event> events, const TraceProcess& process) {

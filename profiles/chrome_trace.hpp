@@ -23,9 +23,14 @@ struct TraceProcess {
   std::map<std::uint64_t, std::string> lanes;  // thread id (trace_thread_id) → its name
 };
 
-// The trace's thread id of a lane: a host thread's OS id; a device stream after every host id
-// (kDeviceStreamTidBase and up).
-constexpr std::uint64_t kDeviceStreamTidBase = 1ull << 32;
+// The trace's thread id of a lane, always below 2^31 (Perfetto's JSON importer reads thread ids
+// as 32-bit integers; a larger one lands on the process's main thread):
+// - a host thread: its id as given below 2^31 (OS thread ids stay below 2^22; lanes sax makes up,
+//   such as harness/tracer's communication lanes, sit below 2^31); a larger id (CUPTI names API
+//   calls' threads by the low 32 bits of pthread_self) → kForeignThreadTidBase | its low 28 bits;
+// - a device stream: kDeviceStreamTidBase + device · 2^20 + stream id (below 2^20).
+constexpr std::uint64_t kDeviceStreamTidBase = 0x40000000;
+constexpr std::uint64_t kForeignThreadTidBase = 0x60000000;
 std::uint64_t trace_thread_id(const Lane& lane);
 
 // One rank's document: metadata (process and thread names, sort order) and its events.

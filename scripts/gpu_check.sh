@@ -86,7 +86,9 @@ import collections, json, sys
 d = json.load(open(sys.argv[1]))
 xs = [e for e in d["traceEvents"] if e.get("ph") == "X"]
 print("events by category:", dict(collections.Counter(e["cat"] for e in xs)))
-kern = [e for e in xs if e["tid"] >= 1 << 32 and e["cat"] in ("compute", "communication")]
+def on_gpu(e):  # device stream lanes (profiles/chrome_trace.hpp: trace_thread_id)
+    return 0x40000000 <= e["tid"] < 0x60000000
+kern = [e for e in xs if on_gpu(e) and e["cat"] in ("compute", "communication")]
 nccl = [e for e in kern if e["name"].startswith("nccl")]
 nvtx = [e for e in xs if e["cat"] == "range"]
 print(f"GPU kernels {len(kern)} (NCCL {len(nccl)}), NVTX ranges {len(nvtx)}")
@@ -94,7 +96,7 @@ print("most frequent kernels:", collections.Counter(e["name"][:60] for e in kern
 # Clock alignment: the executor synchronises after each op, so a kernel carrying the id of an op
 # (external correlation) must lie inside the span of that op on the host clock.
 host = {(e["pid"], e["args"]["external_id"]): e for e in xs
-        if e["tid"] < 1 << 32 and e["cat"] in ("compute", "communication") and "external_id" in e.get("args", {})}
+        if not on_gpu(e) and e["cat"] in ("compute", "communication") and "external_id" in e.get("args", {})}
 inside = tagged = 0
 for k in kern:
     h = host.get((k["pid"], k.get("args", {}).get("external_id")))

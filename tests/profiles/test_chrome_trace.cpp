@@ -61,7 +61,7 @@ TEST(ChromeTrace, OneRankIsOneProcessWithNamedThreadsAndCompleteEvents) {
     if (e["name"] == "pp.send") {
       EXPECT_EQ(e["args"]["bytes"], 4096);
       EXPECT_EQ(e["tid"], trace_thread_id(send.lane));
-      EXPECT_GT(e["tid"].get<std::uint64_t>(), std::uint64_t{1} << 32) << "streams come after host threads";
+      EXPECT_GE(e["tid"].get<std::uint64_t>(), kDeviceStreamTidBase) << "streams come after host threads";
     }
     EXPECT_NE(e["name"], "never ended");
   }
@@ -100,4 +100,20 @@ TEST(ChromeTrace, CrossingRangesOnOneThreadAreFoundNestedOnesAreNot) {
   const auto found = crossing_events(chrome_trace(crossing, {0, "rank 0", {}}));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_NE(found[0].find("'send' [0.04, 0.06) crosses 'forward' [0, 0.05)"), std::string::npos) << found[0];
+}
+
+// Perfetto's JSON importer reads thread ids as 32-bit integers: every lane's id stays below 2^31,
+// and streams, OS threads and CUPTI's pthread-derived thread ids keep apart.
+TEST(ChromeTrace, EveryLaneGetsAThreadIdPerfettoReads) {
+  const std::uint64_t os = current_thread_id();
+  const std::uint64_t stream = trace_thread_id(Lane{LaneKind::device_stream, 3, 13});
+  const std::uint64_t other_stream = trace_thread_id(Lane{LaneKind::device_stream, 0, 13});
+  const std::uint64_t pthread_low = trace_thread_id(Lane{LaneKind::host_thread, -1, 0x8B6C9000u});
+  for (std::uint64_t t : {os, stream, other_stream, pthread_low}) EXPECT_LT(t, 1ull << 31);
+  EXPECT_EQ(trace_thread_id(Lane{LaneKind::host_thread, -1, os}), os);
+  EXPECT_NE(stream, other_stream);
+  EXPECT_GE(stream, kDeviceStreamTidBase);
+  EXPECT_LT(stream, kForeignThreadTidBase);
+  EXPECT_GE(pthread_low, kForeignThreadTidBase);
+  EXPECT_GT(stream, 1ull << 22);  // above every OS thread id
 }
