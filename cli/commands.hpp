@@ -18,6 +18,8 @@ void add_run(CLI::App& app);
 // `launch` (place ranks into buildings and start a testbed command on them).
 void add_launch(CLI::App& app);
 void add_trace(CLI::App& app);
+// `calibrate fit` (α-β per link class and op from bench coll results); needs Eigen.
+void add_calibrate(CLI::App& app);
 // Subcommands this sax cannot run — named by the design but not built yet, or needing what this
 // build was configured without: they say why and exit 2.
 void add_not_built(CLI::App& app, const char* name, const char* what, const char* why);

@@ -58,7 +58,14 @@ int main(int argc, char** argv) {
   add_not_built(app, "run", "Execute one layout's training step on the testbed and time every phase", kWithoutTestbed);
 #endif
   add_launch(app);
-  add_not_built(app, "calibrate", "Fit link and compute coefficients from testbed sweeps", kLaterIssue);
+#ifdef SAX_HAVE_CALIBRATION
+  add_calibrate(app);
+#elif defined(SAX_HAVE_TESTBED)
+  add_not_built(app, "calibrate", "Fit link and compute coefficients from testbed measurements",
+                "this sax was built without Eigen (the fits' linear algebra); install libeigen3-dev and build again");
+#else
+  add_not_built(app, "calibrate", "Fit link and compute coefficients from testbed measurements", kWithoutTestbed);
+#endif
   add_explore(app);
   add_predict(app);
   add_not_built(app, "validate", "Run the explorer's top layouts and set predicted against measured", kLaterIssue);

@@ -1,0 +1,133 @@
+#include "calibration/fit.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+
+#include "harness/stats.hpp"
+#include "spec/error.hpp"
+
+namespace sax::calibration {
+
+namespace {
+
+constexpr double kHuberK = 1.345;  // 95 % efficiency under Gaussian noise
+constexpr double kMadToSigma = 1.4826;
+constexpr int kMaxIterations = 50;
+
+struct Design {
+  Eigen::MatrixXd a;  // columns: steps, bus bytes (each row divided by the measured time)
+  Eigen::VectorXd b;  // ones: relative residual = (a·x − 1)
+};
+
+// Weighted least squares over the columns `use` (the others fixed at 0).
+Eigen::Vector2d solve(const Design& d, const Eigen::VectorXd& w, bool use_alpha, bool use_beta) {
+  Eigen::Vector2d x = Eigen::Vector2d::Zero();
+  const Eigen::VectorXd sw = w.array().sqrt();
+  if (use_alpha && use_beta) {
+    const Eigen::MatrixXd a = sw.asDiagonal() * d.a;
+    x = a.colPivHouseholderQr().solve(sw.asDiagonal() * d.b);
+  } else {
+    const int c = use_alpha ? 0 : 1;
+    const Eigen::VectorXd a = sw.asDiagonal() * d.a.col(c);
+    x[c] = a.colPivHouseholderQr().solve(sw.asDiagonal() * d.b)(0);
+  }
+  return x;
+}
+
+}  // namespace
+
+double predict_us(const AlphaBeta& ab, const CollPoint& p) {
+  const RingAlgorithm ring = ring_algorithm(p.op, static_cast<double>(p.ranks));
+  return ring.steps * ab.alpha_us + ring.bus_factor * p.bytes * ab.beta_ns_per_byte * 1e-3;
+}
+
+LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& what) {
+  const auto n = static_cast<Eigen::Index>(points.size());
+  Design d{Eigen::MatrixXd(n, 2), Eigen::VectorXd::Ones(n)};
+  double min_bus = INFINITY, max_bus = 0;
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const CollPoint& p = points[static_cast<std::size_t>(i)];
+    if (!(p.time_us > 0) || !std::isfinite(p.time_us) || !(p.bytes > 0) || !std::isfinite(p.bytes) || p.ranks < 2)
+      throw InputError(what, "/results/" + std::to_string(i),
+                       "a point with positive, finite time_us and bytes on 2 ranks or more");
+    const RingAlgorithm ring = ring_algorithm(p.op, static_cast<double>(p.ranks));
+    const double bus = ring.bus_factor * p.bytes * 1e-3;  // β is ns per byte: µs per 1000 bytes
+    d.a(i, 0) = ring.steps / p.time_us;
+    d.a(i, 1) = bus / p.time_us;
+    min_bus = std::min(min_bus, bus), max_bus = std::max(max_bus, bus);
+  }
+  if (n < 2 || !(max_bus > min_bus))
+    throw InputError(what, "/results", "points of at least two different sizes to fit latency and bandwidth");
+
+  LinkFit fit;
+  Eigen::VectorXd w = Eigen::VectorXd::Ones(n);
+  bool use_alpha = true, use_beta = true;
+  Eigen::Vector2d x = Eigen::Vector2d::Zero();
+  for (fit.iterations = 1; fit.iterations <= kMaxIterations; ++fit.iterations) {
+    x = solve(d, w, use_alpha, use_beta);
+    // Physical coefficients: a negative term is dropped and the other refitted.
+    if (use_alpha && use_beta && (x[0] < 0 || x[1] < 0)) {
+      (x[0] < 0 ? use_alpha : use_beta) = false;
+      x = solve(d, w, use_alpha, use_beta);
+    }
+    const Eigen::VectorXd r = d.a * x - d.b;  // relative residuals
+    std::vector<double> abs_r(static_cast<std::size_t>(n));
+    for (Eigen::Index i = 0; i < n; ++i) abs_r[static_cast<std::size_t>(i)] = std::abs(r[i]);
+    const double scale = std::max(kMadToSigma * harness::median(abs_r), 1e-9);
+    Eigen::VectorXd next(n);
+    std::int64_t down = 0;
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const double u = std::abs(r[i]) / scale;
+      next[i] = u <= kHuberK ? 1.0 : kHuberK / u;
+      down += u > kHuberK ? 1 : 0;
+    }
+    fit.downweighted = down;
+    const bool settled = (next - w).cwiseAbs().maxCoeff() < 1e-6;
+    w = next;
+    if (settled) break;
+  }
+  fit.iterations = std::min(fit.iterations, kMaxIterations);
+
+  AlphaBeta& ab = fit.coefficients;
+  ab.alpha_us = std::max(0.0, x[0]);
+  ab.beta_ns_per_byte = std::max(0.0, x[1]);
+  // Quality over every point, outliers included: R² of the times, relative residuals.
+  double mean = 0;
+  for (const auto& p : points) mean += p.time_us / static_cast<double>(n);
+  double ss_res = 0, ss_tot = 0;
+  std::vector<double> rel;
+  for (const auto& p : points) {
+    const double pred = predict_us(ab, p);
+    ss_res += (pred - p.time_us) * (pred - p.time_us);
+    ss_tot += (p.time_us - mean) * (p.time_us - mean);
+    rel.push_back(std::abs(pred - p.time_us) / p.time_us);
+  }
+  ab.fit.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1.0;
+  ab.fit.max_rel_error = *std::max_element(rel.begin(), rel.end());
+  ab.fit.samples = n;
+  fit.rel_residual_p50 = harness::percentile(rel, 0.5);
+  fit.rel_residual_p95 = harness::percentile(rel, 0.95);
+  return fit;
+}
+
+std::vector<CollPoint> read_bench_coll_points(const json& doc, const std::string& file) {
+  if (!doc.is_object() || doc.value("version", 0) != 2)
+    throw InputError(file, "/version", "2 (a sax bench coll --json file)");
+  if (!doc.contains("results") || !doc["results"].is_array())
+    throw InputError(file, "/results", "an array of bench coll results");
+  std::vector<CollPoint> points;
+  for (std::size_t i = 0; i < doc["results"].size(); ++i) {
+    const json& r = doc["results"][i];
+    const std::string at = "/results/" + std::to_string(i);
+    if (!r.is_object() || !r.contains("op") || !r["op"].is_string()) throw InputError(file, at + "/op", "an op name");
+    const auto op = parse_coll_op(r["op"].get<std::string>());
+    if (!op) throw InputError(file, at + "/op", "an op of sax bench coll, got '" + r["op"].get<std::string>() + "'");
+    for (const char* key : {"ranks", "bytes", "time_us"})
+      if (!r.contains(key) || !r[key].is_number()) throw InputError(file, at + "/" + key, "a number");
+    points.push_back({*op, r["ranks"].get<int>(), r["bytes"].get<double>(), r["time_us"].get<double>()});
+  }
+  return points;
+}
+
+}  // namespace sax::calibration

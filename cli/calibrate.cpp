@@ -1,0 +1,118 @@
+// `sax calibrate fit FILE... [--out calibration.json]`: fits the cost model's α-β link
+// coefficients, per link class and priced op, from `sax bench coll --json` results run with
+// --cluster (so that each file says which link class its groups crossed), by the robust fit of
+// calibration/fit.hpp; prints each fit with its quality and writes a calibration file the
+// explorer reads (`--calibration`). The sweep that produces the files (`sax calibrate --cluster
+// C ...`) is the rest of issue 13.
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "calibration/fit.hpp"
+#include "cli/commands.hpp"
+#include "cli/json_out.hpp"
+#include "spec/calibration.hpp"
+#include "spec/error.hpp"
+
+namespace sax::cli {
+
+namespace {
+
+struct FitArgs {
+  std::vector<std::string> files;
+  std::string out;
+};
+
+std::optional<LinkClass> parse_link_class(const std::string& name) {
+  for (LinkClass lc : kLinkClasses)
+    if (name == link_class_name(lc)) return lc;
+  return std::nullopt;
+}
+
+void run_fit(const FitArgs& a) {
+  if (!a.out.empty()) check_writable(a.out);
+  std::map<std::pair<LinkClass, CollOp>, std::vector<calibration::CollPoint>> groups;
+  std::map<std::pair<LinkClass, CollOp>, std::string> sources;
+  std::set<std::string> clusters, backends, emulations;
+  std::size_t unpriced = 0;
+  for (const auto& file : a.files) {
+    const json doc = load_json_file(file);
+    const auto points = calibration::read_bench_coll_points(doc, file);
+    const json env = doc.value("env", json::object());
+    if (!env.contains("link_class") || !env["link_class"].is_string())
+      throw InputError(file, "/env/link_class",
+                       "the link class the groups crossed (run sax bench coll with --cluster, and --group a kind whose "
+                       "groups all cross one class)");
+    const auto lc = parse_link_class(env["link_class"].get<std::string>());
+    if (!lc) throw InputError(file, "/env/link_class", "intra_node, intra_building or cross_building");
+    clusters.insert(doc.value("config", json::object()).value("cluster", ""));
+    backends.insert(env.value("backend", "cpu"));
+    emulations.insert(env.value("emulation", "none"));
+    for (const auto& p : points) {
+      const CollOp priced = priced_as(p.op);
+      bool is_priced = false;
+      for (CollOp op : kPricedCollOps) is_priced = is_priced || op == priced;
+      if (!is_priced) {
+        ++unpriced;
+        continue;
+      }
+      groups[{*lc, priced}].push_back(p);
+      auto& s = sources[{*lc, priced}];
+      if (s.find(file) == std::string::npos) s += (s.empty() ? "" : ", ") + file;
+    }
+  }
+  if (groups.empty()) throw UsageError("calibrate fit: the files hold no op the cost model prices");
+  if (backends.size() > 1) throw UsageError("calibrate fit: the files mix backends (cpu and cuda): fit each apart");
+
+  Calibration cal;
+  std::printf(
+      "# sax calibrate fit: %zu file(s); time = steps(op, n) * alpha + bus_factor(op, n) * bytes * beta, "
+      "Huber-robust on relative residuals%s\n",
+      a.files.size(), unpriced ? "; ops the cost model does not price (broadcast) left out" : "");
+  std::printf("#%-15s %-15s %10s %10s %8s %8s %8s %9s %7s %5s\n", "link class", "op", "alpha_us", "busbw_GBps", "r2",
+              "p50_err", "p95_err", "max_err", "points", "outl");
+  for (const auto& [key, points] : groups) {
+    const auto fit = calibration::fit_alpha_beta(points, sources[key]);
+    const AlphaBeta& ab = fit.coefficients;
+    std::printf(" %-15s %-15s %10.3f %10.4f %8.4f %7.1f%% %7.1f%% %8.1f%% %7lld %5lld\n", link_class_name(key.first),
+                to_string(key.second), ab.alpha_us, ab.beta_ns_per_byte > 0 ? 1.0 / ab.beta_ns_per_byte : 0.0,
+                ab.fit.r2, fit.rel_residual_p50 * 100, fit.rel_residual_p95 * 100, ab.fit.max_rel_error * 100,
+                static_cast<long long>(ab.fit.samples), static_cast<long long>(fit.downweighted));
+    cal.links[static_cast<int>(key.first)][static_cast<int>(key.second)] = ab;
+  }
+  if (a.out.empty()) return;
+  auto joined = [](const std::set<std::string>& xs) {
+    std::string s;
+    for (const auto& x : xs) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  cal.provenance.cluster = joined(clusters);
+  cal.provenance.backend = *backends.begin() == "cuda" ? Backend::cuda : Backend::cpu;
+  cal.provenance.emulation = joined(emulations);
+  char when[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  cal.provenance.date = when;
+  cal.provenance.tool = "sax calibrate fit " + joined(std::set<std::string>(a.files.begin(), a.files.end()));
+  write_json_file(a.out, to_json(cal));
+  std::printf("# wrote %s\n", a.out.c_str());
+}
+
+}  // namespace
+
+void add_calibrate(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("calibrate", "Fit link and compute coefficients from testbed measurements");
+  cmd->require_subcommand(1);
+  auto f = std::make_shared<FitArgs>();
+  CLI::App* fit = cmd->add_subcommand(
+      "fit", "Fit alpha-beta per link class and op from sax bench coll --json files (run with --cluster)");
+  fit->add_option("files", f->files, "bench coll JSON files")->required();
+  fit->add_option("-o,--out", f->out, "Write the calibration file (atomically)");
+  fit->callback([f] { run_fit(*f); });
+}
+
+}  // namespace sax::cli

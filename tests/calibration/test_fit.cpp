@@ -1,0 +1,105 @@
+// The α-β fitter: it recovers the coefficients that generated synthetic points, with noise and
+// with outliers that would drag an ordinary least-squares line; it keeps them physical; it reads
+// bench coll's JSON; bad points are refused naming where they came from.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "calibration/fit.hpp"
+#include "spec/error.hpp"
+
+using sax::CollOp;
+using sax::calibration::CollPoint;
+using sax::calibration::fit_alpha_beta;
+
+namespace {
+
+// The points a sweep of `op` on `ranks` ranks from 1 KiB to 64 MiB (×2) would measure on a link
+// of latency alpha_us per step and beta ns per bus byte, each time × (1 + noise·N(0,1)).
+std::vector<CollPoint> sweep(CollOp op, int ranks, double alpha_us, double beta, double noise, std::mt19937& rng) {
+  std::normal_distribution<double> n01;
+  std::vector<CollPoint> pts;
+  for (double bytes = 1024; bytes <= 64.0 * (1 << 20); bytes *= 2) {
+    CollPoint p{op, ranks, bytes, 0};
+    p.time_us = sax::calibration::predict_us({alpha_us, beta, {}}, p) * (1 + noise * n01(rng));
+    pts.push_back(p);
+  }
+  return pts;
+}
+
+}  // namespace
+
+TEST(FitAlphaBeta, RecoversTheCoefficientsOfNoiselessPoints) {
+  std::mt19937 rng(1);
+  const auto pts = sweep(CollOp::all_reduce, 4, 12.0, 0.04, 0.0, rng);  // 12 µs, 25 GB/s
+  const auto fit = fit_alpha_beta(pts, "synthetic");
+  EXPECT_NEAR(fit.coefficients.alpha_us, 12.0, 1e-6);
+  EXPECT_NEAR(fit.coefficients.beta_ns_per_byte, 0.04, 1e-9);
+  EXPECT_NEAR(fit.coefficients.fit.r2, 1.0, 1e-12);
+  EXPECT_EQ(fit.coefficients.fit.samples, static_cast<std::int64_t>(pts.size()));
+}
+
+// 5 % multiplicative noise and one point in six three times too slow (a descheduled rank): the
+// robust fit lands within 10 % of both coefficients and discounts the outliers, and the quality
+// it reports still counts them (an outlier's relative error is 2/3).
+TEST(FitAlphaBeta, NoiseAndOutliersDoNotDragTheFit) {
+  std::mt19937 rng(7);
+  for (CollOp op : {CollOp::all_reduce, CollOp::all_gather, CollOp::all_to_all, CollOp::send_recv}) {
+    auto pts = sweep(op, 8, 30.0, 0.5, 0.05, rng);         // 30 µs, 2 GB/s: a cross-building link
+    const auto more = sweep(op, 4, 30.0, 0.5, 0.05, rng);  // two group sizes, one link
+    pts.insert(pts.end(), more.begin(), more.end());
+    for (std::size_t i = 0; i < pts.size(); i += 6) pts[i].time_us *= 3;
+    const auto fit = fit_alpha_beta(pts, "synthetic");
+    EXPECT_NEAR(fit.coefficients.alpha_us, 30.0, 3.0) << sax::to_string(op);
+    EXPECT_NEAR(fit.coefficients.beta_ns_per_byte, 0.5, 0.05) << sax::to_string(op);
+    EXPECT_GE(fit.downweighted, static_cast<std::int64_t>(pts.size() / 6)) << "the outliers were not discounted";
+    EXPECT_LT(fit.rel_residual_p50, 0.06);
+    EXPECT_GT(fit.coefficients.fit.max_rel_error, 0.5) << "quality is reported over every point, outliers too";
+  }
+}
+
+TEST(FitAlphaBeta, CoefficientsStayPhysical) {
+  // Pure bandwidth (α = 0) with noise that would make an unconstrained α negative.
+  std::vector<CollPoint> pts;
+  for (double bytes = 1 << 20; bytes <= 64.0 * (1 << 20); bytes *= 2)
+    pts.push_back({CollOp::all_gather, 4, bytes, 0.75 * bytes * 0.1e-3 * 0.97});
+  pts.push_back({CollOp::all_gather, 4, 1 << 19, 0.75 * (1 << 19) * 0.1e-3 * 0.9});
+  const auto fit = fit_alpha_beta(pts, "synthetic");
+  EXPECT_GE(fit.coefficients.alpha_us, 0.0);
+  EXPECT_GT(fit.coefficients.beta_ns_per_byte, 0.0);
+}
+
+TEST(FitAlphaBeta, TooFewOrBadPointsAreRefusedNamingWhere) {
+  const std::vector<CollPoint> one_size = {{CollOp::all_reduce, 4, 1024, 10}, {CollOp::all_reduce, 4, 1024, 11}};
+  try {
+    fit_alpha_beta(one_size, "sweep.json");
+    FAIL() << "one size fitted";
+  } catch (const sax::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("sweep.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("two different sizes"), std::string::npos) << e.what();
+  }
+  const std::vector<CollPoint> bad = {{CollOp::all_reduce, 4, 1024, 10}, {CollOp::all_reduce, 4, 2048, NAN}};
+  EXPECT_THROW(fit_alpha_beta(bad, "sweep.json"), sax::InputError);
+}
+
+TEST(ReadBenchCollPoints, ReadsResultsAndNamesTheBadField) {
+  const sax::json doc = {{"version", 2},
+                         {"results",
+                          {{{"op", "all_reduce"}, {"ranks", 4}, {"bytes", 1024}, {"time_us", 10.5}},
+                           {{"op", "send_recv"}, {"ranks", 2}, {"bytes", 4096}, {"time_us", 3.0}}}}};
+  const auto pts = sax::calibration::read_bench_coll_points(doc, "b.json");
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[1].op, CollOp::send_recv);
+  EXPECT_EQ(pts[0].ranks, 4);
+  EXPECT_DOUBLE_EQ(pts[0].time_us, 10.5);
+  sax::json broken = doc;
+  broken["results"][1].erase("time_us");
+  try {
+    sax::calibration::read_bench_coll_points(broken, "b.json");
+    FAIL();
+  } catch (const sax::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/results/1/time_us"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(sax::calibration::read_bench_coll_points({{"version", 1}}, "b.json"), sax::InputError);
+}
