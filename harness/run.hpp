@@ -25,7 +25,7 @@ struct RunArgs {
   std::string router_skew = "0";
   std::string timeout_s = "120";
   std::string json_file;
-  std::string trace_dir;  // "" = no timeline
+  std::string trace_dir;     // "" = no timeline
   std::string text() const;  // the whole command line, for the ranks to compare
   // The layout's memory per device against the device's (the explorer's figure; cli/ gives it,
   // the harness does not link the explorer): a UsageError with the figures when it does not fit.
