@@ -1,6 +1,5 @@
 #include "harness/coll_bench.hpp"
 
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -27,14 +26,7 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
     check_emulation(plan->cluster ? &*plan->cluster : nullptr);  // software emulation needs the cluster
     // Rank 0 writes the JSON: find an unwritable path now, not after the sweep.
     if (job.rank() == 0 && !plan->config.json_file.empty()) writer.check(plan->config.json_file);
-    if (!plan->config.trace_dir.empty()) {  // every rank writes its own file
-      std::error_code ec;
-      std::filesystem::create_directories(plan->config.trace_dir, ec);
-      if (ec || !std::filesystem::is_directory(plan->config.trace_dir))
-        throw UsageError("bench coll: --trace: cannot make directory '" + plan->config.trace_dir +
-                         "': " + ec.message());
-      writer.check(trace_file(plan->config.trace_dir, job.rank()));
-    }
+    if (!plan->config.trace_dir.empty()) prepare_trace_dir("bench coll", plan->config.trace_dir, job.rank(), writer);
   });
 
   // 2. Run. A failure here may be one rank's alone: it says so and brings the job down.

@@ -101,8 +101,8 @@ void StepExecutor::span(double& into, Category c, const char* name, std::int64_t
   if (tracer_) tracer_->span(c, name, t0, t1, static_cast<std::uint64_t>(bytes), op_id_);
 }
 
-void StepExecutor::done(const Pending& p, std::int64_t t1) {
-  if (tracer_) tracer_->lifetime(static_cast<Dim>(p.dim), p.name, p.issued, t1, static_cast<std::uint64_t>(p.bytes));
+void StepExecutor::lifetime(int dim, const char* name, std::int64_t t0, std::int64_t t1, double bytes) {
+  if (tracer_) tracer_->lifetime(static_cast<Dim>(dim), name, t0, t1, static_cast<std::uint64_t>(bytes));
 }
 
 std::vector<GroupKind> StepExecutor::message_kinds(const workload::Workload& w) {
@@ -243,7 +243,7 @@ void StepExecutor::progress(StepRecord* rec) {
       const bool complete = p.handle.test();
       const std::int64_t t1 = now_ns();
       if (rec) span(rec->comm_s[static_cast<std::size_t>(p.dim)], Category::communication, p.name, t0, t1);
-      if (complete) done(p, t1);
+      if (complete) lifetime(p.dim, p.name, p.issued, t1, p.bytes);
       if (!complete && kept != i) (*list)[kept] = std::move(p);
       if (!complete) ++kept;
     }
@@ -257,7 +257,7 @@ void StepExecutor::wait_pending(StepRecord& rec) {
     p.handle.wait();
     const std::int64_t t1 = now_ns();
     span(rec.comm_s[static_cast<std::size_t>(p.dim)], Category::communication, p.name, t0, t1);
-    done(p, t1);
+    lifetime(p.dim, p.name, p.issued, t1, p.bytes);
   }
   pending_.clear();
 }
@@ -350,7 +350,7 @@ void StepExecutor::message(std::size_t i, StepRecord& rec) {
       const std::int64_t t2 = now_ns();
       const auto bytes = static_cast<double>(count * e);
       span(rec.comm_s[di], Category::communication, name, t1, t2, bytes);
-      done(Pending{{}, d, name, t1, bytes}, t2);
+      lifetime(d, name, t1, t2, bytes);
       return;  // a receive sends nothing
     }
     default:
@@ -362,7 +362,7 @@ void StepExecutor::message(std::size_t i, StepRecord& rec) {
   if (mode == coll::Mode::async)
     pending_.push_back({std::move(h), d, name, t0, sent});
   else
-    done(Pending{{}, d, name, t0, sent}, t1);
+    lifetime(d, name, t0, t1, sent);
 }
 
 StepRecord StepExecutor::run_step(int step) {
@@ -403,7 +403,7 @@ StepRecord StepExecutor::run_step(int step) {
   const std::int64_t t0 = now_ns();
   for (auto& p : sends_) {
     p.handle.wait();
-    done(p, now_ns());
+    lifetime(p.dim, p.name, p.issued, now_ns(), p.bytes);
   }
   sends_.clear();
   const std::int64_t end = now_ns();

@@ -96,7 +96,8 @@ class StepExecutor {
   void message(std::size_t i, StepRecord& rec);
   // Adds t1 − t0 to `into` and, when tracing, records the span on the executor's thread.
   void span(double& into, profiles::Category c, const char* name, std::int64_t t0, std::int64_t t1, double bytes = 0);
-  void done(const Pending& p, std::int64_t t1);  // a message's lifetime, when tracing
+  // A message of dimension `dim` from issue (t0) to completion (t1), when tracing.
+  void lifetime(int dim, const char* name, std::int64_t t0, std::int64_t t1, double bytes);
 
   workload::Workload w_;
   kernels::Device* device_;

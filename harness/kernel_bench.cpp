@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -143,13 +142,7 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     }
   }
   if (!a.json_file.empty()) writer.check(a.json_file);
-  if (!a.trace_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(a.trace_dir, ec);
-    if (ec || !std::filesystem::is_directory(a.trace_dir))
-      throw UsageError("bench kernels: --trace: cannot make directory '" + a.trace_dir + "': " + ec.message());
-    writer.check(trace_file(a.trace_dir, 0));
-  }
+  if (!a.trace_dir.empty()) prepare_trace_dir("bench kernels", a.trace_dir, 0, writer);
   const bool threads_set = kernels::cpu::set_blas_threads(threads);
   // The device's peak, from the cluster file: the CPU backend computes in float32, the CUDA
   // backend in bf16.

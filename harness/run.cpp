@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -102,13 +101,7 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     backend = job.choose_backend(a.backend);
     if (a.check_memory) a.check_memory(*cluster, *model, *layout);
     if (job.rank() == 0 && !a.json_file.empty()) writer.check(a.json_file);
-    if (!a.trace_dir.empty()) {  // every rank writes its own file (the directory may be node-local)
-      std::error_code ec;
-      std::filesystem::create_directories(a.trace_dir, ec);
-      if (ec || !std::filesystem::is_directory(a.trace_dir))
-        throw UsageError("run: --trace: cannot make directory '" + a.trace_dir + "': " + ec.message());
-      writer.check(trace_file(a.trace_dir, job.rank()));
-    }
+    if (!a.trace_dir.empty()) prepare_trace_dir("run", a.trace_dir, job.rank(), writer);
   });
 
   // 2. Run. A failure here may be one rank's alone: it says so and brings the job down.

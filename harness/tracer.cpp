@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <limits>
 #include <map>
 
 #include "profiles/chrome_trace.hpp"
+#include "spec/error.hpp"
 
 namespace sax::harness {
 
@@ -24,10 +24,32 @@ std::uint64_t comm_lane_id(std::size_t dim, int k) {
   return kCommLaneBase + dim * kCommLanesPerDim + static_cast<std::uint64_t>(k);
 }
 
+// Places an event [start, end) on the first of `lane_ends` (each lane's latest end) free at
+// `start`, opening a lane while fewer than `most` are open (then the last: overlap rather than
+// collide with another lane); returns the lane. Events placed so, in any order, never overlap
+// on one lane: each starts after everything placed on its lane before, and anything placed on
+// it later starts after this one's end.
+std::size_t place(std::vector<std::int64_t>& lane_ends, std::size_t most, std::int64_t start, std::int64_t end) {
+  std::size_t k = 0;
+  while (k < lane_ends.size() && lane_ends[k] > start) ++k;
+  if (k == most) k = most - 1;
+  if (k == lane_ends.size()) lane_ends.push_back(end);
+  lane_ends[k] = std::max(lane_ends[k], end);
+  return k;
+}
+
 }  // namespace
 
 std::string trace_file(const std::string& dir, int rank) {
   return (std::filesystem::path(dir) / ("rank-" + std::to_string(rank) + ".json")).string();
+}
+
+void prepare_trace_dir(const std::string& command, const std::string& dir, int rank, const ResultWriter& writer) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw UsageError(command + ": --trace: cannot make directory '" + dir + "': " + ec.message());
+  writer.check(trace_file(dir, rank));
 }
 
 std::optional<Dim> comm_lane_dim(std::uint64_t trace_tid) {
@@ -39,7 +61,7 @@ StepTracer::StepTracer(int rank, std::size_t capacity)
     : recorder_(rank, capacity),
       thread_(profiles::current_thread_lane()),
       pthread_low_(static_cast<std::uint32_t>(pthread_self())) {
-  for (auto& lanes : lane_free_at_) lanes.fill(std::numeric_limits<std::int64_t>::min());
+  for (auto& ends : comm_lane_ends_) ends.reserve(kCommLanesPerDim);
 }
 
 void StepTracer::span(Category c, const char* name, std::int64_t t0_ns, std::int64_t t1_ns, std::uint64_t bytes,
@@ -58,13 +80,7 @@ void StepTracer::span(Category c, const char* name, std::int64_t t0_ns, std::int
 
 void StepTracer::lifetime(Dim dim, const char* name, std::int64_t t0_ns, std::int64_t t1_ns, std::uint64_t bytes) {
   const auto d = static_cast<std::size_t>(dim);
-  auto& free_at = lane_free_at_[d];
-  // The first lane whose every event ended by t0: events recorded on it before, and (by the same
-  // rule) after, cannot overlap this one.
-  int k = 0;
-  while (k < kCommLanesPerDim - 1 && free_at[static_cast<std::size_t>(k)] > t0_ns) ++k;
-  free_at[static_cast<std::size_t>(k)] = std::max(free_at[static_cast<std::size_t>(k)], t1_ns);
-  lanes_used_[d] = std::max(lanes_used_[d], k + 1);
+  const auto k = static_cast<int>(place(comm_lane_ends_[d], kCommLanesPerDim, t0_ns, t1_ns));
   profiles::Event e;
   e.rank = recorder_.rank();
   e.lane = profiles::Lane{profiles::LaneKind::host_thread, -1, comm_lane_id(d, k)};
@@ -89,17 +105,7 @@ json StepTracer::chrome_trace(const std::string& process_name, int building, int
   std::map<std::uint64_t, std::string> device_lanes;
   for (auto& e : on_device) {
     if (e.lane.kind != profiles::LaneKind::device_stream || e.end_ns == profiles::Event::kOpen) continue;
-    const std::uint64_t stream = profiles::trace_thread_id(e.lane);
-    auto& ends = free_at[stream];
-    std::size_t k = 0;
-    while (k < ends.size() && ends[k] > e.start_ns) ++k;
-    if (k == ends.size()) {
-      if (k == kStreamSubLanes)
-        k = kStreamSubLanes - 1;  // overlap rather than collide with another stream
-      else
-        ends.push_back(e.end_ns);
-    }
-    ends[k] = std::max(ends[k], e.end_ns);
+    const std::size_t k = place(free_at[profiles::trace_thread_id(e.lane)], kStreamSubLanes, e.start_ns, e.end_ns);
     const std::string base = "GPU " + std::to_string(e.lane.device) + " stream " + std::to_string(e.lane.id);
     e.lane.id += k * kStreamSubLaneStride;
     device_lanes[profiles::trace_thread_id(e.lane)] = base + (k > 0 ? " #" + std::to_string(k + 1) : "");
@@ -112,7 +118,7 @@ json StepTracer::chrome_trace(const std::string& process_name, int building, int
   profiles::TraceProcess process{recorder_.rank(), process_name, {}};
   process.lanes[profiles::trace_thread_id(thread_)] = "executor: compute, exposed communication, idle";
   for (Dim d : kDims)
-    for (int k = 0; k < lanes_used_[static_cast<std::size_t>(d)]; ++k)
+    for (int k = 0; k < static_cast<int>(comm_lane_ends_[static_cast<std::size_t>(d)].size()); ++k)
       process.lanes[comm_lane_id(static_cast<std::size_t>(d), k)] =
           std::string(dim_name(d)) + " comm" + (k > 0 ? " #" + std::to_string(k + 1) : "");
   process.lanes.insert(device_lanes.begin(), device_lanes.end());

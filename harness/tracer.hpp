@@ -36,6 +36,9 @@ std::optional<Dim> comm_lane_dim(std::uint64_t trace_tid);
 
 // DIR/rank-N.json: where rank N's trace goes.
 std::string trace_file(const std::string& dir, int rank);
+// Makes `dir` (every rank its own: the directory may be node-local) and checks that rank's file
+// can be written; a UsageError naming `command` otherwise. For validation, before the run.
+void prepare_trace_dir(const std::string& command, const std::string& dir, int rank, const ResultWriter& writer);
 
 class StepTracer {
  public:
@@ -64,8 +67,9 @@ class StepTracer {
   profiles::HostRecorder recorder_;
   profiles::Lane thread_;
   std::uint64_t pthread_low_ = 0;  // how CUPTI names this thread in API records (pthread_self's low 32 bits)
-  std::array<std::array<std::int64_t, kCommLanesPerDim>, 5> lane_free_at_{};  // per dim, per lane
-  std::array<int, 5> lanes_used_{};
+  // Per dim, the end of each communication lane opened so far (reserved up front: no allocation
+  // while recording).
+  std::array<std::vector<std::int64_t>, 5> comm_lane_ends_;
 };
 
 }  // namespace sax::harness

@@ -81,6 +81,14 @@ const char* api_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   return name;
 }
 
+// The fields every record of device work has (kernels, copies, memsets), whatever its struct.
+template <typename Record>
+void device_work(ActivityKind kind, const Record& a, ActivityRecord& r) {
+  r.kind = kind;
+  r.start_ns = static_cast<std::int64_t>(a.start), r.end_ns = static_cast<std::int64_t>(a.end);
+  r.device_id = a.deviceId, r.stream_id = a.streamId, r.correlation_id = a.correlationId;
+}
+
 }  // namespace
 
 bool convert_cupti_record(const void* record, ActivityRecord& r) {
@@ -90,25 +98,19 @@ bool convert_cupti_record(const void* record, ActivityRecord& r) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
     case CUPTI_ACTIVITY_KIND_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(a);
-      r.kind = ActivityKind::concurrent_kernel;
-      r.start_ns = static_cast<std::int64_t>(k->start), r.end_ns = static_cast<std::int64_t>(k->end);
-      r.device_id = k->deviceId, r.stream_id = k->streamId, r.correlation_id = k->correlationId;
+      device_work(ActivityKind::concurrent_kernel, *k, r);
       r.name = k->name;
       return true;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(a);
-      r.kind = ActivityKind::memcpy;
-      r.start_ns = static_cast<std::int64_t>(m->start), r.end_ns = static_cast<std::int64_t>(m->end);
-      r.device_id = m->deviceId, r.stream_id = m->streamId, r.correlation_id = m->correlationId;
+      device_work(ActivityKind::memcpy, *m, r);
       r.bytes = m->bytes, r.copy_kind = copy_kind(m->copyKind);
       return true;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(a);
-      r.kind = ActivityKind::memset;
-      r.start_ns = static_cast<std::int64_t>(m->start), r.end_ns = static_cast<std::int64_t>(m->end);
-      r.device_id = m->deviceId, r.stream_id = m->streamId, r.correlation_id = m->correlationId;
+      device_work(ActivityKind::memset, *m, r);
       r.bytes = m->bytes;
       return true;
     }

@@ -25,6 +25,24 @@ CUpti_ActivityKernel10 kernel(const char* name, std::uint64_t start, std::uint64
   return k;
 }
 
+CUpti_ActivityAPI launch(std::uint64_t start, std::uint64_t end, std::uint32_t thread, std::uint32_t correlation) {
+  CUpti_ActivityAPI api;
+  std::memset(&api, 0, sizeof api);
+  api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  api.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  api.start = start, api.end = end, api.threadId = thread, api.correlationId = correlation;
+  return api;
+}
+
+CUpti_ActivityExternalCorrelation external(std::uint64_t id, std::uint32_t correlation) {
+  CUpti_ActivityExternalCorrelation x;
+  std::memset(&x, 0, sizeof x);
+  x.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+  x.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+  x.externalId = id, x.correlationId = correlation;
+  return x;
+}
+
 }  // namespace
 
 TEST(CuptiRecords, EveryKindSaxAsksForConvertsWithItsFields) {
@@ -56,22 +74,14 @@ TEST(CuptiRecords, EveryKindSaxAsksForConvertsWithItsFields) {
   EXPECT_EQ(r.kind, ActivityKind::memset);
   EXPECT_EQ(r.bytes, 128u);
 
-  CUpti_ActivityAPI api;
-  std::memset(&api, 0, sizeof api);
-  api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-  api.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
-  api.start = 900, api.end = 950, api.threadId = 1234, api.correlationId = 42;
+  const auto api = launch(900, 950, 1234, 42);
   ASSERT_TRUE(convert_cupti_record(&api, r));
   EXPECT_EQ(r.kind, ActivityKind::runtime);
   EXPECT_EQ(r.thread_id, 1234u);
   ASSERT_NE(r.name, nullptr);  // CUPTI names the call without a device
   EXPECT_NE(std::string(r.name).find("cudaLaunchKernel"), std::string::npos) << r.name;
 
-  CUpti_ActivityExternalCorrelation x;
-  std::memset(&x, 0, sizeof x);
-  x.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-  x.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-  x.externalId = 77, x.correlationId = 42;
+  const auto x = external(77, 42);
   ASSERT_TRUE(convert_cupti_record(&x, r));
   EXPECT_EQ(r.kind, ActivityKind::external_correlation);
   EXPECT_EQ(r.external_id, 77u);
@@ -100,15 +110,8 @@ TEST(CuptiRecords, EveryKindSaxAsksForConvertsWithItsFields) {
 TEST(CuptiRecords, ConvertedRecordsBecomeCorrelatedEventsOnTheHostClock) {
   ActivityProcessor p(3);
   p.set_clock_offset_ns(1'000'000);
-  CUpti_ActivityAPI api;
-  std::memset(&api, 0, sizeof api);
-  api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-  api.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
-  api.start = 100, api.end = 110, api.threadId = 55, api.correlationId = 8;
-  CUpti_ActivityExternalCorrelation x;
-  std::memset(&x, 0, sizeof x);
-  x.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-  x.externalId = (2ull << 32) | 5, x.correlationId = 8;
+  const auto api = launch(100, 110, 55, 8);
+  const auto x = external((2ull << 32) | 5, 8);
   const auto k = kernel("gemm_bf16", 120, 220, 13, 8);
   ActivityRecord r;
   for (const void* rec : std::vector<const void*>{&x, &api, &k}) {
