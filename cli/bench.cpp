@@ -46,6 +46,9 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-G,--graph-launches", args->graph_launches,
                   "Capture the iterations in a CUDA graph and launch it this many times (cuda; 0 = no graph)")
       ->capture_default_str();
+  cmd->add_option("--min-sample-us", args->min_sample_us,
+                  "p50/p99/cv samples: consecutive iterations lasting at least this long (0 = each iteration)")
+      ->capture_default_str();
   cmd->add_option("--group", args->group,
                   "A group kind: world | tp | cp | ep | dp | pp | expert_dp | dp_cp | expert_dp_cp | "
                   "dp_cp_intra_building | dp_cp_cross_building | embedding | intra_building | cross_building | ...")

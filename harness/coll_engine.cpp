@@ -1,6 +1,7 @@
 #include "harness/coll_engine.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -52,6 +53,7 @@ json CollResult::to_json() const {
           {"p99_us", p99_us},
           {"cv", cv},
           {"wrong", wrong ? json(*wrong) : json(nullptr)},
+          {"iters_per_sample", iters_per_sample},
           {"times_us", times_us}};
 }
 
@@ -59,14 +61,14 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
                     void* recv, std::size_t count, DType dtype, const Timing& t, const FaultInjection& faults) {
   const Stream stream = device.comm_stream();
   const coll::Mode mode = t.blocking ? coll::Mode::blocking : coll::Mode::enqueue;
-  const int samples = t.graph_launches > 0 ? t.graph_launches : t.iters;
-  const double per_sample = t.graph_launches > 0 ? t.iters : 1;
   Measurement m;
-  m.times_us.assign(static_cast<std::size_t>(samples), 0.0);
   double mine = 0;
-  if (t.active) {
+  double per_iteration_us = 0;  // the warmup's, on the host clock: how long a sample of one iteration would be
+  if (t.active && t.warmup > 0) {
+    const std::int64_t warm = profiles::now_ns();
     for (int i = 0; i < t.warmup; ++i) entry.run(comm, send, recv, count, dtype, mode);
     device.synchronize(stream);
+    per_iteration_us = static_cast<double>(profiles::now_ns() - warm) * 1e-3 / t.warmup;
   }
   std::unique_ptr<kernels::Graph> graph;
   if (t.active && t.graph_launches > 0) {
@@ -80,36 +82,60 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
     job.quiet_barrier();
   else
     job.barrier();
+  // Iterations per sample: as many as make a sample last min_sample_us by the warmup's pace, at
+  // most a tenth of the iterations; the largest any rank asks, so that every rank has the same
+  // samples to aggregate. With -G a sample is one launch of the graph.
+  int per_sample = 1;
+  if (t.graph_launches == 0 && t.min_sample_us > 0) {
+    const double wanted = per_iteration_us > 0 ? std::ceil(t.min_sample_us / per_iteration_us) : 1;
+    const double local = std::clamp(wanted, 1.0, std::max(1.0, std::floor(t.iters / 10.0)));
+    per_sample = static_cast<int>(job.aggregate(local, RankAggregate::max, t.active));
+  }
+  const int samples = t.graph_launches > 0 ? t.graph_launches : std::max(1, t.iters / per_sample);
+  m.iters_per_sample = t.graph_launches > 0 ? t.iters : static_cast<double>(t.iters) / samples;
+  // Sample j ends after iteration ends[j] - 1; the samples hold iters / samples iterations or one more.
+  std::vector<int> ends(static_cast<std::size_t>(samples));
+  for (int j = 0; j < samples; ++j)
+    ends[static_cast<std::size_t>(j)] =
+        t.graph_launches > 0 ? j + 1 : static_cast<int>(static_cast<std::int64_t>(j + 1) * t.iters / samples);
+  m.times_us.assign(static_cast<std::size_t>(samples), 0.0);
   if (t.active) {
     std::vector<std::unique_ptr<kernels::Event>> events;
     for (int k = 0; k <= samples; ++k) events.push_back(device.make_event(true));
-    // The timed loop: the operation and one event per iteration, nothing else.
+    // The timed loop: the operation, and an event where a sample ends; nothing else.
     const std::int64_t began = profiles::now_ns();
     events[0]->record(stream);
+    std::size_t j = 0;
     if (graph) {
       for (int k = 0; k < samples; ++k) graph->launch(stream), events[k + 1]->record(stream);
     } else if (faults.slows()) {
       double start = now_s();
-      for (int i = 0; i < samples; ++i) {
+      for (int i = 0; i < t.iters; ++i) {
         entry.run(comm, send, recv, count, dtype, mode);
         start = faults.slow_down(i, start, now_s());
-        events[i + 1]->record(stream);
+        if (i + 1 == ends[j]) events[++j]->record(stream);
       }
     } else {
-      for (int i = 0; i < samples; ++i) entry.run(comm, send, recv, count, dtype, mode), events[i + 1]->record(stream);
+      for (int i = 0; i < t.iters; ++i) {
+        entry.run(comm, send, recv, count, dtype, mode);
+        if (i + 1 == ends[j]) events[++j]->record(stream);
+      }
     }
     events[samples]->synchronize();
-    for (int k = 0; k < samples; ++k) m.times_us[k] = events[k + 1]->elapsed_us(*events[k]) / per_sample;
-    mine = events[samples]->elapsed_us(*events[0]) / (samples * per_sample);
+    for (std::size_t k = 0; k < ends.size(); ++k) {
+      const int held = t.graph_launches > 0 ? t.iters : ends[k] - (k > 0 ? ends[k - 1] : 0);
+      m.times_us[k] = events[k + 1]->elapsed_us(*events[k]) / held;
+    }
+    mine = events[samples]->elapsed_us(*events[0]) / t.iters / (t.graph_launches > 0 ? samples : 1);
     if (t.tracer) {
       // The batch as the host saw it, and each sample inside it as the events timed it, laid end
       // to end from its start (on the CPU backend the events are the host clock: these are the
-      // iterations' own times; on CUDA the device's, which CUPTI places itself).
+      // samples' own times; on CUDA the device's, which CUPTI places itself).
       const std::int64_t ended = profiles::now_ns();
       t.tracer->span(profiles::Category::range, t.trace_name, began, ended);
       std::int64_t at = began;
       for (int k = 0; k < samples; ++k) {
-        const auto ns = static_cast<std::int64_t>(m.times_us[static_cast<std::size_t>(k)] * per_sample * 1e3);
+        const auto ns = static_cast<std::int64_t>(events[k + 1]->elapsed_us(*events[k]) * 1e3);
         t.tracer->span(profiles::Category::communication, t.trace_name, at, std::min(at + ns, ended));
         at = std::min(at + ns, ended);
       }
@@ -211,6 +237,7 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
         res.p99_us = percentile(m.times_us, 0.99);
         res.cv = cv(m.times_us);
         res.times_us = std::move(m.times_us);
+        res.iters_per_sample = m.iters_per_sample;
         // Checked on fresh input after the timing, as nccl-tests does: in place, every timed
         // iteration fed the next. (With -G the check runs the op directly, not the graph.)
         if (c.check)

@@ -2,19 +2,22 @@
 // timing, checking; what differs per op is in coll_table.
 //
 // Timing, as nccl-tests times a size: after the warmup the ranks meet; then each rank enqueues
-// the `iters` iterations one after another with a timing event between each two and nothing
-// else, and waits once at the end (`-z 1`: every iteration is synchronised before the next is
-// enqueued, nccl-tests' -z 1; `-G N`: the iterations are captured once as a CUDA graph,
-// launched N times, one event between launches). nccl-tests' structure, timed with events on
+// the `iters` iterations one after another and waits once at the end (`-z 1`: every iteration
+// is synchronised before the next is enqueued, nccl-tests' -z 1; `-G N`: the iterations are
+// captured once as a CUDA graph, launched N times). nccl-tests' structure, timed with events on
 // the stream rather than its host timer around the loop (so a batch's first launch latency and
-// the final wake-up are not in it); on CUDA the per-iteration event records are the one thing
-// in the loop that nccl-tests' has not (bench/coll_overhead measures what they cost). On the MPI backend every call is
-// complete on return and the events stamp the host's steady clock. A rank's time per iteration is its loop's elapsed
-// time / iters; the per-iteration samples are the times between consecutive events (per graph launch / iters). Both are
-// aggregated over the ranks as --average says (nccl-tests' -a: rank 0, the mean — the default, as nccl-tests and OSU —,
-// min or max). Reported:
+// the final wake-up are not in it). For the spread, an event also ends each sample: a run of
+// consecutive iterations long enough by the warmup's pace to last --min-sample-us (default 50 µs;
+// at most iters / 10 iterations; 0: every iteration its own sample), so that short operations
+// are not slowed by the timing (an event costs ~30 ns on the host clock, 1-2 µs of host time on
+// CUDA: 5-7 % of a 1 KiB MPI collective on 4 ranks here when taken every iteration,
+// bench/coll_overhead). On the MPI backend every call is complete on return and the events stamp
+// the host's steady clock. A rank's time per iteration is its loop's elapsed time / iters; a
+// sample's is its events' interval / its iterations (with -G: per launch / iters). Both are
+// aggregated over the ranks as --average says (nccl-tests' -a: rank 0, the mean — the default,
+// as nccl-tests and OSU —, min or max). Reported:
 //   time_us   the aggregate of each rank's mean time per iteration;
-//   p50_us, p99_us, cv   over the aggregated per-iteration samples (times_us in the JSON).
+//   p50_us, p99_us, cv   over the aggregated samples (times_us in the JSON, iters_per_sample each).
 // algbw = bytes / time_us; busbw = algbw × busbw_factor(op, group size).
 #pragma once
 
@@ -46,7 +49,8 @@ struct CollResult {
   std::string path;  // the library call that carried it (coll::Communicator::path)
   double time_us = 0, algbw_gbps = 0, busbw_gbps = 0, p50_us = 0, p99_us = 0, cv = 0;
   std::optional<std::int64_t> wrong;  // summed over all ranks; empty when not checked
-  std::vector<double> times_us;       // per-iteration samples, aggregated over ranks
+  std::vector<double> times_us;       // per-iteration time of each sample, aggregated over ranks
+  double iters_per_sample = 1;        // the iterations a sample holds (on average: the split is even)
   json to_json() const;
 };
 
@@ -56,6 +60,7 @@ struct Timing {
   RankAggregate average = RankAggregate::mean;
   bool blocking = false;
   int graph_launches = 0;
+  double min_sample_us = 50;  // --min-sample-us: iterations per sample so that one lasts this long
   // --groups-at-once: whether this rank's group runs the op (false: it waits without polling and
   // is left out of the aggregate); `quiet` when some groups wait (every rank meets quietly).
   bool active = true, quiet = false;
@@ -63,13 +68,14 @@ struct Timing {
   StepTracer* tracer = nullptr;
   const char* trace_name = "";
   static Timing of(const CollBenchConfig& c) {
-    return {c.iters, c.warmup, c.average, c.blocking, c.graph_launches, true, c.groups_at_once > 0};
+    return {c.iters, c.warmup, c.average, c.blocking, c.graph_launches, c.min_sample_us, true, c.groups_at_once > 0};
   }
 };
 
 struct Measurement {
-  std::vector<double> times_us;  // per iteration (with -G: per launch / iters), aggregated over ranks
-  double time_us = 0;            // each rank's mean time per iteration, aggregated over ranks
+  std::vector<double> times_us;  // per sample, its time per iteration (-G: per launch / iters), aggregated over ranks
+  double iters_per_sample = 1;
+  double time_us = 0;  // each rank's mean time per iteration, aggregated over ranks
 };
 
 // Times one op at `count` elements on this rank's group communicator, whose stream is

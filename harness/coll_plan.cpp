@@ -41,9 +41,10 @@ std::string bench_op_names() {
 
 std::string CollBenchArgs::text() const {
   std::string t;
-  for (const std::string* s : {&op, &min_bytes, &max_bytes, &step_factor, &iters, &warmup, &dtype, &average, &blocking,
-                               &inplace, &graph_launches, &group, &groups_at_once, &cluster_file, &layout_file,
-                               &backend, &timeout_s, &json_file, &trace_dir})
+  for (const std::string* s :
+       {&op,           &min_bytes,   &max_bytes, &step_factor,    &iters,         &warmup,   &dtype,
+        &average,      &blocking,    &inplace,   &graph_launches, &min_sample_us, &group,    &groups_at_once,
+        &cluster_file, &layout_file, &backend,   &timeout_s,      &json_file,     &trace_dir})
     t += *s + '\x1f';
   return t + blocking + (check ? "check" : "nocheck");
 }
@@ -63,6 +64,7 @@ json CollBenchConfig::to_json() const {
           {"blocking", blocking},
           {"inplace", inplace},
           {"graph_launches", graph_launches},
+          {"min_sample_us", min_sample_us},
           {"group", group},
           {"groups_at_once", groups_at_once},
           {"cluster", cluster_file},
@@ -132,6 +134,12 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
         "-z/--blocking 1 with -G/--graph-launches: a graph launch enqueues every iteration at once; "
         "choose one");
   char* end = nullptr;
+  c.min_sample_us = std::strtod(a.min_sample_us.c_str(), &end);
+  if (a.min_sample_us.empty() || *end != '\0' || !std::isfinite(c.min_sample_us) || c.min_sample_us < 0 ||
+      c.min_sample_us > 1e6)
+    throw UsageError("--min-sample-us: expected microseconds from 0 (every iteration its own sample) to 1e6, got '" +
+                     a.min_sample_us + "'");
+  end = nullptr;
   c.timeout_s = std::strtod(a.timeout_s.c_str(), &end);
   // Bounded: a deadline of now + 1e20 s (or inf) overflows steady_clock and fires at once.
   if (a.timeout_s.empty() || *end != '\0' || !std::isfinite(c.timeout_s) || !(c.timeout_s > 0) ||

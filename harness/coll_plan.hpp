@@ -30,6 +30,7 @@ struct CollBenchArgs {
   bool check = false;
   // As nccl-tests: -a (aggregation over ranks), -z (blocking), in-place rows, -G (graph launches).
   std::string average = "1", blocking = "0", inplace = "0", graph_launches = "0";
+  std::string min_sample_us = "50";
   std::string group = "world", cluster_file, layout_file;
   std::string groups_at_once = "0";  // 0: every group of the set
   std::string backend;               // "" = cuda where a device is present, cpu otherwise
@@ -52,6 +53,8 @@ struct CollBenchConfig {
   bool blocking = false;
   int inplace = 0;         // 0 out of place, 1 in place, 2 both (rows of each)
   int graph_launches = 0;  // > 0: the iterations captured once in a CUDA graph, launched this often
+  // The spread's samples: consecutive iterations lasting at least this long (0: each iteration).
+  double min_sample_us = 50;
   std::string group = "world", cluster_file, layout_file;
   // How many of the set's groups run the op at once (0: all). The others wait without polling,
   // and the figures are aggregated over the ranks that ran: one group crossing a shared building

@@ -83,14 +83,20 @@ std::string coll_timing_text(const CollBenchConfig& c) {
                            : c.average == RankAggregate::min  ? "fastest rank's"
                                                               : "slowest rank's";
   const std::string mode = timing_mode(c.backend, c.blocking, c.graph_launches);
+  char min_sample[32];
+  std::snprintf(min_sample, sizeof min_sample, "%g", c.min_sample_us);
   const std::string how =
       mode == "cpu"     ? "each MPI call complete on return"
       : mode == "graph" ? "iterations captured in a CUDA graph, launched " + std::to_string(c.graph_launches) + " times"
       : mode == "blocking" ? "synchronised after every iteration"
                            : "iterations enqueued, synchronised once";
   return "time = " + over + " mean per iteration (average " + std::to_string(static_cast<int>(c.average)) + ": " +
-         to_string(c.average) + "; " + how + "); p50/p99/cv over per-" +
-         (c.graph_launches > 0 ? "launch" : "iteration") + " samples, each the " + to_string(c.average) + " over ranks";
+         to_string(c.average) + "; " + how + "); p50/p99/cv over " +
+         (c.graph_launches > 0 ? std::string("per-launch samples")
+          : c.min_sample_us > 0
+              ? "samples of consecutive iterations lasting >= " + std::string(min_sample) + " us (iters_per_sample)"
+              : std::string("per-iteration samples")) +
+         ", each the " + to_string(c.average) + " over ranks";
 }
 
 std::string coll_op_header(CollOp op) {

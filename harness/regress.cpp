@@ -59,6 +59,7 @@ std::vector<Entry> read_entries(const nlohmann::json& doc, const std::string& fi
 // before --average) took the slowest rank and, on CUDA, synchronised every iteration.
 struct TimingKind {
   std::string average, mode;
+  double min_sample_us = 0;  // a file written before --min-sample-us sampled every iteration
 };
 
 TimingKind timing_of(const nlohmann::json& doc, const std::string& file) {
@@ -68,8 +69,12 @@ TimingKind timing_of(const nlohmann::json& doc, const std::string& file) {
   Fields f(doc["config"], file, "/config");
   const std::optional<RankAggregate> how = parse_rank_aggregate(f.string("average"));
   if (!how) f.fail("average", "one of rank0, mean, min, max");
-  return {to_string(*how), timing_mode(cuda ? Backend::cuda : Backend::cpu, cuda && f.boolean("blocking", false),
-                                       cuda ? static_cast<int>(f.integer("graph_launches", 0, 0)) : 0)};
+  const double min_sample_us = f.number("min_sample_us", -1, 0);
+  if (min_sample_us < 0) f.fail("min_sample_us", "microseconds >= 0");
+  return {to_string(*how),
+          timing_mode(cuda ? Backend::cuda : Backend::cpu, cuda && f.boolean("blocking", false),
+                      cuda ? static_cast<int>(f.integer("graph_launches", 0, 0)) : 0),
+          min_sample_us};
 }
 
 }  // namespace
@@ -126,6 +131,14 @@ RegressReport compare_runs(const nlohmann::json& baseline, const std::string& ba
     throw UsageError(baseline_file + " was timed " + base_how.mode +
                      " (/config/blocking, /config/graph_launches) but " + current_file + " " + cur_how.mode +
                      ": compare runs made with the same -z and -G");
+  if (base_how.min_sample_us != cur_how.min_sample_us) {
+    char base_text[32], cur_text[32];
+    std::snprintf(base_text, sizeof base_text, "%g", base_how.min_sample_us);
+    std::snprintf(cur_text, sizeof cur_text, "%g", cur_how.min_sample_us);
+    throw UsageError(baseline_file + " takes samples of at least " + base_text + " us (/config/min_sample_us) but " +
+                     current_file + " of " + cur_text +
+                     " us: their spreads differ; compare runs made with the same --min-sample-us");
+  }
   const auto base = read_entries(baseline, baseline_file);
   std::map<Key, std::vector<double>> cur;
   for (auto& e : read_entries(current, current_file)) cur[e.key] = std::move(e.busbw);

@@ -152,9 +152,10 @@ TEST(BenchMpi, WrongResultsMakeEveryRankExitOne) {
 namespace {
 
 // A small all-reduce sweep at the sizes where latency, and so this machine's scheduling noise,
-// dominates; 2000 iterations (about 0.1 s a size), later split into two interleaved halves.
+// dominates; 2000 iterations (about 0.1 s a size), each its own sample (the halves below and the
+// injected slowdown count iterations), later split into two interleaved halves.
 void sweep(const std::string& json, const std::string& env = "") {
-  Result r = bench("--op all_reduce -b 1K -e 16K -f 4 -n 2000 -w 50 --json " + json, env);
+  Result r = bench("--op all_reduce -b 1K -e 16K -f 4 -n 2000 -w 50 --min-sample-us 0 --json " + json, env);
   ASSERT_EQ(r.code, 0) << r.err;
 }
 
@@ -229,6 +230,44 @@ TEST(BenchMpi, AggregationIsNamedInTheHeaderAndTheJson) {
   r = sh(std::string(SAX_BINARY) + " regress --baseline " + t.file("max.json") + " --current " + t.file("mean.json"));
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("max.json aggregates times over ranks as max (/config/average) but"), std::string::npos)
+      << r.err;
+}
+
+// Short iterations are timed in samples of several (--min-sample-us, default 50 µs), the
+// iterations split evenly; the header and the JSON say so, and regress compares like with like.
+TEST(BenchMpi, ShortIterationsAreSampledInRunsThatSayHowMany) {
+  TempDir t;
+  Result r = bench("-b 1K -e 1K -n 300 -w 30 --json " + t.file("default.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("p50/p99/cv over samples of consecutive iterations lasting >= 50 us"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(nlohmann::json::parse(sax::test::slurp(t.file("default.json")))["config"]["min_sample_us"], 50.0);
+  // 1 ms: more than any 1 KiB all-reduce takes here, even on a loaded machine.
+  r = bench("-b 1K -e 1K -n 300 -w 30 --min-sample-us 1000 --json " + t.file("1000.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(sax::test::slurp(t.file("1000.json")));
+  const auto& res = j["results"][0];
+  const double per = res["iters_per_sample"].get<double>();
+  const auto samples = static_cast<double>(res["times_us"].size());
+  // More than one iteration a sample, at most a tenth of them (at least 10 samples); every
+  // iteration in one.
+  EXPECT_GT(per, 1) << res.dump();
+  EXPECT_GE(samples, 10) << res.dump();
+  EXPECT_DOUBLE_EQ(per * samples, 300) << res.dump();
+  // The samples' times per iteration average to about the rank's mean per iteration.
+  double sum = 0;
+  for (const auto& x : res["times_us"]) sum += x.get<double>();
+  EXPECT_NEAR(sum / samples, res["time_us"].get<double>(), 0.2 * res["time_us"].get<double>()) << res.dump();
+  // --min-sample-us 0: every iteration its own sample.
+  r = bench("-b 1K -e 1K -n 30 -w 3 --min-sample-us 0 --json " + t.file("0.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("p50/p99/cv over per-iteration samples"), std::string::npos) << r.out;
+  j = nlohmann::json::parse(sax::test::slurp(t.file("0.json")));
+  EXPECT_EQ(j["results"][0]["times_us"].size(), 30u);
+  EXPECT_EQ(j["results"][0]["iters_per_sample"], 1.0);
+  r = sh(std::string(SAX_BINARY) + " regress --baseline " + t.file("default.json") + " --current " + t.file("0.json"));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("default.json takes samples of at least 50 us (/config/min_sample_us) but"), std::string::npos)
       << r.err;
 }
 

@@ -120,6 +120,11 @@ TEST(CollPlan, RefusesBadInput) {
   EXPECT_TRUE(refuses([](auto& a) { a.timeout_s = "nan"; }));
   EXPECT_TRUE(refuses([](auto& a) { a.timeout_s = "1000001"; }));
   EXPECT_FALSE(refuses([](auto& a) { a.timeout_s = "1e6"; }));
+  EXPECT_TRUE(refuses([](auto& a) { a.min_sample_us = "-1"; }));
+  EXPECT_TRUE(refuses([](auto& a) { a.min_sample_us = "nan"; }));
+  EXPECT_TRUE(refuses([](auto& a) { a.min_sample_us = "50us"; }));
+  EXPECT_TRUE(refuses([](auto& a) { a.min_sample_us = "2e6"; }));
+  EXPECT_FALSE(refuses([](auto& a) { a.min_sample_us = "0"; }));
   EXPECT_TRUE(refuses([](auto& a) { a.backend = "tpu"; }));
   EXPECT_TRUE(refuses([](auto& a) { a.backend = "cuda"; }));                                        // no device here
   EXPECT_TRUE(refuses([](auto& a) { a.op = "all_gather", a.min_bytes = a.max_bytes = "1000"; }));   // 4 ∤ 250
