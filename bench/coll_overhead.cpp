@@ -1,6 +1,6 @@
 // Does `sax bench coll` measure the collective and nothing else? In one launch, for every op and
 // size asked, it alternates the sax engine's measurement (harness::time_op through the
-// Communicator interface, as `sax bench coll` runs it, default aggregation: the mean over ranks)
+// Communicator interface, as `sax bench coll` runs it: the mean over ranks, 50 µs samples)
 // with a bare loop of the same library call — on the CPU backend the MPI call sax's op table
 // takes at that size (bench/mpi_paths.hpp, found by name), on CUDA the NCCL call enqueued as
 // nccl-tests does (bench/nccl_bare.hpp, its own communicator and stream) — in ABBA order so that
