@@ -29,8 +29,10 @@ class Factory final : public CommunicatorFactory {
     g.members = set.groups[static_cast<std::size_t>(set.group_of(rank))];
     g.link_class = set.link_class;
     MPI_Comm split = split_group(MPI_COMM_WORLD, set);
-    g.comm = backend_ == Backend::cuda ? make_nccl_communicator(split, /*owned=*/true, device_, stream_)
-                                       : make_mpi_communicator(split, /*owned=*/true);
+    g.comm = backend_ == Backend::cuda
+                 ? make_nccl_communicator(split, /*owned=*/true, device_, stream_)
+                 : make_mpi_communicator(split, /*owned=*/true,
+                                         /*composites=*/!set.link_class || *set.link_class == LinkClass::intra_node);
     if (emulation_) emulate(g, rank);
     return g;
   }

@@ -121,7 +121,7 @@ const PathWindow* window(CollOp op, std::uint64_t bytes) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+  MpiCommunicator(MPI_Comm comm, bool owned, bool composites) : comm_(comm), owned_(owned), composites_(composites) {
     SAX_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     SAX_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     SAX_MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -134,7 +134,7 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   const char* backend() const override { return "cpu"; }
   std::string path(CollOp op, std::uint64_t bytes) const override {
-    const PathWindow* w = window(op, bytes);
+    const PathWindow* w = window_of(op, bytes);
     return w ? w->call : library_call(op);
   }
 
@@ -143,7 +143,7 @@ class MpiCommunicator final : public Communicator {
     const MPI_Datatype t = mpi_datatype(d);
     const void* in = send == recv ? MPI_IN_PLACE : send;
     if (mode != Mode::async) {
-      if (!window(CollOp::all_reduce, count * static_cast<std::size_t>(dtype_bytes(d)))) {
+      if (!window_of(CollOp::all_reduce, count * static_cast<std::size_t>(dtype_bytes(d)))) {
         SAX_MPI_CHECK(MPI_Allreduce(in, recv, n, t, mpi_sum_op(d), comm_));
         return {};
       }
@@ -203,7 +203,7 @@ class MpiCommunicator final : public Communicator {
     const std::size_t block = send_count * static_cast<std::size_t>(dtype_bytes(d));
     const bool in_place = send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank_) * block;
     if (mode != Mode::async) {
-      if (!window(CollOp::all_gather, block * static_cast<std::size_t>(size_))) {
+      if (!window_of(CollOp::all_gather, block * static_cast<std::size_t>(size_))) {
         if (in_place)
           SAX_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, t, comm_));
         else
@@ -328,8 +328,12 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  const PathWindow* window_of(CollOp op, std::uint64_t bytes) const {
+    return composites_ ? window(op, bytes) : nullptr;
+  }
+
   MPI_Comm comm_;
-  bool owned_;
+  bool owned_, composites_;
   int rank_ = 0, size_ = 1;
   std::vector<int> counts_;  // reduce_scatter's per-rank counts, kept between blocking calls
 };
@@ -350,8 +354,8 @@ MPI_Op mpi_sum_op(DType d) {
   return g_bf16_sum;
 }
 
-std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, bool owned) {
-  return std::make_unique<MpiCommunicator>(comm, owned);
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, bool owned, bool composites) {
+  return std::make_unique<MpiCommunicator>(comm, owned, composites);
 }
 
 MPI_Comm split_group(MPI_Comm world, const GroupSet& set) {
