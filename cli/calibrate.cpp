@@ -1,9 +1,10 @@
+// `sax calibrate --cluster C --out K [...]` under mpirun or `sax launch`: the sweep and its fits
+// (calibration/sweep.hpp).
 // `sax calibrate fit FILE... [--out calibration.json]`: fits the cost model's α-β link
 // coefficients, per link class and priced op, from `sax bench coll --json` results run with
 // --cluster (so that each file says which link class its groups crossed), by the robust fit of
 // calibration/fit.hpp; prints each fit with its quality and writes a calibration file the
-// explorer reads (`--calibration`). The sweep that produces the files (`sax calibrate --cluster
-// C ...`) is the rest of issue 13.
+// explorer reads (`--calibration`).
 #include <cstdio>
 #include <ctime>
 #include <iostream>
@@ -13,8 +14,10 @@
 #include <utility>
 
 #include "calibration/fit.hpp"
+#include "calibration/sweep.hpp"
 #include "cli/commands.hpp"
 #include "cli/json_out.hpp"
+#include "harness/job.hpp"
 #include "spec/calibration.hpp"
 #include "spec/error.hpp"
 
@@ -105,8 +108,29 @@ void run_fit(const FitArgs& a) {
 }  // namespace
 
 void add_calibrate(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("calibrate", "Fit link and compute coefficients from testbed measurements");
-  cmd->require_subcommand(1);
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate",
+      "Sweep the testbed's links under mpirun (--cluster C --out K) and fit the cost model's coefficients; or fit "
+      "bench coll files (calibrate fit)");
+  cmd->require_subcommand(0, 1);
+  auto s = std::make_shared<calibration::SweepArgs>();
+  cmd->add_option("--cluster", s->cluster_file, "The testbed's cluster file (its ranks: mpirun -np N)");
+  cmd->add_option("-o,--out", s->out, "The calibration file to write (atomically)");
+  cmd->add_option("--points", s->points_file, "Raw points, appended as measured (default OUT.points.jsonl)");
+  cmd->add_option("-b,--min-bytes", s->min_bytes, "Smallest size")->capture_default_str();
+  cmd->add_option("-e,--max-bytes", s->max_bytes, "Largest size")->capture_default_str();
+  cmd->add_option("-f,--step-factor", s->step_factor, "Size step")->capture_default_str();
+  cmd->add_option("-n,--iters", s->iters, "Timed iterations per point")->capture_default_str();
+  cmd->add_option("-w,--warmup", s->warmup, "Untimed iterations before")->capture_default_str();
+  cmd->add_option("--ops", s->ops, "The priced ops to sweep: all, or a comma list")->capture_default_str();
+  cmd->add_option("--backend", s->backend, "cpu (MPI) | cuda (NCCL); default cuda when a device is present");
+  cmd->add_option("--timeout", s->timeout_s, "Seconds without progress before all ranks exit 1")->capture_default_str();
+  cmd->allow_extras();
+  cmd->callback([s, cmd] {
+    if (!cmd->get_subcommands().empty()) return;
+    harness::Job job;
+    calibration::calibrate_cluster(job, *s, cmd->remaining(), {check_writable, write_json_file});
+  });
   auto f = std::make_shared<FitArgs>();
   CLI::App* fit = cmd->add_subcommand(
       "fit", "Fit alpha-beta per link class and op from sax bench coll --json files (run with --cluster)");

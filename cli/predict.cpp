@@ -25,6 +25,14 @@ void run_predict(const PredictArgs& a) {
   const explorer::Prediction p = cm.predict(l);
   std::cout << "prediction for " << a.layout << " on " << c.name << " (" << c.world_size() << " devices) with "
             << m.name << " — " << cm.params().source << "\n";
+  auto list = [](const std::vector<std::string>& terms) {
+    std::string s;
+    for (const auto& t : terms) s += (s.empty() ? "" : "; ") + t;
+    return s;
+  };
+  if (!cm.params().calibrated_terms.empty())
+    std::cout << "  calibrated    " << list(cm.params().calibrated_terms) << "\n"
+              << "  datasheet     " << list(cm.params().datasheet_terms) << "\n";
   print_prediction(explorer::Candidate::of(l, c), l, p, cm, c);
   if (!a.json_file.empty()) {
     json j = {{"version", 1},
@@ -33,7 +41,9 @@ void run_predict(const PredictArgs& a) {
                 {"model", a.model},
                 {"layout", a.layout},
                 {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
-                {"cost_source", cm.params().source}}},
+                {"cost_source", cm.params().source},
+                {"calibrated_terms", cm.params().calibrated_terms},
+                {"datasheet_terms", cm.params().datasheet_terms}}},
               {"layout", to_json(l)},
               {"predicted", explorer::to_json(p)},
               {"why", explorer::explain(explorer::Candidate::of(l, c), p, c)}};

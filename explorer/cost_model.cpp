@@ -65,17 +65,30 @@ CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calib
                                   const std::string& file) {
   CostParams p = datasheet(cl, m);
   p.source = "calibration " + file;
-  for (LinkClass lc : kLinkClasses)
+  auto term = [&p](bool set, const std::string& name) {
+    (set ? p.calibrated_terms : p.datasheet_terms).push_back(name);
+  };
+  for (LinkClass lc : kLinkClasses) {
+    std::string ops;
     for (CollOp op : kPricedCollOps)
       if (const auto& ab = calibration.links[static_cast<int>(lc)][static_cast<int>(op)]) {
         LinkCost& l = p.links[static_cast<int>(lc)];
         l.alpha_s[static_cast<int>(op)] = ab->alpha_us * 1e-6;
         l.beta_s_per_byte[static_cast<int>(op)] = ab->beta_ns_per_byte * 1e-9;
+        ops += (ops.empty() ? "" : ",") + std::string(to_string(op));
       }
+    term(!ops.empty(), std::string(link_class_name(lc)) + " alpha-beta" + (ops.empty() ? "" : " (" + ops + ")"));
+  }
   if (calibration.gemm) p.gemm = *calibration.gemm;
+  term(calibration.gemm.has_value(), "gemm efficiency");
   if (calibration.attention) p.attention = *calibration.attention;
+  term(calibration.attention.has_value(), "attention efficiency");
   if (calibration.hbm_efficiency) p.hbm_efficiency = *calibration.hbm_efficiency;
+  term(calibration.hbm_efficiency.has_value(), "hbm efficiency");
   if (calibration.overlap_slowdown) p.overlap_slowdown = *calibration.overlap_slowdown;
+  term(calibration.overlap_slowdown.has_value(), "overlap slowdown");
+  if (calibration.cross_oversubscription) p.links[2].oversubscription = calibration.cross_oversubscription->value;
+  term(calibration.cross_oversubscription.has_value(), "cross_building oversubscription");
   return p;
 }
 

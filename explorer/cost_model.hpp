@@ -47,6 +47,8 @@ struct CostParams {
   double optimizer_bytes_per_param = 32;
   double memory_usable_fraction = 0.92;
   std::string source = "datasheet";
+  // With a calibration: the terms it set, and those left at the datasheet or the defaults.
+  std::vector<std::string> calibrated_terms, datasheet_terms;
 
   // log10 of the curves' points, worked out once by CostModel (empty: EfficiencyCurve::at works
   // them out per call).

@@ -84,6 +84,16 @@ Calibration read_calibration(const json& value, const std::string& file) {
     c.provenance.emulation = p.string("emulation", "");
     c.provenance.date = p.string("date", "");
     c.provenance.tool = p.string("tool", "");
+    c.provenance.cluster_hash = p.string("cluster_hash", "");
+    c.provenance.sax_version = p.string("sax_version", "");
+    c.provenance.library = p.string("library", "");
+    if (const json* hosts = p.optional("hosts")) {
+      if (!hosts->is_array()) p.fail("hosts", "an array of host names");
+      for (std::size_t i = 0; i < hosts->size(); ++i) {
+        if (!(*hosts)[i].is_string()) throw InputError(file, json_path(p.path_of("hosts"), i), "a host name");
+        c.provenance.hosts.push_back((*hosts)[i].get<std::string>());
+      }
+    }
     p.allow("comment");
     p.finish();
   }
@@ -131,6 +141,21 @@ Calibration read_calibration(const json& value, const std::string& file) {
     c.overlap_slowdown = f.nonnegative("overlap_slowdown");
   else
     f.allow("overlap_slowdown");
+  if (const json* o = f.optional("cross_oversubscription")) {
+    Fields g(*o, file, f.path_of("cross_oversubscription"));
+    Oversubscription v;
+    v.value = g.number("value", 0.0);
+    if (v.value < 1.0) g.fail("value", "an oversubscription >= 1, got " + std::to_string(v.value));
+    v.alone_us = g.number("alone_us", 0.0);
+    v.together_us = g.number("together_us", 0.0);
+    v.samples = g.integer("samples", 1);
+    g.finish();
+    c.cross_oversubscription = v;
+  }
+  if (const json* points = f.optional("points")) {
+    if (!points->is_array()) f.fail("points", "an array of the raw measurements");
+    c.points = *points;
+  }
   f.finish();
   return c;
 }
@@ -146,6 +171,11 @@ json to_json(const Calibration& c) {
               {"emulation", c.provenance.emulation},
               {"date", c.provenance.date},
               {"tool", c.provenance.tool}}}};
+  json& prov = j["provenance"];
+  if (!c.provenance.cluster_hash.empty()) prov["cluster_hash"] = c.provenance.cluster_hash;
+  if (!c.provenance.sax_version.empty()) prov["sax_version"] = c.provenance.sax_version;
+  if (!c.provenance.library.empty()) prov["library"] = c.provenance.library;
+  if (!c.provenance.hosts.empty()) prov["hosts"] = c.provenance.hosts;
   json links = json::object();
   for (LinkClass lc : kLinkClasses)
     for (CollOp op : kPricedCollOps)
@@ -159,6 +189,10 @@ json to_json(const Calibration& c) {
   if (c.hbm_efficiency) compute["hbm_efficiency"] = *c.hbm_efficiency;
   if (!compute.empty()) j["compute"] = compute;
   if (c.overlap_slowdown) j["overlap_slowdown"] = *c.overlap_slowdown;
+  if (const auto& o = c.cross_oversubscription)
+    j["cross_oversubscription"] = {
+        {"value", o->value}, {"alone_us", o->alone_us}, {"together_us", o->together_us}, {"samples", o->samples}};
+  if (!c.points.empty()) j["points"] = c.points;
   return j;
 }
 

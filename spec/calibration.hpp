@@ -10,6 +10,10 @@
 //   achieved fraction of the dtype's peak), interpolated linearly in log10(FLOPs), clamped at
 //   the ends; `hbm_efficiency` is the fraction of HBM bandwidth memory-bound ops reach.
 // - overlap_slowdown: how much slower compute runs while communication overlaps it (0.1 = 10 %).
+// - cross_oversubscription: the cross-building link's oversubscription as the cost model uses
+//   it (explorer/cost_model.cpp: crossing groups that put more than 1/oversubscription of a
+//   building's devices on the boundary share it), fitted from groups crossing alone and at once.
+// - points: the raw measurements the fits came from (kept as measured; not read by the model).
 // - every fitted entry carries its fit quality (r2, max_rel_error, samples); `provenance` says
 //   where the numbers came from.
 #pragma once
@@ -59,6 +63,17 @@ struct CalibrationProvenance {
   std::string emulation;  // how building boundaries were emulated (software, kernel shaping, none)
   std::string date;
   std::string tool;
+  // Where and with what (empty when not known, e.g. fitted from files): the cluster file's
+  // FNV-1a hash, the hosts, sax's and the communication library's versions.
+  std::string cluster_hash, sax_version, library;
+  std::vector<std::string> hosts;
+};
+
+struct Oversubscription {
+  double value = 1;          // >= 1
+  double alone_us = 0;       // the median time of one group crossing alone at the largest sizes
+  double together_us = 0;    // ... of every group crossing at once
+  std::int64_t samples = 0;  // sizes compared
 };
 
 struct Calibration {
@@ -69,6 +84,8 @@ struct Calibration {
   std::optional<EfficiencyCurve> gemm, attention;
   std::optional<double> hbm_efficiency;
   std::optional<double> overlap_slowdown;
+  std::optional<Oversubscription> cross_oversubscription;
+  json points = json::array();
 };
 
 Calibration read_calibration(const json& value, const std::string& file);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "calibration/fit.hpp"
+#include "calibration/sweep.hpp"
 #include "spec/error.hpp"
 
 using sax::CollOp;
@@ -102,4 +103,51 @@ TEST(ReadBenchCollPoints, ReadsResultsAndNamesTheBadField) {
     EXPECT_NE(std::string(e.what()).find("/results/1/time_us"), std::string::npos) << e.what();
   }
   EXPECT_THROW(sax::calibration::read_bench_coll_points({{"version", 1}}, "b.json"), sax::InputError);
+}
+
+// A sweep's points: every group at once gives the link's α-β as shared by them; one of two
+// groups alone, 1.6x faster at the largest sizes, gives the oversubscription 1.6, and the link's
+// own β is the shared one / 1.6 (the cost model multiplies it back where groups share).
+TEST(FitSweep, RecoversTheLinkAndTheBoundarysSharing) {
+  using sax::calibration::CollPoint;
+  nlohmann::json points = nlohmann::json::array();
+  const sax::AlphaBeta shared{1000.0, 8.0, {}};
+  for (double bytes = 4096; bytes <= 8.0 * (1 << 20); bytes *= 2) {
+    CollPoint p{sax::CollOp::all_reduce, 2, bytes, 0};
+    const double t = sax::calibration::predict_us(shared, p);
+    auto point = [&](bool together, double time_us) {
+      return nlohmann::json{{"group", "cross_building"},
+                            {"link_class", "cross_building"},
+                            {"op", "all_reduce"},
+                            {"ranks", 2},
+                            {"groups", 2},
+                            {"together", together},
+                            {"bytes", bytes},
+                            {"time_us", time_us}};
+    };
+    points.push_back(point(true, t));
+    if (bytes >= 2.0 * (1 << 20)) points.push_back(point(false, t / 1.6));
+  }
+  std::string table;
+  const sax::Calibration k = sax::calibration::fit_sweep(points, "pts", &table);
+  const auto& ab = k.links[static_cast<int>(sax::LinkClass::cross_building)][0];
+  ASSERT_TRUE(ab.has_value());
+  EXPECT_NEAR(ab->alpha_us, 1000.0, 1e-6);
+  EXPECT_NEAR(ab->beta_ns_per_byte, 8.0 / 1.6, 1e-9);
+  ASSERT_TRUE(k.cross_oversubscription.has_value());
+  EXPECT_NEAR(k.cross_oversubscription->value, 1.6, 1e-9);
+  EXPECT_EQ(k.cross_oversubscription->samples, 3);
+  EXPECT_NE(table.find("oversubscription 1.60"), std::string::npos) << table;
+  // Alone 3x faster than two groups together: 2 is all two groups can tell.
+  for (auto& p : points)
+    if (!p["together"].get<bool>()) p["time_us"] = p["time_us"].get<double>() * 1.6 / 3;
+  EXPECT_NEAR(sax::calibration::fit_sweep(points, "pts", nullptr).cross_oversubscription->value, 2.0, 1e-9);
+  // A point without its link class is refused naming it.
+  points[0].erase("link_class");
+  try {
+    sax::calibration::fit_sweep(points, "pts", nullptr);
+    FAIL() << "accepted";
+  } catch (const sax::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pts: /0/link_class"), std::string::npos) << e.what();
+  }
 }

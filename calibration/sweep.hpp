@@ -1,0 +1,45 @@
+// `sax calibrate --cluster C`: the calibration sweep (issue 13), run under mpirun or `sax launch`
+// with the cluster's ranks. Through the `bench coll` engine (harness/coll_engine.hpp) it times
+// every op the cost model prices (kPricedCollOps) at log-spaced sizes on the groups of each link
+// class the cluster has: `intra_building` (ranks of one building: link class intra_node where a
+// building is one node) and `cross_building` (one rank per building), every group of a kind at
+// once as a training step runs them; then, at the largest sizes, one cross-building group alone
+// while the others wait without polling, for the boundary's sharing. It fits α-β per link class
+// and op (fit.hpp), the cross-building oversubscription, and writes the calibration file with
+// its provenance and raw points.
+//
+// Resumable: every point is appended to the points file (default OUT.points.jsonl) as soon as it
+// is measured, after a first line naming the sweep (its arguments and the cluster file's hash);
+// a rerun with the same arguments skips the points the file holds, a rerun with other arguments
+// is refused (exit 2). Rank 0 shows a progress line per point with an ETA weighted by the
+// datasheet's time for each remaining point.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/job.hpp"
+#include "spec/calibration.hpp"
+
+namespace sax::calibration {
+
+struct SweepArgs {
+  std::string cluster_file, out, points_file;  // points_file "" = out + ".points.jsonl"
+  std::string min_bytes = "4K", max_bytes = "8M", step_factor = "2", iters = "5", warmup = "2";
+  std::string ops = "all";  // the priced ops, or a comma list of them
+  std::string backend;      // "" = cuda where a device is present
+  std::string timeout_s = "300";
+  // What identifies a sweep's points: a rerun with the same text resumes.
+  std::string text() const;
+};
+
+void calibrate_cluster(harness::Job& job, const SweepArgs& args, const std::vector<std::string>& extras,
+                       const harness::ResultWriter& writer);
+
+// The fits of a sweep's points (each {group, link_class, op, ranks, groups, bytes, together,
+// time_us, ...}): α-β per link class and op from the points of one group alone, the cross-building
+// oversubscription from the sizes measured both alone and together. `table` gets the readable
+// report. InputError naming `what` for points that cannot be fitted.
+Calibration fit_sweep(const json& points, const std::string& what, std::string* table);
+
+}  // namespace sax::calibration

@@ -1,0 +1,118 @@
+// `sax calibrate --cluster C` under mpirun -np 4 on local-2bld (no emulation: the fits' numbers
+// are this host's, only their presence and the bookkeeping are checked): every priced op fitted
+// per link class, provenance and raw points in the file, the points file resumed point by point,
+// a points file of another sweep refused with exit 2.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "spec/calibration.hpp"
+#include "tests/support/run.hpp"
+
+using nlohmann::json;
+using sax::test::TempDir;
+
+namespace {
+
+const std::string kMpirun = sax::test::mpirun();
+
+sax::test::Result calibrate(const std::string& args) {
+  return sax::test::run_shell(kMpirun + " -np 4 " + SAX_BINARY + " calibrate --cluster " +
+                              sax::test::preset_path("clusters/local-2bld.json") + " " + args);
+}
+
+std::vector<std::string> lines(const std::string& file) {
+  std::ifstream in(file);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+constexpr const char* kSweep = "-b 4K -e 64K -f 4 -n 3 -w 1";
+
+}  // namespace
+
+TEST(CalibrateSweep, FitsEveryPricedOpPerLinkClassAndResumesPointByPoint) {
+  TempDir t;
+  const std::string out = t.file("k.json"), points = out + ".points.jsonl";
+  auto r = calibrate(std::string(kSweep) + " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  // 5 ops x 3 sizes on 2 kinds, all groups at once; and all_reduce alone at the 3 largest sizes.
+  EXPECT_NE(r.err.find("33 points (0 measured before, 33 to measure)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ETA"), std::string::npos) << r.err;
+  const sax::Calibration k = sax::load_calibration(out);
+  for (sax::LinkClass lc : {sax::LinkClass::intra_node, sax::LinkClass::cross_building})
+    for (sax::CollOp op : sax::kPricedCollOps) {
+      const auto& ab = k.links[static_cast<int>(lc)][static_cast<int>(op)];
+      ASSERT_TRUE(ab.has_value()) << sax::link_class_name(lc) << " " << sax::to_string(op);
+      EXPECT_EQ(ab->fit.samples, 3);
+      EXPECT_GT(ab->beta_ns_per_byte, 0);
+    }
+  EXPECT_FALSE(k.links[static_cast<int>(sax::LinkClass::intra_building)][0].has_value());
+  ASSERT_TRUE(k.cross_oversubscription.has_value());
+  EXPECT_GE(k.cross_oversubscription->value, 1.0);
+  EXPECT_LE(k.cross_oversubscription->value, 2.0);  // 2 groups: at most 2 can be told
+  EXPECT_EQ(k.cross_oversubscription->samples, 3);
+  EXPECT_EQ(k.points.size(), 33u);
+  EXPECT_EQ(k.provenance.cluster_hash.rfind("fnv1a64:", 0), 0u) << k.provenance.cluster_hash;
+  EXPECT_EQ(k.provenance.hosts.size(), 1u);
+  EXPECT_NE(k.provenance.library.find("MPI"), std::string::npos) << k.provenance.library;
+  EXPECT_EQ(k.provenance.emulation, "none");
+  ASSERT_EQ(lines(points).size(), 34u);  // the header and one line per point
+
+  // The same arguments again: nothing to measure, the same calibration.
+  r = calibrate(std::string(kSweep) + " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("33 points (33 measured before, 0 to measure)"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(points).size(), 34u);
+
+  // Interrupted after 29 points, the 30th half written: the rerun drops the half line and
+  // measures the 4 missing points only.
+  auto kept = lines(points);
+  kept.resize(30);
+  {
+    std::ofstream o(points, std::ios::trunc);
+    for (const auto& l : kept) o << l << "\n";
+    o << R"({"group":"intra_building","op":"send_)";
+  }
+  r = calibrate(std::string(kSweep) + " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("33 points (29 measured before, 4 to measure)"), std::string::npos) << r.err;
+  const auto after = lines(points);
+  ASSERT_EQ(after.size(), 34u);
+  for (std::size_t i = 0; i < 30; ++i) EXPECT_EQ(after[i], kept[i]) << i;
+  for (const auto& l : after) EXPECT_FALSE(json::parse(l, nullptr, false).is_discarded()) << l;
+  EXPECT_EQ(sax::load_calibration(out).points.size(), 33u);
+
+  // Other arguments with the same points file: refused before anything runs, naming the file.
+  r = calibrate("-b 4K -e 64K -f 4 -n 4 -w 1 --out " + out);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(points + " holds points of another sweep"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(points).size(), 34u);
+}
+
+TEST(CalibrateSweep, BadArgumentsExitTwoWithOneLine) {
+  TempDir t;
+  for (const std::string& args : {std::string("--out ") + t.file("k.json") + " --ops broadcast",
+                                  std::string("--out ") + t.file("k.json") + " -b 3", std::string("-b 4K -e 4K")}) {
+    const auto r = calibrate(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("sax: error: "), std::string::npos) << args << "\n" << r.err;
+    EXPECT_FALSE(std::filesystem::exists(t.file("k.json"))) << args;
+  }
+}
+
+// A calibration file's oversubscription below 1 is refused where it is read, with the field.
+TEST(CalibrateSweep, AnImpossibleOversubscriptionIsRefusedWithTheField) {
+  json k = {{"kind", "calibration"},
+            {"version", 1},
+            {"provenance", {{"cluster", "c"}, {"backend", "cpu"}}},
+            {"cross_oversubscription", {{"value", 0.5}, {"alone_us", 1}, {"together_us", 1}, {"samples", 3}}}};
+  try {
+    sax::read_calibration(k, "k.json");
+    FAIL() << "accepted";
+  } catch (const sax::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("k.json: /cross_oversubscription/value"), std::string::npos) << e.what();
+  }
+}
