@@ -25,7 +25,7 @@ namespace sax::calibration {
 
 struct SweepArgs {
   std::string cluster_file, out, points_file;  // points_file "" = out + ".points.jsonl"
-  std::string min_bytes = "4K", max_bytes = "8M", step_factor = "2", iters = "5", warmup = "2";
+  std::string min_bytes = "4K", max_bytes = "8M", step_factor = "2", iters = "20", warmup = "3";
   std::string ops = "all";  // the priced ops, or a comma list of them
   std::string backend;      // "" = cuda where a device is present
   std::string timeout_s = "300";
