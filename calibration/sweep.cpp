@@ -17,6 +17,11 @@
 #include "collectives/groups.hpp"
 #include "harness/coll_engine.hpp"
 #include "harness/coll_plan.hpp"
+#ifdef SAX_HAVE_KERNEL_BENCH
+#include "harness/kernel_bench.hpp"
+#include "harness/op_runner.hpp"
+#include "kernels/ops.hpp"
+#endif
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
 #include "harness/watchdog.hpp"
@@ -68,6 +73,7 @@ struct Task {
 };
 
 std::string point_key(const json& p) {
+  if (p.contains("key")) return p["key"].get<std::string>();
   return p.at("group").get<std::string>() + "/" + p.at("op").get<std::string>() + "/" +
          std::to_string(p.at("bytes").get<std::uint64_t>()) + (p.at("together").get<bool>() ? "/together" : "/alone");
 }
@@ -122,8 +128,8 @@ std::optional<PointsFile> read_points_file(const std::string& file) {
         throw InputError(file, "/0", "the header of a sax calibrate points file");
       f.header = j;
     } else {
-      for (const char* k : {"group", "op", "bytes", "together", "time_us", "link_class", "ranks", "groups"})
-        if (!j.contains(k))
+      for (const char* k : {"key", "time_us"})
+        if (!j.contains(k) || (std::string(k) == "key" && !j[k].is_string()))
           throw InputError(file, "/" + std::to_string(f.points.size() + 1) + "/" + k, "a field of every point");
       f.points.push_back(j);
     }
@@ -140,12 +146,155 @@ std::string default_points_file(const SweepArgs& a) {
   return a.points_file.empty() ? a.out + ".points.jsonl" : a.points_file;
 }
 
+// An efficiency curve from (flops, time, peak) points, as the cost model reads it (linear in
+// log10 FLOPs between points, clamped at the ends): the median efficiency per half decade of
+// FLOPs, at the geometric mean of the FLOPs in it; its quality over every point.
+std::optional<EfficiencyCurve> efficiency_curve(const std::vector<json>& pts) {
+  std::map<long, std::vector<std::pair<double, double>>> bins;  // half decade -> (flops, efficiency)
+  std::vector<const json*> used;
+  for (const json& p : pts) {
+    const double flops = p["flops"].get<double>(), peak = p["peak_flops"].get<double>();
+    if (!(flops > 0) || !(peak > 0)) continue;
+    const double eff = flops / (p["time_us"].get<double>() * 1e-6 * peak);
+    bins[std::lround(std::floor(std::log10(flops) * 2))].push_back({flops, std::clamp(eff, 1e-9, 100.0)});
+    used.push_back(&p);
+  }
+  if (bins.empty()) return std::nullopt;
+  EfficiencyCurve c;
+  for (const auto& [bin, v] : bins) {
+    double log_sum = 0;
+    std::vector<double> effs;
+    for (const auto& [f, e] : v) log_sum += std::log10(f), effs.push_back(e);
+    c.points.push_back({std::pow(10.0, log_sum / static_cast<double>(v.size())), harness::median(effs)});
+  }
+  double mean = 0, ss_res = 0, ss_tot = 0, worst = 0;
+  for (const json* p : used) mean += (*p)["time_us"].get<double>() / static_cast<double>(used.size());
+  for (const json* p : used) {
+    const double flops = (*p)["flops"].get<double>(), measured = (*p)["time_us"].get<double>();
+    const double predicted = flops / ((*p)["peak_flops"].get<double>() * c.at(flops)) * 1e6;
+    ss_res += (predicted - measured) * (predicted - measured);
+    ss_tot += (measured - mean) * (measured - mean);
+    worst = std::max(worst, std::abs(predicted - measured) / measured);
+  }
+  c.fit = {ss_tot > 0 ? 1 - ss_res / ss_tot : 1.0, worst, static_cast<std::int64_t>(used.size())};
+  return c;
+}
+
+// GEMM and attention curves (fused attention and the unfused score and value products alike:
+// the cost model prices the attention core as one), and the HBM fraction of memory-bound ops.
+void fit_compute(const std::vector<json>& compute, Calibration& cal, std::string& t) {
+  std::vector<json> gemm, attention, memory;
+  for (const json& p : compute) {
+    const std::string k = p["compute"].get<std::string>();
+    (k == "gemm" ? gemm : k == "memory" ? memory : attention).push_back(p);
+  }
+  char line[1024];
+  auto show = [&](const char* name, const std::optional<EfficiencyCurve>& c) {
+    if (!c) return;
+    std::string pts;
+    for (const auto& e : c->points) {
+      char b[48];
+      std::snprintf(b, sizeof b, " %.3g:%.3f", e.flops, e.efficiency);
+      pts += b;
+    }
+    std::snprintf(line, sizeof line,
+                  "# %s efficiency (achieved / peak by FLOPs of one op; clamped outside %.3g-%.3g FLOPs, the "
+                  "measured range): R2 %.4f, max error %.1f%%, %lld ops; curve%s\n",
+                  name, c->points.front().flops, c->points.back().flops, c->fit.r2, c->fit.max_rel_error * 100,
+                  static_cast<long long>(c->fit.samples), pts.c_str());
+    t += line;
+  };
+  cal.gemm = efficiency_curve(gemm);
+  show("gemm", cal.gemm);
+  cal.attention = efficiency_curve(attention);
+  show("attention", cal.attention);
+  std::vector<double> fractions;
+  for (const json& p : memory) {
+    const double hbm = p["hbm_bytes_per_s"].get<double>(), bytes = p["bytes"].get<double>();
+    if (hbm > 0 && bytes > 0) fractions.push_back(bytes / (p["time_us"].get<double>() * 1e-6) / hbm);
+  }
+  if (!fractions.empty()) {
+    const double m = harness::median(fractions);
+    cal.hbm_efficiency = std::clamp(m, 1e-6, 100.0);
+    std::snprintf(line, sizeof line,
+                  "# memory-bound ops reach %.3f x the datasheet's memory bandwidth (median of %zu ops, %.3f-%.3f)%s\n",
+                  m, fractions.size(), *std::min_element(fractions.begin(), fractions.end()),
+                  *std::max_element(fractions.begin(), fractions.end()),
+                  m > 1 ? ": the datasheet figure is below what the device does" : "");
+    t += line;
+  }
+}
+
+// Compute points: each op of a model's layer slice at plausible layouts, timed on every rank at
+// once, kComputeIters times after kComputeWarmup (median per rank, mean over ranks).
+constexpr int kComputeIters = 5, kComputeWarmup = 1;
+constexpr int kOverlapRepetitions = 3;
+constexpr double kOverlapWeight = 0.1;  // s, for the ETA
+
+struct ComputeTask {
+  std::string key;
+  std::size_t model = 0;
+  workload::Op op;
+  double weight = 0;  // the datasheet's time for it (s), for the ETA
+};
+
+#ifdef SAX_HAVE_KERNEL_BENCH
+const char* compute_kind_name(workload::ComputeKind k) {
+  switch (k) {
+    case workload::ComputeKind::gemm:
+      return "gemm";
+    case workload::ComputeKind::product:
+      return "product";
+    case workload::ComputeKind::attention:
+      return "attention";
+    case workload::ComputeKind::memory:
+      return "memory";
+  }
+  return "?";
+}
+
+// TP 1, 2, 4, 8 as far as a node holds them and the world divides, micro-batches 1 and 2, no
+// pipeline: the layouts whose valid shapes the sweep times; each op shape once over them.
+std::vector<ComputeTask> compute_tasks(const Cluster& c, const std::vector<Model>& models, std::int64_t world) {
+  std::vector<ComputeTask> out;
+  std::set<std::string> seen;
+  for (std::size_t mi = 0; mi < models.size(); ++mi) {
+    const Model& m = models[mi];
+    const double peak = c.device.peak_tflops_for(m.dtype) * 1e12, hbm = c.device.hbm_bandwidth_gbps * 1e9;
+    for (std::int64_t tp : {1, 2, 4, 8}) {
+      if (tp > c.devices_per_node || world % tp != 0) continue;
+      for (std::int64_t mbs : {1, 2}) {
+        Layout l;
+        l.tensor_model_parallel_size = tp;
+        l.micro_batch_size = mbs;
+        l.sequence_parallel = tp > 1;
+        try {
+          validate_layout(l, m, c, "calibrate");
+        } catch (const std::exception&) {
+          continue;  // not a layout of this model on this cluster
+        }
+        for (const workload::Op& op : harness::layer_slice_ops(workload::build(c, m, l, 0), m)) {
+          const std::string key =
+              "compute/" + m.name + "/" + op.name + "/" + workload::to_string(op.phase) + "/" + harness::shape_text(op);
+          if (!seen.insert(key).second) continue;
+          const double t = std::max(
+              {peak > 0 ? op.flops / peak : 0.0, hbm > 0 ? (op.bytes_read + op.bytes_written) / hbm : 0.0, 1e-4});
+          out.push_back({key, mi, op, (kComputeIters + kComputeWarmup + 1) * t});
+        }
+      }
+    }
+  }
+  return out;
+}
+#endif
+
 }  // namespace
 
 std::string SweepArgs::text() const {
   std::string t;
   for (const std::string* s : {&cluster_file, &min_bytes, &max_bytes, &step_factor, &iters, &warmup, &ops, &backend})
     t += *s + '\x1f';
+  for (const auto& m : model_files) t += "model " + m + '\x1f';
   return t;
 }
 
@@ -153,10 +302,28 @@ Calibration fit_sweep(const json& points, const std::string& what, std::string* 
   std::map<std::pair<LinkClass, CollOp>, std::vector<CollPoint>> fitted;
   std::map<std::uint64_t, double> cross_alone, cross_together;
   int cross_groups = 0;
+  std::vector<json> compute;
+  std::vector<double> overlap;  // compute's slowdown beside a collective, per repetition
   for (std::size_t i = 0; i < points.size(); ++i) {
     const json& p = points[i];
     const std::string at = "/" + std::to_string(i);
     if (!p.is_object()) throw InputError(what, at, "a point object");
+    if (p.value("kind", "link") == "overlap") {
+      for (const char* k : {"alone_us", "time_us"})
+        if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() > 0))
+          throw InputError(what, at + "/" + k, "a positive time");
+      overlap.push_back(p["time_us"].get<double>() / p["alone_us"].get<double>() - 1);
+      continue;
+    }
+    if (p.value("kind", "link") == "compute") {
+      if (!p.contains("compute") || !p["compute"].is_string()) throw InputError(what, at + "/compute", "a name");
+      for (const char* k : {"flops", "bytes", "time_us", "peak_flops", "hbm_bytes_per_s"})
+        if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() >= 0))
+          throw InputError(what, at + "/" + k, "a number >= 0");
+      if (!(p["time_us"].get<double>() > 0)) throw InputError(what, at + "/time_us", "a positive time");
+      compute.push_back(p);
+      continue;
+    }
     for (const char* k : {"group", "link_class", "op"})
       if (!p.contains(k) || !p[k].is_string()) throw InputError(what, at + "/" + k, "a name");
     for (const char* k : {"ranks", "groups", "bytes", "time_us"})
@@ -195,7 +362,11 @@ Calibration fit_sweep(const json& points, const std::string& what, std::string* 
                   fit.rel_residual_p95 * 100, ab.fit.max_rel_error * 100, static_cast<long long>(ab.fit.samples),
                   static_cast<long long>(fit.downweighted));
     t += line;
-    cal.links[static_cast<int>(key.first)][static_cast<int>(key.second)] = ab;
+    // No bandwidth resolved (the points' times do not grow with size): the datasheet's stays.
+    if (ab.beta_ns_per_byte > 0)
+      cal.links[static_cast<int>(key.first)][static_cast<int>(key.second)] = ab;
+    else
+      t += "#   (not written: no bandwidth resolved, the times do not grow with size; the datasheet's stays)\n";
   }
   // The boundary's sharing, as the cost model has it (explorer/cost_model.cpp): the groups put
   // a fraction f of a building's devices on it, and the per-device bandwidth shrinks by
@@ -224,6 +395,17 @@ Calibration fit_sweep(const json& points, const std::string& what, std::string* 
                   s >= cross_groups ? " (or more: all groups at once cannot tell more)" : "", o.value);
     t += line;
   }
+  fit_compute(compute, cal, t);
+  if (!overlap.empty()) {
+    const double m = harness::median(overlap);
+    cal.overlap_slowdown = std::max(0.0, m);
+    std::snprintf(line, sizeof line,
+                  "# compute beside a collective runs %.1f%% slower (median of %zu repetitions, %.1f%% to %.1f%%): "
+                  "the overlap slowdown\n",
+                  m * 100, overlap.size(), *std::min_element(overlap.begin(), overlap.end()) * 100,
+                  *std::max_element(overlap.begin(), overlap.end()) * 100);
+    t += line;
+  }
   if (table) *table = t;
   return cal;
 }
@@ -237,6 +419,8 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
   std::vector<std::uint64_t> sizes;
   std::vector<Task> tasks;
   std::vector<json> have;  // points measured before (rank 0)
+  std::vector<Model> models;
+  std::vector<ComputeTask> compute;
   std::map<std::string, coll::GroupSet> kinds;
   Backend backend = Backend::cpu;
   int iters = 0, warmup = 0;
@@ -275,6 +459,9 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     backend = plan.config.backend;
     iters = plan.config.iters, warmup = plan.config.warmup;
     sizes = sweep_sizes(plan.config.min_bytes, plan.config.max_bytes, plan.config.step_factor);
+    if (sizes.size() < 2)
+      throw UsageError("calibrate: -b " + a.min_bytes + " -e " + a.max_bytes +
+                       " gives one size; a latency and a bandwidth need at least two");
     for (std::uint64_t bytes : sizes)
       for (CollOp op : ops)
         if (splits_by_rank(op))
@@ -284,6 +471,14 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
                 throw UsageError("calibrate: size " + std::to_string(bytes) + " B does not split into " +
                                  std::to_string(g.size()) + " whole float32 blocks (" + to_string(op) + " on " + kind +
                                  " groups)");
+    for (const auto& f : a.model_files) models.push_back(load_model(f));
+    if (!models.empty()) {
+#ifdef SAX_HAVE_KERNEL_BENCH
+      compute = compute_tasks(*cluster, models, job.size());
+#else
+      throw UsageError("calibrate --model: this sax was built without OpenBLAS (the CPU layer ops)");
+#endif
+    }
     if (job.rank() == 0) {
       writer.check(a.out);
       if (auto f = read_points_file(points_file)) {
@@ -323,11 +518,29 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     std::istringstream in(all);
     for (std::string k; std::getline(in, k);) done_keys.insert(k);
   }
+  // The overlap slowdown's points: the largest GEMM of the first model beside a cross-building
+  // all-reduce, kOverlapRepetitions times (about 0.1 s each).
+  const ComputeTask* big = nullptr;
+  std::vector<std::string> overlap_keys;
+#ifdef SAX_HAVE_KERNEL_BENCH
+  for (const ComputeTask& ct : compute)
+    if (ct.model == 0 && ct.op.compute == workload::ComputeKind::gemm && (!big || ct.op.flops > big->op.flops))
+      big = &ct;
+  if (big && kinds.count("cross_building"))
+    for (int rep = 0; rep < kOverlapRepetitions; ++rep)
+      overlap_keys.push_back("overlap/" + models[0].name + "/" + big->op.name + "/" + std::to_string(rep));
+  else
+    big = nullptr;
+#endif
   double left_weight = 0;
   std::size_t left = 0;
-  for (const auto& t : tasks) {
+  for (const auto& t : tasks)
     if (!done_keys.count(t.key())) left_weight += t.weight, ++left;
-  }
+  for (const auto& t : compute)
+    if (!done_keys.count(t.key)) left_weight += t.weight, ++left;
+  for (const auto& k : overlap_keys)
+    if (!done_keys.count(k)) left_weight += kOverlapWeight, ++left;
+  const std::size_t total = tasks.size() + compute.size() + overlap_keys.size();
 
   try {
     Watchdog watchdog(std::strtod(a.timeout_s.c_str(), nullptr), job.rank());
@@ -351,12 +564,25 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
       }
       std::fprintf(stderr,
                    "calibrate: %zu points (%zu measured before, %zu to measure) on %s; points go to %s as measured\n",
-                   tasks.size(), tasks.size() - left, left, a.cluster_file.c_str(), points_file.c_str());
+                   total, total - left, left, a.cluster_file.c_str(), points_file.c_str());
     }
     const auto start = std::chrono::steady_clock::now();
     double done_weight = 0;
     std::size_t measured = 0;
     std::vector<json> fresh_points;
+    // One point measured: kept, appended to the file, and a progress line with the ETA.
+    auto record = [&](const json& p, double weight, const std::string& what) {
+      fresh_points.push_back(p);
+      done_weight += weight;
+      ++measured;
+      if (job.rank() != 0) return;
+      out << p.dump() << "\n" << std::flush;
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double eta = done_weight > 0 ? elapsed * (left_weight - done_weight) / done_weight : 0;
+      std::fprintf(stderr, "calibrate: [%zu/%zu] %-60s %10.1f us   %s elapsed, ETA %s\n", measured, left, what.c_str(),
+                   p["time_us"].get<double>(), duration_text(elapsed).c_str(),
+                   duration_text(std::max(0.0, eta)).c_str());
+    };
     for (const auto& [kind, set] : kinds) {
       bool any = false;
       for (const auto& t : tasks) any = any || (t.kind == kind && !done_keys.count(t.key()));
@@ -374,34 +600,116 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
         const CollBenchPlan plan = plan_coll_bench(b, job.size(), [&](const std::string&) { return backend; });
         const auto results = run_coll_sweep(plan, *group.comm, *device, job, &watchdog, [](const CollResult&) {});
         const CollResult& r = results.front();
-        const json p = {{"group", kind},
-                        {"link_class", link_class_name(*set.link_class)},
-                        {"op", to_string(t.op)},
-                        {"ranks", r.ranks},
-                        {"groups", set.groups.size()},
-                        {"together", t.together},
-                        {"bytes", t.bytes},
-                        {"time_us", r.time_us},
-                        {"p50_us", r.p50_us},
-                        {"p99_us", r.p99_us},
-                        {"cv", r.cv},
-                        {"iters", iters},
-                        {"path", r.path}};
-        fresh_points.push_back(p);
-        done_weight += t.weight;
-        ++measured;
-        if (job.rank() == 0) {
-          out << p.dump() << "\n" << std::flush;
-          const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          const double eta = done_weight > 0 ? elapsed * (left_weight - done_weight) / done_weight : 0;
-          std::fprintf(stderr, "calibrate: [%zu/%zu] %-14s %-14s %9s B %-8s %10.1f us   %s elapsed, ETA %s\n", measured,
-                       left, kind.c_str(), to_string(t.op), format_bytes(t.bytes).c_str(),
-                       t.together ? "together" : "alone", r.time_us, duration_text(elapsed).c_str(),
-                       duration_text(std::max(0.0, eta)).c_str());
-        }
+        const json p = {
+            {"key", t.key()},         {"group", kind},      {"link_class", link_class_name(*set.link_class)},
+            {"op", to_string(t.op)},  {"ranks", r.ranks},   {"groups", set.groups.size()},
+            {"together", t.together}, {"bytes", t.bytes},   {"time_us", r.time_us},
+            {"p50_us", r.p50_us},     {"p99_us", r.p99_us}, {"cv", r.cv},
+            {"iters", iters},         {"path", r.path}};
+        char what[96];
+        std::snprintf(what, sizeof what, "%-14s %-14s %9s B %s", kind.c_str(), to_string(t.op),
+                      format_bytes(t.bytes).c_str(), t.together ? "together" : "alone");
+        record(p, t.weight, what);
       }
       group.comm.reset();
     }
+#ifdef SAX_HAVE_KERNEL_BENCH
+    std::unique_ptr<kernels::Ops> kops;
+    const Stream stream = device->compute_stream();
+    for (const ComputeTask& ct : compute) {
+      if (done_keys.count(ct.key)) continue;
+      if (!kops) kops = kernels::make_ops(*device);
+      watchdog.progress(ct.key);
+      const Model& m = models[ct.model];
+      OpRunnerOptions options;
+      if (m.num_experts > 0) options.local_experts = m.num_experts;
+      OpRunner r(m, ct.op, *device, *kops, options);
+      r.allocate();
+      for (int w = 0; w < kComputeWarmup; ++w) r.run();
+      device->synchronize(stream);
+      job.barrier();  // every rank computes at once, as in a step
+      auto t0 = device->make_event(true), t1 = device->make_event(true);
+      std::vector<double> us;
+      kernels::Traffic traffic;
+      for (int it = 0; it < kComputeIters; ++it) {
+        t0->record(stream);
+        traffic = r.run();
+        t1->record(stream);
+        t1->synchronize();
+        us.push_back(t1->elapsed_us(*t0));
+      }
+      r.release();
+      const double time_us = job.aggregate(median(us), RankAggregate::mean);
+      const json p = {{"key", ct.key},
+                      {"kind", "compute"},
+                      {"model", m.name},
+                      {"op", ct.op.name},
+                      {"compute", compute_kind_name(ct.op.compute)},
+                      {"phase", workload::to_string(ct.op.phase)},
+                      {"shape", shape_text(ct.op)},
+                      {"flops", ct.op.flops},
+                      {"bytes", traffic.read + traffic.written},
+                      {"time_us", time_us},
+                      {"peak_flops", cluster->device.peak_tflops_for(m.dtype) * 1e12},
+                      {"hbm_bytes_per_s", cluster->device.hbm_bandwidth_gbps * 1e9}};
+      record(p, ct.weight,
+             "compute " + m.name + " " + ct.op.name + " " + workload::to_string(ct.op.phase) + " " + shape_text(ct.op));
+    }
+    // The overlap slowdown: the largest GEMM of the first model, repeated for about 50 ms, alone
+    // and then beside an all-reduce on the cross-building groups kept in flight throughout
+    // (reissued as it completes, tested between GEMMs as a step's executor does), alternately.
+    if (big) {
+      if (!kops) kops = kernels::make_ops(*device);
+      const Model& m = models[0];
+      OpRunnerOptions options;
+      if (m.num_experts > 0) options.local_experts = m.num_experts;
+      OpRunner r(m, big->op, *device, *kops, options);
+      r.allocate();
+      coll::GroupCommunicator group = factory->make(kinds.at("cross_building"));
+      const std::size_t count = (8u << 20) / 4;
+      auto send = device->allocate(count * 4), recv = device->allocate(count * 4);
+      // Repetitions of the GEMM that take about 50 ms (from one timed run).
+      auto t0 = device->make_event(true), t1 = device->make_event(true);
+      t0->record(stream);
+      r.run();
+      t1->record(stream);
+      t1->synchronize();
+      const double one_us = job.aggregate(t1->elapsed_us(*t0), RankAggregate::max);
+      const int reps = static_cast<int>(std::clamp(50e3 / std::max(one_us, 1.0), 3.0, 1000.0));
+      auto timed = [&](bool beside) {
+        coll::Handle h;
+        job.barrier();
+        t0->record(stream);
+        for (int i = 0; i < reps; ++i) {
+          if (beside && h.test())
+            h = group.comm->all_reduce(send->data(), recv->data(), count, DType::fp32, coll::Mode::async);
+          r.run();
+        }
+        t1->record(stream);
+        t1->synchronize();
+        const double us = t1->elapsed_us(*t0);
+        h.wait();
+        return job.aggregate(us, RankAggregate::mean);
+      };
+      for (const std::string& key : overlap_keys) {
+        if (done_keys.count(key)) continue;
+        watchdog.progress(key);
+        const double alone = timed(false), beside = timed(true);
+        const json p = {{"key", key},
+                        {"kind", "overlap"},
+                        {"model", m.name},
+                        {"op", big->op.name},
+                        {"shape", shape_text(big->op)},
+                        {"repetitions", reps},
+                        {"alone_us", alone},
+                        {"time_us", beside},
+                        {"collective", "all_reduce 8 MiB cross_building"}};
+        record(p, kOverlapWeight, "overlap " + big->op.name + " x" + std::to_string(reps) + " beside an all-reduce");
+      }
+      r.release();
+      group.comm.reset();
+    }
+#endif
     if (job.rank() == 0) {
       json all = json::array();
       for (const auto& p : have) all.push_back(p);
@@ -418,6 +726,7 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
       cal.provenance.date = when;
       cal.provenance.tool = "sax calibrate --cluster " + a.cluster_file + " -b " + a.min_bytes + " -e " + a.max_bytes +
                             " -f " + a.step_factor + " -n " + a.iters + " -w " + a.warmup + " --ops " + a.ops;
+      for (const auto& f : a.model_files) cal.provenance.tool += " --model " + f;
       cal.provenance.sax_version = kVersion;
       cal.provenance.library = job.mpi_library();
       const std::set<std::string> distinct(hosts.begin(), hosts.end());

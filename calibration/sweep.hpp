@@ -6,7 +6,10 @@
 // once as a training step runs them; then, at the largest sizes, one cross-building group alone
 // while the others wait without polling, for the boundary's sharing. It fits α-β per link class
 // and op (fit.hpp), the cross-building oversubscription, and writes the calibration file with
-// its provenance and raw points.
+// its provenance and raw points. With --model, the compute ops of each model's layer slice
+// (harness/kernel_bench.hpp) at plausible layouts, every rank at once as in a step: GEMM and
+// attention efficiency curves (achieved / the peak the cost model prices the model against, by
+// FLOPs of one op) and the HBM fraction memory-bound ops reach.
 //
 // Resumable: every point is appended to the points file (default OUT.points.jsonl) as soon as it
 // is measured, after a first line naming the sweep (its arguments and the cluster file's hash);
@@ -29,6 +32,9 @@ struct SweepArgs {
   std::string ops = "all";  // the priced ops, or a comma list of them
   std::string backend;      // "" = cuda where a device is present
   std::string timeout_s = "300";
+  // --model (repeatable): its compute ops are timed too, at the shapes its layer slice has under
+  // TP 1, 2, 4, 8 (as the cluster's nodes allow) and micro-batches 1 and 2, every rank at once.
+  std::vector<std::string> model_files;
   // What identifies a sweep's points: a rerun with the same text resumes.
   std::string text() const;
 };
@@ -36,8 +42,9 @@ struct SweepArgs {
 void calibrate_cluster(harness::Job& job, const SweepArgs& args, const std::vector<std::string>& extras,
                        const harness::ResultWriter& writer);
 
-// The fits of a sweep's points (each {group, link_class, op, ranks, groups, bytes, together,
-// time_us, ...}): α-β per link class and op from the points of one group alone, the cross-building
+// The fits of a sweep's points: link points (each {group, link_class, op, ranks, groups, bytes,
+// together, time_us, ...}) and compute points ({kind: compute, compute: gemm | product |
+// attention | memory, flops, bytes, time_us, peak_flops, hbm_bytes_per_s, ...}): α-β per link class and op from the points of one group alone, the cross-building
 // oversubscription from the sizes measured both alone and together. `table` gets the readable
 // report. InputError naming `what` for points that cannot be fitted.
 Calibration fit_sweep(const json& points, const std::string& what, std::string* table);

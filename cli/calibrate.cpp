@@ -85,7 +85,12 @@ void run_fit(const FitArgs& a) {
                 to_string(key.second), ab.alpha_us, ab.beta_ns_per_byte > 0 ? 1.0 / ab.beta_ns_per_byte : 0.0,
                 ab.fit.r2, fit.rel_residual_p50 * 100, fit.rel_residual_p95 * 100, ab.fit.max_rel_error * 100,
                 static_cast<long long>(ab.fit.samples), static_cast<long long>(fit.downweighted));
-    cal.links[static_cast<int>(key.first)][static_cast<int>(key.second)] = ab;
+    // No bandwidth resolved (the points' times do not grow with size): the datasheet's stays.
+    if (ab.beta_ns_per_byte > 0)
+      cal.links[static_cast<int>(key.first)][static_cast<int>(key.second)] = ab;
+    else
+      std::printf("%s",
+                  "#   (not written: no bandwidth resolved, the times do not grow with size; the datasheet's stays)\n");
   }
   if (a.out.empty()) return;
   auto joined = [](const std::set<std::string>& xs) {
@@ -123,6 +128,9 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option("-n,--iters", s->iters, "Timed iterations per point")->capture_default_str();
   cmd->add_option("-w,--warmup", s->warmup, "Untimed iterations before")->capture_default_str();
   cmd->add_option("--ops", s->ops, "The priced ops to sweep: all, or a comma list")->capture_default_str();
+  cmd->add_option("--model", s->model_files,
+                  "Also time this model's compute ops at TP 1-8 and micro-batches 1-2 (repeatable): GEMM and "
+                  "attention efficiency, HBM fraction");
   cmd->add_option("--backend", s->backend, "cpu (MPI) | cuda (NCCL); default cuda when a device is present");
   cmd->add_option("--timeout", s->timeout_s, "Seconds without progress before all ranks exit 1")->capture_default_str();
   cmd->allow_extras();

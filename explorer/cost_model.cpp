@@ -29,15 +29,7 @@ double Breakdown::total() const {
 
 CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
   CostParams p;
-  auto it = cl.device.peak_tflops.find(m.dtype);
-  // A device without a figure for the model's dtype: the fastest figure it has is no better
-  // than a guess, so take the slowest (fp32 when listed).
-  double tflops = 0;
-  if (it != cl.device.peak_tflops.end())
-    tflops = it->second;
-  else
-    for (const auto& [dt, v] : cl.device.peak_tflops) tflops = tflops == 0 ? v : std::min(tflops, v);
-  p.peak_flops = tflops * 1e12;
+  p.peak_flops = cl.device.peak_tflops_for(m.dtype) * 1e12;
   p.hbm_bytes_per_s = cl.device.hbm_bandwidth_gbps * 1e9;
   p.hbm_gib = cl.device.hbm_gib;
   p.links[0] = datasheet_link(cl.intra_node, true);

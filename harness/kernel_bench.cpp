@@ -26,10 +26,20 @@ using workload::Phase;
 
 namespace {
 
+struct Row {
+  Op op;
+  double median_ms = 0, min_ms = 0, max_ms = 0, tflops = 0, gbps = 0, read = 0, written = 0, executed = 0;
+  double peak_share = -1;  // -1: no cluster to compare with
+  std::string bound;
+  std::vector<std::int64_t> expert_rows;  // grouped expert GEMMs: rows per local expert
+};
+
+}  // namespace
+
 // The ops of one micro-batch that `bench kernels` sweeps: compute ops of micro-batch 0 in the
 // first layer of each kind (dense, MoE) and outside layers, plus the optimizer; each (name,
 // phase, shape) once. Recompute repeats a forward: left out.
-std::vector<Op> sweep_ops(const workload::Workload& w, const Model& m) {
+std::vector<Op> layer_slice_ops(const workload::Workload& w, const Model& m) {
   std::vector<Op> out;
   std::set<std::tuple<std::string, int, double, double, double, double>> seen;
   std::int64_t dense_layer = -1, moe_layer = -1;
@@ -46,16 +56,6 @@ std::vector<Op> sweep_ops(const workload::Workload& w, const Model& m) {
   }
   return out;
 }
-
-struct Row {
-  Op op;
-  double median_ms = 0, min_ms = 0, max_ms = 0, tflops = 0, gbps = 0, read = 0, written = 0, executed = 0;
-  double peak_share = -1;  // -1: no cluster to compare with
-  std::string bound;
-  std::vector<std::int64_t> expert_rows;  // grouped expert GEMMs: rows per local expert
-};
-
-}  // namespace
 
 void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& extras, const ResultWriter& writer) {
   if (!extras.empty()) throw UsageError("bench kernels: unexpected argument '" + extras.front() + "'");
@@ -81,7 +81,7 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     const Layout layout = load_layout(a.layout_file);
     validate_layout(layout, model, *cluster, a.layout_file);
     const std::int64_t rank = parse_integer(a.rank, "--rank", 0, cluster->world_size() - 1);
-    ops = sweep_ops(workload::build(*cluster, model, layout, rank), model);
+    ops = layer_slice_ops(workload::build(*cluster, model, layout, rank), model);
     if (model.num_experts > 0) options.local_experts = model.num_experts / layout.expert_model_parallel_size;
   } else {
     if (a.op != "gemm" && a.op != "attention")

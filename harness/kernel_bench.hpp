@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/job.hpp"
+#include "workload/workload.hpp"
 
 namespace sax::harness {
 
@@ -27,6 +28,11 @@ struct KernelBenchArgs {
 // Bad input (exit 2): unknown op or phase, sizes that are not positive integers or overflow, a
 // layout that does not fit the model, an op whose buffers exceed the memory available (said
 // with the figure, before allocating).
+// The compute ops `bench kernels` sweeps for a layout: of micro-batch 0, the first layer of each
+// kind (dense, MoE), the embedding and output, and the optimizer; each (name, phase, shape) once
+// (recompute repeats a forward: left out).
+std::vector<workload::Op> layer_slice_ops(const workload::Workload& w, const Model& m);
+
 void bench_kernels(const KernelBenchArgs& args, const std::vector<std::string>& extras, const ResultWriter& writer);
 
 }  // namespace sax::harness

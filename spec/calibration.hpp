@@ -7,8 +7,10 @@
 //   of the algorithm's bus traffic (ns/byte = 1 / busbw in GB/s); the op's time follows from
 //   ring_algorithm (spec/collective.hpp).
 // - compute: per op class (gemm, attention) an efficiency curve: points (FLOPs of one op,
-//   achieved fraction of the dtype's peak), interpolated linearly in log10(FLOPs), clamped at
-//   the ends; `hbm_efficiency` is the fraction of HBM bandwidth memory-bound ops reach.
+//   achieved / the dtype's datasheet peak), interpolated linearly in log10(FLOPs), clamped at
+//   the ends; `hbm_efficiency` is achieved / the datasheet's HBM bandwidth for memory-bound ops.
+//   Both are fractions on a device that matches its datasheet, above 1 (at most 100) where the
+//   datasheet figure is below what the device does (the CPU testbed's nominal figures).
 // - overlap_slowdown: how much slower compute runs while communication overlaps it (0.1 = 10 %).
 // - cross_oversubscription: the cross-building link's oversubscription as the cost model uses
 //   it (explorer/cost_model.cpp: crossing groups that put more than 1/oversubscription of a
@@ -44,7 +46,7 @@ struct AlphaBeta {
 
 struct EfficiencyPoint {
   double flops = 0;       // FLOPs of one op
-  double efficiency = 0;  // achieved / peak, in (0, 1]
+  double efficiency = 0;  // achieved / the datasheet's peak, in (0, 100]
 };
 
 struct EfficiencyCurve {

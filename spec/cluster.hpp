@@ -48,6 +48,14 @@ struct Device {
   std::map<DType, double> peak_tflops;  // dense, per dtype
   double hbm_gib = 0;
   double hbm_bandwidth_gbps = 0;  // GB/s
+  // The peak a model in `dtype` is priced against: its dtype's figure; a device without one gets
+  // the slowest figure it has (the fastest would be no better than a guess). 0 when none.
+  double peak_tflops_for(DType dtype) const {
+    if (auto it = peak_tflops.find(dtype); it != peak_tflops.end()) return it->second;
+    double slowest = 0;
+    for (const auto& [dt, v] : peak_tflops) slowest = slowest == 0 ? v : (v < slowest ? v : slowest);
+    return slowest;
+  }
 };
 
 // Where a rank sits. Ranks fill devices of a node, nodes of a building, buildings in order.

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "spec/calibration.hpp"
 #include "tests/support/run.hpp"
@@ -90,6 +91,56 @@ TEST(CalibrateSweep, FitsEveryPricedOpPerLinkClassAndResumesPointByPoint) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find(points + " holds points of another sweep"), std::string::npos) << r.err;
   EXPECT_EQ(lines(points).size(), 34u);
+}
+
+// With --model: the model's compute ops at TP 1 and 2 and micro-batches 1 and 2, every rank at
+// once, give the GEMM and attention curves the cost model reads, the HBM fraction and the
+// overlap slowdown; each op shape is one point, resumed like the links' points.
+TEST(CalibrateSweep, AModelsComputeOpsGiveItsEfficiencyCurves) {
+  TempDir t;
+  const std::string out = t.file("k.json");
+  const std::string args = "-b 16K -e 1M -f 8 --ops send_recv -n 3 -w 1 --model " +
+                           sax::test::preset_path("models/gpt-tiny.json") + " --out " + out;
+  auto r = calibrate(args);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const sax::Calibration k = sax::load_calibration(out);
+  ASSERT_TRUE(k.gemm.has_value());
+  ASSERT_TRUE(k.attention.has_value());
+  ASSERT_TRUE(k.hbm_efficiency.has_value());
+  ASSERT_TRUE(k.overlap_slowdown.has_value());
+  EXPECT_GE(*k.overlap_slowdown, 0);
+  // Points ascending in FLOPs, every efficiency positive, the fit over every GEMM timed.
+  for (std::size_t i = 1; i < k.gemm->points.size(); ++i)
+    EXPECT_LT(k.gemm->points[i - 1].flops, k.gemm->points[i].flops);
+  for (const auto& p : k.gemm->points) EXPECT_GT(p.efficiency, 0);
+  std::size_t gemms = 0, overlaps = 0;
+  std::set<std::string> keys;
+  for (const auto& p : k.points) {
+    keys.insert(p["key"].get<std::string>());
+    if (p.value("kind", "") == "compute" && p["compute"] == "gemm") ++gemms;
+    if (p.value("kind", "") == "overlap") ++overlaps;
+  }
+  EXPECT_EQ(keys.size(), k.points.size()) << "each point once";
+  EXPECT_EQ(static_cast<std::size_t>(k.gemm->fit.samples), gemms);
+  EXPECT_GT(gemms, 10u);
+  EXPECT_EQ(overlaps, 3u);
+  EXPECT_NE(k.provenance.tool.find("--model"), std::string::npos) << k.provenance.tool;
+  EXPECT_NE(r.out.find("# gemm efficiency"), std::string::npos) << r.out;
+  // The predictor says which terms the calibration set.
+  const auto p = sax::test::run_shell(std::string(SAX_BINARY) + " predict --cluster " +
+                                      sax::test::preset_path("clusters/local-2bld.json") + " --model " +
+                                      sax::test::preset_path("models/gpt-tiny.json") + " --layout " +
+                                      sax::test::preset_path("layouts/local-dp4.json") + " --calibration " + out);
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("calibrated    intra_node alpha-beta (send_recv); cross_building alpha-beta (send_recv); "
+                       "gemm efficiency; attention efficiency; hbm efficiency; overlap slowdown"),
+            std::string::npos)
+      << p.out;
+  EXPECT_NE(p.out.find("datasheet     intra_building alpha-beta"), std::string::npos) << p.out;
+  // Resumed: nothing left to measure.
+  r = calibrate(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find(" measured before, 0 to measure)"), std::string::npos) << r.err;
 }
 
 TEST(CalibrateSweep, BadArgumentsExitTwoWithOneLine) {

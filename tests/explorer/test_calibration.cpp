@@ -72,7 +72,7 @@ TEST(Calibration, ErrorsNameTheField) {
       {"/links/intra_node/all_reduce/fit/r2", 1.5, "/links/intra_node/all_reduce/fit/r2"},
       {"/links/intra_node/broadcast", json::object(), "/links/intra_node/broadcast"},
       {"/links/over_the_sea", json::object(), "/links/over_the_sea"},
-      {"/compute/gemm/curve/1/efficiency", 1.2, "/compute/gemm/curve/1/efficiency"},
+      {"/compute/gemm/curve/1/efficiency", 150, "/compute/gemm/curve/1/efficiency"},  // 100 x the datasheet
       {"/compute/gemm/curve/1/flops", 10, "/compute/gemm/curve/1/flops"},
       {"/compute/hbm_efficiency", "fast", "/compute/hbm_efficiency"},
       {"/overlap_slowdown", -0.1, "/overlap_slowdown"},
