@@ -7,12 +7,15 @@
 // explorer reads (`--calibration`).
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
+#include "calibration/export.hpp"
 #include "calibration/fit.hpp"
 #include "calibration/sweep.hpp"
 #include "cli/commands.hpp"
@@ -20,6 +23,7 @@
 #include "harness/job.hpp"
 #include "spec/calibration.hpp"
 #include "spec/error.hpp"
+#include "spec/model.hpp"
 
 namespace sax::cli {
 
@@ -110,6 +114,42 @@ void run_fit(const FitArgs& a) {
   std::printf("# wrote %s\n", a.out.c_str());
 }
 
+struct ExportArgs {
+  std::string calibration, cluster, model, dtype, astra_sim_dir, calculon_file;
+};
+
+void run_export(const ExportArgs& a) {
+  if (a.astra_sim_dir.empty() && a.calculon_file.empty())
+    throw UsageError("calibrate export: nothing to write (--astra-sim DIR and/or --calculon FILE)");
+  const Calibration k = load_calibration(a.calibration);
+  const Cluster c = load_cluster(a.cluster);
+  DType dtype = DType::bf16;
+  if (!a.model.empty() && !a.dtype.empty()) throw UsageError("calibrate export: --model or --dtype, not both");
+  if (!a.model.empty()) dtype = load_model(a.model).dtype;
+  if (!a.dtype.empty()) {
+    const auto d = parse_dtype(a.dtype);
+    if (!d) throw UsageError("calibrate export --dtype: unknown type '" + a.dtype + "'");
+    dtype = *d;
+  }
+  // Both are worked out (and any refusal said) before either is written.
+  std::optional<calibration::Export> astra, calculon;
+  if (!a.astra_sim_dir.empty()) astra = calibration::astra_sim_network(k, c);
+  if (!a.calculon_file.empty()) calculon = calibration::calculon_system(k, c, dtype);
+  const std::string network = a.astra_sim_dir + "/network.yml";
+  if (astra) {
+    std::error_code ec;
+    std::filesystem::create_directories(a.astra_sim_dir, ec);
+    check_writable(network);
+  }
+  if (calculon) check_writable(a.calculon_file);
+  auto show = [](const std::string& file, const calibration::Export& e) {
+    std::printf("# wrote %s\n", file.c_str());
+    for (const auto& n : e.notes) std::printf("#   %s\n", n.c_str());
+  };
+  if (astra) write_text_file(network, astra->text), show(network, *astra);
+  if (calculon) write_text_file(a.calculon_file, calculon->text), show(a.calculon_file, *calculon);
+}
+
 }  // namespace
 
 void add_calibrate(CLI::App& app) {
@@ -145,6 +185,16 @@ void add_calibrate(CLI::App& app) {
   fit->add_option("files", f->files, "bench coll JSON files")->required();
   fit->add_option("-o,--out", f->out, "Write the calibration file (atomically)");
   fit->callback([f] { run_fit(*f); });
+  auto x = std::make_shared<ExportArgs>();
+  CLI::App* ex = cmd->add_subcommand(
+      "export", "Write a calibration as ASTRA-sim's analytical network (network.yml) and Calculon's system JSON");
+  ex->add_option("calibration", x->calibration, "The calibration file")->required();
+  ex->add_option("--cluster", x->cluster, "The cluster file it was measured on (its shape)")->required();
+  ex->add_option("--model", x->model, "The model whose dtype Calculon's matrix peak is for");
+  ex->add_option("--dtype", x->dtype, "Or the dtype itself (default bf16)");
+  ex->add_option("--astra-sim", x->astra_sim_dir, "Write DIR/network.yml (ASTRA-sim 2.x analytical backend)");
+  ex->add_option("--calculon", x->calculon_file, "Write Calculon's system description (systems/*.json shape)");
+  ex->callback([x] { run_export(*x); });
 }
 
 }  // namespace sax::cli

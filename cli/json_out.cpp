@@ -10,12 +10,14 @@
 
 namespace sax {
 
-void write_json_file(const std::string& file, const json& value) {
+void write_json_file(const std::string& file, const json& value) { write_text_file(file, value.dump(2) + "\n"); }
+
+void write_text_file(const std::string& file, const std::string& text) {
   std::string tmp = file + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp);
     if (!out) throw InputError(file, "", "a writable path (cannot create " + tmp + ")");
-    out << value.dump(2) << "\n";
+    out << text;
     out.flush();
     if (!out) {
       std::remove(tmp.c_str());

@@ -1,11 +1,14 @@
 // `sax predict --cluster C --model M --layout L [--calibration K] [--json FILE]`: one layout's
 // predicted step time with its full breakdown, memory per device and MFU.
+#include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.hpp"
 #include "cli/explorer_inputs.hpp"
 #include "cli/json_out.hpp"
+#include "explorer/quantities.hpp"
 
 namespace sax::cli {
 
@@ -33,6 +36,30 @@ void run_predict(const PredictArgs& a) {
   if (!cm.params().calibrated_terms.empty())
     std::cout << "  calibrated    " << list(cm.params().calibrated_terms) << "\n"
               << "  datasheet     " << list(cm.params().datasheet_terms) << "\n";
+  // A calibrated efficiency curve holds between the FLOPs it measured and is clamped beyond:
+  // say so where this layout's ops lie outside.
+  if (!a.calibration.empty()) {
+    const explorer::MicroShape x =
+        explorer::MicroShape::of(explorer::ModelConsts::of(m), l.tensor_model_parallel_size, l.context_parallel_size,
+                                 l.micro_batch_size, l.sequence_parallel && l.tensor_model_parallel_size > 1);
+    auto outside = [](const char* name, const EfficiencyCurve& c, std::initializer_list<double> flops) {
+      if (c.points.empty()) return;
+      double lo = 0, hi = 0;
+      for (double f : flops)
+        if (f > 0) lo = lo == 0 ? f : std::min(lo, f), hi = std::max(hi, f);
+      if (lo >= c.points.front().flops * (1 - 1e-9) && hi <= c.points.back().flops * (1 + 1e-9)) return;
+      std::printf(
+          "  extrapolated  %s efficiency: this layout's ops of %.3g-%.3g FLOPs lie outside the measured "
+          "%.3g-%.3g (the curve's end value is used)\n",
+          name, lo, hi, c.points.front().flops, c.points.back().flops);
+    };
+    const auto& k = cm.params();
+    if (std::find(k.calibrated_terms.begin(), k.calibrated_terms.end(), "gemm efficiency") != k.calibrated_terms.end())
+      outside("gemm", k.gemm, {x.qkv, x.out, x.mlp, x.router, x.experts, x.logits});
+    if (std::find(k.calibrated_terms.begin(), k.calibrated_terms.end(), "attention efficiency") !=
+        k.calibrated_terms.end())
+      outside("attention", k.attention, {x.attention});
+  }
   print_prediction(explorer::Candidate::of(l, c), l, p, cm, c);
   if (!a.json_file.empty()) {
     json j = {{"version", 1},

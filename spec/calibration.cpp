@@ -172,13 +172,12 @@ Calibration load_calibration(const std::string& file) { return read_calibration(
 json to_json(const Calibration& c) {
   json j = {{"kind", "calibration"},
             {"version", c.version},
-            {"provenance",
-             {{"cluster", c.provenance.cluster},
-              {"backend", to_string(c.provenance.backend)},
-              {"emulation", c.provenance.emulation},
-              {"date", c.provenance.date},
-              {"tool", c.provenance.tool}}}};
+            {"provenance", {{"cluster", c.provenance.cluster}, {"backend", to_string(c.provenance.backend)}}}};
+  // The optional fields only where known: the reader takes an empty string for a mistake.
   json& prov = j["provenance"];
+  if (!c.provenance.emulation.empty()) prov["emulation"] = c.provenance.emulation;
+  if (!c.provenance.date.empty()) prov["date"] = c.provenance.date;
+  if (!c.provenance.tool.empty()) prov["tool"] = c.provenance.tool;
   if (!c.provenance.cluster_hash.empty()) prov["cluster_hash"] = c.provenance.cluster_hash;
   if (!c.provenance.sax_version.empty()) prov["sax_version"] = c.provenance.sax_version;
   if (!c.provenance.library.empty()) prov["library"] = c.provenance.library;
