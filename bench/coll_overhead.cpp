@@ -9,7 +9,8 @@
 // ratio lies within [0.95, 1.05].
 //
 //   mpirun -np 4 build/bench/coll_overhead [repetitions=31] [sizes=1K,64K,1M,16M] [ops=all] [cpu|cuda]
-//                                          [max_iterations=1000]
+//                                          [max_iterations=1000] [min_sample_us=50]
+// (min_sample_us as `bench coll --min-sample-us`: 0 puts an event after every iteration.)
 //
 // Two ranks on one GPU: NCCL refuses two ranks of a communicator on one device (same host hash
 // and bus id) unless each sees its own host: give each rank its own NCCL_HOSTID, e.g.
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
   const int rank = job.rank(), size = job.size();
   const int reps = argc > 1 ? std::atoi(argv[1]) : 31;
   std::vector<std::uint64_t> sizes;
-  bool ok = reps >= 1 && argc <= 6;
+  bool ok = reps >= 1 && argc <= 7;
   for (const auto& s : split(argc > 2 ? argv[2] : "1K,64K,1M,16M")) {
     const auto b = harness::parse_bytes(s);
     ok = ok && b && *b % (4u * static_cast<unsigned>(size)) == 0;
@@ -80,13 +81,16 @@ int main(int argc, char** argv) {
   const std::string backend_text = argc > 4 ? argv[4] : "cpu";
   // Iterations per measurement: 64 MiB worth, between 10 and this (a slow transport needs fewer).
   const std::uint64_t max_iters = argc > 5 ? std::max(10, std::atoi(argv[5])) : 1000;
+  const double min_sample_us = argc > 6 ? std::atof(argv[6]) : 50;
+  ok = ok && min_sample_us >= 0;
   ok = ok && (backend_text == "cpu" || backend_text == "cuda");
   if (!ok) {
     if (rank == 0)
       std::fprintf(
           stderr,
           "usage: mpirun -np N coll_overhead [repetitions>=1, default 31] [sizes, default 1K,64K,1M,16M; "
-          "each a multiple of 4 x N] [ops, default all] [cpu|cuda, default cpu] [max iterations, default 1000]\n");
+          "each a multiple of 4 x N] [ops, default all] [cpu|cuda, default cpu] [max iterations, default 1000] "
+          "[min sample us, default 50]\n");
     return 2;
   }
   const Backend backend = job.choose_backend(backend_text);
@@ -98,10 +102,10 @@ int main(int argc, char** argv) {
   auto send = device->allocate(max_bytes), recv = device->allocate(max_bytes), scratch = device->allocate(max_bytes);
   if (rank == 0)
     std::printf(
-        "# %s, float32, %d ranks, %d ABBA repetitions per size; time = mean over ranks of each rank's mean per "
-        "iteration\n#%-15s %11s %6s %12s %12s %8s %8s %8s  %-40s %s\n",
-        backend == Backend::cpu ? "MPI" : "NCCL", size, reps, "op", "bytes", "iters", "sax_us", "bare_us", "ratio",
-        "min", "max", "bare loop of", "verdict");
+        "# %s, float32, %d ranks, %d ABBA repetitions per size, samples of >= %g us; time = mean over ranks of each "
+        "rank's mean per iteration\n#%-15s %11s %6s %12s %12s %8s %8s %8s  %-40s %s\n",
+        backend == Backend::cpu ? "MPI" : "NCCL", size, reps, min_sample_us, "op", "bytes", "iters", "sax_us",
+        "bare_us", "ratio", "min", "max", "bare loop of", "verdict");
   bool all_within = true;
   for (CollOp op : ops) {
     const auto& entry = harness::coll_op_entry(op);
@@ -118,7 +122,7 @@ int main(int argc, char** argv) {
       // About 10-40 ms of loop per measurement whatever the size, at least 10 iterations.
       const int iters = static_cast<int>(std::clamp<std::uint64_t>((64u << 20) / bytes, 10, max_iters));
       const int warmup = iters / 10 + 2;
-      const harness::Timing timing{iters, warmup, harness::RankAggregate::mean, false, 0};
+      const harness::Timing timing{iters, warmup, harness::RankAggregate::mean, false, 0, min_sample_us};
       std::vector<double> sax_us, bare_us, ratio;
       for (int r = 0; r < reps; ++r) {
         double a = 0, b = 0;

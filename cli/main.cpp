@@ -2,10 +2,12 @@
 // Exit codes, here and nowhere else: 0 success, 1 a failed run (a RunError, among them a failed
 // MPI/CUDA/cuBLAS/NCCL/CUPTI call), 2 bad input (one line naming file, field, expectation).
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "cli/commands.hpp"
 #include "sax_version.hpp"
@@ -30,7 +32,13 @@ static bool first_rank() {
 
 static int fail(int code, const char* prefix, const std::string& what) {
   // One write: a line sent in pieces can be split by mpirun's own banner on the same stream.
-  if (first_rank()) std::fputs(("sax: " + std::string(prefix) + ": " + what + "\n").c_str(), stderr);
+  if (first_rank()) {
+    std::fputs(("sax: " + std::string(prefix) + ": " + what + "\n").c_str(), stderr);
+  } else {
+    // mpirun takes the job down as soon as one rank exits non-zero: the silent ranks leave last,
+    // so that the first has said its line (the CI once saw no line at all). No MPI here to meet.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
   return code;
 }
 
