@@ -31,11 +31,13 @@ LinkFigures figures(const Calibration& k, const Cluster& c, LinkClass lc) {
   const auto& ab = k.links[static_cast<int>(lc)][static_cast<int>(CollOp::all_reduce)];
   const Link& l = c.link(lc);
   const bool cross = lc == LinkClass::cross_building;
-  const double over = cross && k.cross_oversubscription ? k.cross_oversubscription->value
-                      : cross                           ? std::max(1.0, l.oversubscription)
-                                                        : 1.0;
-  if (ab && ab->beta_ns_per_byte > 0)
+  // A fitted cross-building β is the link's own where the oversubscription was measured (then
+  // shared again here), else it holds the sharing already (as the cost model reads it).
+  if (ab && ab->beta_ns_per_byte > 0) {
+    const double over = cross && k.cross_oversubscription ? k.cross_oversubscription->value : 1.0;
     return {ab->alpha_us, 1.0 / ab->beta_ns_per_byte / over, "calibration (all_reduce fit)"};
+  }
+  const double over = cross ? std::max(1.0, l.oversubscription) : 1.0;
   return {l.latency_us, l.bandwidth_gbps / (cross ? over : std::max(1.0, l.oversubscription)), "datasheet"};
 }
 
@@ -90,7 +92,15 @@ Export calculon_system(const Calibration& k, const Cluster& c, DType dtype) {
   if (name == names.end())
     throw UsageError(std::string("calibrate export --calculon: Calculon has no type for ") + to_string(dtype));
   Export e;
-  const double peak = c.device.peak_tflops_for(dtype);
+  // The GEMM curve's efficiencies are against the peak its model was priced at when measured
+  // (each compute point keeps it); the datasheet's figure for `dtype` otherwise.
+  double peak = c.device.peak_tflops_for(dtype);
+  for (const json& p : k.points)
+    if (p.is_object() && p.value("kind", "") == "compute" && p.value("compute", "") == "gemm" &&
+        p.contains("peak_flops") && p["peak_flops"].is_number() && p["peak_flops"].get<double>() > 0) {
+      peak = p["peak_flops"].get<double>() / 1e12;
+      break;
+    }
   // Efficiency tables: [GFLOP threshold, efficiency], thresholds strictly decreasing to 0, each
   // efficiency in (0, 1]; the first threshold an op reaches gives its efficiency. From the GEMM
   // curve's points (above 1 on a device faster than its datasheet: the peak is raised instead).

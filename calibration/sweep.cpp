@@ -101,45 +101,82 @@ std::vector<CollOp> parse_ops(const std::string& text) {
   return ops;
 }
 
-// The points file: its first line names the sweep; each further line is one point. A line cut
-// short by an interruption (the last) is dropped, and the file cut back to the whole lines.
+// The points file: its first line names the sweep; each further line is one point. A last line
+// cut short by an interruption is dropped: `whole` is where the whole lines end (the caller cuts
+// the file back there once it has accepted the header). A file with anything else in it is
+// refused, never overwritten.
 struct PointsFile {
   json header;
   std::vector<json> points;
+  std::uintmax_t whole = 0;
 };
 
+void check_point(const json& p, const std::string& what, const std::string& at);
+
 std::optional<PointsFile> read_points_file(const std::string& file) {
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return std::nullopt;
+  if (std::filesystem::is_directory(file, ec)) throw InputError(file, "", "a points file (it is a directory)");
   std::ifstream in(file);
-  if (!in) return std::nullopt;
+  if (!in) throw InputError(file, "", "a points file this process can read");
   PointsFile f;
   std::string line;
-  std::uintmax_t whole = 0;
   bool first = true;
   while (std::getline(in, line)) {
-    if (in.eof()) break;  // no newline: cut short
+    const bool cut = in.eof();  // no newline at the end
     json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-      if (in.peek() == EOF) break;  // the last line, cut short
+    const bool bad = j.is_discarded() || !j.is_object();
+    if (cut || bad) {
+      if (in.peek() == EOF && !first) break;  // the last line, cut short by an interruption
       throw InputError(file, "/" + std::to_string(first ? 0 : f.points.size() + 1),
-                       "one JSON object per line (a sax calibrate points file)");
+                       "one JSON object per line, after the header of a sax calibrate points file");
     }
     if (first) {
-      if (!j.contains("sax_calibrate_points"))
+      if (!j.contains("sax_calibrate_points") || !j.contains("args") || !j["args"].is_string() ||
+          !j.contains("cluster_hash") || !j["cluster_hash"].is_string())
         throw InputError(file, "/0", "the header of a sax calibrate points file");
       f.header = j;
     } else {
-      for (const char* k : {"key", "time_us"})
-        if (!j.contains(k) || (std::string(k) == "key" && !j[k].is_string()))
-          throw InputError(file, "/" + std::to_string(f.points.size() + 1) + "/" + k, "a field of every point");
+      check_point(j, file, "/" + std::to_string(f.points.size() + 1));
       f.points.push_back(j);
     }
     first = false;
-    whole += line.size() + 1;
+    f.whole += line.size() + 1;
   }
-  in.close();
-  if (std::filesystem::file_size(file) != whole) std::filesystem::resize_file(file, whole);
   if (first) return std::nullopt;  // empty
   return f;
+}
+
+// One point's fields, as fit_sweep needs them: an InputError naming `what` and the point.
+void check_point(const json& p, const std::string& what, const std::string& at) {
+  if (!p.is_object()) throw InputError(what, at, "a point object");
+  if (!p.contains("key") || !p["key"].is_string()) throw InputError(what, at + "/key", "the point's key");
+  const std::string kind = p.contains("kind") && p["kind"].is_string() ? p["kind"].get<std::string>() : "link";
+  auto positive = [&](const char* k) {
+    if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() > 0))
+      throw InputError(what, at + "/" + k, "a positive number");
+  };
+  if (kind == "overlap") {
+    positive("alone_us"), positive("time_us");
+  } else if (kind == "compute") {
+    if (!p.contains("compute") || !p["compute"].is_string()) throw InputError(what, at + "/compute", "a name");
+    for (const char* k : {"flops", "bytes", "peak_flops", "hbm_bytes_per_s"})
+      if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() >= 0))
+        throw InputError(what, at + "/" + k, "a number >= 0");
+    positive("time_us");
+  } else if (kind == "link") {
+    for (const char* k : {"group", "link_class", "op"})
+      if (!p.contains(k) || !p[k].is_string()) throw InputError(what, at + "/" + k, "a name");
+    for (const char* k : {"ranks", "groups", "bytes", "time_us"}) positive(k);
+    if (!p.contains("together") || !p["together"].is_boolean())
+      throw InputError(what, at + "/together", "true or false");
+    bool known = false;
+    for (LinkClass c : kLinkClasses) known = known || p["link_class"].get<std::string>() == link_class_name(c);
+    if (!known) throw InputError(what, at + "/link_class", "intra_node, intra_building or cross_building");
+    if (!parse_coll_op(p["op"].get<std::string>())) throw InputError(what, at + "/op", "a collective op");
+  } else {
+    throw InputError(what, at + "/kind", "link, compute or overlap");
+  }
 }
 
 std::string default_points_file(const SweepArgs& a) {
@@ -306,39 +343,20 @@ Calibration fit_sweep(const json& points, const std::string& what, std::string* 
   std::vector<double> overlap;  // compute's slowdown beside a collective, per repetition
   for (std::size_t i = 0; i < points.size(); ++i) {
     const json& p = points[i];
-    const std::string at = "/" + std::to_string(i);
-    if (!p.is_object()) throw InputError(what, at, "a point object");
-    if (p.value("kind", "link") == "overlap") {
-      for (const char* k : {"alone_us", "time_us"})
-        if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() > 0))
-          throw InputError(what, at + "/" + k, "a positive time");
+    check_point(p, what, "/" + std::to_string(i));
+    const std::string kind = p.value("kind", "link");
+    if (kind == "overlap") {
       overlap.push_back(p["time_us"].get<double>() / p["alone_us"].get<double>() - 1);
       continue;
     }
-    if (p.value("kind", "link") == "compute") {
-      if (!p.contains("compute") || !p["compute"].is_string()) throw InputError(what, at + "/compute", "a name");
-      for (const char* k : {"flops", "bytes", "time_us", "peak_flops", "hbm_bytes_per_s"})
-        if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() >= 0))
-          throw InputError(what, at + "/" + k, "a number >= 0");
-      if (!(p["time_us"].get<double>() > 0)) throw InputError(what, at + "/time_us", "a positive time");
+    if (kind == "compute") {
       compute.push_back(p);
       continue;
     }
-    for (const char* k : {"group", "link_class", "op"})
-      if (!p.contains(k) || !p[k].is_string()) throw InputError(what, at + "/" + k, "a name");
-    for (const char* k : {"ranks", "groups", "bytes", "time_us"})
-      if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() > 0))
-        throw InputError(what, at + "/" + k, "a positive number");
-    if (!p.contains("together") || !p["together"].is_boolean())
-      throw InputError(what, at + "/together", "true or false");
     LinkClass lc{};
-    bool found = false;
     for (LinkClass c : kLinkClasses)
-      if (p.at("link_class").get<std::string>() == link_class_name(c)) lc = c, found = true;
-    if (!found)
-      throw InputError(what, "/" + std::to_string(i) + "/link_class", "intra_node, intra_building or cross_building");
+      if (p.at("link_class").get<std::string>() == link_class_name(c)) lc = c;
     const auto op = parse_coll_op(p.at("op").get<std::string>());
-    if (!op) throw InputError(what, "/" + std::to_string(i) + "/op", "a collective op");
     CollPoint c{*op, p.at("ranks").get<int>(), p.at("bytes").get<double>(), p.at("time_us").get<double>()};
     const bool together = p.at("together").get<bool>();
     if (together) fitted[{lc, *op}].push_back(c);
@@ -481,13 +499,27 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     }
     if (job.rank() == 0) {
       writer.check(a.out);
-      if (auto f = read_points_file(points_file)) {
-        if (f->header.value("args", "") != hex(text_hash(a.text())) ||
-            f->header.value("cluster_hash", "") != cluster_hash)
-          throw UsageError("calibrate: " + points_file +
-                           " holds points of another sweep (other arguments or another cluster file): pass the "
-                           "same arguments to resume it, or --points another file");
-        have = std::move(f->points);
+      // Rank 0 alone reads the file: whatever goes wrong is said as bad input, so that every
+      // rank leaves agree() together.
+      try {
+        if (auto f = read_points_file(points_file)) {
+          if (f->header["args"].get<std::string>() != hex(text_hash(a.text())) ||
+              f->header["cluster_hash"].get<std::string>() != cluster_hash)
+            throw UsageError("calibrate: " + points_file +
+                             " holds points of another sweep (other arguments or another cluster file): pass the "
+                             "same arguments to resume it, or --points another file");
+          if (std::filesystem::file_size(points_file) != f->whole)
+            std::filesystem::resize_file(points_file, f->whole);  // the line cut short
+          have = std::move(f->points);
+        }
+        writer.check(points_file);
+      } catch (const UsageError&) {
+        throw;
+      } catch (const InputError&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw InputError(points_file, "",
+                         std::string("a points file this process can read and append to (") + e.what() + ")");
       }
     }
   });
@@ -678,16 +710,23 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
       const int reps = static_cast<int>(std::clamp(50e3 / std::max(one_us, 1.0), 3.0, 1000.0));
       auto timed = [&](bool beside) {
         coll::Handle h;
+        auto post = [&] {
+          h = group.comm->all_reduce(send->data(), recv->data(), count, DType::fp32, coll::Mode::async);
+        };
+        double posted = 0;
         job.barrier();
         t0->record(stream);
         for (int i = 0; i < reps; ++i) {
-          if (beside && h.test())
-            h = group.comm->all_reduce(send->data(), recv->data(), count, DType::fp32, coll::Mode::async);
+          if (beside && h.test()) post(), ++posted;
           r.run();
         }
         t1->record(stream);
         t1->synchronize();
         const double us = t1->elapsed_us(*t0);
+        // Each rank posted as its own all-reduces completed: every rank posts up to the most any
+        // did, so that each group's all-reduces match (the last ones untimed).
+        const double most = job.aggregate(posted, RankAggregate::max);
+        for (; posted < most; ++posted) h.wait(), post();
         h.wait();
         return job.aggregate(us, RankAggregate::mean);
       };

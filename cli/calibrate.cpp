@@ -184,6 +184,7 @@ void add_calibrate(CLI::App& app) {
       "fit", "Fit alpha-beta per link class and op from sax bench coll --json files (run with --cluster)");
   fit->add_option("files", f->files, "bench coll JSON files")->required();
   fit->add_option("-o,--out", f->out, "Write the calibration file (atomically)");
+  fit->allow_extras(false);  // the parent allows extras (the sweep's, refused by it): these do not
   fit->callback([f] { run_fit(*f); });
   auto x = std::make_shared<ExportArgs>();
   CLI::App* ex = cmd->add_subcommand(
@@ -194,6 +195,7 @@ void add_calibrate(CLI::App& app) {
   ex->add_option("--dtype", x->dtype, "Or the dtype itself (default bf16)");
   ex->add_option("--astra-sim", x->astra_sim_dir, "Write DIR/network.yml (ASTRA-sim 2.x analytical backend)");
   ex->add_option("--calculon", x->calculon_file, "Write Calculon's system description (systems/*.json shape)");
+  ex->allow_extras(false);
   ex->callback([x] { run_export(*x); });
 }
 

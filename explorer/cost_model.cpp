@@ -79,7 +79,15 @@ CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calib
   term(calibration.hbm_efficiency.has_value(), "hbm efficiency");
   if (calibration.overlap_slowdown) p.overlap_slowdown = *calibration.overlap_slowdown;
   term(calibration.overlap_slowdown.has_value(), "overlap slowdown");
-  if (calibration.cross_oversubscription) p.links[2].oversubscription = calibration.cross_oversubscription->value;
+  // The cross-building β of a calibration is the link's own where the oversubscription was
+  // measured beside it; without it, it was fitted with every group crossing at once (calibrate
+  // --cluster, or bench coll files): the sharing is in it already, not to be applied again.
+  bool cross_fitted = false;
+  for (const auto& ab : calibration.links[static_cast<int>(LinkClass::cross_building)]) cross_fitted |= ab.has_value();
+  if (calibration.cross_oversubscription)
+    p.links[2].oversubscription = calibration.cross_oversubscription->value;
+  else if (cross_fitted)
+    p.links[2].oversubscription = 1;
   term(calibration.cross_oversubscription.has_value(), "cross_building oversubscription");
   return p;
 }

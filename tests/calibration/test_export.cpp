@@ -103,8 +103,11 @@ TEST(ExportCli, WritesBothFilesOrNone) {
   EXPECT_TRUE(std::filesystem::exists(t.file("astra/network.yml")));
   EXPECT_TRUE(std::filesystem::exists(t.file("sys.json")));
   EXPECT_NE(r.out.find("from the calibration"), std::string::npos) << r.out;
-  // Nothing asked: exit 2; a type Calculon lacks: exit 2 and neither file written.
+  // Nothing asked, or a mistyped option: exit 2; a type Calculon lacks: exit 2 and neither file
+  // written.
   EXPECT_EQ(sax::test::run_shell(base).code, 2);
+  EXPECT_EQ(sax::test::run_shell(base + " --dtyp fp32 --calculon " + t.file("s3.json")).code, 2);
+  EXPECT_FALSE(std::filesystem::exists(t.file("s3.json")));
   r = sax::test::run_shell(base + " --dtype tf32 --astra-sim " + t.file("a2") + " --calculon " + t.file("s2.json"));
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_FALSE(std::filesystem::exists(t.file("a2/network.yml")));

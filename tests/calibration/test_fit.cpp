@@ -116,7 +116,8 @@ TEST(FitSweep, RecoversTheLinkAndTheBoundarysSharing) {
     CollPoint p{sax::CollOp::all_reduce, 2, bytes, 0};
     const double t = sax::calibration::predict_us(shared, p);
     auto point = [&](bool together, double time_us) {
-      return nlohmann::json{{"group", "cross_building"},
+      return nlohmann::json{{"key", std::to_string(bytes) + (together ? "/together" : "/alone")},
+                            {"group", "cross_building"},
                             {"link_class", "cross_building"},
                             {"op", "all_reduce"},
                             {"ranks", 2},

@@ -183,3 +183,19 @@ TEST(CostModel, CalibrationReplacesDatasheetValues) {
   EXPECT_LT(ratio, 2.0);
   EXPECT_GT(cal.breakdown.compute_s, base.breakdown.compute_s * 1.15);
 }
+
+// A calibrated cross-building β was fitted with every group crossing: the sharing is in it, and
+// the cluster's oversubscription is not applied again; a measured oversubscription is applied
+// to the link's own β (calibrate --cluster writes both).
+TEST(CostModel, CalibratedCrossBuildingSharingIsAppliedOnce) {
+  Cluster c = cluster("h100-3bld");
+  c.cross_building.oversubscription = 4;
+  const Model m = model("llama3-8b");
+  Calibration k;
+  k.provenance.cluster = "h100";
+  EXPECT_DOUBLE_EQ(CostParams::calibrated(c, m, k, "k.json").links[2].oversubscription, 4);  // nothing fitted
+  k.links[2][static_cast<int>(CollOp::all_reduce)] = AlphaBeta{1000, 8, {}};
+  EXPECT_DOUBLE_EQ(CostParams::calibrated(c, m, k, "k.json").links[2].oversubscription, 1);
+  k.cross_oversubscription = Oversubscription{1.7, 1, 1.7, 3};
+  EXPECT_DOUBLE_EQ(CostParams::calibrated(c, m, k, "k.json").links[2].oversubscription, 1.7);
+}
