@@ -9,9 +9,9 @@
 // the final wake-up are not in it). For the spread, an event also ends each sample: a run of
 // consecutive iterations long enough by the warmup's pace to last --min-sample-us (default 50 µs;
 // at most iters / 10 iterations; 0: every iteration its own sample), so that short operations
-// are not slowed by the timing (an event costs ~30 ns on the host clock, 1-2 µs of host time on
-// CUDA: 5-7 % of a 1 KiB MPI collective on 4 ranks here when taken every iteration,
-// bench/coll_overhead). On the MPI backend every call is complete on return and the events stamp
+// are not slowed by the timing (an event every iteration cost 3-7 % of a 1 KiB MPI collective
+// on 4 ranks here, bench/coll_overhead with min_sample_us 0; on CUDA each record is a host API
+// call). On the MPI backend every call is complete on return and the events stamp
 // the host's steady clock. A rank's time per iteration is its loop's elapsed time / iters; a
 // sample's is its events' interval / its iterations (with -G: per launch / iters). Both are
 // aggregated over the ranks as --average says (nccl-tests' -a: rank 0, the mean — the default,
