@@ -3,6 +3,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "harness/stats.hpp"
 #include "spec/error.hpp"
@@ -109,6 +110,29 @@ LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& 
   fit.rel_residual_p50 = harness::percentile(rel, 0.5);
   fit.rel_residual_p95 = harness::percentile(rel, 0.95);
   return fit;
+}
+
+std::string fit_links(const LinkPoints& points, const std::function<std::string(LinkClass, CollOp)>& what,
+                      Calibration& cal) {
+  char line[256];
+  std::snprintf(line, sizeof line, "#%-15s %-15s %10s %10s %8s %8s %8s %9s %7s %5s\n", "link class", "op", "alpha_us",
+                "busbw_GBps", "r2", "p50_err", "p95_err", "max_err", "points", "outl");
+  std::string t = line;
+  for (const auto& [key, pts] : points) {
+    const LinkFit fit = fit_alpha_beta(pts, what(key.first, key.second));
+    const AlphaBeta& ab = fit.coefficients;
+    std::snprintf(line, sizeof line, " %-15s %-15s %10.3f %10.4f %8.4f %7.1f%% %7.1f%% %8.1f%% %7lld %5lld\n",
+                  link_class_name(key.first), to_string(key.second), ab.alpha_us,
+                  ab.beta_ns_per_byte > 0 ? 1.0 / ab.beta_ns_per_byte : 0.0, ab.fit.r2, fit.rel_residual_p50 * 100,
+                  fit.rel_residual_p95 * 100, ab.fit.max_rel_error * 100, static_cast<long long>(ab.fit.samples),
+                  static_cast<long long>(fit.downweighted));
+    t += line;
+    if (ab.beta_ns_per_byte > 0)
+      cal.links[static_cast<int>(key.first)][static_cast<int>(key.second)] = ab;
+    else
+      t += "#   (not written: no bandwidth resolved, the times do not grow with size; the datasheet's stays)\n";
+  }
+  return t;
 }
 
 std::vector<CollPoint> read_bench_coll_points(const json& doc, const std::string& file) {

@@ -12,7 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "spec/calibration.hpp"
@@ -40,6 +43,13 @@ struct LinkFit {
 // at least two points of different bus traffic and positive, finite times and sizes: otherwise
 // an InputError naming `what` (where the points came from).
 LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& what);
+
+// Fits each (link class, op)'s points (`what` names where they came from, for errors) into
+// `cal.links`, and returns the table of the fits, one line each, with its header. A fit that
+// resolves no bandwidth (times that do not grow with size) is not written: the datasheet stays.
+using LinkPoints = std::map<std::pair<LinkClass, CollOp>, std::vector<CollPoint>>;
+std::string fit_links(const LinkPoints& points, const std::function<std::string(LinkClass, CollOp)>& what,
+                      Calibration& cal);
 
 // The predicted time of `p` under `ab`.
 double predict_us(const AlphaBeta& ab, const CollPoint& p);

@@ -72,12 +72,6 @@ struct Task {
   }
 };
 
-std::string point_key(const json& p) {
-  if (p.contains("key")) return p["key"].get<std::string>();
-  return p.at("group").get<std::string>() + "/" + p.at("op").get<std::string>() + "/" +
-         std::to_string(p.at("bytes").get<std::uint64_t>()) + (p.at("together").get<bool>() ? "/together" : "/alone");
-}
-
 std::vector<CollOp> parse_ops(const std::string& text) {
   std::vector<CollOp> ops;
   std::string rest = text;
@@ -170,9 +164,8 @@ void check_point(const json& p, const std::string& what, const std::string& at) 
     for (const char* k : {"ranks", "groups", "bytes", "time_us"}) positive(k);
     if (!p.contains("together") || !p["together"].is_boolean())
       throw InputError(what, at + "/together", "true or false");
-    bool known = false;
-    for (LinkClass c : kLinkClasses) known = known || p["link_class"].get<std::string>() == link_class_name(c);
-    if (!known) throw InputError(what, at + "/link_class", "intra_node, intra_building or cross_building");
+    if (!parse_link_class(p["link_class"].get<std::string>()))
+      throw InputError(what, at + "/link_class", "intra_node, intra_building or cross_building");
     if (!parse_coll_op(p["op"].get<std::string>())) throw InputError(what, at + "/op", "a collective op");
   } else {
     throw InputError(what, at + "/kind", "link, compute or overlap");
@@ -336,7 +329,7 @@ std::string SweepArgs::text() const {
 }
 
 Calibration fit_sweep(const json& points, const std::string& what, std::string* table) {
-  std::map<std::pair<LinkClass, CollOp>, std::vector<CollPoint>> fitted;
+  LinkPoints fitted;
   std::map<std::uint64_t, double> cross_alone, cross_together;
   int cross_groups = 0;
   std::vector<json> compute;
@@ -353,9 +346,7 @@ Calibration fit_sweep(const json& points, const std::string& what, std::string* 
       compute.push_back(p);
       continue;
     }
-    LinkClass lc{};
-    for (LinkClass c : kLinkClasses)
-      if (p.at("link_class").get<std::string>() == link_class_name(c)) lc = c;
+    const LinkClass lc = *parse_link_class(p.at("link_class").get<std::string>());
     const auto op = parse_coll_op(p.at("op").get<std::string>());
     CollPoint c{*op, p.at("ranks").get<int>(), p.at("bytes").get<double>(), p.at("time_us").get<double>()};
     const bool together = p.at("together").get<bool>();
@@ -368,24 +359,9 @@ Calibration fit_sweep(const json& points, const std::string& what, std::string* 
   Calibration cal;
   char line[512];
   std::string t;
-  std::snprintf(line, sizeof line, "#%-15s %-15s %10s %10s %8s %8s %8s %9s %7s %5s\n", "link class", "op", "alpha_us",
-                "busbw_GBps", "r2", "p50_err", "p95_err", "max_err", "points", "outl");
-  t += line;
-  for (const auto& [key, pts] : fitted) {
-    const auto fit = fit_alpha_beta(pts, what + " (" + link_class_name(key.first) + " " + to_string(key.second) + ")");
-    const AlphaBeta& ab = fit.coefficients;
-    std::snprintf(line, sizeof line, " %-15s %-15s %10.3f %10.4f %8.4f %7.1f%% %7.1f%% %8.1f%% %7lld %5lld\n",
-                  link_class_name(key.first), to_string(key.second), ab.alpha_us,
-                  ab.beta_ns_per_byte > 0 ? 1.0 / ab.beta_ns_per_byte : 0.0, ab.fit.r2, fit.rel_residual_p50 * 100,
-                  fit.rel_residual_p95 * 100, ab.fit.max_rel_error * 100, static_cast<long long>(ab.fit.samples),
-                  static_cast<long long>(fit.downweighted));
-    t += line;
-    // No bandwidth resolved (the points' times do not grow with size): the datasheet's stays.
-    if (ab.beta_ns_per_byte > 0)
-      cal.links[static_cast<int>(key.first)][static_cast<int>(key.second)] = ab;
-    else
-      t += "#   (not written: no bandwidth resolved, the times do not grow with size; the datasheet's stays)\n";
-  }
+  t += fit_links(
+      fitted, [&](LinkClass lc, CollOp op) { return what + " (" + link_class_name(lc) + " " + to_string(op) + ")"; },
+      cal);
   // The boundary's sharing, as the cost model has it (explorer/cost_model.cpp): the groups put
   // a fraction f of a building's devices on it, and the per-device bandwidth shrinks by
   // max(1, oversubscription × f). All G groups at once: f = 1; one alone: f = 1/G. So the slowdown
@@ -440,6 +416,7 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
   std::vector<Model> models;
   std::vector<ComputeTask> compute;
   std::map<std::string, coll::GroupSet> kinds;
+  std::map<std::string, CollBenchPlan> plans;  // per kind
   Backend backend = Backend::cpu;
   int iters = 0, warmup = 0;
   std::string cluster_hash;
@@ -470,9 +447,14 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     if (kinds.empty())
       throw UsageError("calibrate: cluster " + a.cluster_file +
                        " has no group of two or more ranks inside a building or across buildings to measure");
-    b.group = kinds.begin()->first;
-    const CollBenchPlan plan =
-        plan_coll_bench(b, job.size(), [&job](const std::string& x) { return job.choose_backend(x); });
+    // One plan per kind, as bench coll would make it (the cluster read once); each point sets its
+    // op, size and how many groups run.
+    for (const auto& [kind, set] : kinds) {
+      b.group = kind;
+      plans.emplace(kind,
+                    plan_coll_bench(b, job.size(), [&job](const std::string& x) { return job.choose_backend(x); }));
+    }
+    const CollBenchPlan& plan = plans.begin()->second;
     check_emulation(&*cluster);
     backend = plan.config.backend;
     iters = plan.config.iters, warmup = plan.config.warmup;
@@ -524,7 +506,7 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     }
   });
 
-  // The tasks, in order: per kind (cross-building first), op and size, every group of the kind at
+  // The tasks, in order: per kind (cross-building first: the map's order), op and size, every group of the kind at
   // once, as a step runs them; then one cross-building group alone at the largest sizes, for the
   // boundary's sharing. Each weighted by the datasheet's time, for the ETA.
   for (const auto& [kind, set] : kinds) {
@@ -541,11 +523,10 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
           tasks.push_back({kind, op, bytes, false, (iters + warmup + 2) * one});
       }
   }
-  std::stable_partition(tasks.begin(), tasks.end(), [](const Task& t) { return t.kind == "cross_building"; });
   std::set<std::string> done_keys;
   {
     std::string mine;
-    for (const auto& p : have) mine += point_key(p) + "\n";
+    for (const auto& p : have) mine += p["key"].get<std::string>() + "\n";
     const std::string all = job.all_gather(mine)[0];  // rank 0's: the others read no file
     std::istringstream in(all);
     for (std::string k; std::getline(in, k);) done_keys.insert(k);
@@ -622,14 +603,10 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
       coll::GroupCommunicator group = factory->make(set);
       for (const auto& t : tasks) {
         if (t.kind != kind || done_keys.count(t.key())) continue;
-        CollBenchArgs b;
-        b.op = to_string(t.op);
-        b.min_bytes = b.max_bytes = std::to_string(t.bytes);
-        b.iters = a.iters, b.warmup = a.warmup, b.backend = a.backend, b.timeout_s = a.timeout_s;
-        b.cluster_file = a.cluster_file;
-        b.group = kind;
-        b.groups_at_once = t.together ? "0" : "1";
-        const CollBenchPlan plan = plan_coll_bench(b, job.size(), [&](const std::string&) { return backend; });
+        CollBenchPlan plan = plans.at(kind);
+        plan.config.ops = {t.op};
+        plan.config.min_bytes = plan.config.max_bytes = t.bytes;
+        plan.config.groups_at_once = t.together ? 0 : 1;
         const auto results = run_coll_sweep(plan, *group.comm, *device, job, &watchdog, [](const CollResult&) {});
         const CollResult& r = results.front();
         const json p = {

@@ -34,15 +34,9 @@ struct FitArgs {
   std::string out;
 };
 
-std::optional<LinkClass> parse_link_class(const std::string& name) {
-  for (LinkClass lc : kLinkClasses)
-    if (name == link_class_name(lc)) return lc;
-  return std::nullopt;
-}
-
 void run_fit(const FitArgs& a) {
   if (!a.out.empty()) check_writable(a.out);
-  std::map<std::pair<LinkClass, CollOp>, std::vector<calibration::CollPoint>> groups;
+  calibration::LinkPoints groups;
   std::map<std::pair<LinkClass, CollOp>, std::string> sources;
   std::set<std::string> clusters, backends, emulations;
   std::size_t unpriced = 0;
@@ -80,22 +74,13 @@ void run_fit(const FitArgs& a) {
       "# sax calibrate fit: %zu file(s); time = steps(op, n) * alpha + bus_factor(op, n) * bytes * beta, "
       "Huber-robust on relative residuals%s\n",
       a.files.size(), unpriced ? "; ops the cost model does not price (broadcast) left out" : "");
-  std::printf("#%-15s %-15s %10s %10s %8s %8s %8s %9s %7s %5s\n", "link class", "op", "alpha_us", "busbw_GBps", "r2",
-              "p50_err", "p95_err", "max_err", "points", "outl");
-  for (const auto& [key, points] : groups) {
-    const auto fit = calibration::fit_alpha_beta(points, sources[key]);
-    const AlphaBeta& ab = fit.coefficients;
-    std::printf(" %-15s %-15s %10.3f %10.4f %8.4f %7.1f%% %7.1f%% %8.1f%% %7lld %5lld\n", link_class_name(key.first),
-                to_string(key.second), ab.alpha_us, ab.beta_ns_per_byte > 0 ? 1.0 / ab.beta_ns_per_byte : 0.0,
-                ab.fit.r2, fit.rel_residual_p50 * 100, fit.rel_residual_p95 * 100, ab.fit.max_rel_error * 100,
-                static_cast<long long>(ab.fit.samples), static_cast<long long>(fit.downweighted));
-    // No bandwidth resolved (the points' times do not grow with size): the datasheet's stays.
-    if (ab.beta_ns_per_byte > 0)
-      cal.links[static_cast<int>(key.first)][static_cast<int>(key.second)] = ab;
-    else
-      std::printf("%s",
-                  "#   (not written: no bandwidth resolved, the times do not grow with size; the datasheet's stays)\n");
-  }
+  std::printf("%s", calibration::fit_links(
+                        groups,
+                        [&](LinkClass lc, CollOp op) {
+                          return sources[{lc, op}];
+                        },
+                        cal)
+                        .c_str());
   if (a.out.empty()) return;
   auto joined = [](const std::set<std::string>& xs) {
     std::string s;

@@ -12,6 +12,12 @@ const char* link_class_name(LinkClass c) {
   return i < std::size(kNames) ? kNames[i] : "?";
 }
 
+std::optional<LinkClass> parse_link_class(const std::string& name) {
+  for (LinkClass c : kLinkClasses)
+    if (name == link_class_name(c)) return c;
+  return std::nullopt;
+}
+
 const char* to_string(Backend b) { return b == Backend::cuda ? "cuda" : "cpu"; }
 
 std::optional<Backend> parse_backend(const std::string& name) {

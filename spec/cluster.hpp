@@ -24,6 +24,7 @@ std::optional<Backend> parse_backend(const std::string& name);
 enum class LinkClass { intra_node, intra_building, cross_building };
 const char* link_class_name(LinkClass c);
 constexpr LinkClass kLinkClasses[] = {LinkClass::intra_node, LinkClass::intra_building, LinkClass::cross_building};
+std::optional<LinkClass> parse_link_class(const std::string& name);  // a link_class_name
 
 struct Link {
   double bandwidth_gbps = 0;      // per device, per direction, GB/s
