@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "launcher/launch.hpp"
 #include "tests/support/run.hpp"
@@ -30,6 +31,29 @@ TEST(Launch, DryRunPrintsThePlacementAndTheExactCommand) {
   EXPECT_NE(r.out.find("mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 "), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find(" bench coll -b 1K -e 1K --json '/tmp/a b.json'"), std::string::npos) << r.out;
+  // Open MPI takes the ring algorithms the cost model prices.
+  EXPECT_NE(r.out.find("OMPI_MCA_coll_tuned_use_dynamic_rules=1 OMPI_MCA_coll_tuned_allreduce_algorithm=4"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(Launch, AnOpenMpiAlgorithmTheUserChoseIsKept) {
+  const sax::Cluster c = sax::load_cluster(cluster("local-2bld.json"));
+  sax::launcher::LaunchOptions o;
+  o.command = {"run"};
+  o.sax_binary = "sax";
+  o.emulate = "none";
+  auto value = [](const sax::launcher::LaunchPlan& p, const std::string& k) {
+    for (const auto& [key, v] : p.env)
+      if (key == k) return v;
+    return std::string("(unset)");
+  };
+  EXPECT_EQ(value(sax::launcher::plan_launch(c, "local-2bld.json", o), "OMPI_MCA_coll_tuned_allreduce_algorithm"), "4");
+  ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "6", 1);
+  const auto p = sax::launcher::plan_launch(c, "local-2bld.json", o);
+  ::unsetenv("OMPI_MCA_coll_tuned_allreduce_algorithm");
+  EXPECT_EQ(value(p, "OMPI_MCA_coll_tuned_allreduce_algorithm"), "(unset)");  // the environment's 6 stands
+  EXPECT_EQ(value(p, "OMPI_MCA_coll_tuned_allgather_algorithm"), "4");
 }
 
 TEST(Launch, ShellQuotingReadsBack) {
