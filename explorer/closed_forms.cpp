@@ -77,11 +77,15 @@ StageTraffic stage_traffic(const TrafficUnits& u, const ModelConsts& c, const Ca
   const double passes = full ? 3.0 : 2.0;  // forward, backward, recomputed forward
   auto times = [](const Traffic& unit, double n) { return Amount{unit.count * n, unit.bytes * n}; };
   // TP: two per layer and pass (attention and MLP); the embedding adds one reduce-scatter (SP) or
-  // all-reduce, the output layer an all-gather and a reduce-scatter (SP) or one all-reduce.
+  // all-reduce, the output layer an all-gather and a reduce-scatter (SP) or one all-reduce. With
+  // SP the backward all-gathers the input of each column-parallel linear again for its weight
+  // gradient: qkv_proj and a dense layer's mlp_fc1 (a MoE layer's experts take theirs from the
+  // dispatcher), and the output layer's.
   const double per_layer = L * passes * 2.0, first = st.first ? 1.0 : 0.0, last = st.last ? 1.0 : 0.0;
+  const double regather = L + static_cast<double>(st.dense) + last;
   for (int i = 0; i < u.tp.size; ++i)
     t.tp[static_cast<std::size_t>(i)] =
-        times(u.tp[i], u.tp[i].op == CollOp::all_gather ? per_layer + last : per_layer + first + last);
+        times(u.tp[i], u.tp[i].op == CollOp::all_gather ? per_layer + last + regather : per_layer + first + last);
   if (cand.cp > 1) {
     t.cp_forward = times(u.cp_forward, 1);
     t.cp_backward = times(u.cp_backward, 1);

@@ -365,6 +365,14 @@ class Builder {
     else
       message(ph, b.microbatch, b.chunk, layer, "tp_all_reduce", Dim::tp, GroupKind::tp, CollOp::all_reduce, A_);
   }
+  // Megatron's column-parallel linears under SP (qkv_proj, mlp_fc1, the output layer) keep only
+  // their sequence-sharded input and all-gather it again in the backward for the weight gradient
+  // (LinearWithGradAccumulationAndAsyncCommunication), issued before the input gradient's GEMM.
+  // Expert linears take their tokens from the dispatcher, not through this path.
+  void sp_regather(Phase ph, const Block& b, std::int64_t layer, const std::string& op) {
+    if (sp_ && (op == "qkv_proj" || op == "mlp_fc1" || op == "logits"))
+      message(ph, b.microbatch, b.chunk, layer, "sp_input_all_gather", Dim::tp, GroupKind::tp, CollOp::all_gather, A_);
+  }
   void cp_ring(Phase ph, const Block& b, std::int64_t layer, double factor) {
     const double kvb = 2.0 * T_ * (kv_ / tp_) * e_;
     for (std::int64_t i = 0; i < cp_ - 1; ++i)
@@ -412,6 +420,7 @@ class Builder {
     tp_before(ph, b, layer);
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it) {
       if (it->name == std::string("experts_fc2")) ep_all_to_all(ph, b, layer, "moe_combine_grad");
+      sp_regather(ph, b, layer, it->name);
       w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
       if (it->name == std::string("experts_fc1")) ep_all_to_all(ph, b, layer, "moe_dispatch_grad");
     }
@@ -421,6 +430,7 @@ class Builder {
     tp_before(ph, b, layer);
     auto att = attention_ops();
     for (auto it = att.rbegin(); it != att.rend(); ++it) {
+      sp_regather(ph, b, layer, it->name);
       w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
       if (it->name == std::string("attention") || it->name == std::string("attention_scores"))
         cp_ring(ph, b, layer, 2.0);
@@ -499,6 +509,7 @@ class Builder {
               pp_peer(v + 1));
     if (has_output(b.chunk)) {
       w_.ops.push_back(compute(ph, b, -1, cross_entropy(), Part::backward));
+      sp_regather(ph, b, -1, "logits");
       w_.ops.push_back(compute(ph, b, -1, logits(), zb() ? Part::input_grad : Part::backward));
       if (tp_ > 1)
         message(ph, b.microbatch, b.chunk, -1, "output_grad", Dim::tp, GroupKind::tp,

@@ -218,8 +218,18 @@ TEST(Workload, MessageSizesFollowTheContract) {
       EXPECT_EQ(o.peer, 4);              // stage 1 of rank 0's pipeline
     }
   }
-  // 2 micro-batches (8 / (2 × DP 2)) × 2 layers × (2 forward + 2 backward) + the embedding's.
-  EXPECT_EQ(ag, 2 * 2 * 4);
+  // 2 micro-batches (8 / (2 × DP 2)) × 2 layers × (2 forward + 2 backward + the backward's
+  // re-gathers of qkv_proj's and mlp_fc1's inputs, Megatron's SP weight gradient).
+  EXPECT_EQ(ag, 2 * 2 * 6);
+  // Each re-gather comes just before the backward of the column-parallel linear it feeds.
+  int regathers = 0;
+  for (std::size_t i = 0; i + 1 < w.ops.size(); ++i)
+    if (w.ops[i].name == "sp_input_all_gather") {
+      ++regathers;
+      EXPECT_EQ(w.ops[i].phase, Phase::backward);
+      EXPECT_TRUE(w.ops[i + 1].name == "qkv_proj" || w.ops[i + 1].name == "mlp_fc1") << w.ops[i + 1].name;
+    }
+  EXPECT_EQ(regathers, 2 * 2 * 2);
   EXPECT_EQ(rs, 2 * 2 * 4 + 2);
   EXPECT_EQ(sends, 2);
   EXPECT_EQ(w.num_microbatches, 2);
