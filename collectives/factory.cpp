@@ -58,7 +58,7 @@ class Factory final : public CommunicatorFactory {
     const int building = c.place(rank).building;
     const LinkEmulation e{c.cross_building_link(emulation_->technology),
                           static_cast<int>(c.buildings[static_cast<std::size_t>(building)].nodes * c.devices_per_node),
-                          key_};
+                          key_, c.intra_building.bandwidth_gbps};
     g.comm = emulate_link(std::move(g.comm), e, building);
   }
 

@@ -60,6 +60,9 @@ LinkPacer::LinkPacer(const LinkEmulation& e, int building) : link_(e.link), name
     throw UsageError("software link emulation: building " + std::to_string(building) + " is beyond the " +
                      std::to_string(kMaxBuildings) + " it paces on one host");
   capacity_gbps_ = e.devices_in_building * link_.bandwidth_gbps / std::max(1.0, link_.oversubscription);
+  // A device's bytes leave through its NIC too: the slower of the two paces it (as the cost
+  // model's channels, explorer/cost_model.hpp).
+  device_gbps_ = e.nic_gbps > 0 ? std::min(link_.bandwidth_gbps, e.nic_gbps) : link_.bandwidth_gbps;
   const int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) fail("shm_open", name_);
   struct stat st {};
@@ -87,7 +90,7 @@ LinkPacer::~LinkPacer() {
 
 std::int64_t LinkPacer::reserve(double wire_bytes, double latency_steps, std::int64_t now_ns) {
   // GB/s is bytes per nanosecond.
-  device_free_ = std::max(now_ns, device_free_) + std::llround(wire_bytes / link_.bandwidth_gbps);
+  device_free_ = std::max(now_ns, device_free_) + std::llround(wire_bytes / device_gbps_);
   const std::int64_t on_link = std::llround(wire_bytes / capacity_gbps_);
   std::atomic_ref<std::int64_t> link_free(*slot_);
   std::int64_t seen = link_free.load(), link_end = 0;

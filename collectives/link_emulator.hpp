@@ -44,6 +44,7 @@ struct LinkEmulation {
   Link link;                    // the cross-building link: cluster.cross_building_link(technology)
   int devices_in_building = 1;  // devices sharing one building's boundary
   std::string pacing_key;       // names the shared pacing state (cluster, technology, job)
+  double nic_gbps = 0;          // a device's NIC (intra_building link), which also bounds it; 0: none
 };
 
 // CLOCK_MONOTONIC in nanoseconds, and an absolute sleep on it.
@@ -76,6 +77,7 @@ class LinkPacer {
   };
   Link link_;
   double capacity_gbps_;  // C: the building's boundary, GB/s = bytes per ns
+  double device_gbps_;    // a device alone: the link, or its NIC where slower
   std::int64_t device_free_ = 0;
   std::string name_;
   Segment* segment_ = nullptr;

@@ -229,10 +229,11 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
                                crossing(pl[GroupKind::pp]) + (overlapped ? dp_load : 0.0);
   ch.pipeline_share = std::max(1.0, cross->oversubscription * pipeline_load);
   ch.tail_share = std::max(1.0, cross->oversubscription * std::max(dp_load, crossing(pl[GroupKind::pp])));
+  const LinkCost* nic = &p_.links[static_cast<int>(LinkClass::intra_building)];
   auto on = [&](const GroupPlace& g, double share) {
     const bool crosses = g.link == LinkClass::cross_building;
     return Channel{crosses ? cross : &p_.links[static_cast<int>(g.link)], static_cast<double>(g.size),
-                   crosses ? share : 1.0};
+                   crosses ? share : 1.0, crosses ? nic : nullptr};
   };
   ch.tp = on(pl[GroupKind::tp], ch.pipeline_share);
   ch.cp = on(pl[GroupKind::cp], ch.pipeline_share);
@@ -252,7 +253,7 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
     const double inner_stride = static_cast<double>(g.parts[0].n > 1 ? g.parts[0].stride : g.parts[1].stride);
     ch.dp_channels[2 + 2 * expert] = {&p_.links[inner_stride * ni <= static_cast<double>(shape_.node) ? 0 : 1], ni,
                                       1.0};
-    ch.dp_channels[3 + 2 * expert] = {cross, static_cast<double>(g.buildings_spanned), cross_share};
+    ch.dp_channels[3 + 2 * expert] = {cross, static_cast<double>(g.buildings_spanned), cross_share, nic};
   }
   return ch;
 }

@@ -5,6 +5,7 @@
 // default efficiencies, README "Cost-model defaults") unless a calibration file is given.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -87,23 +88,29 @@ struct Prediction {
 };
 
 // Where one kind of traffic runs: the link it is priced on, the ranks of each of its groups, and
-// how much slower its bytes go because other traffic shares the cross-building link (≥ 1).
+// how much slower its bytes go because other traffic shares the cross-building link (≥ 1); and,
+// for a group that crosses buildings, the NIC its members leave their nodes through (the
+// intra-building link class): the collective is bounded by both, each step by the slower α and
+// each byte by the slower β (a cross-building link faster than the NIC does not make the
+// group faster than its NICs).
 // (Uninitialised by default, as the hot path wants; Channel(link, ranks, share) sets it.)
 struct Channel {
   const LinkCost* link;
   double ranks;
   double share;
   double ring_fraction;  // (ranks − 1) / ranks, divided once
+  const LinkCost* nic;   // null unless the group crosses buildings
   Channel() = default;
-  Channel(const LinkCost* l, double n, double s)
-      : link(l), ranks(n), share(s), ring_fraction(n > 1 ? (n - 1) / n : 0.0) {}
+  Channel(const LinkCost* l, double n, double s, const LinkCost* through = nullptr)
+      : link(l), ranks(n), share(s), ring_fraction(n > 1 ? (n - 1) / n : 0.0), nic(through) {}
 };
 
 // The named terms of the step time, each a function the calibrator can fit and a test can check.
 namespace terms {
 
 // What one kind of traffic costs on its channel, by the op's ring algorithm (spec/collective.hpp):
-// steps(n)·α per message and bus_factor(n)·β·share per byte; nothing in a group of one rank.
+// steps(n)·α per message and bus_factor(n)·β·share per byte, α and β·share the larger of the
+// link's and the NIC's where the channel has one; nothing in a group of one rank.
 struct Price {
   double per_message, per_byte;  // (uninitialised in arrays: the hot path sets what it uses)
   double time(const Amount& a) const { return a.count * per_message + a.bytes * per_byte; }
@@ -111,7 +118,9 @@ struct Price {
 inline Price price(CollOp op, const Channel& ch) {
   if (ch.ranks <= 1) return {0.0, 0.0};
   const RingAlgorithm a = ring_algorithm(op, ch.ranks, ch.ring_fraction);
-  return {a.steps * ch.link->alpha(op), a.bus_factor * ch.link->beta(op) * ch.share};
+  double alpha = ch.link->alpha(op), beta = ch.link->beta(op) * ch.share;
+  if (ch.nic) alpha = std::max(alpha, ch.nic->alpha(op)), beta = std::max(beta, ch.nic->beta(op));
+  return {a.steps * alpha, a.bus_factor * beta};
 }
 
 // Compute of one micro-batch's forward on one rank: one op of `flops` FLOPs at the efficiency

@@ -93,6 +93,20 @@ TEST(LinkPacer, OneFlowGetsLatencyPlusBytesOverBandwidth) {
   EXPECT_EQ(p.reserve(0, 2, t + 100 * kMs), t + 102 * kMs);  // later, idle: latency only
 }
 
+// A device's NIC slower than the boundary paces it: 1 MB through a 0.125 GB/s NIC is 8 ms
+// whatever the 1 GB/s link beyond; a faster NIC changes nothing.
+TEST(LinkPacer, ASlowerNicBoundsTheDevice) {
+  LinkEmulation e = emulation(1.0, 1000, 1, 1, "nic");
+  e.nic_gbps = 0.125;
+  LinkPacer slow(e, 0);
+  const std::int64_t t = monotonic_ns();
+  EXPECT_EQ(slow.reserve(1e6, 1, t), t + 9 * kMs);
+  LinkEmulation f = emulation(1.0, 1000, 1, 1, "fast-nic");
+  f.nic_gbps = 10;
+  LinkPacer fast(f, 0);
+  EXPECT_EQ(fast.reserve(1e6, 1, t), t + 2 * kMs);
+}
+
 // Two devices of one building, 1 MB each at 1 GB/s (1 ms alone).
 TEST(LinkPacer, DevicesOfABuildingShareItsLink) {
   {  // oversubscription 2: the boundary carries one device's rate; the second waits for the first

@@ -139,6 +139,45 @@ TEST(CostModel, CrossBuildingTechnologyAndOversubscriptionMatter) {
   EXPECT_LT(mid, far);
 }
 
+// A group that crosses buildings leaves its nodes through the NICs: a cross-building link faster
+// than the NIC does not make the DP sync faster than the NIC allows (issue 14: DP sync fell from
+// 0.63 to 0.05 s as that link went from 25 to 300 GB/s with the NIC at 25).
+TEST(CostModel, ACrossingGroupIsBoundedByTheNicsItLeavesThrough) {
+  Cluster s = cluster("a100-3bld");  // NIC (intra_building) 25 GB/s per GPU
+  s.buildings = {{"a", 16}, {"b", 16}, {"c", 16}};
+  const double nic = s.intra_building.bandwidth_gbps;
+  auto tech = [&](const std::string& name, double gbps) {
+    NetworkTechnology t;
+    t.name = name;
+    t.link = s.cross_building;
+    t.link.bandwidth_gbps = gbps;
+    t.link.oversubscription = 1;
+    t.link.latency_us = s.intra_building.latency_us;
+    return t;
+  };
+  s.network_technologies = {tech("at-nic", nic), tech("12x-nic", 12 * nic), tech("half-nic", nic / 2)};
+  const Model m = model("llama3-8b");
+  Layout l;
+  l.tensor_model_parallel_size = 8;
+  l.schedule.dp_sync = DpSync::blocking;
+  l.order = {Dim::tp, Dim::cp, Dim::pp, Dim::ep, Dim::dp};  // DP 48 spans the buildings
+  Model mm = m;
+  mm.global_batch_size = 96;
+  validate_layout(l, mm, s, "8b");
+  const CostModel cm(s, mm, CostParams::datasheet(s, mm));
+  const int dp = static_cast<int>(Dim::dp);
+  auto sync = [&](const std::string& t) {
+    l.schedule.network_technology = t;
+    const Prediction p = cm.predict(l);
+    EXPECT_EQ(p.link[dp], LinkClass::cross_building);
+    return p.breakdown.exposed_comm_s[dp];
+  };
+  const double at_nic = sync("at-nic"), fast = sync("12x-nic"), slow = sync("half-nic");
+  EXPECT_GT(at_nic, 0);
+  EXPECT_DOUBLE_EQ(fast, at_nic);  // the NIC bounds it
+  EXPECT_GT(slow, 1.8 * at_nic);   // a slower boundary still slows it
+}
+
 // On the CPU testbed (1 Gbit/s between buildings, shared memory inside), hierarchical DP sync
 // sends a third of what a flat ring sends across: it must win.
 TEST(CostModel, HierarchicalSyncWinsWhereTheCrossBuildingLinkIsTheBottleneck) {
