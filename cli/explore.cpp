@@ -1,8 +1,11 @@
-// `sax explore --cluster C --model M [--calibration K] [--top N] [--json FILE] [--compare L]`:
-// searches layouts × placements × schedules × network technologies and ranks them.
+// `sax explore --cluster C --model M [--calibration K] [--top N] [--json FILE] [--compare L]
+// [--emit megatron|torchtitan [--emit-rank N]]`: searches layouts × placements × schedules ×
+// network technologies and ranks them; --emit prints the N-th as the framework's settings instead
+// of the table.
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "cli/explorer_inputs.hpp"
@@ -14,28 +17,14 @@ namespace sax::cli {
 namespace {
 
 struct ExploreArgs {
-  std::string cluster, model, calibration, json_file, compare;
+  std::string cluster, model, calibration, json_file, compare, emit;
   int top = 10;
   int threads = 0;
+  int emit_rank = 1;
+  bool emit_rank_given = false;
 };
 
-void run_explore(const ExploreArgs& a) {
-  if (a.top < 1) throw UsageError("--top: expected a number of layouts >= 1, got " + std::to_string(a.top));
-  if (a.threads < 0) throw UsageError("--threads: expected >= 0 (0 = all cores), got " + std::to_string(a.threads));
-  if (!a.json_file.empty()) check_writable(a.json_file);  // before the search and any output
-  const Cluster c = load_cluster(a.cluster);
-  const Model m = load_model(a.model);
-  Layout compare;
-  if (!a.compare.empty()) {
-    compare = load_layout(a.compare);
-    validate_layout(compare, m, c, a.compare);
-  }
-  const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
-  explorer::SearchOptions o;
-  o.top = a.top;
-  o.threads = a.threads;
-  const explorer::SearchResult r = explorer::search(cm, c, m, o);
-
+void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& cm, const explorer::SearchResult& r) {
   std::cout << "explore " << m.name << " on " << c.name << " (" << c.world_size() << " devices, " << c.buildings.size()
             << " buildings) — " << cm.params().source << "\n";
   // The batch bounds what any layout can reach: say how thin it is spread before the ranking.
@@ -66,15 +55,51 @@ void run_explore(const ExploreArgs& a) {
                   explorer::explain(x.candidate, x.prediction, c).c_str());
     }
   }
+}
+
+void run_explore(const ExploreArgs& a) {
+  if (a.top < 1) throw UsageError("--top: expected a number of layouts >= 1, got " + std::to_string(a.top));
+  if (a.threads < 0) throw UsageError("--threads: expected >= 0 (0 = all cores), got " + std::to_string(a.threads));
+  const std::optional<explorer::EmitFormat> emit = emit_format(a.emit);
+  if (a.emit_rank_given && !emit) throw UsageError("--emit-rank: needs --emit megatron|torchtitan");
+  if (a.emit_rank < 1 || a.emit_rank > a.top)
+    throw UsageError("--emit-rank: expected a rank in the list, 1 to " + std::to_string(a.top) + " (--top), got " +
+                     std::to_string(a.emit_rank));
+  if (!a.json_file.empty()) check_writable(a.json_file);  // before the search and any output
+  const Cluster c = load_cluster(a.cluster);
+  const Model m = load_model(a.model);
+  Layout compare;
+  if (!a.compare.empty()) {
+    compare = load_layout(a.compare);
+    validate_layout(compare, m, c, a.compare);
+  }
+  const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
+  explorer::SearchOptions o;
+  o.top = a.top;
+  o.threads = a.threads;
+  const explorer::SearchResult r = explorer::search(cm, c, m, o);
+  if (emit && static_cast<std::size_t>(a.emit_rank) > r.top.size())
+    throw UsageError(r.top.empty() ? "--emit: no layout fits in " + fmt("%.1f", cm.memory_limit_gib()) +
+                                         " GiB per device, none to emit"
+                                   : "--emit-rank: expected a rank in the list, 1 to " + std::to_string(r.top.size()) +
+                                         " (the layouts that fit), got " + std::to_string(a.emit_rank));
+  // With --emit, stdout is the framework's settings alone, to paste or redirect; else the table.
+  if (emit)
+    std::cout << explorer::emit(*emit, r.top[static_cast<std::size_t>(a.emit_rank - 1)].candidate.to_layout(c), m, c);
+  else
+    print_ranking(c, m, cm, r);
   json compare_json = nullptr;
   if (!a.compare.empty()) {
     const explorer::Prediction p = cm.predict(compare);
-    std::cout << "compare " << a.compare << ":\n";
-    print_prediction(explorer::Candidate::of(compare, c), compare, p, cm, c);
+    if (!emit) {
+      std::cout << "compare " << a.compare << ":\n";
+      print_prediction(explorer::Candidate::of(compare, c), compare, p, cm, c);
+    }
     if (!r.top.empty()) {
       const double speedup = p.step_time_s / r.top.front().prediction.step_time_s;
-      std::cout << "  best found is " << fmt("%.2f", speedup) << "× " << (speedup >= 1 ? "faster" : "slower")
-                << " than " << a.compare << (p.feasible ? "" : " (which does not fit)") << "\n";
+      if (!emit)
+        std::cout << "  best found is " << fmt("%.2f", speedup) << "× " << (speedup >= 1 ? "faster" : "slower")
+                  << " than " << a.compare << (p.feasible ? "" : " (which does not fit)") << "\n";
       compare_json = {{"layout", to_json(compare)}, {"predicted", explorer::to_json(p)}, {"speedup_of_best", speedup}};
     }
   }
@@ -116,7 +141,13 @@ void add_explore(CLI::App& app) {
   cmd->add_option("--json", a->json_file, "Write the ranking as JSON to FILE");
   cmd->add_option("--compare", a->compare, "A layout file to set beside the best found");
   cmd->add_option("--threads", a->threads, "Worker threads (default 0 = all cores)");
-  cmd->callback([a] { run_explore(*a); });
+  cmd->add_option("--emit", a->emit,
+                  "Print a ranked layout as Megatron-LM arguments or a torchtitan TOML section instead of the table");
+  cmd->add_option("--emit-rank", a->emit_rank, "Which layout --emit prints, 1 = the best (default 1)");
+  cmd->callback([a, cmd] {
+    a->emit_rank_given = cmd->count("--emit-rank") > 0;
+    run_explore(*a);
+  });
 }
 
 }  // namespace sax::cli

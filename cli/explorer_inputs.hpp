@@ -3,14 +3,17 @@
 #pragma once
 
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "cli/format.hpp"
 #include "explorer/cost_model.hpp"
+#include "explorer/emit.hpp"
 #include "explorer/report.hpp"
 #include "explorer/search.hpp"
 #include "spec/calibration.hpp"
 #include "spec/cluster.hpp"
+#include "spec/error.hpp"
 #include "spec/model.hpp"
 
 namespace sax::cli {
@@ -18,6 +21,13 @@ namespace sax::cli {
 inline explorer::CostParams cost_params(const Cluster& c, const Model& m, const std::string& calibration_file) {
   if (calibration_file.empty()) return explorer::CostParams::datasheet(c, m);
   return explorer::CostParams::calibrated(c, m, load_calibration(calibration_file), calibration_file);
+}
+
+// `--emit`'s value: none when empty, else a format or a UsageError naming the flag.
+inline std::optional<explorer::EmitFormat> emit_format(const std::string& emit) {
+  if (emit.empty()) return std::nullopt;
+  if (auto f = explorer::parse_emit_format(emit)) return f;
+  throw UsageError("--emit: expected megatron or torchtitan, got \"" + emit + "\"");
 }
 
 inline std::string options_string(const Layout& l) {

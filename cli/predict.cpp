@@ -1,9 +1,11 @@
-// `sax predict --cluster C --model M --layout L [--calibration K] [--json FILE]`: one layout's
-// predicted step time with its full breakdown, memory per device and MFU.
+// `sax predict --cluster C --model M --layout L [--calibration K] [--json FILE] [--emit
+// megatron|torchtitan]`: one layout's predicted step time with its full breakdown, memory per
+// device and MFU; --emit prints the layout as the framework's settings instead.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "cli/explorer_inputs.hpp"
@@ -15,17 +17,11 @@ namespace sax::cli {
 namespace {
 
 struct PredictArgs {
-  std::string cluster, model, layout, calibration, json_file;
+  std::string cluster, model, layout, calibration, json_file, emit;
 };
 
-void run_predict(const PredictArgs& a) {
-  const Cluster c = load_cluster(a.cluster);
-  const Model m = load_model(a.model);
-  const Layout l = load_layout(a.layout);
-  validate_layout(l, m, c, a.layout);
-  if (!a.json_file.empty()) check_writable(a.json_file);  // before anything is printed
-  const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
-  const explorer::Prediction p = cm.predict(l);
+void print_report(const PredictArgs& a, const Cluster& c, const Model& m, const Layout& l,
+                  const explorer::CostModel& cm, const explorer::Prediction& p) {
   std::cout << "prediction for " << a.layout << " on " << c.name << " (" << c.world_size() << " devices) with "
             << m.name << " — " << cm.params().source << "\n";
   auto list = [](const std::vector<std::string>& terms) {
@@ -61,6 +57,23 @@ void run_predict(const PredictArgs& a) {
       outside("attention", k.attention, {x.attention});
   }
   print_prediction(explorer::Candidate::of(l, c), l, p, cm, c);
+}
+
+void run_predict(const PredictArgs& a) {
+  const std::optional<explorer::EmitFormat> emit = emit_format(a.emit);
+  const Cluster c = load_cluster(a.cluster);
+  const Model m = load_model(a.model);
+  const Layout l = load_layout(a.layout);
+  validate_layout(l, m, c, a.layout);
+  if (!a.json_file.empty()) check_writable(a.json_file);  // before anything is printed
+  const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
+  const explorer::Prediction p = cm.predict(l);
+  if (emit) {
+    // The settings alone on stdout, to paste or redirect; --json still gets the prediction.
+    std::cout << explorer::emit(*emit, l, m, c);
+  } else {
+    print_report(a, c, m, l, cm, p);
+  }
   if (!a.json_file.empty()) {
     json j = {{"version", 1},
               {"inputs",
@@ -88,6 +101,8 @@ void add_predict(CLI::App& app) {
   cmd->add_option("--layout", a->layout, "Layout file")->required();
   cmd->add_option("--calibration", a->calibration, "Calibration file (default: datasheet values)");
   cmd->add_option("--json", a->json_file, "Write the prediction as JSON to FILE");
+  cmd->add_option("--emit", a->emit,
+                  "Print the layout as Megatron-LM arguments or a torchtitan TOML section instead of the report");
   cmd->callback([a] { run_predict(*a); });
 }
 

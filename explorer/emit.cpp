@@ -1,0 +1,245 @@
+#include "explorer/emit.hpp"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "explorer/candidate.hpp"
+#include "explorer/search.hpp"
+#include "spec/groups.hpp"
+
+namespace sax::explorer {
+
+const char* to_string(EmitFormat f) { return f == EmitFormat::megatron ? "megatron" : "torchtitan"; }
+
+std::optional<EmitFormat> parse_emit_format(const std::string& name) {
+  if (name == "megatron") return EmitFormat::megatron;
+  if (name == "torchtitan") return EmitFormat::torchtitan;
+  return std::nullopt;
+}
+
+namespace {
+
+// The dense dimensions (tp, cp, dp, pp) of more than one rank in `order`'s sequence, innermost
+// first: two orders that agree on these place every dense group on the same ranks.
+std::vector<Dim> dense_order(const std::array<Dim, 5>& order, const Layout& l, std::int64_t world) {
+  std::vector<Dim> out;
+  for (Dim d : order)
+    if (d != Dim::ep && l.size(d, world) > 1) out.push_back(d);
+  return out;
+}
+
+// EP taking the outer part of DP ("dp-ep"): neither framework places experts so.
+bool ep_outside_dp(const Layout& l, std::int64_t world) {
+  const std::int64_t ep = l.expert_model_parallel_size;
+  if (ep <= 1 || ep >= l.data_parallel_size(world)) return false;
+  const auto pos = [&](Dim d) { return std::find(l.order.begin(), l.order.end(), d) - l.order.begin(); };
+  return pos(Dim::ep) > pos(Dim::dp);
+}
+
+// Buildings the DP group of rank 0 spans: the replicas of a hierarchical sync.
+std::int64_t dp_buildings(const Layout& l, const Cluster& c) {
+  const RankGrid grid(l, c);
+  std::set<int> buildings;
+  for (std::int64_t r : grid.group(0, GroupKind::dp)) buildings.insert(grid.building(r));
+  return static_cast<std::int64_t>(buildings.size());
+}
+
+std::string header(const char* what, const Layout& l, const Model& m, const Cluster& c) {
+  return std::string("# ") + what + " for " + describe_degrees(Candidate::of(l, c)) + ", " + l.order_string() + ", " +
+         sax::to_string(l.schedule.pipeline) + ", DP sync " + sax::to_string(l.schedule.dp_sync) + " — " + m.name +
+         " on " + c.name + " (" + std::to_string(c.world_size()) + " devices)\n";
+}
+
+std::string technology_note(const Layout& l, const Cluster& c) {
+  if (l.schedule.network_technology.empty()) return "";
+  const NetworkTechnology* t = c.technology(l.schedule.network_technology);
+  return "# cross-building links over " + l.schedule.network_technology + (t ? " (" + t->description + ")" : "") +
+         ": a network choice, no framework setting\n";
+}
+
+}  // namespace
+
+std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
+  const std::int64_t world = c.world_size(), tp = l.tensor_model_parallel_size, pp = l.pipeline_model_parallel_size;
+  std::string notes = header("Megatron-LM arguments", l, m, c);
+  std::vector<std::string> args;
+  auto arg = [&](const std::string& flag, const std::string& value = "") {
+    args.push_back(value.empty() ? flag : flag + " " + value);
+  };
+  arg("--tensor-model-parallel-size", std::to_string(tp));
+  arg("--pipeline-model-parallel-size", std::to_string(pp));
+  arg("--context-parallel-size", std::to_string(l.context_parallel_size));
+  arg("--expert-model-parallel-size", std::to_string(l.expert_model_parallel_size));
+  // Virtual stages as a count per rank, not --num-layers-per-virtual-pipeline-stage: Megatron
+  // refuses the layer count together with uneven first/last stages and asks for this one.
+  if (l.virtual_pipeline_model_parallel_size > 1)
+    arg("--num-virtual-stages-per-pipeline-rank", std::to_string(l.virtual_pipeline_model_parallel_size));
+  if (l.decoder_first_pipeline_num_layers > 0)
+    arg("--decoder-first-pipeline-num-layers", std::to_string(l.decoder_first_pipeline_num_layers));
+  if (l.decoder_last_pipeline_num_layers > 0)
+    arg("--decoder-last-pipeline-num-layers", std::to_string(l.decoder_last_pipeline_num_layers));
+  arg("--micro-batch-size", std::to_string(l.micro_batch_size));
+  arg("--global-batch-size", std::to_string(m.global_batch_size));
+  if (l.sequence_parallel && tp > 1) arg("--sequence-parallel");
+  if (l.recompute_granularity == Recompute::selective) arg("--recompute-granularity", "selective");
+  if (l.recompute_granularity == Recompute::full) {
+    arg("--recompute-granularity", "full");
+    arg("--recompute-method", "uniform");
+    arg("--recompute-num-layers", "1");
+  }
+  if (l.use_distributed_optimizer) arg("--use-distributed-optimizer");
+  if (l.schedule.dp_sync == DpSync::overlapped) {
+    arg("--overlap-grad-reduce");
+    if (l.use_distributed_optimizer) arg("--overlap-param-gather");  // Megatron: only with it
+  }
+  // The backend the prediction priced: Megatron's own auto lets Transformer Engine choose.
+  arg("--attention-backend", sax::to_string(resolved_attention_backend(l, m)));
+
+  // Megatron's rank generator knows two orders (initialize.py), EP always the inner part of DP.
+  const std::vector<Dim> dense = dense_order(l.order, l, world);
+  const bool ep_outer = ep_outside_dp(l, world);
+  if (!ep_outer && dense == dense_order({Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp}, l, world)) {
+    // the default order
+  } else if (!ep_outer && l.expert_model_parallel_size == 1 &&
+             dense == dense_order({Dim::tp, Dim::cp, Dim::ep, Dim::pp, Dim::dp}, l, world)) {
+    arg("--use-tp-pp-dp-mapping");
+  } else {
+    notes += "# rank order " + l.order_string() +
+             ": Megatron-LM cannot express it (tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping and "
+             "no EP, only); its groups will sit on other links than predicted\n";
+  }
+  if (l.expert_model_parallel_size > 1 && l.context_parallel_size > 1)
+    notes +=
+        "# EP with CP: Megatron's expert layers take EP from CP×DP, CP first; sax placed EP inside DP, so the EP "
+        "groups differ\n";
+  if (pp > 1 && l.schedule.pipeline == PipelineSchedule::zero_bubble)
+    notes +=
+        "# schedule zero_bubble (ZB-H1): Megatron-LM core has no zero-bubble schedule flag; these arguments run its "
+        "1F1B, whose bubble is about 3× larger\n";
+  if (pp > 1 && l.schedule.pipeline == PipelineSchedule::gpipe)
+    notes += "# schedule gpipe: Megatron-LM has no GPipe schedule; with PP > 1 these arguments run its 1F1B\n";
+  if (l.schedule.dp_sync == DpSync::hierarchical)
+    notes +=
+        "# DP sync hierarchical (reduce-scatter in each building, all-reduce across, all-gather in each): no "
+        "Megatron-LM flag; the nearest is --use-distributed-optimizer --num-distributed-optimizer-instances " +
+        std::to_string(dp_buildings(l, c)) + " (one instance per building the DP group spans)\n";
+  notes += technology_note(l, c);
+  notes += "# model, data and optimizer arguments are not included\n";
+
+  std::string out = notes;
+  for (std::size_t i = 0; i < args.size(); ++i) out += args[i] + (i + 1 < args.size() ? " \\\n" : "\n");
+  return out;
+}
+
+std::string torchtitan_toml(const Layout& l, const Model& m, const Cluster& c) {
+  const std::int64_t world = c.world_size(), tp = l.tensor_model_parallel_size, cp = l.context_parallel_size,
+                     pp = l.pipeline_model_parallel_size, ep = l.expert_model_parallel_size,
+                     dp = l.data_parallel_size(world), vpp = l.virtual_pipeline_model_parallel_size;
+  std::string notes = header("torchtitan job config (TOML, v0.2.2 keys)", l, m, c);
+  std::vector<std::string> parallelism;
+  auto key = [&](const std::string& name, const std::string& value) { parallelism.push_back(name + " = " + value); };
+  auto quoted = [](const std::string& s) { return "\"" + s + "\""; };
+
+  // Data parallelism. torchtitan's mesh is pp, dp_replicate, dp_shard, cp, tp (outermost first);
+  // plain DDP only without TP/CP/PP/EP, else DP is FSDP2 (ZeRO-3) or HSDP.
+  std::int64_t replicate = 1, shard = dp;
+  const bool only_dp = tp == 1 && cp == 1 && pp == 1 && ep == 1;
+  if (l.schedule.dp_sync == DpSync::hierarchical) {
+    const std::int64_t r = dp_buildings(l, c);
+    if (r > 1 && dp % r == 0 && dp / r > 1 && (dp / r * cp) % ep == 0) {
+      replicate = r, shard = dp / r;
+      notes += "# DP sync hierarchical as HSDP: sharded inside each of the " + std::to_string(r) +
+               " buildings the DP group spans, replicated across\n";
+    } else {
+      notes += "# DP sync hierarchical: torchtitan's HSDP cannot split this DP group by building; plain FSDP\n";
+    }
+  } else if (only_dp && !l.use_distributed_optimizer) {
+    replicate = dp, shard = 1;
+  }
+  if (dp > 1 && replicate != dp)
+    notes += l.use_distributed_optimizer
+                 ? "# the distributed optimizer (ZeRO-1) becomes FSDP2, which also shards weights and gradients: "
+                   "weights all-gathered per layer, less memory than predicted\n"
+                 : "# replicated weights become FSDP2 (torchtitan's DDP is for pure DP only): weights all-gathered "
+                   "per layer, less memory than predicted\n";
+  if (l.schedule.dp_sync == DpSync::blocking && dp > 1)
+    notes += "# DP sync blocking: torchtitan always overlaps gradient reduction with the backward pass\n";
+  key("data_parallel_replicate_degree", std::to_string(replicate));
+  key("data_parallel_shard_degree", std::to_string(shard));
+  key("tensor_parallel_degree", std::to_string(tp));
+  key("context_parallel_degree", std::to_string(cp));
+  key("pipeline_parallel_degree", std::to_string(pp));
+  if (pp > 1) {
+    const char* schedule = "1F1B";
+    if (l.schedule.pipeline == PipelineSchedule::gpipe) schedule = "GPipe";
+    if (l.schedule.pipeline == PipelineSchedule::interleaved) schedule = "Interleaved1F1B";
+    if (l.schedule.pipeline == PipelineSchedule::zero_bubble)
+      notes +=
+          "# schedule zero_bubble (ZB-H1, one stage per rank): torchtitan's zero-bubble schedules "
+          "(InterleavedZeroBubble, ZBVZeroBubble) need 2 or more stages per rank; 1F1B is the nearest\n";
+    key("pipeline_parallel_schedule", quoted(schedule));
+    key("pipeline_parallel_microbatch_size", std::to_string(l.micro_batch_size));
+    // torchtitan counts the embedding and the output as `*_less_layers` layers of the first and
+    // last virtual stage: give each stage the layers it holds here.
+    const std::vector<std::int64_t> stages = l.stage_layers(m);
+    const std::int64_t most = *std::max_element(stages.begin(), stages.end());
+    const bool middle_even =
+        std::all_of(stages.begin() + 1, stages.end() - 1, [&](std::int64_t n) { return n == most; });
+    const bool uneven = l.decoder_first_pipeline_num_layers > 0 || l.decoder_last_pipeline_num_layers > 0;
+    if (vpp == 1 && middle_even) {
+      key("pipeline_parallel_layers_per_stage", std::to_string(most));
+      key("pipeline_parallel_first_stage_less_layers", std::to_string(most - stages.front()));
+      key("pipeline_parallel_last_stage_less_layers", std::to_string(most - stages.back()));
+    } else if (vpp > 1 && !uneven) {
+      key("pipeline_parallel_layers_per_stage", std::to_string(m.num_layers / (pp * vpp)));
+      key("pipeline_parallel_first_stage_less_layers", "0");
+      key("pipeline_parallel_last_stage_less_layers", "0");
+    } else {
+      notes +=
+          "# stage split: torchtitan shortens only its first and last virtual stage, not a whole rank's "
+          "interleaved stages; set module_fqns_per_model_part by hand\n";
+    }
+  }
+  if (ep > 1) {
+    key("expert_parallel_degree", std::to_string(ep));
+    key("expert_tensor_parallel_degree", std::to_string(tp));  // Megatron's default: experts split as TP
+  }
+  key("enable_async_tensor_parallel", "false");
+
+  if (!(dense_order(l.order, l, world) == dense_order({Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp}, l, world)) ||
+      ep_outside_dp(l, world))
+    notes += "# rank order " + l.order_string() +
+             ": torchtitan's device mesh places ranks tp-cp-dp-pp only (EP inside DP); it cannot express this "
+             "order, so its groups will sit on other links than predicted\n";
+  if (tp > 1 && !l.sequence_parallel)
+    notes += "# no sequence parallelism: torchtitan's TP always shards the norms' sequence (SP)\n";
+  if (l.recompute_granularity == Recompute::selective)
+    notes +=
+        "# selective recompute: Megatron's recomputes core attention; torchtitan's nearest is per-op "
+        "selective_ac_option \"op\"\n";
+  notes += "# attention backend " + std::string(sax::to_string(resolved_attention_backend(l, m))) +
+           ": torchtitan takes it from the model flavor (attn_type), not from this file\n";
+  notes += technology_note(l, c);
+
+  // With PP a rank's whole batch goes through the schedule in micro-batches; without, torchtitan
+  // accumulates gradients over global / (local × DP) steps of local_batch_size.
+  const std::int64_t local = pp > 1 ? m.global_batch_size / dp : l.micro_batch_size;
+  std::string out = notes + "\n[training]\nlocal_batch_size = " + std::to_string(local) +
+                    "\nglobal_batch_size = " + std::to_string(m.global_batch_size) +
+                    "\nseq_len = " + std::to_string(m.seq_length) + "\n\n[parallelism]\n";
+  for (const auto& p : parallelism) out += p + "\n";
+  const char* mode = l.recompute_granularity == Recompute::full        ? "full"
+                     : l.recompute_granularity == Recompute::selective ? "selective"
+                                                                       : "none";
+  out += std::string("\n[activation_checkpoint]\nmode = ") + quoted(mode) + "\n";
+  if (l.recompute_granularity == Recompute::selective) out += "selective_ac_option = \"op\"\n";
+  return out;
+}
+
+std::string emit(EmitFormat format, const Layout& layout, const Model& model, const Cluster& cluster) {
+  return format == EmitFormat::megatron ? megatron_args(layout, model, cluster)
+                                        : torchtitan_toml(layout, model, cluster);
+}
+
+}  // namespace sax::explorer

@@ -1,0 +1,301 @@
+// A layout as Megatron-LM arguments and as torchtitan's TOML: the exact flags of hand-built
+// layouts, what the frameworks cannot express said in comments, and `explore`/`predict --emit`
+// on the command line (the best layout's degrees, bad --emit and --emit-rank exit 2).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "explorer/emit.hpp"
+#include "tests/support/run.hpp"
+
+using namespace sax;
+using namespace sax::explorer;
+
+namespace {
+
+Cluster cluster(const std::string& name) { return read_cluster(test::preset("clusters/" + name + ".json"), name); }
+Model model(const std::string& name) { return read_model(test::preset("models/" + name + ".json"), name); }
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// The argument lines (comments dropped, shell continuations stripped); each but the last must
+// continue the command.
+std::vector<std::string> megatron_flags(const std::string& text) {
+  std::vector<std::string> flags;
+  const auto all = lines(text);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    std::string line = all[i];
+    if (line.empty() || line[0] == '#') {
+      EXPECT_TRUE(flags.empty()) << "a comment after the arguments breaks the pasted command:\n" << text;
+      continue;
+    }
+    const bool last = i + 1 == all.size();
+    const bool continued = line.size() > 2 && line.compare(line.size() - 2, 2, " \\") == 0;
+    EXPECT_EQ(continued, !last) << line;
+    if (continued) line.resize(line.size() - 2);
+    flags.push_back(line);
+  }
+  return flags;
+}
+
+// TOML as section → key → value text (comments and blank lines dropped).
+std::map<std::string, std::map<std::string, std::string>> toml(const std::string& text) {
+  std::map<std::string, std::map<std::string, std::string>> out;
+  std::string section;
+  for (const std::string& line : lines(text)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      out[section];
+      continue;
+    }
+    const auto eq = line.find(" = ");
+    EXPECT_NE(eq, std::string::npos) << line;
+    EXPECT_FALSE(section.empty()) << "a key outside a section: " << line;
+    EXPECT_EQ(out[section].count(line.substr(0, eq)), 0u) << "a key twice: " << line;
+    out[section][line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return out;
+}
+
+// gpt-tiny on local-2bld (4 ranks, 2 per building): TP2 PP2 interleaved ×2, everything on.
+Layout tp2_pp2_vpp2() {
+  Layout l;
+  l.tensor_model_parallel_size = 2;
+  l.pipeline_model_parallel_size = 2;
+  l.virtual_pipeline_model_parallel_size = 2;
+  l.micro_batch_size = 2;
+  l.sequence_parallel = true;
+  l.recompute_granularity = Recompute::full;
+  l.use_distributed_optimizer = true;
+  l.schedule.pipeline = PipelineSchedule::interleaved;
+  l.schedule.dp_sync = DpSync::overlapped;
+  return l;
+}
+
+}  // namespace
+
+TEST(Emit, MegatronFlagsOfAHandBuiltLayout) {
+  const Cluster c = cluster("local-2bld");
+  const Model m = model("gpt-tiny");
+  const Layout l = tp2_pp2_vpp2();
+  ASSERT_NO_THROW(validate_layout(l, m, c, "hand-built"));
+  const std::string text = megatron_args(l, m, c);
+  const std::vector<std::string> expected = {"--tensor-model-parallel-size 2",
+                                             "--pipeline-model-parallel-size 2",
+                                             "--context-parallel-size 1",
+                                             "--expert-model-parallel-size 1",
+                                             "--num-virtual-stages-per-pipeline-rank 2",
+                                             "--micro-batch-size 2",
+                                             "--global-batch-size 16",
+                                             "--sequence-parallel",
+                                             "--recompute-granularity full",
+                                             "--recompute-method uniform",
+                                             "--recompute-num-layers 1",
+                                             "--use-distributed-optimizer",
+                                             "--overlap-grad-reduce",
+                                             "--overlap-param-gather",
+                                             "--attention-backend local"};  // fp32: auto is local
+  EXPECT_EQ(megatron_flags(text), expected) << text;
+  EXPECT_EQ(text.find("cannot express"), std::string::npos) << text;
+  EXPECT_EQ(emit(EmitFormat::megatron, l, m, c), text);
+}
+
+TEST(Emit, MegatronRankOrders) {
+  const Cluster c = cluster("local-2bld");
+  const Model m = model("gpt-tiny");
+  Layout l;
+  l.pipeline_model_parallel_size = 2;  // DP 2
+  l.micro_batch_size = 2;
+  auto flags_of = [&](std::array<Dim, 5> order) {
+    l.order = order;
+    EXPECT_NO_THROW(validate_layout(l, m, c, "hand-built")) << l.order_string();
+    return megatron_args(l, m, c);
+  };
+  // Megatron's default; TP, CP and EP of size 1 may sit anywhere.
+  std::string text = flags_of({Dim::cp, Dim::ep, Dim::dp, Dim::tp, Dim::pp});
+  auto flags = megatron_flags(text);
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), "--use-tp-pp-dp-mapping"), 0) << text;
+  EXPECT_EQ(text.find("cannot express"), std::string::npos) << text;
+  // PP inside DP: Megatron's tp-cp-ep-pp-dp.
+  text = flags_of({Dim::tp, Dim::cp, Dim::ep, Dim::pp, Dim::dp});
+  flags = megatron_flags(text);
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), "--use-tp-pp-dp-mapping"), 1) << text;
+  EXPECT_EQ(text.find("cannot express"), std::string::npos) << text;
+  // TP2 outside PP: no Megatron order; the arguments still come, after the comment.
+  l.tensor_model_parallel_size = 2;  // DP 1
+  text = flags_of({Dim::pp, Dim::tp, Dim::cp, Dim::ep, Dim::dp});
+  flags = megatron_flags(text);
+  EXPECT_NE(text.find("# rank order pp-tp-cp-ep-dp: Megatron-LM cannot express it"), std::string::npos) << text;
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), "--tensor-model-parallel-size 2"), 1) << text;
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), "--use-tp-pp-dp-mapping"), 0) << text;
+  EXPECT_NE(torchtitan_toml(l, m, c).find("# rank order pp-tp-cp-ep-dp: torchtitan"), std::string::npos);
+}
+
+// Uneven stages, zero bubble and a hierarchical sync: real flags where Megatron has them,
+// comments where it has none (and no invented flag).
+TEST(Emit, WhatTheFrameworksLackIsACommentNotAFlag) {
+  const Cluster c = cluster("local-2bld");
+  const Model m = model("gpt-tiny");
+  Layout l;
+  l.pipeline_model_parallel_size = 2;
+  l.decoder_first_pipeline_num_layers = 1;
+  l.decoder_last_pipeline_num_layers = 3;
+  l.order = {Dim::tp, Dim::cp, Dim::ep, Dim::pp, Dim::dp};  // DP spans the two buildings
+  l.schedule.pipeline = PipelineSchedule::zero_bubble;
+  l.schedule.dp_sync = DpSync::hierarchical;
+  l.recompute_granularity = Recompute::selective;
+  ASSERT_NO_THROW(validate_layout(l, m, c, "hand-built"));
+  const std::string text = megatron_args(l, m, c);
+  const auto flags = megatron_flags(text);
+  for (const char* f : {"--decoder-first-pipeline-num-layers 1", "--decoder-last-pipeline-num-layers 3",
+                        "--recompute-granularity selective", "--use-tp-pp-dp-mapping"})
+    EXPECT_EQ(std::count(flags.begin(), flags.end(), f), 1) << f << "\n" << text;
+  for (const std::string& f : flags) {
+    EXPECT_EQ(f.find("overlap"), std::string::npos) << f;
+    EXPECT_EQ(f.find("bubble"), std::string::npos) << f;
+    EXPECT_EQ(f.find("recompute-method"), std::string::npos) << f;
+  }
+  EXPECT_NE(text.find("Megatron-LM core has no zero-bubble schedule flag"), std::string::npos) << text;
+  EXPECT_NE(text.find("--num-distributed-optimizer-instances 2"), std::string::npos) << text;
+
+  const auto t = toml(torchtitan_toml(l, m, c));
+  // torchtitan counts the embedding and output as layers: stage 0 is 2 short of 3.
+  EXPECT_EQ(t.at("parallelism").at("pipeline_parallel_layers_per_stage"), "3");
+  EXPECT_EQ(t.at("parallelism").at("pipeline_parallel_first_stage_less_layers"), "2");
+  EXPECT_EQ(t.at("parallelism").at("pipeline_parallel_last_stage_less_layers"), "0");
+  EXPECT_EQ(t.at("parallelism").at("pipeline_parallel_schedule"), "\"1F1B\"");
+  EXPECT_EQ(t.at("activation_checkpoint").at("mode"), "\"selective\"");
+  const std::string tt = torchtitan_toml(l, m, c);
+  EXPECT_NE(tt.find("# schedule zero_bubble"), std::string::npos) << tt;
+  EXPECT_NE(tt.find("# DP sync hierarchical"), std::string::npos) << tt;
+}
+
+TEST(Emit, TorchtitanKeys) {
+  const Cluster c = cluster("local-2bld");
+  const Model m = model("gpt-tiny");
+  const std::string text = torchtitan_toml(tp2_pp2_vpp2(), m, c);
+  const auto t = toml(text);
+  // Every key is one of torchtitan's JobConfig (torchtitan/config/job_config.py, v0.2.2).
+  const std::map<std::string, std::set<std::string>> known = {
+      {"training", {"local_batch_size", "global_batch_size", "seq_len"}},
+      {"parallelism",
+       {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
+        "context_parallel_degree", "pipeline_parallel_degree", "pipeline_parallel_schedule",
+        "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
+        "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
+        "expert_parallel_degree", "expert_tensor_parallel_degree", "enable_async_tensor_parallel"}},
+      {"activation_checkpoint", {"mode", "selective_ac_option"}}};
+  for (const auto& [section, keys] : t)
+    for (const auto& [k, v] : keys) EXPECT_EQ(known.at(section).count(k), 1u) << section << "." << k;
+  const std::map<std::string, std::map<std::string, std::string>> expected = {
+      {"training", {{"local_batch_size", "16"}, {"global_batch_size", "16"}, {"seq_len", "256"}}},
+      {"parallelism",
+       {{"data_parallel_replicate_degree", "1"},
+        {"data_parallel_shard_degree", "1"},
+        {"tensor_parallel_degree", "2"},
+        {"context_parallel_degree", "1"},
+        {"pipeline_parallel_degree", "2"},
+        {"pipeline_parallel_schedule", "\"Interleaved1F1B\""},
+        {"pipeline_parallel_microbatch_size", "2"},
+        {"pipeline_parallel_layers_per_stage", "1"},
+        {"pipeline_parallel_first_stage_less_layers", "0"},
+        {"pipeline_parallel_last_stage_less_layers", "0"},
+        {"enable_async_tensor_parallel", "false"}}},
+      {"activation_checkpoint", {{"mode", "\"full\""}}}};
+  EXPECT_EQ(t, expected) << text;
+
+  // Pure DP without the distributed optimizer is torchtitan's DDP, gradients accumulated over
+  // micro-batches of local_batch_size.
+  Layout dp4;
+  dp4.micro_batch_size = 2;
+  ASSERT_NO_THROW(validate_layout(dp4, m, c, "dp4"));
+  const auto d = toml(torchtitan_toml(dp4, m, c));
+  EXPECT_EQ(d.at("parallelism").at("data_parallel_replicate_degree"), "4");
+  EXPECT_EQ(d.at("parallelism").at("data_parallel_shard_degree"), "1");
+  EXPECT_EQ(d.at("parallelism").count("pipeline_parallel_schedule"), 0u);
+  EXPECT_EQ(d.at("training").at("local_batch_size"), "2");
+  EXPECT_EQ(d.at("activation_checkpoint").at("mode"), "\"none\"");
+}
+
+TEST(EmitCli, ExploreEmitsTheBestLayoutOfTheTable) {
+  test::TempDir t;
+  const std::string inputs = "explore --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +
+                             test::preset_path("models/gpt-tiny.json");
+  const auto table = test::run_sax(inputs + " --top 3 --json " + t.file("r.json"));
+  ASSERT_EQ(table.code, 0) << table.err;
+  const auto j = nlohmann::json::parse(test::slurp(t.file("r.json")));
+  ASSERT_GE(j["candidates"].size(), 2u);
+  for (std::size_t rank : {1u, 2u}) {
+    const auto& best = j["candidates"][rank - 1]["layout"];
+    const std::string tp = std::to_string(best["tensor_model_parallel_size"].get<int>()),
+                      pp = std::to_string(best["pipeline_model_parallel_size"].get<int>());
+    // The table's row shows the same degrees.
+    const std::string row = "\n  " + std::to_string(rank) + " ";
+    const auto at = table.out.find(row);
+    ASSERT_NE(at, std::string::npos) << table.out;
+    const std::string line = table.out.substr(at + 1, table.out.find('\n', at + 1) - at - 1);
+    EXPECT_NE(line.find("TP" + tp + " "), std::string::npos) << line;
+    EXPECT_NE(line.find("PP" + pp), std::string::npos) << line;
+
+    const auto r =
+        test::run_sax(inputs + " --top 3 --emit megatron" + (rank > 1 ? " --emit-rank " + std::to_string(rank) : ""));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out.find("candidates:"), std::string::npos) << "the table is not printed with --emit:\n" << r.out;
+    const auto flags = megatron_flags(r.out);
+    EXPECT_EQ(std::count(flags.begin(), flags.end(), "--tensor-model-parallel-size " + tp), 1) << r.out;
+    EXPECT_EQ(std::count(flags.begin(), flags.end(), "--pipeline-model-parallel-size " + pp), 1) << r.out;
+  }
+  const auto r = test::run_sax(inputs + " --emit torchtitan");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto tt = toml(r.out);
+  EXPECT_EQ(tt.at("parallelism").at("tensor_parallel_degree"),
+            std::to_string(j["candidates"][0]["layout"]["tensor_model_parallel_size"].get<int>()));
+
+  const auto p = test::run_sax("predict --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +
+                               test::preset_path("models/gpt-tiny.json") + " --layout " +
+                               test::preset_path("layouts/local-tp2-pp2.json") + " --emit megatron");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto pf = megatron_flags(p.out);
+  EXPECT_EQ(std::count(pf.begin(), pf.end(), "--tensor-model-parallel-size 2"), 1) << p.out;
+  EXPECT_EQ(std::count(pf.begin(), pf.end(), "--sequence-parallel"), 1) << p.out;
+}
+
+TEST(EmitCli, BadEmitAndEmitRankExitTwoNamingTheFlag) {
+  test::TempDir t;
+  const std::string inputs = " --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +
+                             test::preset_path("models/gpt-tiny.json");
+  const std::string explore = "explore" + inputs;
+  // More ranks than the layouts that fit: the whole feasible list, one past its end.
+  const auto all = test::run_sax(explore + " --top 100000 --json " + t.file("all.json"));
+  ASSERT_EQ(all.code, 0) << all.err;
+  const auto feasible = nlohmann::json::parse(test::slurp(t.file("all.json")))["candidates"].size();
+  ASSERT_LT(feasible, 100000u);
+  struct Case {
+    std::string args, needle;
+  };
+  for (const Case& k : std::vector<Case>{
+           {explore + " --emit deepspeed", "--emit: expected megatron or torchtitan, got \"deepspeed\""},
+           {explore + " --emit megatron --emit-rank 0", "--emit-rank"},
+           {explore + " --emit megatron --emit-rank -1", "--emit-rank"},
+           {explore + " --emit megatron --emit-rank 11", "--emit-rank"},  // beyond --top 10
+           {explore + " --emit torchtitan --top 3 --emit-rank 4", "--emit-rank"},
+           {explore + " --emit megatron --top 100000 --emit-rank " + std::to_string(feasible + 1), "--emit-rank"},
+           {explore + " --emit-rank 2", "--emit-rank"},  // without --emit
+           {"predict" + inputs + " --layout " + test::preset_path("layouts/local-tp2-pp2.json") + " --emit titan",
+            "--emit: expected megatron or torchtitan"}}) {
+    const auto r = test::run_sax(k.args);
+    EXPECT_EQ(r.code, 2) << k.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(k.needle), std::string::npos) << k.args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << k.args << " printed before failing:\n" << r.out;
+  }
+}
