@@ -1,0 +1,169 @@
+#include "workload/layer_ops.hpp"
+
+namespace sax::workload {
+
+using Kind = ComputeKind;
+
+OpCost op_cost(const LayerOp& o, Part part, double e) {
+  OpCost r;
+  const bool fwd = part == Part::forward;
+  const double c = o.count, once = 2.0 * o.m * o.n * o.k * c;
+  switch (o.kind) {
+    case Kind::gemm: {
+      const double mn = o.m * o.n, mk = o.m * o.k, kn = o.k * o.n;
+      // Forward Y = X·W: read X, W, write Y. Input gradient dX = dY·Wᵀ: read dY, W, write dX.
+      // Weight gradient dW = Xᵀ·dY: read X, dY, write dW.
+      if (fwd) {
+        r.flops = once;
+        r.bytes_read = (mk + kn) * c * e, r.bytes_written = mn * c * e;
+      } else {
+        const bool in = part != Part::weight_grad, wt = part != Part::input_grad;
+        r.flops = once * ((in ? 1 : 0) + (wt ? 1 : 0));
+        r.bytes_read = ((in ? mn + kn : 0) + (wt ? mn + mk : 0)) * c * e;
+        r.bytes_written = ((in ? mk : 0) + (wt ? kn : 0)) * c * e;
+      }
+      break;
+    }
+    case Kind::product: {
+      // C = A·B per batch and head; backward dA = dC·Bᵀ and dB = Aᵀ·dC (both in B).
+      const double bh = c * o.heads, mn = o.m * o.n, mk = o.m * o.k, kn = o.k * o.n;
+      r.flops = (fwd ? 1 : 2) * once * o.heads;
+      r.bytes_read = (fwd ? mk + kn : 2 * mn + mk + kn) * bh * e;
+      r.bytes_written = (fwd ? mn : mk + kn) * bh * e;
+      break;
+    }
+    case Kind::attention:
+      r.flops = (fwd ? 2 : 4) * once * o.heads;
+      r.bytes_read = fwd ? o.fwd_read : o.bwd_read;
+      r.bytes_written = fwd ? o.fwd_written : o.bwd_written;
+      break;
+    case Kind::memory:
+      r.bytes_read = fwd ? o.fwd_read : o.bwd_read;
+      r.bytes_written = fwd ? o.fwd_written : o.bwd_written;
+      break;
+  }
+  return r;
+}
+
+LayerOps::LayerOps(const Model& m, std::int64_t tp, std::int64_t cp, std::int64_t micro_batch_size, bool sp,
+                   bool materializes_scores)
+    : m_(m), tp_(tp), mbs_(micro_batch_size), sp_(sp && tp > 1), materializes_(materializes_scores) {
+  e_ = dtype_bytes(m.dtype);
+  T_ = static_cast<double>(micro_batch_size) * static_cast<double>(m.seq_length) / static_cast<double>(cp);
+  h_ = static_cast<double>(m.hidden_size);
+  q_ = static_cast<double>(m.num_attention_heads * m.kv_channels);
+  kv_ = static_cast<double>(m.num_query_groups * m.kv_channels);
+}
+
+// A norm over `rows` × h: LayerNorm keeps mean and rstd per row (fp32) and has γ and β, RMSNorm
+// rstd and γ. Forward reads x and the weights, writes y and the statistics; backward reads x,
+// dy, γ and the statistics, writes dx and the weight gradients.
+LayerOp LayerOps::norm(const char* name, double rows) const {
+  const double w = m_.normalization == "LayerNorm" ? 2 : 1, x = rows * h_ * e_, stats = w * rows * 4;
+  return {name,           Kind::memory, rows, h_, 0, 1, 1, 1, x + w * h_ * e_, x + stats, 2 * x + h_ * e_ + stats,
+          x + w * h_ * e_};
+}
+// Megatron's bias-dropout-add after a sub-block: out = residual + dropout(y + bias). Forward
+// reads y, the residual (and the bias), writes out (and the 1-byte dropout mask); backward
+// reads dout (and the mask), writes dy (the residual's gradient is dout itself).
+LayerOp LayerOps::residual(const char* name) const {
+  const double rows = sp_tokens(), x = rows * h_ * e_, bias = m_.add_bias_linear ? h_ * e_ : 0;
+  const double mask = m_.hidden_dropout > 0 ? rows * h_ : 0;
+  return {name, Kind::memory, rows, h_, 0, 1, 1, 1, 2 * x + bias, x + mask, x + mask, x + bias};
+}
+// An elementwise pass over rows × n that keeps a 1-byte mask (dropout): read x, write y and
+// the mask; backward read dy and the mask, write dx.
+LayerOp LayerOps::dropout(const char* name, double rows, double n) const {
+  const double x = rows * n * e_;
+  return {name, Kind::memory, rows, n, 0, 1, 1, 1, x, x + rows * n, x + rows * n, x};
+}
+
+// The attention sub-block's compute ops in forward order; with an unfused backend the core is
+// the materialised score matrix's passes, with flash one fused op.
+std::vector<LayerOp> LayerOps::attention_ops() const {
+  const double b = batch(), sq = T_ / b, sk = seq(), d = head_dim(), a = heads(), g = kv_heads();
+  std::vector<LayerOp> ops{{"qkv_proj", Kind::gemm, T_, (q_ + 2 * kv_) / tp_, h_, 1}};
+  if (m_.position_embedding_type == "rope") {
+    // q and k rotated in place: read x and the cos/sin table (fp32, d per token), write x.
+    const double x = T_ * (q_ + kv_) / tp_ * e_, table = T_ * d * 4;
+    ops.push_back({"rope", Kind::memory, T_, (q_ + kv_) / tp_, 0, 1, 1, 1, x + table, x, x + table, x});
+  }
+  const double qb = T_ * a * d * e_, kvb = b * sk * g * d * e_;  // Q or O; K or V over the whole sequence
+  if (!materializes_) {
+    // Reads Q, K, V, writes O and the row log-sum-exp (fp32); backward reads Q, K, V, O, dO and
+    // the log-sum-exp, writes dQ, dK, dV.
+    const double lse = T_ * a * 4;
+    LayerOp f{"attention", Kind::attention,        sq,          sk, d, b, a, g, qb + 2 * kvb,
+              qb + lse,    3 * qb + 2 * kvb + lse, qb + 2 * kvb};
+    f.core = true;
+    ops.push_back(f);
+  } else {
+    const double scores = T_ * a * sk * e_;  // b·(a/tp)·(s/cp)·s elements
+    LayerOp qk{"attention_scores", Kind::product, sq, sk, d, b, a, g};
+    // Scale, causal mask and softmax in one pass (Megatron's FusedScaleMaskSoftmax): read S,
+    // write P; backward reads P and dP, writes dS.
+    LayerOp softmax{"attention_softmax", Kind::memory, T_ * a, sk, 0, 1, 1, 1, scores, scores, 2 * scores, scores};
+    LayerOp pv{"attention_values", Kind::product, sq, d, sk, b, a, g};
+    qk.core = softmax.core = pv.core = true;
+    ops.push_back(qk);
+    ops.push_back(softmax);
+    if (m_.attention_dropout > 0) {
+      LayerOp drop = dropout("attention_dropout", T_ * a, sk);
+      drop.core = true;
+      ops.push_back(drop);
+    }
+    ops.push_back(pv);
+  }
+  ops.push_back({"out_proj", Kind::gemm, T_, h_, q_ / tp_, 1});
+  return ops;
+}
+// GeLU: read x (and the bias), write y; backward read x and dy, write dx. SwiGLU: two inputs.
+LayerOp LayerOps::activation(const char* name, double rows, double f) const {
+  const double in = m_.swiglu ? 2 : 1, y = rows * f * e_, bias = m_.add_bias_linear ? in * f * e_ : 0;
+  return {name, Kind::memory, rows, f, 0, 1, 1, 1, in * y + bias, y, (in + 1) * y + bias, in * y};
+}
+std::vector<LayerOp> LayerOps::mlp_ops(bool moe) const {
+  const double up = mlp_w() - 1;  // fc1's matrices: 2 with SwiGLU (gate and up), else 1
+  if (!moe) {
+    const double f = static_cast<double>(m_.ffn_hidden_size) / tp_;
+    return {
+        {"mlp_fc1", Kind::gemm, T_, f, h_, up}, activation("activation", T_, f), {"mlp_fc2", Kind::gemm, T_, h_, f, 1}};
+  }
+  const double tokens = T_ / tp_, E = static_cast<double>(m_.num_experts), k = m_.moe_router_topk;
+  const double fe = static_cast<double>(m_.moe_ffn_hidden_size), x = tokens * h_ * e_, routed = k * x;
+  // Router: softmax over E logits and the top-k; writes the k probabilities and expert indices
+  // (fp32, int32); backward reads the probabilities' gradients, writes the logits' gradients.
+  const double logits = tokens * E * e_, picks = tokens * k * 8;
+  // Permute gathers each token once per chosen expert (reads the token rows and the indices,
+  // writes k rows per token); unpermute weights and sums them back (reads the k rows and the
+  // probabilities, writes one row per token). Their backwards are each other's mirror.
+  return {{"router", Kind::gemm, tokens, E, h_, 1},
+          {"router_topk", Kind::memory, tokens, E, 0, 1, 1, 1, logits, picks, logits + picks, logits},
+          {"permute", Kind::memory, tokens * k, h_, 0, 1, 1, 1, routed + tokens * k * 4, routed + tokens * k * 4,
+           routed + tokens * k * 4, x},
+          {"experts_fc1", Kind::gemm, tokens * k, fe, h_, up},
+          activation("expert_activation", tokens * k, fe),
+          {"experts_fc2", Kind::gemm, tokens * k, h_, fe, 1},
+          {"unpermute", Kind::memory, tokens, h_, 0, 1, 1, 1, routed + tokens * k * 8, x, x + routed + tokens * k * 8,
+           routed + tokens * k * 4}};
+}
+
+// The first stage's vocab-parallel lookup: reads the token ids and the rows (and the learned
+// position rows), writes T×h (zeros where another TP rank holds the word); backward reads dy
+// and the ids, writes the rows' fp32 gradients.
+LayerOp LayerOps::embedding() const {
+  const double pos = m_.position_embedding_type == "learned_absolute" ? 1 : 0, x = T_ * h_ * e_;
+  const double grads = (1 + pos) * T_ * h_ * 4;  // fp32 row gradients, read and written
+  return {"embedding", Kind::memory, T_, h_, 0, 1, 1, 1, T_ * 4 + (1 + pos) * x, x, x + T_ * 4 + grads, grads};
+}
+LayerOp LayerOps::logits() const { return {"logits", Kind::gemm, T_, logits_n(), h_, 1}; }
+// Vocab-parallel cross-entropy over T × V/tp logits: reads them and the targets, writes the
+// loss and each row's max and sum of exponentials (fp32; the TP all-reduces of those are left
+// out, as in the messages); backward reads the logits, targets and row statistics, writes the
+// logits' gradient.
+LayerOp LayerOps::cross_entropy() const {
+  const double z = T_ * logits_n() * e_, rows = T_ * 4;
+  return {"cross_entropy", Kind::memory, T_, logits_n(), 0, 1, 1, 1, z + rows, 3 * rows, z + 3 * rows, z};
+}
+
+}  // namespace sax::workload

@@ -1,0 +1,81 @@
+// The compute ops of one transformer layer (and of the embedding and the output layer) at one
+// shape, with their FLOPs and device-memory bytes (workload/README.md, formula by formula): what
+// the workload lists for every layer of a step, and what the cost model prices once per shape
+// (explorer/cost_model.cpp), so that both take each op from this one definition.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "spec/layout.hpp"
+#include "spec/model.hpp"
+#include "workload/workload.hpp"
+
+namespace sax::workload {
+
+// One compute op of a layer (or of the embedding and output), as the workload lists it (the
+// kinds: workload.hpp): a GEMM m×k by k×n, `count` times; a product of `count` batches ×
+// `heads`; fused attention of batch `count`, `heads` query heads over `kv_heads` KV heads, m
+// queries by n keys of head dimension k; a memory-bound op over m rows of n elements, its
+// bytes given. Bytes are what the op reads and writes in device memory (workload/README.md).
+struct LayerOp {
+  const char* name;
+  ComputeKind kind;
+  double m, n, k, count;
+  double heads = 1, kv_heads = 1;
+  double fwd_read = 0, fwd_written = 0, bwd_read = 0, bwd_written = 0;  // memory and flash
+  bool core = false;  // the attention core (what selective recompute repeats)
+};
+
+// Which part of an op a block runs: the forward, the whole backward, or (zero bubble) its
+// input-gradient (B) or weight-gradient (W) part. A product's or fused attention's backward is
+// whole in B (input_grad is its backward).
+enum class Part { forward, backward, input_grad, weight_grad };
+
+struct OpCost {
+  double flops = 0, bytes_read = 0, bytes_written = 0;
+};
+// Model FLOPs (as flops(const Op&)) and bytes of one part of `o`, at `e` bytes per element.
+OpCost op_cost(const LayerOp& o, Part part, double e);
+
+// The ops at one shape: the model, TP, CP, micro-batch size, sequence parallelism (only with
+// TP > 1) and whether the attention backend materialises the score matrix.
+class LayerOps {
+ public:
+  LayerOps(const Model& m, std::int64_t tp, std::int64_t cp, std::int64_t micro_batch_size, bool sp,
+           bool materializes_scores);
+
+  // Tokens of one micro-batch in the sequence-parallel region (norms, dropout, residuals):
+  // T/tp with SP, T without (every TP rank repeats them).
+  double sp_tokens() const { return sp_ ? T_ / tp_ : T_; }
+  double tokens() const { return T_; }
+
+  LayerOp norm(const char* name, double rows) const;
+  LayerOp residual(const char* name) const;
+  LayerOp dropout(const char* name, double rows, double n) const;
+  // The attention sub-block's compute ops in forward order; with an unfused backend the core is
+  // the materialised score matrix's passes, with flash one fused op.
+  std::vector<LayerOp> attention_ops() const;
+  LayerOp activation(const char* name, double rows, double f) const;
+  // The MLP sub-block of a dense or a MoE layer, in forward order.
+  std::vector<LayerOp> mlp_ops(bool moe) const;
+  LayerOp embedding() const;
+  LayerOp logits() const;
+  LayerOp cross_entropy() const;
+
+ private:
+  double batch() const { return static_cast<double>(mbs_); }
+  double heads() const { return static_cast<double>(m_.num_attention_heads) / tp_; }
+  double kv_heads() const { return static_cast<double>(m_.num_query_groups) / tp_; }
+  double seq() const { return static_cast<double>(m_.seq_length); }
+  double head_dim() const { return static_cast<double>(m_.kv_channels); }
+  double mlp_w() const { return m_.swiglu ? 3.0 : 2.0; }
+  double logits_n() const { return static_cast<double>(m_.vocab_size) / tp_; }
+
+  const Model& m_;
+  std::int64_t tp_, mbs_;
+  bool sp_, materializes_;
+  double e_, T_, h_, q_, kv_;
+};
+
+}  // namespace sax::workload
