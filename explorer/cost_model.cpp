@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "explorer/closed_forms.hpp"
 
@@ -97,7 +98,8 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
       model_(model),
       c_(ModelConsts::of(model)),
       p_(std::move(params)),
-      shape_(ClusterShape::of(cluster)) {
+      shape_(ClusterShape::of(cluster)),
+      id_(next_id_.fetch_add(1) + 1) {
   p_.prepare_curves();
   activation_units_.attention = 4 + 4 * c_.kv / c_.q;  // Q, K, V, the output projection's input
   activation_units_.mlp_dense = (c_.w == 3 ? 6 : 4) * c_.f / c_.h;
@@ -188,18 +190,65 @@ double attention_time(const CostParams& p, double flops) {
   return flops > 0 ? flops / (p.peak_flops * p.attention.at(flops, logs_of(p.attention, p.attention_log10))) : 0.0;
 }
 
-LayerTimes layer_times(const CostParams& p, const ModelConsts& c, const MicroShape& x, const Candidate& cand) {
+double roofline_time(const CostParams& p, workload::ComputeKind kind, double flops, double forward_flops,
+                     double bytes) {
+  const double memory = bytes / (p.hbm_bytes_per_s * p.hbm_efficiency);
+  if (kind == workload::ComputeKind::memory || !(forward_flops > 0)) return memory;
+  const double once =
+      kind == workload::ComputeKind::attention ? attention_time(p, forward_flops) : gemm_time(p, forward_flops);
+  return std::max(flops / forward_flops * once, memory);
+}
+
+double op_time(const CostParams& p, const workload::LayerOp& o, workload::Part part, double e) {
+  const workload::OpCost cost = workload::op_cost(o, part, e);
+  return roofline_time(p, o.kind, cost.flops, workload::op_cost(o, workload::Part::forward, e).flops,
+                       cost.bytes_read + cost.bytes_written);
+}
+
+LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate& cand) {
+  using workload::ComputeKind;
+  using workload::LayerOp;
+  using workload::Part;
+  Layout backend;
+  backend.attention_backend = cand.attention;
+  const workload::LayerOps ops(model, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel(),
+                               materializes_scores(resolved_attention_backend(backend, model)));
+  const double e = dtype_bytes(model.dtype);
+  const bool zb = cand.pipeline == PipelineSchedule::zero_bubble;
+  auto fwd = [&](const LayerOp& o) { return op_time(p, o, Part::forward, e); };
+  auto bwd = [&](const LayerOp& o) {  // zero bubble: a GEMM's B and W apart, as the workload runs them
+    return zb && o.kind == ComputeKind::gemm ? op_time(p, o, Part::input_grad, e) + op_time(p, o, Part::weight_grad, e)
+                                             : op_time(p, o, Part::backward, e);
+  };
   LayerTimes t;
-  t.attention_core = attention_time(p, x.attention);
-  const double hbm = p.hbm_bytes_per_s * p.hbm_efficiency;
-  // Norms, residual adds and activations: memory-bound; half of them replicated over TP without SP.
-  const double tp = static_cast<double>(cand.tp);
-  const double elementwise = p.elementwise_bytes_per_token_hidden * x.T * c.h * c.e *
-                             (0.5 / (cand.sequence_parallel() ? tp : 1.0) + 0.5 / tp) / hbm;
-  const double attention_block = gemm_time(p, x.qkv) + t.attention_core + gemm_time(p, x.out);
-  t.dense_layer = attention_block + gemm_time(p, x.mlp) + elementwise;
-  t.moe_layer = attention_block + gemm_time(p, x.router) + gemm_time(p, x.experts) * p.router_imbalance + elementwise;
-  t.logits = gemm_time(p, x.logits);
+  // The ops of one layer, in the workload's order (workload.cpp layer_forward).
+  double common_f = 0, common_b = 0;
+  const LayerOp around[] = {ops.norm("input_norm", ops.sp_tokens()), ops.residual("attention_residual"),
+                            ops.norm("pre_mlp_norm", ops.sp_tokens()), ops.residual("mlp_residual")};
+  for (const LayerOp& o : around) common_f += fwd(o), common_b += bwd(o);
+  for (const LayerOp& o : ops.attention_ops()) {
+    common_f += fwd(o), common_b += bwd(o);
+    if (o.core) t.core_forward += fwd(o), t.core_backward += bwd(o);
+  }
+  t.dense_forward = common_f, t.dense_backward = common_b;
+  for (const LayerOp& o : ops.mlp_ops(false)) t.dense_forward += fwd(o), t.dense_backward += bwd(o);
+  if (model.is_moe()) {
+    t.moe_forward = common_f, t.moe_backward = common_b;
+    for (const LayerOp& o : ops.mlp_ops(true)) {
+      // The busiest expert's tokens set the pace of the expert ops.
+      const std::string_view n = o.name;
+      const double load = n.rfind("expert", 0) == 0 ? p.router_imbalance : 1.0;
+      t.moe_forward += load * fwd(o), t.moe_backward += load * bwd(o);
+    }
+  }
+  const LayerOp emb = ops.embedding();
+  t.first_forward = fwd(emb), t.first_backward = bwd(emb);
+  if (model.hidden_dropout > 0) {
+    const LayerOp d = ops.dropout("embedding_dropout", ops.sp_tokens(), static_cast<double>(model.hidden_size));
+    t.first_forward += fwd(d), t.first_backward += bwd(d);
+  }
+  for (const LayerOp& o : {ops.norm("final_norm", ops.sp_tokens()), ops.logits(), ops.cross_entropy()})
+    t.last_forward += fwd(o), t.last_backward += bwd(o);
   return t;
 }
 
@@ -209,8 +258,9 @@ double overlapped_sync_time(double grad_s, double gather_s, double backward_s, d
          std::max(0.0, gather_s - forward_s) + overlap_slowdown * std::min(gather_s, forward_s);
 }
 
-double optimizer_time(const CostParams& p, double updated) {
-  return updated * p.optimizer_bytes_per_param / (p.hbm_bytes_per_s * p.hbm_efficiency);
+double optimizer_time(const CostParams& p, double updated, DType dtype) {
+  const workload::OptimizerBytes b = workload::optimizer_bytes(dtype);
+  return updated * (b.read + b.written) / (p.hbm_bytes_per_s * p.hbm_efficiency);
 }
 
 }  // namespace terms
@@ -282,14 +332,14 @@ terms::Microbatch CostModel::microbatch(const Candidate& cand, const StageLayers
   terms::Microbatch mb;
   const int tp_kinds = price.tp_kinds;
   const double dense = static_cast<double>(st.dense), moe = static_cast<double>(st.moe), L = dense + moe;
-  mb.compute = 3 * t.forward(st);  // backward: twice the forward's FLOPs at the same efficiency
-  if (cand.recompute == Recompute::full) mb.recompute = dense * t.dense_layer + moe * t.moe_layer;
-  if (cand.recompute == Recompute::selective) mb.recompute = L * t.attention_core;
+  mb.compute = t.forward(st) + t.backward(st);
+  if (cand.recompute == Recompute::full) mb.recompute = dense * t.dense_forward + moe * t.moe_forward;
+  if (cand.recompute == Recompute::selective) mb.recompute = L * t.core_forward;
   for (int i = 0; i < tp_kinds; ++i)
     mb.tp += price.tp[static_cast<std::size_t>(i)].time(tr.tp[static_cast<std::size_t>(i)]);
   // The KV ring runs behind the attention of the block it already holds (Megatron's CP).
-  mb.cp = tr.cp_forward_passes * std::max(0.0, price.cp.time(tr.cp_forward) - t.attention_core) +
-          tr.cp_backward_passes * std::max(0.0, price.cp.time(tr.cp_backward) - 2 * t.attention_core);
+  mb.cp = tr.cp_forward_passes * std::max(0.0, price.cp.time(tr.cp_forward) - t.core_forward) +
+          tr.cp_backward_passes * std::max(0.0, price.cp.time(tr.cp_backward) - t.core_backward);
   mb.ep = price.ep.time({tr.ep.count, tr.ep.bytes * p_.router_imbalance});  // the busiest expert's tokens
   mb.pp = price.pp.time(tr.pp);
   return mb;
@@ -304,14 +354,36 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
   for (int i = 0; i < price.dp_gather_kinds; ++i)
     gather += price.dp_gather[static_cast<std::size_t>(i)].time(tr.dp_gather[static_cast<std::size_t>(i)]);
   if (cand.dp_sync == DpSync::overlapped) {
-    const double fwd = t.forward(st);
-    tail.dp = terms::overlapped_sync_time(grad, gather, 2 * fwd, fwd, p_.overlap_slowdown);
+    tail.dp = terms::overlapped_sync_time(grad, gather, t.backward(st), t.forward(st), p_.overlap_slowdown);
   } else {
     tail.dp = grad + gather;
   }
   tail.embedding = price.embedding.time(tr.embedding);
-  tail.optimizer = terms::optimizer_time(p_, updated_params(cand, tr.params));
+  tail.optimizer = terms::optimizer_time(p_, updated_params(cand, tr.params), model_.dtype);
   return tail;
+}
+
+// Layer times depend on a few of a candidate's choices only; the search evaluates millions of
+// candidates over a few hundred of those, so each thread keeps the last ones it worked out
+// (direct-mapped, keyed by this cost model's id: another model never reads them).
+const terms::LayerTimes& CostModel::layer_times(const Candidate& cand) const {
+  struct Entry {
+    std::uint64_t model = 0;
+    std::int64_t tp = 0, cp = 0, mbs = 0;
+    bool sp = false, zb = false;
+    AttentionBackend attention = AttentionBackend::auto_;
+    terms::LayerTimes times;
+  };
+  thread_local std::array<Entry, 64> cache;
+  const bool sp = cand.sequence_parallel(), zb = cand.pipeline == PipelineSchedule::zero_bubble;
+  const auto slot = static_cast<std::size_t>(cand.tp * 31 + cand.cp * 17 + cand.mbs * 7 + (sp ? 3 : 0) + (zb ? 5 : 0) +
+                                             static_cast<int>(cand.attention) * 11) %
+                    cache.size();
+  Entry& e = cache[slot];
+  if (e.model != id_ || e.tp != cand.tp || e.cp != cand.cp || e.mbs != cand.mbs || e.sp != sp || e.zb != zb ||
+      e.attention != cand.attention)
+    e = {id_, cand.tp, cand.cp, cand.mbs, sp, zb, cand.attention, terms::layer_times(p_, model_, cand)};
+  return e.times;
 }
 
 Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible) const {
@@ -341,7 +413,7 @@ Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split
   const Channels ch = channels(cand, pl);
   const TrafficUnits units = traffic_units(c_, cand, x, pl);
   const Prices price = prices(units, ch);
-  const terms::LayerTimes times = terms::layer_times(p_, c_, x, cand);
+  const terms::LayerTimes& times = layer_times(cand);
 
   // Per micro-batch the slowest stage sets the pace; after the pipeline the slowest tail decides.
   terms::Microbatch crit;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "spec/collective.hpp"
 #include "spec/layout.hpp"
 #include "spec/model.hpp"
+#include "workload/layer_ops.hpp"
 
 namespace sax::explorer {
 
@@ -44,8 +46,6 @@ struct CostParams {
   double hbm_efficiency = 0.8;
   double overlap_slowdown = 0.1;
   double router_imbalance = 1.25;
-  double elementwise_bytes_per_token_hidden = 20;  // forward; backward 2×
-  double optimizer_bytes_per_param = 32;
   double memory_usable_fraction = 0.92;
   std::string source = "datasheet";
   // With a calibration: the terms it set, and those left at the datasheet or the defaults.
@@ -123,22 +123,37 @@ inline Price price(CollOp op, const Channel& ch) {
   return {a.steps * alpha, a.bus_factor * beta};
 }
 
-// Compute of one micro-batch's forward on one rank: one op of `flops` FLOPs at the efficiency
-// its size reaches (GEMMs, attention core), and memory-bound work at the HBM bandwidth reached.
+// Compute, op by op, at the roofline: every compute op of the workload (workload/layer_ops.hpp,
+// the one definition the step builder lists) takes the longer of its FLOPs at the efficiency
+// its size reaches — GEMMs and unfused attention's products on the GEMM curve, fused attention
+// on the attention curve, each at the op's forward FLOPs — and its bytes at the HBM bandwidth
+// reached; memory-bound ops (norms, residuals, activations, softmax, RoPE, the router's top-k,
+// permutes, embedding, cross-entropy) take their bytes alone.
 double gemm_time(const CostParams& params, double flops);
 double attention_time(const CostParams& params, double flops);
+// The roofline of one op of `kind`: `flops` at the efficiency reached at `forward_flops` (the
+// op's forward, which sets its size), or `bytes` at the HBM rate reached, the longer.
+double roofline_time(const CostParams& params, workload::ComputeKind kind, double flops, double forward_flops,
+                     double bytes);
+double op_time(const CostParams& params, const workload::LayerOp& op, workload::Part part, double bytes_per_element);
+// One micro-batch on one rank, per layer and per pipeline edge, forward and backward (with zero
+// bubble the backward is its B and W parts, each at its own roofline).
 struct LayerTimes {
-  double attention_core = 0;  // scores and weighted sum
-  double dense_layer = 0;     // attention block + MLP + elementwise
-  double moe_layer = 0;       // attention block + router + experts (× router imbalance) + elementwise
-  double logits = 0;
-  // One micro-batch's forward through the stage's layers (and the logits on the last stage).
+  double dense_forward = 0, dense_backward = 0;  // a dense layer
+  double moe_forward = 0, moe_backward = 0;      // a MoE layer: expert ops × router imbalance
+  double core_forward = 0, core_backward = 0;    // the attention core (selective recompute; CP hides behind)
+  double first_forward = 0, first_backward = 0;  // the embedding (first stage)
+  double last_forward = 0, last_backward = 0;    // final norm, logits, cross-entropy (last stage)
   double forward(const StageLayers& st) const {
-    return static_cast<double>(st.dense) * dense_layer + static_cast<double>(st.moe) * moe_layer +
-           (st.last ? logits : 0.0);
+    return static_cast<double>(st.dense) * dense_forward + static_cast<double>(st.moe) * moe_forward +
+           (st.first ? first_forward : 0.0) + (st.last ? last_forward : 0.0);
+  }
+  double backward(const StageLayers& st) const {
+    return static_cast<double>(st.dense) * dense_backward + static_cast<double>(st.moe) * moe_backward +
+           (st.first ? first_backward : 0.0) + (st.last ? last_backward : 0.0);
   }
 };
-LayerTimes layer_times(const CostParams& params, const ModelConsts& c, const MicroShape& x, const Candidate& cand);
+LayerTimes layer_times(const CostParams& params, const Model& model, const Candidate& cand);
 
 // One micro-batch of one stage: compute (forward + backward at twice the forward's FLOPs), the
 // recomputed part, and each dimension's exposed communication. TP, EP and PP messages are on the
@@ -160,8 +175,9 @@ struct Tail {
 // `overlap_slowdown` slower.
 double overlapped_sync_time(double grad_s, double gather_s, double backward_s, double forward_s,
                             double overlap_slowdown);
-// The optimizer step: `updated` parameters at optimizer_bytes_per_param of HBM traffic each.
-double optimizer_time(const CostParams& params, double updated);
+// The optimizer step: `updated` parameters at Adam's HBM traffic per parameter for the model's
+// dtype (workload::optimizer_bytes, what the workload's optimizer_step op carries).
+double optimizer_time(const CostParams& params, double updated, DType dtype);
 
 }  // namespace terms
 
@@ -243,6 +259,10 @@ class CostModel {
     double attention = 0, mlp_dense = 0, mlp_moe = 0, score = 0, replicated = 10;
   } activation_units_;
   bool auto_attention_materializes_ = false;  // what `auto` resolves to for this model
+  // terms::layer_times of a candidate, from a per-thread cache keyed by this model's id.
+  const terms::LayerTimes& layer_times(const Candidate& cand) const;
+  std::uint64_t id_;
+  static inline std::atomic<std::uint64_t> next_id_{0};
 };
 
 }  // namespace sax::explorer

@@ -87,3 +87,43 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CostTerms, ::testing::ValuesIn(sax::test::grid
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
 });
+
+// Compute, op by op: with the links free and every expert equally loaded, the critical stage's
+// compute (and recompute) is the sum over the ops the workload lists for a rank of it, each at
+// its roofline (terms::roofline_time of its FLOPs, the forward's FLOPs and its bytes) — the cost
+// model takes the same ops from workload/layer_ops and must not miss, add or misprice one.
+TEST_P(CostTerms, ComputeIsTheWorkloadsOpsEachAtItsRoofline) {
+  const Case& s = GetParam();
+  CostParams params = CostParams::datasheet(s.cluster, s.model);
+  auto free = [](LinkCost& l) {
+    l.alpha_s.fill(0.0);
+    l.beta_s_per_byte.fill(0.0);
+  };
+  for (auto& l : params.links) free(l);
+  for (auto& l : params.technologies) free(l);
+  params.router_imbalance = 1.0;
+  params.memory_usable_fraction = 1e9;
+  const CostModel cm(s.cluster, s.model, params);
+  const Prediction p = cm.predict(s.layout);
+  RankGrid grid(s.layout, s.cluster);
+  double worst = 0, optimizer = 0;
+  for (std::int64_t stage = 0; stage < s.layout.pipeline_model_parallel_size; ++stage) {
+    std::int64_t rank = 0;
+    while (grid.stage(rank) != stage) ++rank;
+    double sum = 0;
+    for (const workload::Op& o : workload::build(s.cluster, s.model, s.layout, rank).ops) {
+      if (o.kind != workload::OpKind::compute) continue;
+      if (o.phase == workload::Phase::optimizer) {
+        optimizer =
+            std::max(optimizer, (o.bytes_read + o.bytes_written) / (params.hbm_bytes_per_s * params.hbm_efficiency));
+        continue;
+      }
+      workload::Op fwd = o;
+      fwd.phase = workload::Phase::forward;
+      sum += terms::roofline_time(params, o.compute, o.flops, workload::flops(fwd), o.bytes_read + o.bytes_written);
+    }
+    worst = std::max(worst, sum);
+  }
+  EXPECT_NEAR(p.breakdown.compute_s, worst, 1e-9 * worst) << s.name;
+  EXPECT_NEAR(p.breakdown.optimizer_s, optimizer, 1e-9 * optimizer) << s.name;
+}
