@@ -17,14 +17,6 @@ const char* to_string(Phase p) {
 
 namespace {
 
-// One block of the pipeline schedule: a forward (F), a backward (B, or B-input with zero
-// bubble) or a weight-gradient (W) pass of one micro-batch through one model chunk.
-enum class Pass { F, B, W };
-struct Block {
-  Pass pass;
-  std::int64_t microbatch, chunk;
-};
-
 // ZB-H1 (Qi et al. 2023): each backward split into B (input gradients) and W (weight
 // gradients); only B is on the critical path between stages, so W's fill what would be bubble.
 // The order is what list scheduling gives with F, B and W of one time unit each: a stage runs
@@ -62,6 +54,8 @@ std::vector<Block> zero_bubble_blocks(std::int64_t pp, std::int64_t stage, std::
   return orders[stage];
 }
 
+}  // namespace
+
 std::vector<Block> schedule_blocks(PipelineSchedule sched, std::int64_t pp, std::int64_t vpp, std::int64_t stage,
                                    std::int64_t m) {
   std::vector<Block> out;
@@ -96,6 +90,8 @@ std::vector<Block> schedule_blocks(PipelineSchedule sched, std::int64_t pp, std:
   for (std::int64_t j = m - warmup; j < m; ++j) out.push_back({Pass::B, j, 0});
   return out;
 }
+
+namespace {
 
 class Builder {
  public:

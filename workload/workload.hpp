@@ -85,6 +85,18 @@ struct Workload {
   std::vector<Op> ops;
 };
 
+// One block of the pipeline schedule: a forward (F), a backward (B, or B-input with zero
+// bubble) or a weight-gradient (W) pass of one micro-batch through one model chunk.
+enum class Pass { F, B, W };
+struct Block {
+  Pass pass;
+  std::int64_t microbatch, chunk;
+};
+// The order stage `stage` runs its blocks in, for `m` micro-batches (workload/README.md
+// "Schedules"): what the workload lists and the explorer's replay (explorer/replay.hpp) runs.
+std::vector<Block> schedule_blocks(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t stage,
+                                   std::int64_t m);
+
 // The step of `rank`. The layout must be valid for the model and cluster (validate_layout).
 Workload build(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank);
 
