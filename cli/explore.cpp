@@ -41,6 +41,11 @@ void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& 
             << r.pruned_divisibility << " pruned by divisibility, " << r.evaluated << " evaluated, " << r.pruned_memory
             << " pruned by memory, " << r.feasible << " feasible; " << fmt("%.2f", r.seconds) << " s on " << r.threads
             << " threads\n";
+  const explorer::SearchBounds& bd = r.bounds;
+  std::cout << "  bounds: TP <= " << bd.tensor_parallel << " (two nodes), CP <= " << bd.context_parallel
+            << ", PP <= " << bd.pipeline_parallel << " (layers), VPP <= layers/PP (largest "
+            << bd.largest_virtual_pipeline << "), micro-batch <= global_batch/DP (largest " << bd.largest_micro_batch
+            << "); splits even, first/last lighter, account_for_embedding/loss\n";
   if (r.top.empty()) {
     std::cout << "  no layout fits in " << fmt("%.1f", cm.memory_limit_gib()) << " GiB per device\n";
   } else {

@@ -13,6 +13,9 @@ Candidate Candidate::of(const Layout& l, const Cluster& cl) {
   c.dp = l.data_parallel_size(cl.world_size());
   c.first_layers = l.decoder_first_pipeline_num_layers;
   c.last_layers = l.decoder_last_pipeline_num_layers;
+  c.account_embedding = l.account_for_embedding_in_pipeline_split;
+  c.account_loss = l.account_for_loss_in_pipeline_split;
+  c.pipeline_layout = l.pipeline_model_parallel_layout;
   c.order = l.order;
   c.pipeline = l.schedule.pipeline;
   c.dp_sync = l.schedule.dp_sync;
@@ -36,6 +39,9 @@ Layout Candidate::degrees() const {
   l.micro_batch_size = mbs;
   l.decoder_first_pipeline_num_layers = first_layers;
   l.decoder_last_pipeline_num_layers = last_layers;
+  l.account_for_embedding_in_pipeline_split = account_embedding;
+  l.account_for_loss_in_pipeline_split = account_loss;
+  l.pipeline_model_parallel_layout = pipeline_layout;
   l.order = order;
   l.schedule.pipeline = pipeline;
   l.schedule.dp_sync = dp_sync;
@@ -53,10 +59,13 @@ Layout Candidate::to_layout(const Cluster& cl) const {
   return l;
 }
 
-PipelineSplit PipelineSplit::of(const ModelConsts& c, std::int64_t pp, std::int64_t vpp, std::int64_t first_layers,
-                                std::int64_t last_layers) {
-  PipelineSplit s{pp, vpp, first_layers, last_layers, {}};
-  for (const StageLayers& st : stage_layers(c, pp, vpp, first_layers, last_layers)) {
+std::vector<std::int64_t> Candidate::virtual_stage_layers(std::int64_t num_layers) const {
+  return split_virtual_stage_layers(degrees(), num_layers);
+}
+
+PipelineSplit PipelineSplit::of(const ModelConsts& c, const Candidate& cand) {
+  PipelineSplit s{cand.pp, cand.vpp, {}};
+  for (const StageLayers& st : stage_layers(c, cand.pp, cand.virtual_stage_layers(c.layers))) {
     bool seen = false;
     for (const StageLayers& k : s.kinds)
       seen = seen || (k.dense == st.dense && k.moe == st.moe && k.first == st.first && k.last == st.last);

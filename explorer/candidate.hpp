@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "explorer/quantities.hpp"
@@ -16,6 +17,10 @@ namespace sax::explorer {
 struct Candidate {
   std::int64_t tp = 1, cp = 1, ep = 1, pp = 1, vpp = 1, mbs = 1, dp = 1;
   std::int64_t first_layers = 0, last_layers = 0;
+  bool account_embedding = false, account_loss = false;  // Megatron's account_for_*_in_pipeline_split
+  // Megatron's pipeline_model_parallel_layout of a given layout; the search leaves it empty
+  // (an empty string does not allocate).
+  std::string pipeline_layout;
   std::array<Dim, 5> order = {Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp};
   PipelineSchedule pipeline = PipelineSchedule::one_f_one_b;
   DpSync dp_sync = DpSync::overlapped;
@@ -29,6 +34,8 @@ struct Candidate {
   // The layout without its network technology (what the divisibility rules look at).
   Layout degrees() const;
   Layout to_layout(const Cluster& cluster) const;
+  // Layers of every virtual stage (Layout::virtual_stage_layers).
+  std::vector<std::int64_t> virtual_stage_layers(std::int64_t num_layers) const;
 };
 
 // Parameters one rank's optimizer step updates (and keeps states for): all the stage holds, or
@@ -43,10 +50,11 @@ inline double updated_params(const Candidate& cand, const StageParams& p) {
 // The stages of a pipeline split that can differ (first, last, middle kinds), each kept once
 // with its smallest stage index (which holds the most in-flight micro-batches).
 struct PipelineSplit {
-  std::int64_t pp = 1, vpp = 1, first_layers = 0, last_layers = 0;
+  std::int64_t pp = 1, vpp = 1;
   std::vector<StageLayers> kinds;
-  static PipelineSplit of(const ModelConsts& c, std::int64_t pp, std::int64_t vpp, std::int64_t first_layers,
-                          std::int64_t last_layers);
+  // The split of the candidate's pipeline (PP, VPP, first/last counts, account_for flags or
+  // layout string); each stage priced by its own layers.
+  static PipelineSplit of(const ModelConsts& c, const Candidate& cand);
 };
 
 }  // namespace sax::explorer

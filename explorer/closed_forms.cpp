@@ -121,8 +121,7 @@ StepTotals step_totals(const Cluster& cluster, const Model& model, const Layout&
   const Candidate cand = Candidate::of(l, cluster);
   const MicroShape x = MicroShape::of(c, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
   const std::int64_t m = l.num_microbatches(model, cluster.world_size());
-  const StageLayers st =
-      stage_layers(c, cand.pp, cand.vpp, cand.first_layers, cand.last_layers)[static_cast<std::size_t>(stage)];
+  const StageLayers st = stage_layers(c, cand.pp, l.virtual_stage_layers(model))[static_cast<std::size_t>(stage)];
   const double md = static_cast<double>(m);
 
   StepTotals t;

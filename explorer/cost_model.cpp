@@ -453,7 +453,7 @@ Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split
 
 Prediction CostModel::predict(const Layout& layout) const {
   const Candidate cand = Candidate::of(layout, cluster_);
-  const PipelineSplit split = PipelineSplit::of(c_, cand.pp, cand.vpp, cand.first_layers, cand.last_layers);
+  const PipelineSplit split = PipelineSplit::of(c_, cand);
   return evaluate(cand, split, false);
 }
 

@@ -73,8 +73,13 @@ std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
   arg("--expert-model-parallel-size", std::to_string(l.expert_model_parallel_size));
   // Virtual stages as a count per rank, not --num-layers-per-virtual-pipeline-stage: Megatron
   // refuses the layer count together with uneven first/last stages and asks for this one.
-  if (l.virtual_pipeline_model_parallel_size > 1)
+  // The layout string sets VPP itself: Megatron takes it or the virtual-stage count, not both.
+  if (!l.pipeline_model_parallel_layout.empty())
+    arg("--pipeline-model-parallel-layout", "\"" + l.pipeline_model_parallel_layout + "\"");
+  else if (l.virtual_pipeline_model_parallel_size > 1)
     arg("--num-virtual-stages-per-pipeline-rank", std::to_string(l.virtual_pipeline_model_parallel_size));
+  if (l.account_for_embedding_in_pipeline_split) arg("--account-for-embedding-in-pipeline-split");
+  if (l.account_for_loss_in_pipeline_split) arg("--account-for-loss-in-pipeline-split");
   if (l.decoder_first_pipeline_num_layers > 0)
     arg("--decoder-first-pipeline-num-layers", std::to_string(l.decoder_first_pipeline_num_layers));
   if (l.decoder_last_pipeline_num_layers > 0)
@@ -186,8 +191,17 @@ std::string torchtitan_toml(const Layout& l, const Model& m, const Cluster& c) {
     const std::int64_t most = *std::max_element(stages.begin(), stages.end());
     const bool middle_even =
         std::all_of(stages.begin() + 1, stages.end() - 1, [&](std::int64_t n) { return n == most; });
-    const bool uneven = l.decoder_first_pipeline_num_layers > 0 || l.decoder_last_pipeline_num_layers > 0;
-    if (vpp == 1 && middle_even) {
+    const bool uneven = l.decoder_first_pipeline_num_layers > 0 || l.decoder_last_pipeline_num_layers > 0 ||
+                        !l.pipeline_model_parallel_layout.empty();
+    const std::int64_t less_first = l.account_for_embedding_in_pipeline_split ? 1 : 0,
+                       less_last = l.account_for_loss_in_pipeline_split ? 1 : 0;
+    if (vpp > 1 && !uneven && (less_first || less_last)) {
+      // Megatron's account_for_* is torchtitan's *_less_layers: one layer fewer in the first /
+      // last virtual stage of an even split that counts the embedding / loss.
+      key("pipeline_parallel_layers_per_stage", std::to_string((m.num_layers + less_first + less_last) / (pp * vpp)));
+      key("pipeline_parallel_first_stage_less_layers", std::to_string(less_first));
+      key("pipeline_parallel_last_stage_less_layers", std::to_string(less_last));
+    } else if (vpp == 1 && middle_even) {
       key("pipeline_parallel_layers_per_stage", std::to_string(most));
       key("pipeline_parallel_first_stage_less_layers", std::to_string(most - stages.front()));
       key("pipeline_parallel_last_stage_less_layers", std::to_string(most - stages.back()));

@@ -30,18 +30,19 @@ ModelConsts ModelConsts::of(const Model& m) {
   return c;
 }
 
-std::vector<StageLayers> stage_layers(const ModelConsts& c, std::int64_t pp, std::int64_t vpp,
-                                      std::int64_t first_layers, std::int64_t last_layers) {
-  const std::vector<std::int64_t> per = split_stage_layers(c.layers, pp, first_layers, last_layers);
+std::vector<StageLayers> stage_layers(const ModelConsts& c, std::int64_t pp,
+                                      const std::vector<std::int64_t>& virtual_layers) {
   std::vector<StageLayers> out(static_cast<std::size_t>(pp));
   for (std::int64_t i = 0; i < pp; ++i) out[i].stage = i;
-  // Virtual stage v = chunk·pp + stage holds per[stage]/vpp consecutive layers.
+  // Virtual stage v = chunk·pp + stage holds virtual_layers[v] consecutive layers; a stage's
+  // layers are the sum of its chunks'.
   std::int64_t offset = 0;
-  for (std::int64_t v = 0; v < pp * vpp; ++v) {
-    const std::int64_t st = v % pp, n = per[st] / vpp;
+  for (std::size_t v = 0; v < virtual_layers.size(); ++v) {
+    const std::int64_t n = virtual_layers[v];
     const std::int64_t moe = c.moe_between(offset, offset + n);
-    out[st].moe += moe;
-    out[st].dense += n - moe;
+    StageLayers& st = out[v % static_cast<std::size_t>(pp)];
+    st.moe += moe;
+    st.dense += n - moe;
     offset += n;
   }
   out.front().first = true;

@@ -69,9 +69,10 @@ struct StageLayers {
   std::int64_t layers() const { return dense + moe; }
 };
 
-// Per stage, for a pipeline split (pp, vpp, first/last stage layer counts) as Layout::stage_layers.
-std::vector<StageLayers> stage_layers(const ModelConsts& c, std::int64_t pp, std::int64_t vpp,
-                                      std::int64_t first_layers, std::int64_t last_layers);
+// Per stage, from the layers of every virtual stage (Layout::virtual_stage_layers, length
+// pp·vpp, virtual stage c·pp + i is chunk c of stage i): a stage holds the sum of its chunks.
+std::vector<StageLayers> stage_layers(const ModelConsts& c, std::int64_t pp,
+                                      const std::vector<std::int64_t>& virtual_layers);
 
 // Parameters one rank of a stage holds: synced over DP×CP (dense) and over expert-DP×CP (experts).
 struct StageParams {

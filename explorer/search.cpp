@@ -25,12 +25,34 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
   return d;
 }
 
-struct Shape {
-  std::int64_t tp, cp, pp, dp, first, last;
-  PipelineSplit split;             // vpp = 1
-  std::vector<std::int64_t> vpps;  // > 1 that divide every stage's layers
-  std::vector<PipelineSplit> vsplits;
+// A pipeline split the search tries: first/last stage layer counts (0 = even) or Megatron's
+// account_for_{embedding,loss}_in_pipeline_split.
+struct SplitKind {
+  std::int64_t first = 0, last = 0;
+  bool account_embedding = false, account_loss = false;
 };
+
+struct Shape {
+  std::int64_t tp, cp, pp, dp;
+  SplitKind kind;
+  PipelineSplit split;             // vpp = 1
+  std::vector<std::int64_t> vpps;  // > 1 that divide the per-stage layer count Megatron splits
+  std::vector<PipelineSplit> vsplits;
+  std::vector<std::int64_t> mbss;  // every micro-batch size that divides global_batch / DP
+};
+
+Candidate shape_candidate(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp, std::int64_t vpp,
+                          const SplitKind& k) {
+  Candidate cand;
+  cand.tp = tp, cand.cp = cp, cand.pp = pp, cand.dp = dp, cand.vpp = vpp;
+  cand.first_layers = k.first, cand.last_layers = k.last;
+  cand.account_embedding = k.account_embedding, cand.account_loss = k.account_loss;
+  cand.pipeline = vpp > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+  return cand;
+}
+
+// TP stays within two nodes' NVLink (or 2 where a node has one device).
+std::int64_t max_tensor_parallel(const Cluster& cl) { return std::max<std::int64_t>(2 * cl.devices_per_node, 2); }
 
 // The orders worth trying: TP innermost always (it needs the fastest link); the outermost
 // dimension is the one that spans buildings. EP adjoins DP (Megatron's rank generator).
@@ -50,9 +72,10 @@ bool same_link(const Link& a, const Link& b) {
 // Equal but for the network technology or the placement order.
 bool same_but_placement(const Candidate& a, const Candidate& b) {
   return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.pp == b.pp && a.vpp == b.vpp && a.mbs == b.mbs &&
-         a.first_layers == b.first_layers && a.last_layers == b.last_layers && a.pipeline == b.pipeline &&
-         a.dp_sync == b.dp_sync && a.recompute == b.recompute && a.sp == b.sp &&
-         a.distributed_optimizer == b.distributed_optimizer;
+         a.first_layers == b.first_layers && a.last_layers == b.last_layers &&
+         a.account_embedding == b.account_embedding && a.account_loss == b.account_loss &&
+         a.pipeline_layout == b.pipeline_layout && a.pipeline == b.pipeline && a.dp_sync == b.dp_sync &&
+         a.recompute == b.recompute && a.sp == b.sp && a.distributed_optimizer == b.distributed_optimizer;
 }
 
 // A fixed preference among equals, so that the listing does not depend on thread timing.
@@ -88,11 +111,12 @@ struct Counters {
   std::int64_t generated = 0, pruned_div = 0, pruned_mem = 0, evaluated = 0, feasible = 0;
 };
 
-std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& c, const SearchOptions& o) {
+std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& c, const SearchOptions& o,
+                          SearchBounds& bounds) {
   const std::int64_t world = cl.world_size(), L = m.num_layers;
   std::vector<Shape> out;
   for (std::int64_t tp : divisors(world)) {
-    if (tp > std::max<std::int64_t>(2 * cl.devices_per_node, 2)) break;
+    if (tp > max_tensor_parallel(cl)) break;
     if (tensor_parallel_rule(m, tp) != LayoutRule::ok) continue;
     for (std::int64_t cp : divisors(world / tp)) {
       if (cp > o.max_context_parallel) break;
@@ -101,10 +125,11 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
         if (pp > L) break;
         const std::int64_t dp = world / (tp * cp * pp);
         if (batch_rule(m, 1, dp) != LayoutRule::ok) continue;
-        // Pipeline splits: even, and the first and last stages lighter (they also hold the
-        // embedding and the output layer) with the middle ones k layers each.
-        std::vector<std::pair<std::int64_t, std::int64_t>> splits;
-        if (L % pp == 0) splits.push_back({0, 0});
+        // Pipeline splits: even; the first and last stages lighter (they also hold the
+        // embedding and the output layer) with the middle ones k layers each; and Megatron's
+        // account_for_*_in_pipeline_split, the embedding and/or the loss counted as a layer.
+        std::vector<SplitKind> kinds;
+        if (L % pp == 0) kinds.push_back({});
         if (pp >= 3) {
           const std::int64_t k0 = (L + pp - 1) / pp;
           for (std::int64_t k = k0; k <= k0 + 1; ++k) {
@@ -112,17 +137,30 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
             if (rest < 2 || rest > 2 * k) continue;
             const std::int64_t f = rest / 2, l = rest - f;
             if (f == k && l == k) continue;  // that is the even split
-            splits.push_back({f, l});
+            kinds.push_back({f, l, false, false});
           }
         }
-        for (auto [f, l] : splits) {
-          Shape s{tp, cp, pp, dp, f, l, PipelineSplit::of(c, pp, 1, f, l), {}, {}};
+        if (pp > 1 && o.account_for_splits)
+          for (auto [e, l] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}})
+            if ((L + (e ? 1 : 0) + (l ? 1 : 0)) % pp == 0) kinds.push_back({0, 0, e, l});
+        std::vector<std::int64_t> mbss;
+        for (std::int64_t b : divisors(m.global_batch_size / dp))
+          if (o.max_micro_batch <= 0 || b <= o.max_micro_batch) mbss.push_back(b);
+        bounds.largest_micro_batch = std::max(bounds.largest_micro_batch, mbss.back());
+        for (const SplitKind& k : kinds) {
+          Shape s{tp, cp, pp, dp, k, PipelineSplit::of(c, shape_candidate(tp, cp, pp, dp, 1, k)), {}, {}, mbss};
+          // The layers per stage Megatron splits into virtual stages (each must divide by VPP).
           std::int64_t g = 0;
-          for (const auto& st : stage_layers(c, pp, 1, f, l)) g = std::gcd(g, st.layers());
-          for (std::int64_t v = 2; pp > 1 && v <= o.max_virtual_pipeline; ++v)
+          if (k.account_embedding || k.account_loss)
+            g = (L + (k.account_embedding ? 1 : 0) + (k.account_loss ? 1 : 0)) / pp;
+          else
+            for (const auto& st : s.split.kinds) g = std::gcd(g, st.layers());
+          for (std::int64_t v = 2; pp > 1 && v <= g && (o.max_virtual_pipeline <= 0 || v <= o.max_virtual_pipeline);
+               ++v)
             if (g % v == 0) {
               s.vpps.push_back(v);
-              s.vsplits.push_back(PipelineSplit::of(c, pp, v, f, l));
+              s.vsplits.push_back(PipelineSplit::of(c, shape_candidate(tp, cp, pp, dp, v, k)));
+              bounds.largest_virtual_pipeline = std::max(bounds.largest_virtual_pipeline, v);
             }
           out.push_back(std::move(s));
         }
@@ -134,8 +172,8 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
 
 // Every candidate of one shape, handed to `fn(candidate, split)`; returns false to stop.
 template <typename Fn>
-void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const SearchOptions& o,
-                        const std::vector<int>& techs, Counters& n, Fn&& fn) {
+void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const std::vector<int>& techs, Counters& n,
+                        Fn&& fn) {
   const std::int64_t E = m.num_experts, world = cl.world_size();
   std::vector<std::array<Dim, 5>> orders;
   for (std::int64_t ep = 1; ep <= std::max<std::int64_t>(E, 1); ++ep) {
@@ -150,7 +188,7 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
       for (std::size_t vi = 0; vi <= s.vpps.size(); ++vi) {
         const std::int64_t vpp = vi == 0 ? 1 : s.vpps[vi - 1];
         const PipelineSplit& split = vi == 0 ? s.split : s.vsplits[vi - 1];
-        for (std::int64_t mbs : o.micro_batch_sizes) {
+        for (std::int64_t mbs : s.mbss) {
           for (PipelineSchedule sched : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe,
                                          PipelineSchedule::zero_bubble, PipelineSchedule::interleaved}) {
             if ((vpp > 1) != (sched == PipelineSchedule::interleaved)) continue;
@@ -160,7 +198,8 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
               Candidate cand;
               cand.tp = s.tp, cand.cp = s.cp, cand.ep = ep, cand.pp = s.pp, cand.vpp = vpp, cand.mbs = mbs,
               cand.dp = s.dp;
-              cand.first_layers = s.first, cand.last_layers = s.last;
+              cand.first_layers = s.kind.first, cand.last_layers = s.kind.last;
+              cand.account_embedding = s.kind.account_embedding, cand.account_loss = s.kind.account_loss;
               cand.order = order;
               cand.pipeline = sched;
               cand.sp = sp == 1;
@@ -213,8 +252,9 @@ std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& cm, 
   std::vector<std::pair<Candidate, PipelineSplit>> out;
   Counters n;
   const auto techs = technologies(cl);
-  for (const Shape& s : shapes(cl, m, cm.consts(), o)) {
-    for_each_candidate(s, cl, m, o, techs, n, [&](const Candidate& cand, const PipelineSplit& split) {
+  SearchBounds bounds;
+  for (const Shape& s : shapes(cl, m, cm.consts(), o, bounds)) {
+    for_each_candidate(s, cl, m, techs, n, [&](const Candidate& cand, const PipelineSplit& split) {
       out.emplace_back(cand, split);
       return out.size() < limit;
     });
@@ -226,7 +266,10 @@ std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& cm, 
 SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, const SearchOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   SearchResult res;
-  const std::vector<Shape> all = shapes(cl, m, cm.consts(), o);
+  const std::vector<Shape> all = shapes(cl, m, cm.consts(), o, res.bounds);
+  res.bounds.tensor_parallel = max_tensor_parallel(cl);
+  res.bounds.context_parallel = o.max_context_parallel;
+  res.bounds.pipeline_parallel = m.num_layers;
   res.factorizations = static_cast<std::int64_t>(all.size());
   const auto techs = technologies(cl);
   int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -239,7 +282,7 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
     TopN& top = tops[t];
     Counters& n = counts[t];
     for (std::size_t i; (i = next.fetch_add(1)) < all.size();)
-      for_each_candidate(all[i], cl, m, o, techs, n, [&](const Candidate& cand, const PipelineSplit& split) {
+      for_each_candidate(all[i], cl, m, techs, n, [&](const Candidate& cand, const PipelineSplit& split) {
         const Prediction p = cm.evaluate(cand, split, /*stop_if_infeasible=*/true);
         ++n.evaluated;
         if (!p.feasible) {
@@ -270,10 +313,11 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
     if (a.prediction.step_time_s != b.prediction.step_time_s)
       return a.prediction.step_time_s < b.prediction.step_time_s;
     const Candidate &x = a.candidate, &y = b.candidate;
-    return std::tie(x.tp, x.cp, x.ep, x.pp, x.vpp, x.mbs, x.first_layers, x.last_layers, x.pipeline, x.dp_sync,
-                    x.recompute, x.sp, x.distributed_optimizer, x.order, x.technology) <
-           std::tie(y.tp, y.cp, y.ep, y.pp, y.vpp, y.mbs, y.first_layers, y.last_layers, y.pipeline, y.dp_sync,
-                    y.recompute, y.sp, y.distributed_optimizer, y.order, y.technology);
+    return std::tie(x.tp, x.cp, x.ep, x.pp, x.vpp, x.mbs, x.first_layers, x.last_layers, x.account_embedding,
+                    x.account_loss, x.pipeline, x.dp_sync, x.recompute, x.sp, x.distributed_optimizer, x.order,
+                    x.technology) < std::tie(y.tp, y.cp, y.ep, y.pp, y.vpp, y.mbs, y.first_layers, y.last_layers,
+                                             y.account_embedding, y.account_loss, y.pipeline, y.dp_sync, y.recompute,
+                                             y.sp, y.distributed_optimizer, y.order, y.technology);
   });
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
@@ -287,6 +331,9 @@ std::string describe_degrees(const Candidate& cand) {
   if (cand.vpp > 1) s += "x" + std::to_string(cand.vpp);
   if (cand.first_layers || cand.last_layers)
     s += "(" + std::to_string(cand.first_layers) + "/../" + std::to_string(cand.last_layers) + ")";
+  if (cand.account_embedding || cand.account_loss)  // the embedding / loss counted as a layer
+    s += std::string("(") + (cand.account_embedding ? "E" : "") + (cand.account_loss ? "L" : "") + "=1)";
+  if (!cand.pipeline_layout.empty()) s += "(layout)";
   s += " DP" + std::to_string(cand.dp) + " mbs" + std::to_string(cand.mbs);
   return s;
 }

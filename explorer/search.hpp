@@ -1,5 +1,6 @@
 // The search: every (TP, CP, EP, PP, DP) factorization of the cluster, pipeline splits
-// (even, and a few uneven first/last stages), virtual-pipeline sizes, micro-batch sizes,
+// (even, a few uneven first/last stages, Megatron's account_for_* splits), virtual-pipeline
+// sizes (up to layers/PP) and micro-batch sizes (up to global_batch/DP),
 // placement orders (which dimension spans buildings: PP, DP, CP or EP), schedules, DP sync
 // modes, recompute, the distributed optimizer and the cross-building network technologies.
 // Divisibility is checked with plain arithmetic (the rules of validate_layout, no exceptions),
@@ -17,9 +18,19 @@ namespace sax::explorer {
 struct SearchOptions {
   int top = 10;
   int threads = 0;  // 0 = every hardware thread
-  std::vector<std::int64_t> micro_batch_sizes = {1, 2, 4, 8};
+  // Micro-batch sizes: every divisor of global_batch / DP, up to this (0 = no cap).
+  std::int64_t max_micro_batch = 0;
   std::int64_t max_context_parallel = 32;
-  std::int64_t max_virtual_pipeline = 8;
+  // Virtual stages per rank: every divisor of the layers per stage, up to this (0 = no cap).
+  std::int64_t max_virtual_pipeline = 0;
+  bool account_for_splits = true;  // also try Megatron's account_for_{embedding,loss}_in_pipeline_split
+};
+
+// The bounds of the space searched: fixed caps, and the largest VPP and micro-batch size the
+// model and batch allowed (VPP up to layers/PP, micro-batch up to global_batch/DP).
+struct SearchBounds {
+  std::int64_t tensor_parallel = 0, context_parallel = 0, pipeline_parallel = 0;
+  std::int64_t largest_virtual_pipeline = 1, largest_micro_batch = 1;
 };
 
 struct Ranked {
@@ -37,6 +48,7 @@ struct SearchResult {
   std::int64_t feasible = 0;             // fit, and costed in full (= evaluated − pruned_memory)
   double seconds = 0;
   int threads = 1;
+  SearchBounds bounds;
 };
 
 // The fast divisibility check of one candidate: validate_layout's rules without exceptions.

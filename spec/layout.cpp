@@ -4,6 +4,8 @@
 #include <iterator>
 #include <sstream>
 
+#include "spec/pipeline_layout.hpp"
+
 namespace sax {
 
 const char* dim_name(Dim d) {
@@ -87,14 +89,53 @@ std::vector<std::int64_t> split_stage_layers(std::int64_t num_layers, std::int64
   return layers;
 }
 
+std::vector<std::int64_t> split_virtual_stage_layers(const Layout& l, std::int64_t num_layers) {
+  const std::int64_t pp = l.pipeline_model_parallel_size, vpp = l.virtual_pipeline_model_parallel_size;
+  std::vector<std::int64_t> out(static_cast<std::size_t>(pp * vpp), 0);
+  if (!l.pipeline_model_parallel_layout.empty()) {
+    const ParsedPipelineLayout p = parse_pipeline_layout(l.pipeline_model_parallel_layout);
+    for (std::size_t v = 0; v < out.size() && v < p.stages.size(); ++v) out[v] = p.stages[v].decoder;
+    return out;
+  }
+  const std::int64_t e = l.account_for_embedding_in_pipeline_split ? 1 : 0,
+                     lo = l.account_for_loss_in_pipeline_split ? 1 : 0;
+  if (e || lo) {
+    // Megatron (transformer_block.py, get_num_layers_to_build): the embedding and the loss
+    // count as layers in the even split, then leave their virtual stage one layer short.
+    std::fill(out.begin(), out.end(), (num_layers + e + lo) / pp / vpp);
+    out.front() -= e;
+    out.back() -= lo;
+    return out;
+  }
+  const std::vector<std::int64_t> per =
+      split_stage_layers(num_layers, pp, l.decoder_first_pipeline_num_layers, l.decoder_last_pipeline_num_layers);
+  for (std::size_t v = 0; v < out.size(); ++v) out[v] = per[v % static_cast<std::size_t>(pp)] / vpp;
+  return out;
+}
+
+std::vector<std::int64_t> Layout::virtual_stage_layers(const Model& model) const {
+  return split_virtual_stage_layers(*this, model.num_layers);
+}
+
 std::vector<std::int64_t> Layout::stage_layers(const Model& model) const {
-  return split_stage_layers(model.num_layers, pipeline_model_parallel_size, decoder_first_pipeline_num_layers,
-                            decoder_last_pipeline_num_layers);
+  std::vector<std::int64_t> out(static_cast<std::size_t>(pipeline_model_parallel_size), 0);
+  const std::vector<std::int64_t> chunks = virtual_stage_layers(model);
+  for (std::size_t v = 0; v < chunks.size(); ++v) out[v % out.size()] += chunks[v];
+  return out;
 }
 
 LayoutRule schedule_rule(const Layout& l) {
   const std::int64_t pp = l.pipeline_model_parallel_size, vpp = l.virtual_pipeline_model_parallel_size;
   const bool interleaved = l.schedule.pipeline == PipelineSchedule::interleaved;
+  const bool uneven = l.decoder_first_pipeline_num_layers || l.decoder_last_pipeline_num_layers;
+  const bool account = l.account_for_embedding_in_pipeline_split || l.account_for_loss_in_pipeline_split;
+  if (!l.pipeline_model_parallel_layout.empty()) {
+    if (uneven || account) return LayoutRule::pipeline_layout_alone;
+    const ParsedPipelineLayout p = parse_pipeline_layout(l.pipeline_model_parallel_layout);
+    if (!p.error.empty()) return LayoutRule::pipeline_layout_malformed;
+    if (static_cast<std::int64_t>(p.stages.size()) != pp * vpp) return LayoutRule::pipeline_layout_stages;
+  }
+  if (account && uneven) return LayoutRule::account_for_with_uneven;
   if (vpp > 1 && pp == 1) return LayoutRule::vpp_needs_pipeline;
   if (interleaved && vpp == 1) return LayoutRule::interleaved_needs_vpp;
   if (!interleaved && vpp > 1) return LayoutRule::vpp_needs_interleaved;
@@ -126,10 +167,40 @@ LayoutRule degrees_rule(const Layout& l, std::int64_t world) {
   return LayoutRule::ok;
 }
 
+namespace {
+// The pipeline split against the model's layers (the schedule rules passed): a layout string
+// holds every layer; with account_for_* the layers plus the embedding and/or the loss split
+// evenly over the stages and each stage's share over its virtual stages (Megatron's
+// TransformerConfig checks); else the first/last stages may hold fewer layers, the rest split
+// evenly, and every stage's layers split evenly into its virtual stages.
+LayoutRule pipeline_split_rule(const Layout& l, std::int64_t layers) {
+  const std::int64_t pp = l.pipeline_model_parallel_size, vpp = l.virtual_pipeline_model_parallel_size;
+  if (!l.pipeline_model_parallel_layout.empty())
+    return parse_pipeline_layout(l.pipeline_model_parallel_layout).decoder_layers() == layers
+               ? LayoutRule::ok
+               : LayoutRule::pipeline_layout_layers;
+  const std::int64_t counted =
+      layers + (l.account_for_embedding_in_pipeline_split ? 1 : 0) + (l.account_for_loss_in_pipeline_split ? 1 : 0);
+  if (counted != layers) {
+    if (counted % pp != 0) return LayoutRule::account_for_divides_stages;
+    return (counted / pp) % vpp != 0 ? LayoutRule::vpp_divides_stage_layers : LayoutRule::ok;
+  }
+  const std::int64_t first = l.decoder_first_pipeline_num_layers, last = l.decoder_last_pipeline_num_layers;
+  if (first + last > layers) return LayoutRule::stage_layers_at_most_layers;
+  const std::int64_t middle_stages = pp - (first ? 1 : 0) - (last ? 1 : 0);
+  const std::int64_t middle_layers = layers - first - last;
+  if (middle_stages == 0 && middle_layers != 0) return LayoutRule::stage_layers_cover_layers;
+  if (middle_stages > 0 && (middle_layers < middle_stages || middle_layers % middle_stages != 0))
+    return LayoutRule::stages_split_evenly;
+  const std::int64_t middle = middle_stages > 0 ? middle_layers / middle_stages : 0;
+  if (middle % vpp != 0 || first % vpp != 0 || last % vpp != 0) return LayoutRule::vpp_divides_stage_layers;
+  return LayoutRule::ok;
+}
+}  // namespace
+
 LayoutRule first_broken_rule(const Layout& l, const Model& m, std::int64_t world) {
   const std::int64_t tp = l.tensor_model_parallel_size, pp = l.pipeline_model_parallel_size,
-                     cp = l.context_parallel_size, ep = l.expert_model_parallel_size,
-                     vpp = l.virtual_pipeline_model_parallel_size;
+                     cp = l.context_parallel_size, ep = l.expert_model_parallel_size;
   if (LayoutRule r = schedule_rule(l); r != LayoutRule::ok) return r;
   if (world % l.model_parallel_size() != 0) return LayoutRule::model_parallel_divides_world;
   const std::int64_t dp = l.data_parallel_size(world);
@@ -142,17 +213,7 @@ LayoutRule first_broken_rule(const Layout& l, const Model& m, std::int64_t world
   // Megatron-LM (validate_args): "When using MoE and tensor parallelism, sequence parallelism
   // must be used." (Megatron-core's own check asks the same whenever EP and TP are both > 1.)
   if (m.is_moe() && tp > 1 && !l.sequence_parallel) return LayoutRule::moe_tp_needs_sp;
-  // Pipeline split: the first/last stages may hold fewer layers; the rest split evenly,
-  // and every stage's layers split evenly into its virtual stages.
-  const std::int64_t first = l.decoder_first_pipeline_num_layers, last = l.decoder_last_pipeline_num_layers;
-  if (first + last > m.num_layers) return LayoutRule::stage_layers_at_most_layers;
-  const std::int64_t middle_stages = pp - (first ? 1 : 0) - (last ? 1 : 0);
-  const std::int64_t middle_layers = m.num_layers - first - last;
-  if (middle_stages == 0 && middle_layers != 0) return LayoutRule::stage_layers_cover_layers;
-  if (middle_stages > 0 && (middle_layers < middle_stages || middle_layers % middle_stages != 0))
-    return LayoutRule::stages_split_evenly;
-  const std::int64_t middle = middle_stages > 0 ? middle_layers / middle_stages : 0;
-  if (middle % vpp != 0 || first % vpp != 0 || last % vpp != 0) return LayoutRule::vpp_divides_stage_layers;
+  if (LayoutRule r = pipeline_split_rule(l, m.num_layers); r != LayoutRule::ok) return r;
   if (LayoutRule r = batch_rule(m, l.micro_batch_size, dp); r != LayoutRule::ok) return r;
   if (l.schedule.pipeline == PipelineSchedule::interleaved && l.num_microbatches(m, world) % pp != 0)
     return LayoutRule::interleaved_microbatches_divide;
@@ -210,6 +271,9 @@ static std::array<Dim, 5> parse_order(Fields& f) {
   return order;
 }
 
+[[noreturn]] static void fail_rule(LayoutRule rule, const Layout& l, const Model* m, std::int64_t world,
+                                   const std::string& cluster_name, const std::string& file);
+
 Layout read_layout(const json& value, const std::string& file) {
   Fields f(value, file, "");
   f.allow("kind");
@@ -236,6 +300,18 @@ Layout read_layout(const json& value, const std::string& file) {
                                                AttentionBackend::auto_);
   l.decoder_first_pipeline_num_layers = f.integer_in("decoder_first_pipeline_num_layers", 1, kMaxDegree, 0);
   l.decoder_last_pipeline_num_layers = f.integer_in("decoder_last_pipeline_num_layers", 1, kMaxDegree, 0);
+  l.account_for_embedding_in_pipeline_split = f.boolean("account_for_embedding_in_pipeline_split", false);
+  l.account_for_loss_in_pipeline_split = f.boolean("account_for_loss_in_pipeline_split", false);
+  l.pipeline_model_parallel_layout = f.string("pipeline_model_parallel_layout", "");
+  if (f.has("pipeline_model_parallel_layout") && l.pipeline_model_parallel_layout.empty())
+    f.fail("pipeline_model_parallel_layout", "a non-empty layout string (e.g. \"Et*3|(tt|)*6,t|tL\")");
+  // Megatron derives VPP from the layout string when it is not given (arguments.py).
+  if (!l.pipeline_model_parallel_layout.empty() && !f.has("virtual_pipeline_model_parallel_size")) {
+    const auto stages =
+        static_cast<std::int64_t>(parse_pipeline_layout(l.pipeline_model_parallel_layout).stages.size());
+    if (stages % l.pipeline_model_parallel_size == 0 && stages > 0)
+      l.virtual_pipeline_model_parallel_size = stages / l.pipeline_model_parallel_size;
+  }
   l.order = parse_order(f);
   if (const json* sched = f.optional("schedule")) {
     Fields s(*sched, file, f.path_of("schedule"));
@@ -262,7 +338,12 @@ Layout read_layout(const json& value, const std::string& file) {
     f.fail("pipeline_model_parallel_size", "TP×CP×PP (" + std::to_string(l.tensor_model_parallel_size) + "×" +
                                                std::to_string(l.context_parallel_size) + "×" + std::to_string(pp) +
                                                ") at most " + std::to_string(kMaxSize) + " (the largest world size)");
-  switch (schedule_rule(l)) {
+  switch (const LayoutRule rule = schedule_rule(l)) {
+    case LayoutRule::pipeline_layout_alone:
+    case LayoutRule::pipeline_layout_malformed:
+    case LayoutRule::pipeline_layout_stages:
+    case LayoutRule::account_for_with_uneven:
+      fail_rule(rule, l, nullptr, 0, "", file);
     case LayoutRule::vpp_needs_pipeline:
       f.fail("virtual_pipeline_model_parallel_size",
              "1 when pipeline_model_parallel_size is 1 (interleaving needs a pipeline), got " + std::to_string(vpp));
@@ -301,6 +382,9 @@ json to_json(const Layout& l) {
             {"order", l.order_string()}};
   if (l.decoder_first_pipeline_num_layers) j["decoder_first_pipeline_num_layers"] = l.decoder_first_pipeline_num_layers;
   if (l.decoder_last_pipeline_num_layers) j["decoder_last_pipeline_num_layers"] = l.decoder_last_pipeline_num_layers;
+  if (l.account_for_embedding_in_pipeline_split) j["account_for_embedding_in_pipeline_split"] = true;
+  if (l.account_for_loss_in_pipeline_split) j["account_for_loss_in_pipeline_split"] = true;
+  if (!l.pipeline_model_parallel_layout.empty()) j["pipeline_model_parallel_layout"] = l.pipeline_model_parallel_layout;
   j["schedule"] = {{"pipeline", to_string(l.schedule.pipeline)}, {"dp_sync", to_string(l.schedule.dp_sync)}};
   if (!l.schedule.network_technology.empty()) j["schedule"]["network_technology"] = l.schedule.network_technology;
   return j;
@@ -370,8 +454,51 @@ static std::string str(std::int64_t x) { return std::to_string(x); }
              "a count that leaves " + why + " (num_layers " + str(layers) + ")");
       fail("pipeline_model_parallel_size", "a divisor of num_layers (" + str(layers) + "), got " + str(pp));
     }
+    case LayoutRule::pipeline_layout_alone:
+      fail("pipeline_model_parallel_layout",
+           "no layout string together with decoder_first/last_pipeline_num_layers or "
+           "account_for_embedding/loss_in_pipeline_split (Megatron takes one of them), got \"" +
+               l.pipeline_model_parallel_layout + "\"");
+    case LayoutRule::pipeline_layout_malformed:
+      fail("pipeline_model_parallel_layout", parse_pipeline_layout(l.pipeline_model_parallel_layout).error);
+    case LayoutRule::pipeline_layout_stages: {
+      const auto stages =
+          static_cast<std::int64_t>(parse_pipeline_layout(l.pipeline_model_parallel_layout).stages.size());
+      if (stages % pp != 0)
+        fail("pipeline_model_parallel_layout",
+             "a number of virtual stages ('|'-separated) divisible by "
+             "pipeline_model_parallel_size (" +
+                 str(pp) + "), got " + str(stages) + " stages");
+      fail("virtual_pipeline_model_parallel_size", str(stages / pp) + " (the layout string's " + str(stages) +
+                                                       " virtual stages over pipeline_model_parallel_size " + str(pp) +
+                                                       "), got " + str(vpp));
+    }
+    case LayoutRule::account_for_with_uneven:
+      fail(l.account_for_embedding_in_pipeline_split ? "account_for_embedding_in_pipeline_split"
+                                                     : "account_for_loss_in_pipeline_split",
+           "false when decoder_first/last_pipeline_num_layers is set (Megatron takes one of them)");
+    case LayoutRule::pipeline_layout_layers:
+      fail("pipeline_model_parallel_layout",
+           "num_layers (" + str(layers) + ")" + model + " transformer layers ('t'), got " +
+               str(parse_pipeline_layout(l.pipeline_model_parallel_layout).decoder_layers()) + " in \"" +
+               l.pipeline_model_parallel_layout + "\"");
+    case LayoutRule::account_for_divides_stages: {
+      const bool e = l.account_for_embedding_in_pipeline_split, lo = l.account_for_loss_in_pipeline_split;
+      fail(e ? "account_for_embedding_in_pipeline_split" : "account_for_loss_in_pipeline_split",
+           "num_layers (" + str(layers) + ")" + (e ? " + 1 (embedding)" : "") + (lo ? " + 1 (loss)" : "") + " = " +
+               str(layers + (e ? 1 : 0) + (lo ? 1 : 0)) + " divisible by pipeline_model_parallel_size (" + str(pp) +
+               ")");
+    }
     case LayoutRule::vpp_divides_stage_layers:
-      for (std::int64_t n : l.stage_layers(*m))
+      if (l.account_for_embedding_in_pipeline_split || l.account_for_loss_in_pipeline_split) {
+        const std::int64_t counted = layers + (l.account_for_embedding_in_pipeline_split ? 1 : 0) +
+                                     (l.account_for_loss_in_pipeline_split ? 1 : 0);
+        fail("virtual_pipeline_model_parallel_size",
+             "a divisor of the layers per pipeline stage with the embedding/loss "
+             "counted (" +
+                 str(counted) + " / " + str(pp) + " = " + str(counted / pp) + "), got " + str(vpp));
+      }
+      for (std::int64_t n : split_stage_layers(layers, pp, first, last))
         if (n % vpp != 0)
           fail("virtual_pipeline_model_parallel_size",
                "a divisor of every stage's layer count (a stage holds " + str(n) + "), got " + str(vpp));

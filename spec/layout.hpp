@@ -53,6 +53,13 @@ struct Layout {
   AttentionBackend attention_backend = AttentionBackend::auto_;
   std::int64_t decoder_first_pipeline_num_layers = 0;  // 0 = an even split
   std::int64_t decoder_last_pipeline_num_layers = 0;
+  // Megatron's split with the embedding / the loss counted as one layer: the first / last
+  // virtual stage holds one transformer layer fewer than the even split gives it.
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
+  // Megatron's --pipeline-model-parallel-layout ("" = none; spec/pipeline_layout.hpp): the
+  // layers of every virtual stage, written out.
+  std::string pipeline_model_parallel_layout;
   // Placement, innermost (fastest-varying rank) first, as Megatron's "tp-cp-ep-dp-pp".
   std::array<Dim, 5> order = {Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp};
   Schedule schedule;
@@ -63,7 +70,11 @@ struct Layout {
   std::int64_t data_parallel_size(std::int64_t world_size) const { return world_size / model_parallel_size(); }
   std::int64_t size(Dim d, std::int64_t world_size) const;
   std::string order_string() const;
-  // Layers held by each pipeline stage (first/last counts applied), length PP.
+  // Layers held by each virtual stage, length PP×VPP: virtual stage c·pp + i is chunk c of
+  // stage i (Megatron's interleaving). From the layout string, the account_for flags, or the
+  // first/last counts (each stage's layers split evenly over its chunks, as Megatron does).
+  std::vector<std::int64_t> virtual_stage_layers(const Model& model) const;
+  // Layers held by each pipeline stage (the sum of its chunks), length PP.
   std::vector<std::int64_t> stage_layers(const Model& model) const;
   std::int64_t num_microbatches(const Model& model, std::int64_t world_size) const {
     return model.global_batch_size / (micro_batch_size * data_parallel_size(world_size));
@@ -82,16 +93,23 @@ inline bool materializes_scores(AttentionBackend a) {
 std::vector<std::int64_t> split_stage_layers(std::int64_t num_layers, std::int64_t pp, std::int64_t first,
                                              std::int64_t last);
 
+// Layout::virtual_stage_layers for a model of `num_layers` layers (the layout valid for it).
+std::vector<std::int64_t> split_virtual_stage_layers(const Layout& layout, std::int64_t num_layers);
+
 // Every rule a layout must satisfy, each defined once (layout.cpp): validate_layout and
 // read_layout turn the first broken one into an InputError naming the field; the search prunes
 // millions of candidates with the same verdicts, without building a message.
 enum class LayoutRule {
   ok,
   // Schedule and pipeline (no model needed): checked when a layout file is read.
-  vpp_needs_pipeline,     // virtual stages need PP > 1
-  interleaved_needs_vpp,  // the interleaved schedule needs virtual stages
-  vpp_needs_interleaved,  // virtual stages need the interleaved schedule
-  uneven_needs_pipeline,  // first/last stage layer counts need PP > 1
+  vpp_needs_pipeline,         // virtual stages need PP > 1
+  interleaved_needs_vpp,      // the interleaved schedule needs virtual stages
+  vpp_needs_interleaved,      // virtual stages need the interleaved schedule
+  uneven_needs_pipeline,      // first/last stage layer counts need PP > 1
+  account_for_with_uneven,    // account_for_* flags exclude first/last counts (Megatron)
+  pipeline_layout_alone,      // the layout string excludes first/last counts and account_for_*
+  pipeline_layout_malformed,  // a string Megatron refuses or sax cannot model (MTP)
+  pipeline_layout_stages,     // its virtual stages number PP × VPP
   // Degrees against the world size (no model needed).
   model_parallel_divides_world,  // TP×CP×PP divides the world size
   ep_divides_dp,                 // EP divides DP
@@ -107,6 +125,8 @@ enum class LayoutRule {
   stage_layers_at_most_layers,  // first + last ≤ num_layers
   stage_layers_cover_layers,    // first + last = num_layers when they are the only stages
   stages_split_evenly,          // the middle stages split the rest evenly, at least one layer each
+  pipeline_layout_layers,       // the layout string holds num_layers transformer layers
+  account_for_divides_stages,   // num_layers (+1 embedding, +1 loss) divisible by PP
   vpp_divides_stage_layers,
   batch_divides,                    // micro_batch_size × DP divides global_batch_size
   interleaved_microbatches_divide,  // interleaved: micro-batches divisible by PP

@@ -121,14 +121,13 @@ class Builder {
     w_.rank = rank;
     w_.stage = stage_;
     w_.num_microbatches = l.num_microbatches(m, c.world_size());
-    // Global layer offset of every virtual stage: virtual stage v = chunk·pp + stage.
-    auto layers = l.stage_layers(m);
+    // Layers and global layer offset of every virtual stage: virtual stage v = chunk·pp + stage.
+    chunk_layers_ = l.virtual_stage_layers(m);
     std::int64_t off = 0;
-    for (std::int64_t v = 0; v < pp_ * vpp_; ++v) {
+    for (std::int64_t n : chunk_layers_) {
       chunk_offset_.push_back(off);
-      off += layers[v % pp_] / vpp_;
+      off += n;
     }
-    chunk_layers_ = layers[stage_] / vpp_;
   }
 
   Workload build() {
@@ -330,7 +329,7 @@ class Builder {
       if (m_.hidden_dropout > 0)
         w_.ops.push_back(compute(Phase::forward, b, -1, dropout("embedding_dropout", sp_tokens(), h_), Part::forward));
     }
-    for (std::int64_t i = 0; i < chunk_layers_; ++i) layer_forward(Phase::forward, b, chunk_offset_[v] + i, false);
+    for (std::int64_t i = 0; i < chunk_layers_[v]; ++i) layer_forward(Phase::forward, b, chunk_offset_[v] + i, false);
     if (has_output(b.chunk)) {
       w_.ops.push_back(compute(Phase::forward, b, -1, norm("final_norm", sp_tokens()), Part::forward));
       if (sp_)
@@ -359,7 +358,7 @@ class Builder {
                 sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
       w_.ops.push_back(compute(ph, b, -1, norm("final_norm", sp_tokens()), Part::backward));
     }
-    for (std::int64_t i = chunk_layers_ - 1; i >= 0; --i) {
+    for (std::int64_t i = chunk_layers_[v] - 1; i >= 0; --i) {
       const std::int64_t layer = chunk_offset_[v] + i;
       if (l_.recompute_granularity != Recompute::none)
         layer_forward(Phase::recompute, b, layer, l_.recompute_granularity == Recompute::selective);
@@ -379,7 +378,7 @@ class Builder {
   void weight_block(const Block& b, bool sync_after) {
     const std::int64_t v = virtual_stage(b.chunk);
     if (has_output(b.chunk)) w_.ops.push_back(compute(Phase::backward_weight, b, -1, logits(), Part::weight_grad));
-    for (std::int64_t i = chunk_layers_ - 1; i >= 0; --i) {
+    for (std::int64_t i = chunk_layers_[v] - 1; i >= 0; --i) {
       layer_weight_grads(b, chunk_offset_[v] + i);
       if (sync_after) layer_dp_sync(chunk_offset_[v] + i);
     }
@@ -437,7 +436,8 @@ class Builder {
   std::vector<std::int64_t> my_layers() const {
     std::vector<std::int64_t> out;
     for (std::int64_t c = 0; c < vpp_; ++c)
-      for (std::int64_t i = 0; i < chunk_layers_; ++i) out.push_back(chunk_offset_[virtual_stage(c)] + i);
+      for (std::int64_t i = 0; i < chunk_layers_[virtual_stage(c)]; ++i)
+        out.push_back(chunk_offset_[virtual_stage(c)] + i);
     return out;
   }
 
@@ -489,11 +489,11 @@ class Builder {
   const Layout& l_;
   RankGrid grid_;
   std::int64_t rank_;
-  std::int64_t tp_, cp_, pp_, vpp_, ep_, dp_, edp_, stage_, chunk_layers_;
+  std::int64_t tp_, cp_, pp_, vpp_, ep_, dp_, edp_, stage_;
   bool sp_;
   double e_, T_, h_, q_, kv_, A_;
   LayerOps ops_;
-  std::vector<std::int64_t> chunk_offset_;
+  std::vector<std::int64_t> chunk_layers_, chunk_offset_;  // per virtual stage
   Workload w_;
 };
 

@@ -2,6 +2,8 @@
 // the breakdown adding up to the step time, MFU's definition, calibration taking effect.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "explorer/cost_model.hpp"
 #include "tests/support/run.hpp"
 
@@ -237,4 +239,38 @@ TEST(CostModel, CalibratedCrossBuildingSharingIsAppliedOnce) {
   EXPECT_DOUBLE_EQ(CostParams::calibrated(c, m, k, "k.json").links[2].oversubscription, 1);
   k.cross_oversubscription = Oversubscription{1.7, 1, 1.7, 3};
   EXPECT_DOUBLE_EQ(CostParams::calibrated(c, m, k, "k.json").links[2].oversubscription, 1.7);
+}
+
+// Llama 3 405B's production split (PP16 × VPP4, first and last stage one layer short) is priced
+// by each stage's own layers, the same whether written as Megatron's account_for flags or as
+// the equivalent layout string. (On h100-3bld DP is 768: the batch is DP × 16 micro-batches so
+// that it divides and interleaving has a multiple of PP.)
+TEST(CostModel, Llama405bProductionLayoutIsPriced) {
+  const Cluster c = cluster("h100-3bld");
+  Model m = model("llama3-405b");
+  m.global_batch_size = 768 * 16;
+  const Layout flags = load_layout(test::preset_path("layouts/llama3-405b-production.json"));
+  validate_layout(flags, m, c, "prod.json");
+  Layout str = flags;
+  str.account_for_embedding_in_pipeline_split = str.account_for_loss_in_pipeline_split = false;
+  str.pipeline_model_parallel_layout = "Et|(tt|)*62tL";
+  validate_layout(str, m, c, "prod-string.json");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const Prediction a = cm.predict(flags), b = cm.predict(str);
+  EXPECT_TRUE(std::isfinite(a.step_time_s));
+  EXPECT_GT(a.step_time_s, 0);
+  EXPECT_EQ(a.step_time_s, b.step_time_s);
+  EXPECT_EQ(a.memory_gib, b.memory_gib);
+  // A middle stage (8 layers) is the slowest, not the 7-layer first or last one.
+  EXPECT_GT(a.critical_stage, 0);
+  EXPECT_LT(a.critical_stage, 15);
+  // Against the even split the first/last stages hold one layer less: the 8-layer stages set the pace, so a
+  // split with 8 layers on every stage (128 layers) is no faster.
+  Model m128 = m;
+  m128.num_layers = 128;
+  Layout even = flags;
+  even.account_for_embedding_in_pipeline_split = even.account_for_loss_in_pipeline_split = false;
+  validate_layout(even, m128, c, "even.json");
+  const CostModel cm128(c, m128, CostParams::datasheet(c, m128));
+  EXPECT_GE(cm128.predict(even).step_time_s, a.step_time_s);
 }

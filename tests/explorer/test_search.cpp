@@ -219,3 +219,26 @@ TEST(ExploreCli, BadInputExitsTwoWithOneLine) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
 }
+
+// The search's VPP and micro-batch sizes go as far as the model and batch allow (no cap at 8),
+// and it tries Megatron's account_for splits; the bounds it reports say so.
+TEST(Search, BoundsReachWhatTheModelAndBatchAllow) {
+  const Cluster c = read_cluster(sax::test::preset("clusters/h100-3bld.json"), "c");
+  Model m = read_model(sax::test::preset("models/llama3-405b.json"), "m");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  SearchOptions o;
+  o.threads = 2;
+  const SearchResult r = search(cm, c, m, o);
+  EXPECT_GT(r.bounds.largest_virtual_pipeline, 8);
+  EXPECT_GT(r.bounds.largest_micro_batch, 8);
+  EXPECT_EQ(r.bounds.pipeline_parallel, 126);
+  // On Meta's 16,384 GPUs the production split (account_for both, PP16) is among the candidates.
+  json cj = sax::test::preset("clusters/h100-3bld.json");
+  cj["buildings"] = json::array({{{"name", "a"}, {"nodes", 1024}}, {{"name", "b"}, {"nodes", 1024}}});
+  const Cluster meta = read_cluster(cj, "meta");
+  const CostModel cm16(meta, m, CostParams::datasheet(meta, m));
+  bool found = false;
+  for (const auto& [cand, split] : enumerate(cm16, meta, m, o, 1u << 22))
+    found = found || (cand.pp == 16 && cand.vpp == 4 && cand.tp == 8 && cand.account_embedding && cand.account_loss);
+  EXPECT_TRUE(found);
+}

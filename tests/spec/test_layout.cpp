@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "spec/layout.hpp"
+#include "spec/pipeline_layout.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
@@ -167,4 +168,130 @@ TEST(Layout, RoundTripsThroughJson) {
   EXPECT_EQ(to_json(b), back);
   EXPECT_EQ(b.order_string(), "tp-cp-dp-ep-pp");
   EXPECT_EQ(b.decoder_first_pipeline_num_layers, 4);
+}
+
+// Megatron's pipeline_model_parallel_layout and account_for_*_in_pipeline_split: the layers of
+// every virtual stage (virtual stage c·pp + i is chunk c of stage i).
+namespace {
+Model llama405() { return load_model(preset_path("models/llama3-405b.json")); }  // 126 layers
+std::vector<std::int64_t> chunks(const json& j, const Model& m) { return layout(j).virtual_stage_layers(m); }
+}  // namespace
+
+TEST(PipelineLayout, ParsesMegatronSyntaxIntoVirtualStages) {
+  Model m = llama70();
+  m.num_layers = 5;
+  // Commas are cosmetic; x*N and (…)*N unroll ("Ett|t|t|t|L"); the last stage holds the loss only.
+  EXPECT_EQ(chunks({{"pipeline_model_parallel_size", 5}, {"pipeline_model_parallel_layout", "E,t*2|(t|)*2,t|L"}}, m),
+            (std::vector<std::int64_t>{2, 1, 1, 1, 0}));
+  // 4 stages × VPP 2, derived from the string as Megatron does; uneven chunks.
+  m.num_layers = 10;
+  const Layout l = layout({{"pipeline_model_parallel_size", 4},
+                           {"pipeline_model_parallel_layout", "Et|tt|t|tt|t|tt|t|L"},
+                           {"schedule", {{"pipeline", "interleaved"}}}});
+  EXPECT_EQ(l.virtual_pipeline_model_parallel_size, 2);
+  EXPECT_EQ(l.virtual_stage_layers(m), (std::vector<std::int64_t>{1, 2, 1, 2, 1, 2, 1, 0}));
+  EXPECT_EQ(l.stage_layers(m), (std::vector<std::int64_t>{2, 4, 2, 2}));
+  EXPECT_EQ(parse_pipeline_layout("Et*3|(tt|)*29,m|L").stages.size(), 32u);  // Megatron's own example
+}
+
+// Llama 3 405B on PP16 × VPP4 with the first and last stage one layer short: the account_for
+// flags and the equivalent layout string give the same virtual stages.
+TEST(PipelineLayout, Llama405bProductionSplitBothWays) {
+  const Model m = llama405();
+  const json base = {{"tensor_model_parallel_size", 8},
+                     {"pipeline_model_parallel_size", 16},
+                     {"virtual_pipeline_model_parallel_size", 4},
+                     {"schedule", {{"pipeline", "interleaved"}}}};
+  json flags = base, str = base;
+  flags["account_for_embedding_in_pipeline_split"] = true;
+  flags["account_for_loss_in_pipeline_split"] = true;
+  str["pipeline_model_parallel_layout"] = "Et|(tt|)*62tL";
+  std::vector<std::int64_t> want(64, 2);
+  want.front() = want.back() = 1;
+  EXPECT_EQ(chunks(flags, m), want);
+  EXPECT_EQ(chunks(str, m), want);
+  std::vector<std::int64_t> stages(16, 8);
+  stages.front() = stages.back() = 7;
+  EXPECT_EQ(layout(flags).stage_layers(m), stages);
+  EXPECT_EQ(layout(str).stage_layers(m), stages);
+  // The shipped layout file (TP8 CP1 PP16 as Meta's Table 4) against a batch DP × 16 micro-batches divides.
+  Model big = m;
+  big.global_batch_size = 768 * 16;
+  const Layout prod = load_layout(preset_path("layouts/llama3-405b-production.json"));
+  EXPECT_NO_THROW(validate_layout(prod, big, h100(), "prod.json"));
+  EXPECT_EQ(prod.virtual_stage_layers(m), want);
+  // One flag alone: only its own virtual stage is short ((126 + 2) / 16 / 4 = 2 per chunk).
+  json emb = base;
+  emb["account_for_embedding_in_pipeline_split"] = true;
+  emb["pipeline_model_parallel_size"] = 127;  // (126 + 1) / 127: 1 layer per stage, the first holds none
+  emb["virtual_pipeline_model_parallel_size"] = 1;
+  emb["schedule"]["pipeline"] = "1f1b";
+  const auto e = chunks(emb, m);
+  EXPECT_EQ(e.front(), 0);
+  EXPECT_EQ(e.back(), 1);
+}
+
+namespace {
+// The field an InputError names, from reading the layout or validating it against 405B on h100-3bld.
+std::string field_of(const json& j) {
+  Model m = llama405();
+  m.global_batch_size = 768 * 16;
+  try {
+    validate_layout(layout(j), m, h100(), "l.json");
+  } catch (const InputError& e) {
+    return e.path();
+  }
+  return "";
+}
+json pp16(json extra) {
+  json j = {{"tensor_model_parallel_size", 8},
+            {"pipeline_model_parallel_size", 16},
+            {"virtual_pipeline_model_parallel_size", 4},
+            {"schedule", {{"pipeline", "interleaved"}}}};
+  for (auto& [k, v] : extra.items()) j[k] = v;
+  return j;
+}
+}  // namespace
+
+TEST(PipelineLayout, BadStringsAndFlagsNameTheirField) {
+  const std::string f = "/pipeline_model_parallel_layout";
+  EXPECT_EQ(field_of(pp16({{"pipeline_model_parallel_layout", "Et|(tt|)*62tL"}})), "");
+  EXPECT_EQ(field_of(pp16({{"pipeline_model_parallel_layout", "Et|(tt|)*61,m|tL"}})), f);  // MTP: not modelled
+  EXPECT_EQ(field_of(pp16({{"pipeline_model_parallel_layout", "Et|(tx|)*62tL"}})), f);     // unknown character
+  EXPECT_EQ(field_of(pp16({{"pipeline_model_parallel_layout", "t|(tt|)*62EtL"}})), f);     // E not first
+  EXPECT_EQ(field_of(pp16({{"pipeline_model_parallel_layout", "Et|(tt|)*62Lt"}})), f);     // L not last
+  EXPECT_EQ(field_of(pp16({{"pipeline_model_parallel_layout", "EEt|(tt|)*62tL"}})), f);    // two embeddings
+  EXPECT_EQ(field_of(pp16({{"pipeline_model_parallel_layout", "Et|(tt|)*61tL"}})), f);     // 63 stages over PP 16
+  EXPECT_EQ(field_of(pp16({{"pipeline_model_parallel_layout", "Et|(tt|)*62ttL"}})), f);    // 127 layers, not 126
+  EXPECT_EQ(field_of(pp16(
+                {{"pipeline_model_parallel_layout", "Et|(tt|)*62tL"}, {"virtual_pipeline_model_parallel_size", 2}})),
+            "/virtual_pipeline_model_parallel_size");  // 64 stages are VPP 4
+  EXPECT_EQ(field_of(pp16(
+                {{"pipeline_model_parallel_layout", "Et|(tt|)*62tL"}, {"account_for_loss_in_pipeline_split", true}})),
+            f);  // Megatron takes one of them
+  EXPECT_EQ(field_of(pp16({{"pipeline_model_parallel_layout", ""}})), f);
+  EXPECT_EQ(field_of(pp16({{"pipeline_model_parallel_layout", "t*99999999999"}})), f);
+  EXPECT_EQ(field_of(pp16({{"account_for_embedding_in_pipeline_split", true},
+                           {"account_for_loss_in_pipeline_split", true},
+                           {"decoder_first_pipeline_num_layers", 4}})),
+            "/account_for_embedding_in_pipeline_split");
+  // 126 + 1 = 127 does not split over 16 stages.
+  EXPECT_EQ(field_of(pp16({{"account_for_loss_in_pipeline_split", true}})), "/account_for_loss_in_pipeline_split");
+  // 128 / 16 = 8 per stage: VPP 3 does not divide it.
+  EXPECT_EQ(field_of(pp16({{"account_for_embedding_in_pipeline_split", true},
+                           {"account_for_loss_in_pipeline_split", true},
+                           {"virtual_pipeline_model_parallel_size", 3}})),
+            "/virtual_pipeline_model_parallel_size");
+  // Without the flags 126 layers do not split over 16 stages.
+  EXPECT_EQ(field_of(pp16({})), "/pipeline_model_parallel_size");
+}
+
+TEST(PipelineLayout, RoundTripsThroughJson) {
+  const Layout a = layout(pp16({{"pipeline_model_parallel_layout", "Et|(tt|)*62tL"}}));
+  const Layout b = read_layout(to_json(a), "b.json");
+  EXPECT_EQ(b.pipeline_model_parallel_layout, a.pipeline_model_parallel_layout);
+  const Layout c =
+      layout(pp16({{"account_for_embedding_in_pipeline_split", true}, {"account_for_loss_in_pipeline_split", true}}));
+  const Layout d = read_layout(to_json(c), "d.json");
+  EXPECT_TRUE(d.account_for_embedding_in_pipeline_split && d.account_for_loss_in_pipeline_split);
 }

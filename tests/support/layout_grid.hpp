@@ -80,6 +80,36 @@ inline std::vector<Case> grid() {
        {"pipeline_model_parallel_size", 4},
        {"decoder_first_pipeline_num_layers", 1},
        {"decoder_last_pipeline_num_layers", 3}});
+  // Uneven virtual stages: Megatron's account_for_* flags (the first and last chunk one layer
+  // short), a layout string with chunks of 1 and 2 layers and a chunk that holds only the loss,
+  // and the same on an MoE model whose chunks mix dense and MoE layers.
+  add("account-for-both-vpp2", c16, tiny(false, 14, 16),
+      {{"pipeline_model_parallel_size", 4},
+       {"virtual_pipeline_model_parallel_size", 2},
+       {"account_for_embedding_in_pipeline_split", true},
+       {"account_for_loss_in_pipeline_split", true},
+       {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "overlapped"}}}});
+  add("account-for-embedding-1f1b", c16, tiny(false, 15, 16),
+      {{"tensor_model_parallel_size", 2},
+       {"pipeline_model_parallel_size", 4},
+       {"sequence_parallel", true},
+       {"account_for_embedding_in_pipeline_split", true},
+       {"schedule", {{"pipeline", "zero_bubble"}, {"dp_sync", "blocking"}}}});
+  add("layout-string-uneven-chunks", c16, tiny(false, 10, 16),
+      {{"tensor_model_parallel_size", 2},
+       {"pipeline_model_parallel_size", 4},
+       {"sequence_parallel", true},
+       {"recompute_granularity", "selective"},
+       {"pipeline_model_parallel_layout", "Et|tt|t|tt|t|tt|t|L"},
+       {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "overlapped"}}}});
+  add("layout-string-moe", c16, tiny(true, 6, 16),
+      {{"tensor_model_parallel_size", 2},
+       {"expert_model_parallel_size", 2},
+       {"pipeline_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"use_distributed_optimizer", true},
+       {"pipeline_model_parallel_layout", "Ett|t|tt|tL"},
+       {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "hierarchical"}}}});
   add("cp2-tp2-sp", c16, tiny(false, 4, 16),
       {{"tensor_model_parallel_size", 2},
        {"context_parallel_size", 2},
