@@ -316,7 +316,7 @@ CostModel::Prices CostModel::prices(const TrafficUnits& u, const Channels& ch) c
     std::size_t i = 0;
     for (const Traffic& kind : dense) out[i++] = terms::price(kind.op, ch.dp(kind.group));
     for (const Traffic& kind : expert) out[i++] = terms::price(kind.op, ch.dp(kind.group));
-    for (std::size_t k = 0; k < i; ++k) p.dp_tuned |= out[k].algorithm[1] != CollAlgorithm::ring;
+    for (std::size_t k = 0; k < i; ++k) p.dp_tuned |= out[k].algorithms > 1;
     return static_cast<int>(i);
   };
   p.tp_kinds = u.tp.size;

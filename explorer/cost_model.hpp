@@ -128,51 +128,50 @@ namespace terms {
 // kind has the same size, so a kind's time is the fastest algorithm's count·α' + bytes·β'.
 // Nothing in a group of one rank.
 struct Price {
-  // Per algorithm tried (uninitialised in arrays: the hot path sets what it uses); the slots past
-  // `algorithms` repeat the ring's, so time() takes the minimum of all three without a branch.
+  // Per algorithm tried, the ring's first (uninitialised in arrays: the hot path sets what it
+  // uses); most kinds have the ring alone, so time() looks no further than `algorithms`.
   std::array<double, kNumCollAlgorithms> per_message, per_byte;
   std::array<CollAlgorithm, kNumCollAlgorithms> algorithm;
+  int algorithms;
+  double at(std::size_t i, const Amount& a) const { return a.count * per_message[i] + a.bytes * per_byte[i]; }
   double time(const Amount& a) const {
-    return std::min({a.count * per_message[0] + a.bytes * per_byte[0], a.count * per_message[1] + a.bytes * per_byte[1],
-                     a.count * per_message[2] + a.bytes * per_byte[2]});
+    double t = at(0, a);
+    if (algorithms > 1) t = std::min(t, at(1, a));
+    if (algorithms > 2) t = std::min(t, at(2, a));
+    return t;
   }
-  // The algorithm that prices `a` (the first of equals: ring where it ties).
+  // The algorithm that prices `a` (the first of equals: the ring where it ties).
   CollAlgorithm fastest(const Amount& a) const {
     std::size_t best = 0;
-    for (std::size_t i = 1; i < per_message.size(); ++i)
-      if (a.count * per_message[i] + a.bytes * per_byte[i] < a.count * per_message[best] + a.bytes * per_byte[best])
-        best = i;
+    for (std::size_t i = 1; i < static_cast<std::size_t>(algorithms); ++i)
+      if (at(i, a) < at(best, a)) best = i;
     return algorithm[best];
   }
 };
 inline Price price(CollOp op, const Channel& ch) {
   Price p;
-  p.algorithm.fill(CollAlgorithm::ring);
   if (ch.ranks <= 1) {
-    p.per_message.fill(0.0), p.per_byte.fill(0.0);
+    p.per_message[0] = 0.0, p.per_byte[0] = 0.0, p.algorithm[0] = CollAlgorithm::ring, p.algorithms = 1;
     return p;
   }
   double alpha = ch.link->alpha(op), beta = ch.link->beta(op) * ch.share, nic_beta = 0;
   if (ch.nic) alpha = std::max(alpha, ch.nic->alpha(op)), nic_beta = ch.nic->beta(op);
-  if (!has_algorithm(CollAlgorithm::tree, op) && !has_algorithm(CollAlgorithm::nvls, op)) {  // the ring alone
-    const AlgorithmFactors f = ring_algorithm(op, ch.ranks, ch.ring_fraction);
-    p.per_message.fill(f.steps * alpha), p.per_byte.fill(f.bus_factor * std::max(beta, nic_beta));
-    return p;
-  }
-  std::size_t n = 0;
-  for (int i = 0; i < kNumCollAlgorithms; ++i) {
-    const auto a = static_cast<CollAlgorithm>(i);
-    if (!has_algorithm(a, op) || !ch.link->has(a) || (ch.nic && !ch.nic->has(a))) continue;
+  // Slot k priced by algorithm a (each call with a constant a, so the table's switch folds away).
+  auto set = [&](std::size_t k, CollAlgorithm a) {
+    const auto i = static_cast<std::size_t>(a);
     const AlgorithmFactors f = algorithm_factors(a, op, ch.ranks, ch.ring_fraction, ch.tree_depth);
     // NVLS's published gain is all-reduce's busbw; its all-gather and reduce-scatter keep the ring's.
     const bool own = a != CollAlgorithm::nvls || op == CollOp::all_reduce;
-    double b = beta * (own ? ch.link->beta_scale[static_cast<std::size_t>(i)] : 1.0);
-    if (ch.nic) b = std::max(b, nic_beta * ch.nic->beta_scale[static_cast<std::size_t>(i)]);
-    p.per_message[n] = f.steps * alpha, p.per_byte[n] = f.bus_factor * b, p.algorithm[n] = a;
-    ++n;
-  }
-  for (std::size_t i = n; i < p.per_message.size(); ++i)
-    p.per_message[i] = p.per_message[0], p.per_byte[i] = p.per_byte[0], p.algorithm[i] = p.algorithm[0];
+    double b = beta * (own ? ch.link->beta_scale[i] : 1.0);
+    if (ch.nic) b = std::max(b, nic_beta * ch.nic->beta_scale[i]);
+    p.per_message[k] = f.steps * alpha, p.per_byte[k] = f.bus_factor * b, p.algorithm[k] = a;
+  };
+  auto usable = [&](CollAlgorithm a) { return has_algorithm(a, op) && ch.link->has(a) && (!ch.nic || ch.nic->has(a)); };
+  set(0, CollAlgorithm::ring);
+  std::size_t n = 1;
+  if (usable(CollAlgorithm::tree)) set(n++, CollAlgorithm::tree);
+  if (usable(CollAlgorithm::nvls)) set(n++, CollAlgorithm::nvls);
+  p.algorithms = static_cast<int>(n);
   return p;
 }
 
