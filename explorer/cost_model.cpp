@@ -10,12 +10,57 @@ namespace sax::explorer {
 
 namespace {
 
-LinkCost datasheet_link(const Link& l, bool apply_oversubscription) {
+// What NCCL reaches of a link's datasheet bandwidth, as nccl-tests' busbw (README "Cost-model
+// defaults"; none of these is fitted to a step time). Each is the ring's unless it says so.
+// NVLink 4 (H100/H200, 450 GB/s per direction): ring 370 GB/s ("~20 % protocol overhead",
+// https://github.com/NVIDIA/nccl-tests/issues/212; 365–370 on 2–8 GPUs,
+// https://github.com/NVIDIA/nccl/issues/1455).
+constexpr double kNvlink4RingBusbwGbps = 370, kNvlink4Gbps = 450;
+// NVLS all-reduce on 8 H100s: busbw ~480 GB/s (same two threads; 476 in
+// https://github.com/NVIDIA/nccl-tests/issues/290).
+constexpr double kNvlink4NvlsAllReduceBusbwGbps = 480;
+// NVLink 3 (A100, 300 GB/s per direction): NCCL's tuner caps sm80 busbw at 235 GB/s
+// (https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc, `compCap80`); 8×A100
+// all_reduce_perf 230–250 (https://docs.alayanew.com/en/docs/tech-blog/2026-05-06-nccl-tests).
+constexpr double kNvlink3RingBusbwGbps = 235, kNvlink3Gbps = 300;
+// InfiniBand NDR 400 Gb/s (50 GB/s): 46–48 GB/s per NIC (NVIDIA, nccl-tests issue 290 above);
+// taken as the fraction of every network link's rate (HDR and the cross-building links alike).
+constexpr double kNetRingFraction = 47.0 / 50.0;
+// NCCL's tuner prices a tree at 0.9 of the ring's busbw (tuning.cc: `busBw*.9` for TREE).
+constexpr double kTreeBusbwOfRing = 0.9;
+
+// The ring's achievable fraction of a link and the other algorithms' β scales, by backend and
+// device: the CPU testbed's Open MPI runs rings at the emulated rate, nothing else.
+struct AlgorithmDefaults {
+  double ring_fraction = 1.0;
+  std::array<double, kNumCollAlgorithms> beta_scale{1.0, 0.0, 0.0};
+};
+AlgorithmDefaults algorithm_defaults(const Cluster& cl, LinkClass lc) {
+  AlgorithmDefaults d;
+  if (cl.backend != Backend::cuda) return d;
+  d.beta_scale[static_cast<std::size_t>(CollAlgorithm::tree)] = 1.0 / kTreeBusbwOfRing;
+  if (lc != LinkClass::intra_node) {
+    d.ring_fraction = kNetRingFraction;
+    return d;
+  }
+  const std::string& name = cl.device.name;
+  if (cl.device.nvlink_sharp || name.find("H100") != std::string::npos || name.find("H200") != std::string::npos)
+    d.ring_fraction = kNvlink4RingBusbwGbps / kNvlink4Gbps;
+  else if (name.find("A100") != std::string::npos)
+    d.ring_fraction = kNvlink3RingBusbwGbps / kNvlink3Gbps;
+  if (cl.device.nvlink_sharp)
+    d.beta_scale[static_cast<std::size_t>(CollAlgorithm::nvls)] =
+        kNvlink4RingBusbwGbps / kNvlink4NvlsAllReduceBusbwGbps;
+  return d;
+}
+
+LinkCost datasheet_link(const Link& l, bool apply_oversubscription, const AlgorithmDefaults& d) {
   LinkCost c;
-  // Datasheet: one latency per algorithm step and the per-device bandwidth for every op.
-  const double bw = l.bandwidth_gbps * 1e9 / (apply_oversubscription ? l.oversubscription : 1.0);
+  // Datasheet: one latency per algorithm step and the achievable per-device bandwidth for every op.
+  const double bw = l.bandwidth_gbps * 1e9 * d.ring_fraction / (apply_oversubscription ? l.oversubscription : 1.0);
   c.alpha_s.fill(l.latency_us * 1e-6);
   c.beta_s_per_byte.fill(1.0 / bw);
+  c.beta_scale = d.beta_scale;
   c.oversubscription = apply_oversubscription ? 1.0 : l.oversubscription;
   return c;
 }
@@ -33,10 +78,12 @@ CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
   p.peak_flops = cl.device.peak_tflops_for(m.dtype) * 1e12;
   p.hbm_bytes_per_s = cl.device.hbm_bandwidth_gbps * 1e9;
   p.hbm_gib = cl.device.hbm_gib;
-  p.links[0] = datasheet_link(cl.intra_node, true);
-  p.links[1] = datasheet_link(cl.intra_building, true);
-  p.links[2] = datasheet_link(cl.cross_building, false);
-  for (const auto& t : cl.network_technologies) p.technologies.push_back(datasheet_link(t.link, false));
+  const AlgorithmDefaults node = algorithm_defaults(cl, LinkClass::intra_node),
+                          net = algorithm_defaults(cl, LinkClass::intra_building);
+  p.links[0] = datasheet_link(cl.intra_node, true, node);
+  p.links[1] = datasheet_link(cl.intra_building, true, net);
+  p.links[2] = datasheet_link(cl.cross_building, false, net);
+  for (const auto& t : cl.network_technologies) p.technologies.push_back(datasheet_link(t.link, false, net));
   // Defaults (README "Cost model defaults"): large bf16 GEMMs reach ~75 % of dense peak,
   // small ones less; attention (FlashAttention-2-class kernels) about half of peak.
   p.gemm.points = {{1e8, 0.20}, {1e9, 0.40}, {1e10, 0.60}, {1e11, 0.72}, {1e12, 0.75}};
@@ -319,6 +366,7 @@ CostModel::Prices CostModel::prices(const TrafficUnits& u, const Channels& ch) c
     std::size_t i = 0;
     for (const Traffic& kind : dense) out[i++] = terms::price(kind.op, ch.dp(kind.group));
     for (const Traffic& kind : expert) out[i++] = terms::price(kind.op, ch.dp(kind.group));
+    for (std::size_t k = 0; k < i; ++k) p.dp_tuned |= out[k].algorithms > 1;
     return static_cast<int>(i);
   };
   p.tp_kinds = u.tp.size;
@@ -386,6 +434,20 @@ const terms::LayerTimes& CostModel::layer_times(const Candidate& cand) const {
   return e.times;
 }
 
+CollAlgorithm CostModel::dp_algorithm(const StageTraffic& tr, const Prices& price) {
+  double worst = 0;
+  CollAlgorithm a = CollAlgorithm::ring;
+  auto consider = [&](const terms::Price& p, const Amount& amount) {
+    const double t = p.time(amount);
+    if (t > worst) worst = t, a = p.fastest(amount);
+  };
+  for (int i = 0; i < price.dp_grad_kinds; ++i)
+    consider(price.dp_grad[static_cast<std::size_t>(i)], tr.dp_grad[static_cast<std::size_t>(i)]);
+  for (int i = 0; i < price.dp_gather_kinds; ++i)
+    consider(price.dp_gather[static_cast<std::size_t>(i)], tr.dp_gather[static_cast<std::size_t>(i)]);
+  return a;
+}
+
 Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible) const {
   Prediction r;
   const std::int64_t m = model_.global_batch_size / (cand.mbs * cand.dp);
@@ -431,6 +493,7 @@ Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split
     if (t.total() > tail_s) {
       tail_s = t.total();
       tail_worst = t;
+      if (price.dp_tuned) r.dp_algorithm = dp_algorithm(tr, price);
     }
   }
   r.bubble_fraction = bubble_fraction(cand.pipeline, cand.pp, cand.vpp, m);

@@ -25,12 +25,17 @@
 
 namespace sax::explorer {
 
-// α (s per algorithm step) and β (s per byte of bus traffic) per collective op, one link.
+// α (s per algorithm step) and β (s per byte of bus traffic) per collective op, one link: the
+// ring's (the calibration's fit). NCCL's other algorithms on this link run at the ring's α and
+// at β × beta_scale[algorithm] (the ring's achievable busbw over theirs, published nccl-tests
+// figures, README "Cost-model defaults"); 0 where the link does not have the algorithm.
 struct LinkCost {
-  std::array<double, kNumCollOps> alpha_s{}, beta_s_per_byte{};  // by CollOp; read through priced_as()
+  std::array<double, kNumCollOps> alpha_s{}, beta_s_per_byte{};      // by CollOp; read through priced_as()
+  std::array<double, kNumCollAlgorithms> beta_scale{1.0, 0.0, 0.0};  // by CollAlgorithm; ring 1
   double oversubscription = 1.0;  // cross-building only: applied by load (see cost_model.cpp)
   double alpha(CollOp op) const { return alpha_s[static_cast<std::size_t>(priced_as(op))]; }
   double beta(CollOp op) const { return beta_s_per_byte[static_cast<std::size_t>(priced_as(op))]; }
+  bool has(CollAlgorithm a) const { return beta_scale[static_cast<std::size_t>(a)] > 0; }
 };
 
 // Everything the cost model assumes. `datasheet` fills it from the cluster and the documented
@@ -85,6 +90,8 @@ struct Prediction {
   std::int64_t num_microbatches = 0;
   std::array<LinkClass, 5> link{};  // per Dim (dp: the DP×CP gradient-sync group)
   std::int64_t critical_stage = 0;
+  // The NCCL algorithm that priced the costliest DP-sync message kind of the slowest tail.
+  CollAlgorithm dp_algorithm = CollAlgorithm::ring;
 };
 
 // Where one kind of traffic runs: the link it is priced on, the ranks of each of its groups, and
@@ -99,28 +106,73 @@ struct Channel {
   double ranks;
   double share;
   double ring_fraction;  // (ranks − 1) / ranks, divided once
+  double tree_depth;     // ⌈log2 ranks⌉, worked out once
   const LinkCost* nic;   // null unless the group crosses buildings
   Channel() = default;
   Channel(const LinkCost* l, double n, double s, const LinkCost* through = nullptr)
-      : link(l), ranks(n), share(s), ring_fraction(n > 1 ? (n - 1) / n : 0.0), nic(through) {}
+      : link(l),
+        ranks(n),
+        share(s),
+        ring_fraction(n > 1 ? (n - 1) / n : 0.0),
+        tree_depth(sax::tree_depth(n)),
+        nic(through) {}
 };
 
 // The named terms of the step time, each a function the calibrator can fit and a test can check.
 namespace terms {
 
-// What one kind of traffic costs on its channel, by the op's ring algorithm (spec/collective.hpp):
-// steps(n)·α per message and bus_factor(n)·β·share per byte, α and β·share the larger of the
-// link's and the NIC's where the channel has one; nothing in a group of one rank.
+// What one kind of traffic costs on its channel, as NCCL's tuner would price it: for each
+// algorithm the link has for the op (spec/collective.hpp's table; ring always), steps(n)·α per
+// message and bus_factor(n)·β·share per byte, α and β·share the larger of the link's and the
+// NIC's where the channel has one; each message at the fastest of them. Every message of one
+// kind has the same size, so a kind's time is the fastest algorithm's count·α' + bytes·β'.
+// Nothing in a group of one rank.
 struct Price {
-  double per_message, per_byte;  // (uninitialised in arrays: the hot path sets what it uses)
-  double time(const Amount& a) const { return a.count * per_message + a.bytes * per_byte; }
+  // Per algorithm tried, the ring's first (uninitialised in arrays: the hot path sets what it
+  // uses); most kinds have the ring alone, so time() looks no further than `algorithms`.
+  std::array<double, kNumCollAlgorithms> per_message, per_byte;
+  std::array<CollAlgorithm, kNumCollAlgorithms> algorithm;
+  int algorithms;
+  double at(std::size_t i, const Amount& a) const { return a.count * per_message[i] + a.bytes * per_byte[i]; }
+  double time(const Amount& a) const {
+    double t = at(0, a);
+    if (algorithms > 1) t = std::min(t, at(1, a));
+    if (algorithms > 2) t = std::min(t, at(2, a));
+    return t;
+  }
+  // The algorithm that prices `a` (the first of equals: the ring where it ties).
+  CollAlgorithm fastest(const Amount& a) const {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < static_cast<std::size_t>(algorithms); ++i)
+      if (at(i, a) < at(best, a)) best = i;
+    return algorithm[best];
+  }
 };
 inline Price price(CollOp op, const Channel& ch) {
-  if (ch.ranks <= 1) return {0.0, 0.0};
-  const RingAlgorithm a = ring_algorithm(op, ch.ranks, ch.ring_fraction);
-  double alpha = ch.link->alpha(op), beta = ch.link->beta(op) * ch.share;
-  if (ch.nic) alpha = std::max(alpha, ch.nic->alpha(op)), beta = std::max(beta, ch.nic->beta(op));
-  return {a.steps * alpha, a.bus_factor * beta};
+  Price p;
+  if (ch.ranks <= 1) {
+    p.per_message[0] = 0.0, p.per_byte[0] = 0.0, p.algorithm[0] = CollAlgorithm::ring, p.algorithms = 1;
+    return p;
+  }
+  double alpha = ch.link->alpha(op), beta = ch.link->beta(op) * ch.share, nic_beta = 0;
+  if (ch.nic) alpha = std::max(alpha, ch.nic->alpha(op)), nic_beta = ch.nic->beta(op);
+  // Slot k priced by algorithm a (each call with a constant a, so the table's switch folds away).
+  auto set = [&](std::size_t k, CollAlgorithm a) {
+    const auto i = static_cast<std::size_t>(a);
+    const AlgorithmFactors f = algorithm_factors(a, op, ch.ranks, ch.ring_fraction, ch.tree_depth);
+    // NVLS's published gain is all-reduce's busbw; its all-gather and reduce-scatter keep the ring's.
+    const bool own = a != CollAlgorithm::nvls || op == CollOp::all_reduce;
+    double b = beta * (own ? ch.link->beta_scale[i] : 1.0);
+    if (ch.nic) b = std::max(b, nic_beta * ch.nic->beta_scale[i]);
+    p.per_message[k] = f.steps * alpha, p.per_byte[k] = f.bus_factor * b, p.algorithm[k] = a;
+  };
+  auto usable = [&](CollAlgorithm a) { return has_algorithm(a, op) && ch.link->has(a) && (!ch.nic || ch.nic->has(a)); };
+  set(0, CollAlgorithm::ring);
+  std::size_t n = 1;
+  if (usable(CollAlgorithm::tree)) set(n++, CollAlgorithm::tree);
+  if (usable(CollAlgorithm::nvls)) set(n++, CollAlgorithm::nvls);
+  p.algorithms = static_cast<int>(n);
+  return p;
 }
 
 // Compute, op by op, at the roofline: every compute op of the workload (workload/layer_ops.hpp,
@@ -224,6 +276,7 @@ class CostModel {
     terms::Price cp, ep, pp, embedding;
     std::array<terms::Price, 6> dp_grad, dp_gather;  // dense then expert kinds: the first *_kinds
     int tp_kinds = 0, dp_grad_kinds = 0, dp_gather_kinds = 0;
+    bool dp_tuned = false;  // a DP-sync kind has an algorithm besides the ring
   };
   Prices prices(const TrafficUnits& units, const Channels& ch) const;
   // The terms of one stage, for a candidate (what evaluate combines).
@@ -231,6 +284,8 @@ class CostModel {
                                const terms::LayerTimes& times, const Prices& prices) const;
   terms::Tail tail(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
                    const terms::LayerTimes& times, const Prices& prices) const;
+  // The algorithm that prices the costliest DP-sync kind of a stage's traffic.
+  static CollAlgorithm dp_algorithm(const StageTraffic& traffic, const Prices& prices);
 
   // Bytes one device of a stage holds at its fullest: weights, gradients, optimizer states and
   // the activations of the micro-batches the schedule keeps in flight.

@@ -23,7 +23,8 @@ json to_json(const Prediction& p) {
           {"bubble_fraction", p.bubble_fraction},
           {"num_microbatches", p.num_microbatches},
           {"critical_stage", p.critical_stage},
-          {"link_class", links}};
+          {"link_class", links},
+          {"dp_algorithm", to_string(p.dp_algorithm)}};
 }
 
 }  // namespace sax::explorer

@@ -351,6 +351,8 @@ std::string explain(const Candidate& cand, const Prediction& p, const Cluster& c
   s += across.empty() ? "nothing crosses buildings" : across + " across buildings";
   if (cand.technology >= 0) s += " over " + cl.network_technologies[static_cast<std::size_t>(cand.technology)].name;
   if (cand.tp > 1) s += std::string(", TP on ") + link_class_name(p.link[0]);
+  if (cand.dp * cand.cp > 1 && p.dp_algorithm != CollAlgorithm::ring)
+    s += std::string(", DP sync by NCCL ") + to_string(p.dp_algorithm);
   const Breakdown& b = p.breakdown;
   std::vector<std::pair<double, std::string>> terms = {
       {b.compute_s, "compute"}, {b.bubble_s, "bubble"}, {b.optimizer_s, "optimizer"}};

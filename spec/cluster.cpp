@@ -92,6 +92,11 @@ static Link read_link(Fields& parent, const std::string& key, const std::string&
   return l;
 }
 
+bool nvlink_sharp_by_name(const std::string& name) {
+  auto has = [&name](const char* word) { return name.find(word) != std::string::npos; };
+  return (has("H100") || has("H200") || has("B200")) && (has("SXM") || has("HGX") || has("DGX"));
+}
+
 Cluster read_cluster(const json& value, const std::string& file) {
   Fields f(value, file, "");
   f.allow("kind");
@@ -135,6 +140,7 @@ Cluster read_cluster(const json& value, const std::string& file) {
       d.fail("peak_tflops", "at least one dtype's dense TFLOP/s (fp32, tf32, bf16, fp16, fp8)");
     c.device.hbm_gib = d.number("hbm_gib", 0.0);
     c.device.hbm_bandwidth_gbps = d.number("hbm_bandwidth_gbps", 0.0);
+    c.device.nvlink_sharp = d.boolean("nvlink_sharp", nvlink_sharp_by_name(c.device.name));
     d.allow("comment");
     d.finish();
   }
@@ -185,7 +191,8 @@ json to_json(const Cluster& c) {
   j["device"] = {{"name", c.device.name},
                  {"peak_tflops", peak},
                  {"hbm_gib", c.device.hbm_gib},
-                 {"hbm_bandwidth_gbps", c.device.hbm_bandwidth_gbps}};
+                 {"hbm_bandwidth_gbps", c.device.hbm_bandwidth_gbps},
+                 {"nvlink_sharp", c.device.nvlink_sharp}};
   j["links"] = {{"intra_node", to_json(c.intra_node)},
                 {"intra_building", to_json(c.intra_building)},
                 {"cross_building", to_json(c.cross_building)}};

@@ -49,6 +49,9 @@ struct Device {
   std::map<DType, double> peak_tflops;  // dense, per dtype
   double hbm_gib = 0;
   double hbm_bandwidth_gbps = 0;  // GB/s
+  // NVLink SHARP: the node's NVSwitches reduce and multicast (NCCL's NVLS algorithm). The
+  // cluster file's `nvlink_sharp`; absent, nvlink_sharp_by_name.
+  bool nvlink_sharp = false;
   // The peak a model in `dtype` is priced against: its dtype's figure; a device without one gets
   // the slowest figure it has (the fastest would be no better than a guess). 0 when none.
   double peak_tflops_for(DType dtype) const {
@@ -85,6 +88,10 @@ struct Cluster {
   const Link& cross_building_link(const std::string& technology) const;
   const NetworkTechnology* technology(const std::string& name) const;
 };
+
+// Third-generation NVSwitch (HGX/DGX H100, H200) and later have NVLink SHARP; A100's and PCIe
+// parts have not: true for an H100, H200 or B200 name that says SXM, HGX or DGX.
+bool nvlink_sharp_by_name(const std::string& device_name);
 
 Cluster read_cluster(const json& value, const std::string& file);
 Cluster load_cluster(const std::string& file);

@@ -17,4 +17,16 @@ std::optional<CollOp> parse_coll_op(const std::string& name) {
   return std::nullopt;
 }
 
+const char* to_string(CollAlgorithm a) {
+  switch (a) {
+    case CollAlgorithm::ring:
+      return "ring";
+    case CollAlgorithm::tree:
+      return "tree";
+    case CollAlgorithm::nvls:
+      return "nvls";
+  }
+  return "?";
+}
+
 }  // namespace sax

@@ -1,10 +1,12 @@
 // The cost model: memory per device against hand-computed totals, layouts that do not fit,
-// the breakdown adding up to the step time, MFU's definition, calibration taking effect.
+// the breakdown adding up to the step time, MFU's definition, calibration taking effect, and
+// NCCL's algorithms as its tuner picks them.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "explorer/cost_model.hpp"
+#include "explorer/search.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
@@ -273,4 +275,122 @@ TEST(CostModel, Llama405bProductionLayoutIsPriced) {
   validate_layout(even, m128, c, "even.json");
   const CostModel cm128(c, m128, CostParams::datasheet(c, m128));
   EXPECT_GE(cm128.predict(even).step_time_s, a.step_time_s);
+}
+
+// NCCL's tuner at n = 1024 on the NIC (α 8 µs, busbw 47 GB/s): all-reduce by tree (2·10 steps,
+// 2 bytes per byte at 0.9 of the ring's busbw) below the size where the ring's 2·1023 steps are
+// paid back by its bytes, by ring above. By hand: S* = (2·1023 − 2·10)·α / (2β/0.9 − 2·1023/1024·β)
+// = 2026 · 8 µs / (0.224175 · β) ≈ 3.40 GB.
+TEST(CostModel, TunerPicksTreeForSmallAndRingForLargeMessagesAtScale) {
+  LinkCost nic;
+  nic.alpha_s.fill(8e-6);
+  const double beta = 1.0 / 47e9;
+  nic.beta_s_per_byte.fill(beta);
+  nic.beta_scale = {1.0, 1.0 / 0.9, 0.0};
+  const Channel ch(&nic, 1024, 1.0);
+  const terms::Price p = terms::price(CollOp::all_reduce, ch);
+  const double crossover = (2 * 1023.0 - 2 * 10.0) * 8e-6 / (2 * beta / 0.9 - 2 * 1023.0 / 1024 * beta);
+  EXPECT_NEAR(crossover, 3.40e9, 0.01e9);
+  auto ring = [&](double S) { return 2 * 1023.0 * 8e-6 + 2 * 1023.0 / 1024 * S * beta; };
+  auto tree = [&](double S) { return 20 * 8e-6 + 2 * S * beta / 0.9; };
+  for (double S : {1e3, 1e6, 1e9, 0.99 * crossover}) {
+    EXPECT_EQ(p.fastest({1, S}), CollAlgorithm::tree) << S;
+    EXPECT_NEAR(p.time({1, S}), tree(S), 1e-12 * tree(S)) << S;
+  }
+  EXPECT_EQ(p.fastest({1, 1.01 * crossover}), CollAlgorithm::ring);
+  EXPECT_NEAR(p.time({1, 1.01 * crossover}), ring(1.01 * crossover), 1e-12 * ring(crossover));
+  // A kind of many equal messages: count × the fastest per message at its size.
+  EXPECT_NEAR(p.time({126, 126 * 1e8}), 126 * tree(1e8), 1e-12 * 126 * tree(1e8));
+  // Other ops have no tree: the ring's price whatever the size.
+  const terms::Price rs = terms::price(CollOp::reduce_scatter, ch);
+  EXPECT_EQ(rs.fastest({1, 1e3}), CollAlgorithm::ring);
+  EXPECT_NEAR(rs.time({1, 1e3}), 1023 * 8e-6 + 1023.0 / 1024 * 1e3 * beta, 1e-15);
+  // At small n the ring's few steps are no worse than the tree's and its bytes fewer: ring.
+  const terms::Price small = terms::price(CollOp::all_reduce, Channel(&nic, 2, 1.0));
+  EXPECT_EQ(small.fastest({1, 1e3}), CollAlgorithm::ring);
+  EXPECT_EQ(small.fastest({1, 1e9}), CollAlgorithm::ring);
+}
+
+// NVLS only where the node's NVSwitches have NVLink SHARP (H100/H200 presets, not A100), only
+// inside a node, only for all-reduce, all-gather and reduce-scatter; the CPU testbed's MPI runs
+// rings alone. The datasheet's achievable busbw is nccl-tests': ring 370 of NVLink 4's 450 GB/s,
+// NVLS all-reduce 480, the network 47 of 50.
+TEST(CostModel, NvlsOnlyWhereAvailableAndDatasheetBusbwAsNcclTests) {
+  const Model m = model("llama3-8b");
+  const Cluster h = cluster("h100-3bld");
+  const CostParams hp = CostParams::datasheet(h, m);
+  EXPECT_NEAR(1.0 / hp.links[0].beta(CollOp::all_reduce), 370e9, 1);
+  EXPECT_NEAR(1.0 / hp.links[1].beta(CollOp::all_reduce), 47e9, 1e-3);
+  EXPECT_TRUE(hp.links[0].has(CollAlgorithm::nvls));
+  EXPECT_FALSE(hp.links[1].has(CollAlgorithm::nvls));
+  EXPECT_FALSE(hp.links[2].has(CollAlgorithm::nvls));
+  EXPECT_TRUE(hp.links[1].has(CollAlgorithm::tree));
+  // TP 8 in a DGX H100: NVLS for large all-reduces at 480 GB/s busbw, 2 steps of 3 µs.
+  const terms::Price ar = terms::price(CollOp::all_reduce, Channel(&hp.links[0], 8, 1.0));
+  EXPECT_EQ(ar.fastest({1, 1e9}), CollAlgorithm::nvls);
+  EXPECT_NEAR(ar.time({1, 1e9}), 2 * 3e-6 + 1.75 * 1e9 / 480e9, 1e-12);
+  // All-gather by NVLS: 1 step, the ring's busbw.
+  const terms::Price ag = terms::price(CollOp::all_gather, Channel(&hp.links[0], 8, 1.0));
+  EXPECT_EQ(ag.fastest({1, 1e6}), CollAlgorithm::nvls);
+  EXPECT_NEAR(ag.time({1, 1e6}), 3e-6 + 0.875 * 1e6 / 370e9, 1e-15);
+  // Point-to-point and all-to-all: ring only.
+  EXPECT_EQ(terms::price(CollOp::all_to_all, Channel(&hp.links[0], 8, 1.0)).fastest({1, 1e6}), CollAlgorithm::ring);
+  // Across nodes (the NIC) or across buildings: no NVLS whatever the size.
+  for (const Channel& ch : {Channel(&hp.links[1], 8, 1.0), Channel(&hp.links[2], 8, 1.0, &hp.links[1])})
+    for (double S : {1e3, 1e9}) EXPECT_NE(terms::price(CollOp::all_reduce, ch).fastest({1, S}), CollAlgorithm::nvls);
+  // A100: NVLink 3 at 235 of 300 GB/s, no NVLS.
+  const Cluster a = cluster("a100-3bld");
+  const CostParams ap = CostParams::datasheet(a, m);
+  EXPECT_NEAR(1.0 / ap.links[0].beta(CollOp::all_reduce), 235e9, 1);
+  EXPECT_FALSE(ap.links[0].has(CollAlgorithm::nvls));
+  EXPECT_NE(terms::price(CollOp::all_reduce, Channel(&ap.links[0], 8, 1.0)).fastest({1, 1e9}), CollAlgorithm::nvls);
+  // The same H100 cluster file saying no NVLink SHARP: none.
+  Cluster no = h;
+  no.device.nvlink_sharp = false;
+  EXPECT_FALSE(CostParams::datasheet(no, m).links[0].has(CollAlgorithm::nvls));
+  // The CPU testbed: rings at the cluster's own figures, nothing else.
+  const Cluster l = cluster("local-2bld");
+  const CostParams lp = CostParams::datasheet(l, model("gpt-tiny"));
+  for (const LinkCost& link : lp.links) {
+    EXPECT_FALSE(link.has(CollAlgorithm::tree));
+    EXPECT_FALSE(link.has(CollAlgorithm::nvls));
+  }
+  EXPECT_DOUBLE_EQ(1.0 / lp.links[2].beta(CollOp::all_reduce), l.cross_building.bandwidth_gbps * 1e9);
+}
+
+// A calibration's α-β is the ring's (fitted with ring_algorithm); the other algorithms keep
+// their published ratio to it.
+TEST(CostModel, CalibrationSetsTheRingAndTheOthersFollowIt) {
+  const Cluster c = cluster("h100-3bld");
+  const Model m = model("llama3-8b");
+  Calibration k;
+  k.provenance.cluster = "h100";
+  k.links[1][static_cast<int>(CollOp::all_reduce)] = AlphaBeta{10, 0.05, {}};  // 20 GB/s busbw
+  const CostParams p = CostParams::calibrated(c, m, k, "k.json");
+  const terms::Price pr = terms::price(CollOp::all_reduce, Channel(&p.links[1], 1024, 1.0));
+  EXPECT_EQ(pr.fastest({1, 1e6}), CollAlgorithm::tree);
+  EXPECT_NEAR(pr.time({1, 1e6}), 20 * 10e-6 + 2 * 1e6 * 0.05e-9 / 0.9, 1e-12);
+  EXPECT_EQ(pr.fastest({1, 1e11}), CollAlgorithm::ring);
+  EXPECT_NEAR(pr.time({1, 1e11}), 2046 * 10e-6 + 2 * 1023.0 / 1024 * 1e11 * 0.05e-9, 1e-9);
+}
+
+// At 98K GPUs the per-layer all-reduce of an overlapped DP sync over ~1000 ranks is priced by
+// tree, and the prediction says so; the blocking sync's one large message may still be a ring's.
+TEST(CostModel, PredictionNamesTheAlgorithmOfTheDpSync) {
+  const Cluster c = cluster("h100-3bld");
+  Model m = model("llama3-405b");
+  m.global_batch_size = 1536;  // DP 768 × 2 micro-batches
+  Layout l;
+  l.tensor_model_parallel_size = 8;
+  l.pipeline_model_parallel_size = 16;
+  l.decoder_first_pipeline_num_layers = 7;  // 7 + 14 × 8 + 7 = 126
+  l.decoder_last_pipeline_num_layers = 7;
+  l.sequence_parallel = true;
+  l.recompute_granularity = Recompute::full;
+  l.schedule.dp_sync = DpSync::overlapped;
+  validate_layout(l, m, c, "405b");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const Prediction p = cm.predict(l);
+  EXPECT_EQ(p.dp_algorithm, CollAlgorithm::tree);
+  EXPECT_NE(explain(Candidate::of(l, c), p, c).find("DP sync by NCCL tree"), std::string::npos);
 }

@@ -1,7 +1,8 @@
 // The chain workload → closed forms → cost model, end to end: with every link priced at α = 1 µs
 // per algorithm step and nothing per byte, and no compute, each dimension's exposed communication
-// is the explicit workload's messages times their ring steps — counted from what workload::build
-// lists for a rank of the critical stage (and of the slowest tail), not from the closed forms.
+// is the explicit workload's messages times their steps (the ring's on the CPU testbed, the
+// fewest of NCCL's algorithms on a cuda cluster) — counted from what workload::build lists for a
+// rank of the critical stage (and of the slowest tail), not from the closed forms.
 #include <gtest/gtest.h>
 
 #include "explorer/cost_model.hpp"
@@ -40,13 +41,30 @@ struct StageSteps {
   double dp_s = 0, embedding_s = 0;
 };
 
+// The steps of one message: the ring's on the CPU testbed (Open MPI runs rings); with NCCL
+// (a cuda cluster) the fewest of the algorithms it has for the op on that group — tree for an
+// all-reduce, NVLS for a group inside one node of an NVLink-SHARP device — since with α alone
+// the tuner's fastest is the one with the fewest steps.
+double steps(const Case& s, CollOp op, const std::vector<std::int64_t>& group) {
+  const double n = static_cast<double>(group.size());
+  double best = ring_algorithm(op, n).steps;
+  if (s.cluster.backend != Backend::cuda) return best;
+  bool one_node = true;
+  for (std::int64_t r : group) one_node &= s.cluster.place(r).node == s.cluster.place(group.front()).node;
+  for (CollAlgorithm a : {CollAlgorithm::tree, CollAlgorithm::nvls}) {
+    if (!has_algorithm(a, op) || (a == CollAlgorithm::nvls && !(one_node && s.cluster.device.nvlink_sharp))) continue;
+    best = std::min(best, algorithm_factors(a, op, n).steps);
+  }
+  return best;
+}
+
 StageSteps steps_of(const Case& s, const RankGrid& grid, std::int64_t stage) {
   std::int64_t rank = 0;
   while (grid.stage(rank) != stage) ++rank;
   StageSteps out;
   for (const workload::Op& o : workload::build(s.cluster, s.model, s.layout, rank).ops) {
     if (o.kind != workload::OpKind::message || o.op == CollOp::recv) continue;
-    const double t = ring_algorithm(o.op, static_cast<double>(grid.group(rank, o.group).size())).steps * 1e-6;
+    const double t = steps(s, o.op, grid.group(rank, o.group)) * 1e-6;
     if (o.dim == Dim::dp)
       out.dp_s += t;
     else if (o.group == GroupKind::embedding)
@@ -60,8 +78,7 @@ StageSteps steps_of(const Case& s, const RankGrid& grid, std::int64_t stage) {
 class CostTerms : public ::testing::TestWithParam<Case> {};
 
 // Compute free, so nothing hides communication (an overlapped DP sync is exposed in full too).
-TEST_P(CostTerms, ExposedCommunicationIsTheWorkloadsMessagesTimesTheirSteps) {
-  const Case& s = GetParam();
+void expect_exposed_communication_is_the_workloads_steps(const Case& s) {
   const CostModel cm(s.cluster, s.model, alpha_only(s.cluster, s.model));
   const Prediction p = cm.predict(s.layout);
   RankGrid grid(s.layout, s.cluster);
@@ -79,6 +96,18 @@ TEST_P(CostTerms, ExposedCommunicationIsTheWorkloadsMessagesTimesTheirSteps) {
         << s.name << " " << dim_name(d) << " (critical stage " << p.critical_stage << ")";
   }
   EXPECT_NEAR(p.breakdown.exposed_comm_s[static_cast<int>(Dim::dp)], tail.dp_s, 1e-12) << s.name;
+}
+
+TEST_P(CostTerms, ExposedCommunicationIsTheWorkloadsMessagesTimesTheirSteps) {
+  expect_exposed_communication_is_the_workloads_steps(GetParam());
+}
+
+// The same grid on NCCL with NVLink SHARP: each message at its fastest algorithm's steps.
+TEST_P(CostTerms, WithNcclEachMessageIsPricedAtItsFastestAlgorithm) {
+  Case s = GetParam();
+  s.cluster.backend = Backend::cuda;
+  s.cluster.device.nvlink_sharp = true;
+  expect_exposed_communication_is_the_workloads_steps(s);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, CostTerms, ::testing::ValuesIn(sax::test::grid()), [](const auto& info) {

@@ -48,6 +48,24 @@ TEST(Cluster, RoundTripsThroughJson) {
   EXPECT_EQ(to_json(a), to_json(b));
 }
 
+// NVLink SHARP (NCCL's NVLS): by the device's name unless the file says; written back out.
+TEST(Cluster, NvlinkSharpFromTheDeviceNameOrTheFile) {
+  EXPECT_TRUE(load_cluster(preset_path("clusters/h100-3bld.json")).device.nvlink_sharp);
+  EXPECT_TRUE(load_cluster(preset_path("clusters/h200-1node.json")).device.nvlink_sharp);
+  EXPECT_FALSE(load_cluster(preset_path("clusters/a100-3bld.json")).device.nvlink_sharp);
+  EXPECT_FALSE(load_cluster(preset_path("clusters/local-2bld.json")).device.nvlink_sharp);
+  EXPECT_FALSE(nvlink_sharp_by_name("H100 PCIe 80GB"));
+  EXPECT_TRUE(nvlink_sharp_by_name("B200 HGX"));
+  json j = to_json(load_cluster(preset_path("clusters/h100-3bld.json")));
+  j["device"]["nvlink_sharp"] = false;
+  EXPECT_FALSE(read_cluster(j, "c.json").device.nvlink_sharp);
+  j["device"]["nvlink_sharp"] = "yes";
+  EXPECT_THROW(read_cluster(j, "c.json"), InputError);
+  json a = to_json(load_cluster(preset_path("clusters/a100-3bld.json")));
+  a["device"]["nvlink_sharp"] = true;
+  EXPECT_TRUE(read_cluster(a, "c.json").device.nvlink_sharp);
+}
+
 TEST(Document, KindFromContent) {
   EXPECT_EQ(load_document(preset_path("clusters/local-2bld.json")).kind, DocumentKind::cluster);
   EXPECT_EQ(load_document(preset_path("models/gpt-tiny.json")).kind, DocumentKind::model);

@@ -1,5 +1,5 @@
 // The one table of collective algorithm factors (spec/collective.hpp): nccl-tests' bus-bandwidth
-// factors, the ring's latency steps, the names, and the dtype table.
+// factors, the ring's latency steps, NCCL's tree and NVLS factors, the names, and the dtype table.
 #include <gtest/gtest.h>
 
 #include "spec/collective.hpp"
@@ -32,6 +32,53 @@ TEST(Collective, RingStepsAndPricing) {
   for (CollOp op : kPricedCollOps) EXPECT_EQ(priced_as(op), op);
   EXPECT_TRUE(splits_by_rank(CollOp::all_to_all));
   EXPECT_FALSE(splits_by_rank(CollOp::all_reduce));
+}
+
+// NCCL's other algorithms, by hand on small n: a double binary tree reduces up and broadcasts
+// down ⌈log2 n⌉ levels each way and moves the whole buffer twice; NVLS reduces and multicasts
+// in the switch: steps independent of n, bytes as the ring's (nccl-tests' busbw factor).
+TEST(Collective, TreeAndNvlsFactorsByHand) {
+  EXPECT_DOUBLE_EQ(tree_depth(1), 0);
+  EXPECT_DOUBLE_EQ(tree_depth(2), 1);
+  EXPECT_DOUBLE_EQ(tree_depth(4), 2);
+  EXPECT_DOUBLE_EQ(tree_depth(5), 3);
+  EXPECT_DOUBLE_EQ(tree_depth(8), 3);
+  EXPECT_DOUBLE_EQ(tree_depth(1024), 10);
+  const AlgorithmFactors tree8 = algorithm_factors(CollAlgorithm::tree, CollOp::all_reduce, 8);
+  EXPECT_DOUBLE_EQ(tree8.steps, 6);  // 2 × 3 levels
+  EXPECT_DOUBLE_EQ(tree8.bus_factor, 2);
+  EXPECT_DOUBLE_EQ(algorithm_factors(CollAlgorithm::tree, CollOp::all_reduce, 5).steps, 6);
+  EXPECT_DOUBLE_EQ(algorithm_factors(CollAlgorithm::tree, CollOp::all_reduce, 2).steps, 2);
+  EXPECT_DOUBLE_EQ(algorithm_factors(CollAlgorithm::tree, CollOp::all_reduce, 1024).steps, 20);
+  const AlgorithmFactors nvls_ar = algorithm_factors(CollAlgorithm::nvls, CollOp::all_reduce, 8);
+  EXPECT_DOUBLE_EQ(nvls_ar.steps, 2);
+  EXPECT_DOUBLE_EQ(nvls_ar.bus_factor, 1.75);  // 2·7/8, as the ring's
+  for (CollOp op : {CollOp::all_gather, CollOp::reduce_scatter}) {
+    const AlgorithmFactors f = algorithm_factors(CollAlgorithm::nvls, op, 4);
+    EXPECT_DOUBLE_EQ(f.steps, 1);
+    EXPECT_DOUBLE_EQ(f.bus_factor, 0.75);
+  }
+  // The ring through the same table is what it was.
+  const AlgorithmFactors ring4 = algorithm_factors(CollAlgorithm::ring, CollOp::all_reduce, 4);
+  EXPECT_DOUBLE_EQ(ring4.steps, 6);
+  EXPECT_DOUBLE_EQ(ring4.bus_factor, 1.5);
+  EXPECT_DOUBLE_EQ(ring_algorithm(CollOp::all_gather, 4).steps, 3);
+}
+
+// Which ops NCCL has each algorithm for: ring all, tree all-reduce only (tuning.cc skips every
+// other collective for non-ring algorithms), NVLS all-reduce, all-gather and reduce-scatter.
+TEST(Collective, WhichOpsHaveWhichAlgorithm) {
+  for (int i = 0; i < kNumCollOps; ++i) {
+    const auto op = static_cast<CollOp>(i);
+    EXPECT_TRUE(has_algorithm(CollAlgorithm::ring, op));
+    EXPECT_EQ(has_algorithm(CollAlgorithm::tree, op), op == CollOp::all_reduce) << to_string(op);
+    EXPECT_EQ(has_algorithm(CollAlgorithm::nvls, op),
+              op == CollOp::all_reduce || op == CollOp::all_gather || op == CollOp::reduce_scatter)
+        << to_string(op);
+  }
+  EXPECT_STREQ(to_string(CollAlgorithm::ring), "ring");
+  EXPECT_STREQ(to_string(CollAlgorithm::tree), "tree");
+  EXPECT_STREQ(to_string(CollAlgorithm::nvls), "nvls");
 }
 
 TEST(Collective, NamesRoundTrip) {
