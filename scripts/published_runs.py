@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Predicts published training runs with `sax predict` and prints predicted against published.
+
+Every run is a row of configs/published_runs.json: its source (URL, table and row), the cluster,
+model and layout files (the layout as published), and the published figure with what it counts:
+
+  iteration_time_s                   end-to-end seconds per iteration; compared with step_time_s
+  tflops_per_gpu, counts narayanan2021
+                                     Narayanan et al. 2021 (arXiv 2104.04473, Eq. 3 of Section 5.1):
+                                     F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration, model
+                                     FLOPs plus the full recompute's second forward; the prediction
+                                     is F / (step_time_s x GPUs)
+  tflops_per_gpu, counts sax_model   sax's own model FLOPs (Model::training_flops_per_step, no
+                                     recompute): MFU x the dense peak of the model's dtype
+
+Prints a Markdown table. A layout sax rejects (exit 2, bad input) stays in the table as
+"rejected: <error>": a finding. Exit status: 0 when every run was predicted, 2 when sax rejected
+some layout (1 with --strict for any), 1 when sax failed otherwise (or its JSON was unreadable).
+Python 3 standard library only.
+
+  python3 scripts/published_runs.py [--sax build/sax] [--runs configs/published_runs.json]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load(path):
+    with open(os.path.join(ROOT, path)) as f:
+        return json.load(f)
+
+
+def world_size(cluster):
+    return sum(b["nodes"] for b in cluster["buildings"]) * cluster["devices_per_node"]
+
+
+def narayanan_flops(model):
+    """FLOPs per iteration as Narayanan et al. 2021 count them with activation recomputation."""
+    B = model["global_batch_size"]
+    s = model["seq_length"]
+    l = model["num_layers"]
+    h = model["hidden_size"]
+    V = model["vocab_size"]
+    return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
+
+
+def layout_summary(layout, model, world):
+    tp = layout.get("tensor_model_parallel_size", 1)
+    pp = layout.get("pipeline_model_parallel_size", 1)
+    cp = layout.get("context_parallel_size", 1)
+    vpp = layout.get("virtual_pipeline_model_parallel_size", 1)
+    mbs = layout.get("micro_batch_size", 1)
+    dp = world // (tp * cp * pp) if world % (tp * cp * pp) == 0 else "?"
+    parts = [f"TP{tp}"] + ([f"CP{cp}"] if cp > 1 else []) + [f"PP{pp}", f"DP{dp}", f"VPP{vpp}",
+                                                              f"mbs{mbs}", f"gbs{model['global_batch_size']}"]
+    extra = []
+    rec = layout.get("recompute_granularity", "none")
+    if rec != "none":
+        extra.append(f"{rec} recompute")
+    if layout.get("sequence_parallel"):
+        extra.append("SP")
+    return "/".join(parts) + (" (" + ", ".join(extra) + ")" if extra else "")
+
+
+def predict(sax, run):
+    """Returns (prediction dict, None), (None, 'rejected: ...') or raises RuntimeError."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "predict.json")
+        cmd = [sax, "predict", "--cluster", run["cluster"], "--model", run["model"], "--layout", run["layout"],
+               "--json", out]
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        err = (p.stderr.strip().splitlines() or [""])[-1]
+        if p.returncode == 2:
+            return None, "rejected: " + err.replace("sax: error: ", "")
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {err}")
+        with open(out) as f:
+            return json.load(f)["predicted"], None
+
+
+def fmt(x, unit):
+    return f"{x:.2f} s" if unit == "s" else f"{x:.1f} TFLOP/s"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sax", default=os.path.join(ROOT, "build", "sax"))
+    ap.add_argument("--runs", default="configs/published_runs.json")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when sax rejects a published layout")
+    args = ap.parse_args()
+    if not os.access(args.sax, os.X_OK):
+        print(f"published_runs.py: no sax binary at {args.sax} (build it first)", file=sys.stderr)
+        return 1
+
+    runs = load(args.runs)["runs"]
+    print("| run | layout (TP/PP/DP/VPP/mbs/gbs) | published | predicted | error % | source |")
+    print("|---|---|---|---|---|---|")
+    rejected = failed = 0
+    errors = []
+    for run in runs:
+        cluster, model, layout = load(run["cluster"]), load(run["model"]), load(run["layout"])
+        world = world_size(cluster)
+        pub = run["published"]
+        unit = "s" if pub["metric"] == "iteration_time_s" else "tflops"
+        published = fmt(pub["value"], unit)
+        try:
+            pred, rejection = predict(args.sax, run)
+        except (RuntimeError, OSError, ValueError, KeyError) as e:
+            failed += 1
+            errors.append(str(e))
+            pred, rejection = None, "sax failed: " + str(e).splitlines()[0][-200:]
+        if pred is None:
+            predicted, error = rejection.replace("|", "\\|"), "—"
+            rejected += rejection.startswith("rejected")
+        else:
+            t = pred["step_time_s"]
+            if pub["metric"] == "iteration_time_s":
+                value = t
+            elif pub["counts"] == "narayanan2021":
+                value = narayanan_flops(model) / (t * world) / 1e12
+            elif pub["counts"] == "sax_model":
+                value = pred["mfu"] * cluster["device"]["peak_tflops"][model["dtype"]]
+            else:
+                raise SystemExit(f"{run['name']}: unknown published.counts {pub['counts']!r}")
+            predicted = fmt(value, unit)
+            if unit != "s":
+                predicted += f" (step {t:.2f} s)"
+            if not pred.get("feasible", True):
+                predicted += f" [over memory: {pred['memory_gib']:.1f} GiB]"
+            error = f"{100.0 * (value - pub['value']) / pub['value']:+.1f}"
+        print(f"| {run['name']} | {layout_summary(layout, model, world)} | {published} | {predicted} | {error} | "
+              f"{run['table_row']} |")
+    print()
+    sources = {}
+    for run in runs:
+        for key in ("source", "source_layout", "cross_check"):
+            if run.get(key):
+                sources.setdefault(run[key], []).append(run["name"])
+    print("Sources (figures from `source`, layouts from `source_layout`, `cross_check` agreeing):")
+    for url, names in sources.items():
+        print(f"- {url}: {', '.join(names)}")
+    print()
+    print("error % = (predicted - published) / published; for TFLOP/s a positive error means predicted faster, "
+          "for seconds predicted slower.")
+    for e in errors:
+        print("published_runs.py: " + e, file=sys.stderr)
+    if failed:
+        return 1
+    if rejected:
+        return 1 if args.strict else 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
