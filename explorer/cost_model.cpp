@@ -267,6 +267,10 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
     return zb && o.kind == ComputeKind::gemm ? op_time(p, o, Part::input_grad, e) + op_time(p, o, Part::weight_grad, e)
                                              : op_time(p, o, Part::backward, e);
   };
+  auto wgt = [&](const LayerOp& o) {
+    return zb && o.kind == ComputeKind::gemm ? op_time(p, o, Part::weight_grad, e) : 0.0;
+  };
+  double common_w = 0;
   LayerTimes t;
   // The ops of one layer, in the workload's order (workload.cpp layer_forward).
   double common_f = 0, common_b = 0;
@@ -274,18 +278,19 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
                             ops.norm("pre_mlp_norm", ops.sp_tokens()), ops.residual("mlp_residual")};
   for (const LayerOp& o : around) common_f += fwd(o), common_b += bwd(o);
   for (const LayerOp& o : ops.attention_ops()) {
-    common_f += fwd(o), common_b += bwd(o);
+    common_f += fwd(o), common_b += bwd(o), common_w += wgt(o);
     if (o.core) t.core_forward += fwd(o), t.core_backward += bwd(o);
   }
-  t.dense_forward = common_f, t.dense_backward = common_b;
-  for (const LayerOp& o : ops.mlp_ops(false)) t.dense_forward += fwd(o), t.dense_backward += bwd(o);
+  t.dense_forward = common_f, t.dense_backward = common_b, t.dense_weight = common_w;
+  for (const LayerOp& o : ops.mlp_ops(false))
+    t.dense_forward += fwd(o), t.dense_backward += bwd(o), t.dense_weight += wgt(o);
   if (model.is_moe()) {
-    t.moe_forward = common_f, t.moe_backward = common_b;
+    t.moe_forward = common_f, t.moe_backward = common_b, t.moe_weight = common_w;
     for (const LayerOp& o : ops.mlp_ops(true)) {
       // The busiest expert's tokens set the pace of the expert ops.
       const std::string_view n = o.name;
       const double load = n.rfind("expert", 0) == 0 ? p.router_imbalance : 1.0;
-      t.moe_forward += load * fwd(o), t.moe_backward += load * bwd(o);
+      t.moe_forward += load * fwd(o), t.moe_backward += load * bwd(o), t.moe_weight += load * wgt(o);
     }
   }
   const LayerOp emb = ops.embedding();
@@ -295,7 +300,7 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
     t.first_forward += fwd(d), t.first_backward += bwd(d);
   }
   for (const LayerOp& o : {ops.norm("final_norm", ops.sp_tokens()), ops.logits(), ops.cross_entropy()})
-    t.last_forward += fwd(o), t.last_backward += bwd(o);
+    t.last_forward += fwd(o), t.last_backward += bwd(o), t.last_weight += wgt(o);
   return t;
 }
 
@@ -512,6 +517,20 @@ Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split
   r.tokens_per_s = tokens_per_step_ / r.step_time_s;
   r.mfu = training_flops_per_step_ / (r.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
   return r;
+}
+
+std::vector<CostModel::StageTerms> CostModel::stage_terms(const Candidate& cand) const {
+  const MicroShape x = MicroShape::of(c_, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
+  const Placement pl = place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp);
+  const TrafficUnits units = traffic_units(c_, cand, x, pl);
+  const Prices price = prices(units, channels(cand, pl));
+  const terms::LayerTimes& times = layer_times(cand);
+  std::vector<StageTerms> out;
+  for (const StageLayers& st : stage_layers(c_, cand.pp, cand.virtual_stage_layers(c_.layers))) {
+    const StageTraffic tr = stage_traffic(units, c_, cand, st);
+    out.push_back({st, microbatch(cand, st, tr, times, price), tail(cand, st, tr, times, price)});
+  }
+  return out;
 }
 
 Prediction CostModel::predict(const Layout& layout) const {

@@ -196,6 +196,8 @@ struct LayerTimes {
   double core_forward = 0, core_backward = 0;    // the attention core (selective recompute; CP hides behind)
   double first_forward = 0, first_backward = 0;  // the embedding (first stage)
   double last_forward = 0, last_backward = 0;    // final norm, logits, cross-entropy (last stage)
+  // The weight-gradient GEMMs' part of each backward above (zero bubble's W; B is the rest).
+  double dense_weight = 0, moe_weight = 0, last_weight = 0;
   double forward(const StageLayers& st) const {
     return static_cast<double>(st.dense) * dense_forward + static_cast<double>(st.moe) * moe_forward +
            (st.first ? first_forward : 0.0) + (st.last ? last_forward : 0.0);
@@ -203,6 +205,10 @@ struct LayerTimes {
   double backward(const StageLayers& st) const {
     return static_cast<double>(st.dense) * dense_backward + static_cast<double>(st.moe) * moe_backward +
            (st.first ? first_backward : 0.0) + (st.last ? last_backward : 0.0);
+  }
+  double weight(const StageLayers& st) const {
+    return static_cast<double>(st.dense) * dense_weight + static_cast<double>(st.moe) * moe_weight +
+           (st.last ? last_weight : 0.0);
   }
 };
 LayerTimes layer_times(const CostParams& params, const Model& model, const Candidate& cand);
@@ -284,6 +290,16 @@ class CostModel {
                                const terms::LayerTimes& times, const Prices& prices) const;
   terms::Tail tail(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
                    const terms::LayerTimes& times, const Prices& prices) const;
+  // What the replay (explorer/replay.hpp) runs: per pipeline stage, the terms of one micro-batch
+  // and the tail after the pipeline, as evaluate() works them out; and the layer times.
+  struct StageTerms {
+    StageLayers layers;
+    terms::Microbatch microbatch;
+    terms::Tail tail;
+  };
+  std::vector<StageTerms> stage_terms(const Candidate& cand) const;
+  std::int64_t num_microbatches(const Candidate& cand) const { return model_.global_batch_size / (cand.mbs * cand.dp); }
+  const terms::LayerTimes& layer_times(const Candidate& cand) const;
   // The algorithm that prices the costliest DP-sync kind of a stage's traffic.
   static CollAlgorithm dp_algorithm(const StageTraffic& traffic, const Prices& prices);
 
@@ -314,8 +330,7 @@ class CostModel {
     double attention = 0, mlp_dense = 0, mlp_moe = 0, score = 0, replicated = 10;
   } activation_units_;
   bool auto_attention_materializes_ = false;  // what `auto` resolves to for this model
-  // terms::layer_times of a candidate, from a per-thread cache keyed by this model's id.
-  const terms::LayerTimes& layer_times(const Candidate& cand) const;
+  // layer_times() keeps terms::layer_times in a per-thread cache keyed by this model's id.
   std::uint64_t id_;
   static inline std::atomic<std::uint64_t> next_id_{0};
 };

@@ -1,0 +1,133 @@
+#include "explorer/replay.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "workload/workload.hpp"
+
+namespace sax::explorer {
+
+PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
+                         const std::vector<BlockTimes>& blocks) {
+  const std::int64_t V = pp * vpp;
+  std::vector<std::vector<workload::Block>> orders;
+  for (std::int64_t i = 0; i < pp; ++i) orders.push_back(workload::schedule_blocks(schedule, pp, vpp, i, m));
+  // When each micro-batch's forward and backward (B) ended on each virtual stage; -1: not yet.
+  std::vector<double> forward_end(static_cast<std::size_t>(m * V), -1.0), backward_end = forward_end;
+  auto at = [V](std::int64_t mb, std::int64_t v) { return static_cast<std::size_t>(mb * V + v); };
+  PipelineRun run;
+  run.stage_end.assign(static_cast<std::size_t>(pp), 0.0);
+  run.stage_busy.assign(static_cast<std::size_t>(pp), 0.0);
+  std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (std::int64_t i = 0; i < pp; ++i) {
+      const auto si = static_cast<std::size_t>(i);
+      for (; next[si] < orders[si].size(); ++next[si]) {
+        const workload::Block& b = orders[si][next[si]];
+        const std::int64_t v = b.chunk * pp + i;
+        double ready = 0;
+        switch (b.pass) {
+          case workload::Pass::F:
+            ready = v > 0 ? forward_end[at(b.microbatch, v - 1)] : 0.0;
+            break;
+          case workload::Pass::B:
+            ready = v < V - 1 ? backward_end[at(b.microbatch, v + 1)] : forward_end[at(b.microbatch, v)];
+            break;
+          case workload::Pass::W:
+            ready = backward_end[at(b.microbatch, v)];
+            break;
+        }
+        if (ready < 0) break;  // waits on another stage
+        const BlockTimes& t = blocks[static_cast<std::size_t>(v)];
+        const double d = b.pass == workload::Pass::F ? t.forward : b.pass == workload::Pass::B ? t.backward : t.weight;
+        run.stage_end[si] = std::max(run.stage_end[si], ready) + d;
+        run.stage_busy[si] += d;
+        if (b.pass == workload::Pass::F) forward_end[at(b.microbatch, v)] = run.stage_end[si];
+        if (b.pass == workload::Pass::B) backward_end[at(b.microbatch, v)] = run.stage_end[si];
+        progress = true;
+      }
+    }
+  }
+  for (std::int64_t i = 0; i < pp; ++i)
+    if (next[static_cast<std::size_t>(i)] < orders[static_cast<std::size_t>(i)].size())
+      throw std::logic_error("replay: the block order of stage " + std::to_string(i) + " deadlocks");
+  run.makespan = *std::max_element(run.stage_end.begin(), run.stage_end.end());
+  return run;
+}
+
+Replay replay(const CostModel& cost, const Candidate& cand) {
+  const ModelConsts& c = cost.consts();
+  const std::vector<CostModel::StageTerms> stages = cost.stage_terms(cand);
+  const terms::LayerTimes& lt = cost.layer_times(cand);
+  const std::vector<std::int64_t> layers = cand.virtual_stage_layers(c.layers);
+  const std::int64_t pp = cand.pp, vpp = cand.vpp, V = pp * vpp;
+  const bool zb = cand.pipeline == PipelineSchedule::zero_bubble;
+  // Each virtual stage's compute by its own layers and edges; the stage's communication on the
+  // critical path (TP, CP, EP, PP) spread over its blocks in proportion to their compute, so
+  // that a stage's blocks add up to the closed forms' micro-batch of that stage.
+  std::vector<BlockTimes> blocks(static_cast<std::size_t>(V));
+  std::int64_t offset = 0;
+  for (std::int64_t v = 0; v < V; ++v) {
+    const std::int64_t n = layers[static_cast<std::size_t>(v)], moe = c.moe_between(offset, offset + n);
+    offset += n;
+    StageLayers chunk;
+    chunk.stage = v % pp, chunk.moe = moe, chunk.dense = n - moe, chunk.first = v == 0, chunk.last = v == V - 1;
+    const terms::Microbatch& mb = stages[static_cast<std::size_t>(v % pp)].microbatch;
+    const double work = mb.compute + mb.recompute, k = work > 0 ? mb.total() / work : 1.0;
+    double recompute = 0;
+    if (cand.recompute == Recompute::full)
+      recompute = static_cast<double>(chunk.dense) * lt.dense_forward + static_cast<double>(chunk.moe) * lt.moe_forward;
+    if (cand.recompute == Recompute::selective) recompute = static_cast<double>(n) * lt.core_forward;
+    const double w = zb ? lt.weight(chunk) : 0.0;
+    blocks[static_cast<std::size_t>(v)] = {k * lt.forward(chunk), k * (lt.backward(chunk) - w + recompute), k * w};
+  }
+  const std::int64_t m = cost.num_microbatches(cand);
+  const PipelineRun run = run_pipeline(cand.pipeline, pp, vpp, m, blocks);
+  Replay r;
+  r.num_microbatches = m;
+  r.step_time_s = -1;
+  for (std::int64_t i = 0; i < pp; ++i) {
+    const auto si = static_cast<std::size_t>(i);
+    const double tail = stages[si].tail.total(), end = run.stage_end[si] + tail;
+    if (end > r.step_time_s) {
+      r.step_time_s = end, r.critical_stage = i, r.pipeline_s = run.stage_end[si], r.tail_s = tail;
+      r.bubble_s = run.stage_end[si] - run.stage_busy[si];
+    }
+  }
+  const CostModel::StageTerms& crit = stages[static_cast<std::size_t>(r.critical_stage)];
+  const double md = static_cast<double>(m);
+  Breakdown& b = r.breakdown;
+  b.compute_s = md * (crit.microbatch.compute + crit.microbatch.recompute);
+  b.recompute_s = md * crit.microbatch.recompute;
+  b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * crit.microbatch.tp;
+  b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * crit.microbatch.cp;
+  b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * crit.microbatch.ep;
+  b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * crit.microbatch.pp + crit.tail.embedding;
+  b.exposed_comm_s[static_cast<int>(Dim::dp)] = crit.tail.dp;
+  b.bubble_s = r.bubble_s;
+  b.optimizer_s = crit.tail.optimizer;
+  r.closed_form_step_s = cost.evaluate(cand, PipelineSplit::of(c, cand)).step_time_s;
+  return r;
+}
+
+Prediction replayed(const CostModel& cost, const Candidate& cand, const Prediction& closed) {
+  const Replay r = replay(cost, cand);
+  Prediction p = closed;
+  const double speed = closed.step_time_s / r.step_time_s;
+  p.step_time_s = r.step_time_s;
+  p.tokens_per_s *= speed;
+  p.mfu *= speed;
+  p.breakdown = r.breakdown;
+  p.critical_stage = r.critical_stage;
+  const double busy = r.pipeline_s - r.bubble_s;
+  p.bubble_fraction = busy > 0 ? r.bubble_s / busy : 0.0;
+  return p;
+}
+
+Replay replay(const CostModel& cost, const Cluster& cluster, const Layout& layout) {
+  return replay(cost, Candidate::of(layout, cluster));
+}
+
+}  // namespace sax::explorer

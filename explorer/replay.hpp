@@ -1,0 +1,51 @@
+// An event-driven replay of one layout's step: every pipeline stage runs its blocks in the order
+// the workload lists and `sax run` executes them (workload::schedule_blocks), each block taking
+// the cost model's time for it — a forward after the previous virtual stage's forward of its
+// micro-batch, a backward (B under zero bubble) after the next virtual stage's, a W after its own
+// B — and then its tail (DP sync, tied-embedding sync, optimizer). Where the closed forms assume
+// equal stages and blocks (bubble_fraction), the replay gives the schedule's own makespan:
+// uneven stages and chunks, zero bubble with unequal F, B and W, the edges' extra work.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "explorer/cost_model.hpp"
+
+namespace sax::explorer {
+
+// Seconds of one virtual stage's forward, backward (B with zero bubble) and weight-gradient (W;
+// 0 otherwise) block of one micro-batch.
+struct BlockTimes {
+  double forward = 0, backward = 0, weight = 0;
+};
+
+struct PipelineRun {
+  double makespan = 0;
+  std::vector<double> stage_end, stage_busy;  // per stage: when its last block ends; its busy time
+};
+// Runs the blocks of `schedule` over pp stages × vpp chunks and m micro-batches, `blocks[v]`
+// being virtual stage v = chunk·pp + stage. Throws std::logic_error if the order deadlocks.
+PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
+                         const std::vector<BlockTimes>& blocks);
+
+struct Replay {
+  double step_time_s = 0;
+  double pipeline_s = 0;  // the critical stage's last block
+  double bubble_s = 0;    // the critical stage's idle time before it
+  double tail_s = 0;      // the critical stage's tail
+  std::int64_t critical_stage = 0;
+  std::int64_t num_microbatches = 0;
+  double closed_form_step_s = 0;  // evaluate()'s, beside it
+  // The critical stage's step, term by term: its micro-batches' compute and exposed
+  // communication, its idle time in the pipeline (bubble_s) and its tail; adds up to step_time_s.
+  Breakdown breakdown;
+};
+// The replay of `layout` (valid for the cost model's model and cluster).
+Replay replay(const CostModel& cost, const Cluster& cluster, const Layout& layout);
+Replay replay(const CostModel& cost, const Candidate& cand);
+// `closed` (evaluate()'s prediction of `cand`) with the replay's step time, breakdown, critical
+// stage, bubble fraction, tokens/s and MFU.
+Prediction replayed(const CostModel& cost, const Candidate& cand, const Prediction& closed);
+
+}  // namespace sax::explorer
