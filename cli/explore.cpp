@@ -2,6 +2,7 @@
 // [--emit megatron|torchtitan [--emit-rank N]]`: searches layouts × placements × schedules ×
 // network technologies and ranks them; --emit prints the N-th as the framework's settings instead
 // of the table.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "cli/explorer_inputs.hpp"
 #include "cli/format.hpp"
 #include "cli/json_out.hpp"
+#include "explorer/replay.hpp"
 
 namespace sax::cli {
 
@@ -22,9 +24,11 @@ struct ExploreArgs {
   int threads = 0;
   int emit_rank = 1;
   bool emit_rank_given = false;
+  int replay_top = 50;
 };
 
-void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& cm, const explorer::SearchResult& r) {
+void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& cm, const explorer::SearchResult& r,
+                   std::size_t replayed) {
   std::cout << "explore " << m.name << " on " << c.name << " (" << c.world_size() << " devices, " << c.buildings.size()
             << " buildings) — " << cm.params().source << "\n";
   // The batch bounds what any layout can reach: say how thin it is spread before the ranking.
@@ -46,6 +50,10 @@ void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& 
             << ", PP <= " << bd.pipeline_parallel << " (layers), VPP <= layers/PP (largest "
             << bd.largest_virtual_pipeline << "), micro-batch <= global_batch/DP (largest " << bd.largest_micro_batch
             << "); splits even, first/last lighter, account_for_embedding/loss\n";
+  if (replayed > 0)
+    std::cout << "  ranked by the closed forms, then the best " << replayed
+              << " re-ranked by the event-driven replay of their schedules (explorer/replay.hpp): their step, MFU "
+                 "and breakdown are the replay's\n";
   if (r.top.empty()) {
     std::cout << "  no layout fits in " << fmt("%.1f", cm.memory_limit_gib()) << " GiB per device\n";
   } else {
@@ -67,6 +75,9 @@ void run_explore(const ExploreArgs& a) {
   if (a.threads < 0) throw UsageError("--threads: expected >= 0 (0 = all cores), got " + std::to_string(a.threads));
   const std::optional<explorer::EmitFormat> emit = emit_format(a.emit);
   if (a.emit_rank_given && !emit) throw UsageError("--emit-rank: needs --emit megatron|torchtitan");
+  if (a.replay_top < 0)
+    throw UsageError("--replay-top: expected a number of layouts >= 0 (0 = no replay), got " +
+                     std::to_string(a.replay_top));
   if (a.emit_rank < 1 || a.emit_rank > a.top)
     throw UsageError("--emit-rank: expected a rank in the list, 1 to " + std::to_string(a.top) + " (--top), got " +
                      std::to_string(a.emit_rank));
@@ -80,9 +91,19 @@ void run_explore(const ExploreArgs& a) {
   }
   const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
   explorer::SearchOptions o;
-  o.top = a.top;
+  o.top = std::max(a.top, a.replay_top);
   o.threads = a.threads;
-  const explorer::SearchResult r = explorer::search(cm, c, m, o);
+  explorer::SearchResult r = explorer::search(cm, c, m, o);
+  // The closed forms rank every candidate; the best --replay-top are run block by block and
+  // re-ranked by what their schedules give (uneven stages, zero bubble's unequal F/B/W).
+  const std::size_t replayed = std::min(r.top.size(), static_cast<std::size_t>(a.replay_top));
+  for (std::size_t i = 0; i < replayed; ++i)
+    r.top[i].prediction = explorer::replayed(cm, r.top[i].candidate, r.top[i].prediction);
+  std::stable_sort(r.top.begin(), r.top.begin() + static_cast<std::ptrdiff_t>(replayed),
+                   [](const explorer::Ranked& x, const explorer::Ranked& y) {
+                     return x.prediction.step_time_s < y.prediction.step_time_s;
+                   });
+  if (r.top.size() > static_cast<std::size_t>(a.top)) r.top.resize(static_cast<std::size_t>(a.top));
   if (emit && static_cast<std::size_t>(a.emit_rank) > r.top.size())
     throw UsageError(r.top.empty() ? "--emit: no layout fits in " + fmt("%.1f", cm.memory_limit_gib()) +
                                          " GiB per device, none to emit"
@@ -92,7 +113,7 @@ void run_explore(const ExploreArgs& a) {
   if (emit)
     std::cout << explorer::emit(*emit, r.top[static_cast<std::size_t>(a.emit_rank - 1)].candidate.to_layout(c), m, c);
   else
-    print_ranking(c, m, cm, r);
+    print_ranking(c, m, cm, r, replayed);
   json compare_json = nullptr;
   if (!a.compare.empty()) {
     const explorer::Prediction p = cm.predict(compare);
@@ -127,6 +148,7 @@ void run_explore(const ExploreArgs& a) {
               {"pruned_memory", r.pruned_memory},
               {"feasible", r.feasible},
               {"search_seconds", r.seconds},
+              {"replayed", replayed},
               {"threads", r.threads},
               {"candidates", cands}};
     if (!compare_json.is_null()) j["compare"] = compare_json;
@@ -146,6 +168,8 @@ void add_explore(CLI::App& app) {
   cmd->add_option("--json", a->json_file, "Write the ranking as JSON to FILE");
   cmd->add_option("--compare", a->compare, "A layout file to set beside the best found");
   cmd->add_option("--threads", a->threads, "Worker threads (default 0 = all cores)");
+  cmd->add_option("--replay-top", a->replay_top,
+                  "Re-rank the best K by the event-driven replay of their schedules (default 50, 0 = off)");
   cmd->add_option("--emit", a->emit,
                   "Print a ranked layout as Megatron-LM arguments or a torchtitan TOML section instead of the table");
   cmd->add_option("--emit-rank", a->emit_rank, "Which layout --emit prints, 1 = the best (default 1)");

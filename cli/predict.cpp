@@ -11,6 +11,7 @@
 #include "cli/explorer_inputs.hpp"
 #include "cli/json_out.hpp"
 #include "explorer/quantities.hpp"
+#include "explorer/replay.hpp"
 
 namespace sax::cli {
 
@@ -18,6 +19,7 @@ namespace {
 
 struct PredictArgs {
   std::string cluster, model, layout, calibration, json_file, emit;
+  bool replay = false;
 };
 
 void print_report(const PredictArgs& a, const Cluster& c, const Model& m, const Layout& l,
@@ -67,12 +69,20 @@ void run_predict(const PredictArgs& a) {
   validate_layout(l, m, c, a.layout);
   if (!a.json_file.empty()) check_writable(a.json_file);  // before anything is printed
   const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
-  const explorer::Prediction p = cm.predict(l);
+  const explorer::Prediction closed = cm.predict(l);
+  // --replay: the schedule run block by block (explorer/replay.hpp) in place of the closed forms.
+  const explorer::Prediction p = a.replay ? explorer::replayed(cm, explorer::Candidate::of(l, c), closed) : closed;
   if (emit) {
     // The settings alone on stdout, to paste or redirect; --json still gets the prediction.
     std::cout << explorer::emit(*emit, l, m, c);
   } else {
     print_report(a, c, m, l, cm, p);
+    if (a.replay)
+      std::printf(
+          "  replay        step %.4g s against the closed forms' %.4g s (%+.1f%%): each stage's blocks "
+          "in the schedule's order, critical stage %lld\n",
+          p.step_time_s, closed.step_time_s, 100 * (p.step_time_s / closed.step_time_s - 1),
+          static_cast<long long>(p.critical_stage));
   }
   if (!a.json_file.empty()) {
     json j = {{"version", 1},
@@ -86,6 +96,8 @@ void run_predict(const PredictArgs& a) {
                 {"datasheet_terms", cm.params().datasheet_terms}}},
               {"layout", to_json(l)},
               {"predicted", explorer::to_json(p)},
+              {"method", a.replay ? "replay" : "closed forms"},
+              {"closed_form_step_time_s", closed.step_time_s},
               {"why", explorer::explain(explorer::Candidate::of(l, c), p, c)}};
     write_json_file(a.json_file, j);
   }
@@ -103,6 +115,9 @@ void add_predict(CLI::App& app) {
   cmd->add_option("--json", a->json_file, "Write the prediction as JSON to FILE");
   cmd->add_option("--emit", a->emit,
                   "Print the layout as Megatron-LM arguments or a torchtitan TOML section instead of the report");
+  cmd->add_flag("--replay", a->replay,
+                "Run the schedule block by block (uneven stages, zero bubble with unequal F/B/W) instead of the "
+                "closed forms");
   cmd->callback([a] { run_predict(*a); });
 }
 

@@ -39,6 +39,7 @@ struct Shape {
   std::vector<std::int64_t> vpps;  // > 1 that divide the per-stage layer count Megatron splits
   std::vector<PipelineSplit> vsplits;
   std::vector<std::int64_t> mbss;  // every micro-batch size that divides global_batch / DP
+  bool same_flat = false;          // without virtual stages an earlier kind's split: VPP > 1 only
 };
 
 Candidate shape_candidate(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp, std::int64_t vpp,
@@ -147,8 +148,13 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
         for (std::int64_t b : divisors(m.global_batch_size / dp))
           if (o.max_micro_batch <= 0 || b <= o.max_micro_batch) mbss.push_back(b);
         bounds.largest_micro_batch = std::max(bounds.largest_micro_batch, mbss.back());
+        std::vector<std::vector<std::int64_t>> flat;  // each kind's layers per stage without VPP
         for (const SplitKind& k : kinds) {
           Shape s{tp, cp, pp, dp, k, PipelineSplit::of(c, shape_candidate(tp, cp, pp, dp, 1, k)), {}, {}, mbss};
+          // account_for with one chunk per stage is the first/last split of the same counts.
+          const auto layers = shape_candidate(tp, cp, pp, dp, 1, k).virtual_stage_layers(L);
+          s.same_flat = std::find(flat.begin(), flat.end(), layers) != flat.end();
+          if (!s.same_flat) flat.push_back(layers);
           // The layers per stage Megatron splits into virtual stages (each must divide by VPP).
           std::int64_t g = 0;
           if (k.account_embedding || k.account_loss)
@@ -185,7 +191,7 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
       for (const auto& g : pl.groups) crosses = crosses || (g.size > 1 && g.link == LinkClass::cross_building);
       const bool dp_crosses = pl[GroupKind::dp_cp].link == LinkClass::cross_building ||
                               pl[GroupKind::expert_dp_cp].link == LinkClass::cross_building;
-      for (std::size_t vi = 0; vi <= s.vpps.size(); ++vi) {
+      for (std::size_t vi = s.same_flat ? 1 : 0; vi <= s.vpps.size(); ++vi) {
         const std::int64_t vpp = vi == 0 ? 1 : s.vpps[vi - 1];
         const PipelineSplit& split = vi == 0 ? s.split : s.vsplits[vi - 1];
         for (std::int64_t mbs : s.mbss) {

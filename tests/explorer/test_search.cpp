@@ -199,6 +199,32 @@ TEST(ExploreCli, PredictPrintsTheBreakdownAndWritesJson) {
   EXPECT_EQ(j["predicted"]["link_class"]["pp"], "cross_building");
 }
 
+// predict --replay sets the replay's step beside the closed forms'; explore says it re-ranked its
+// best by the replay, and its listed steps are the replay's (ascending).
+TEST(ExploreCli, ReplayInPredictAndExplore) {
+  test::TempDir t;
+  const std::string cl = test::preset_path("clusters/local-2bld.json"), gm = test::preset_path("models/gpt-tiny.json");
+  const std::string out = t.file("p.json");
+  const auto p = test::run_sax("predict --cluster " + cl + " --model " + gm + " --layout " +
+                               test::preset_path("layouts/local-tp2-pp2.json") + " --replay --json " + out);
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("replay        step"), std::string::npos) << p.out;
+  const auto j = nlohmann::json::parse(test::slurp(out));
+  EXPECT_EQ(j["method"], "replay");
+  EXPECT_LE(j["predicted"]["step_time_s"].get<double>(), j["closed_form_step_time_s"].get<double>() * (1 + 1e-9));
+  const std::string ex = t.file("e.json");
+  const auto e = test::run_sax("explore --cluster " + cl + " --model " + gm + " --top 5 --replay-top 5 --json " + ex);
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("re-ranked by the event-driven replay"), std::string::npos) << e.out;
+  const auto k = nlohmann::json::parse(test::slurp(ex));
+  EXPECT_EQ(k["replayed"], 5);
+  double last = 0;
+  for (const auto& cand : k["candidates"]) {
+    EXPECT_GE(cand["predicted"]["step_time_s"].get<double>(), last);
+    last = cand["predicted"]["step_time_s"].get<double>();
+  }
+}
+
 TEST(ExploreCli, BadInputExitsTwoWithOneLine) {
   test::TempDir t;
   const std::string cl = test::preset_path("clusters/local-2bld.json"), gm = test::preset_path("models/gpt-tiny.json");
@@ -210,6 +236,7 @@ TEST(ExploreCli, BadInputExitsTwoWithOneLine) {
            {"predict --cluster " + cl + " --model " + gm + " --layout " + bad, "/tensor_model_parallel_size"},
            {"predict --cluster " + cl + " --model " + gm + " --layout " + t.file("missing.json"), "missing.json"},
            {"explore --cluster " + cl + " --model " + gm + " --top 0", "--top"},
+           {"explore --cluster " + cl + " --model " + gm + " --replay-top -1", "--replay-top"},
            {"explore --cluster " + gm + " --model " + gm, "gpt-tiny.json"},
            {"explore --cluster " + cl + " --model " + gm + " --calibration " + bad, "bad.json: /version"},
            {"explore --cluster " + cl + " --model " + gm + " --compare " + bad, "/tensor_model_parallel_size"}}) {
