@@ -427,7 +427,7 @@ const terms::LayerTimes& CostModel::layer_times(const Candidate& cand) const {
     AttentionBackend attention = AttentionBackend::auto_;
     terms::LayerTimes times;
   };
-  thread_local std::array<Entry, 64> cache;
+  thread_local std::array<Entry, 256> cache;
   const bool sp = cand.sequence_parallel(), zb = cand.pipeline == PipelineSchedule::zero_bubble;
   const auto slot = static_cast<std::size_t>(cand.tp * 31 + cand.cp * 17 + cand.mbs * 7 + (sp ? 3 : 0) + (zb ? 5 : 0) +
                                              static_cast<int>(cand.attention) * 11) %
