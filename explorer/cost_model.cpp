@@ -384,10 +384,8 @@ terms::Microbatch CostModel::microbatch(const Candidate& cand, const StageLayers
                                         const terms::LayerTimes& t, const Prices& price) const {
   terms::Microbatch mb;
   const int tp_kinds = price.tp_kinds;
-  const double dense = static_cast<double>(st.dense), moe = static_cast<double>(st.moe), L = dense + moe;
   mb.compute = t.forward(st) + t.backward(st);
-  if (cand.recompute == Recompute::full) mb.recompute = dense * t.dense_forward + moe * t.moe_forward;
-  if (cand.recompute == Recompute::selective) mb.recompute = L * t.core_forward;
+  mb.recompute = t.recompute(st, cand.recompute);
   for (int i = 0; i < tp_kinds; ++i)
     mb.tp += price.tp[static_cast<std::size_t>(i)].time(tr.tp[static_cast<std::size_t>(i)]);
   // The KV ring runs behind the attention of the block it already holds (Megatron's CP).

@@ -206,6 +206,12 @@ struct LayerTimes {
     return static_cast<double>(st.dense) * dense_backward + static_cast<double>(st.moe) * moe_backward +
            (st.first ? first_backward : 0.0) + (st.last ? last_backward : 0.0);
   }
+  // The forward recomputed before the backward: every layer's (full) or the attention core's (selective).
+  double recompute(const StageLayers& st, Recompute r) const {
+    if (r == Recompute::full)
+      return static_cast<double>(st.dense) * dense_forward + static_cast<double>(st.moe) * moe_forward;
+    return r == Recompute::selective ? static_cast<double>(st.layers()) * core_forward : 0.0;
+  }
   double weight(const StageLayers& st) const {
     return static_cast<double>(st.dense) * dense_weight + static_cast<double>(st.moe) * moe_weight +
            (st.last ? last_weight : 0.0);

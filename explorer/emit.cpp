@@ -87,9 +87,9 @@ std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
   arg("--micro-batch-size", std::to_string(l.micro_batch_size));
   arg("--global-batch-size", std::to_string(m.global_batch_size));
   if (l.sequence_parallel && tp > 1) arg("--sequence-parallel");
-  if (l.recompute_granularity == Recompute::selective) arg("--recompute-granularity", "selective");
+  if (l.recompute_granularity != Recompute::none)
+    arg("--recompute-granularity", sax::to_string(l.recompute_granularity));
   if (l.recompute_granularity == Recompute::full) {
-    arg("--recompute-granularity", "full");
     arg("--recompute-method", "uniform");
     arg("--recompute-num-layers", "1");
   }
@@ -104,7 +104,7 @@ std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
   // Megatron's rank generator knows two orders (initialize.py), EP always the inner part of DP.
   const std::vector<Dim> dense = dense_order(l.order, l, world);
   const bool ep_outer = ep_outside_dp(l, world);
-  if (!ep_outer && dense == dense_order({Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp}, l, world)) {
+  if (!ep_outer && dense == dense_order(Layout{}.order, l, world)) {
     // the default order
   } else if (!ep_outer && l.expert_model_parallel_size == 1 &&
              dense == dense_order({Dim::tp, Dim::cp, Dim::ep, Dim::pp, Dim::dp}, l, world)) {
@@ -221,8 +221,7 @@ std::string torchtitan_toml(const Layout& l, const Model& m, const Cluster& c) {
   }
   key("enable_async_tensor_parallel", "false");
 
-  if (!(dense_order(l.order, l, world) == dense_order({Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp}, l, world)) ||
-      ep_outside_dp(l, world))
+  if (!(dense_order(l.order, l, world) == dense_order(Layout{}.order, l, world)) || ep_outside_dp(l, world))
     notes += "# rank order " + l.order_string() +
              ": torchtitan's device mesh places ranks tp-cp-dp-pp only (EP inside DP); it cannot express this "
              "order, so its groups will sit on other links than predicted\n";
@@ -243,10 +242,7 @@ std::string torchtitan_toml(const Layout& l, const Model& m, const Cluster& c) {
                     "\nglobal_batch_size = " + std::to_string(m.global_batch_size) +
                     "\nseq_len = " + std::to_string(m.seq_length) + "\n\n[parallelism]\n";
   for (const auto& p : parallelism) out += p + "\n";
-  const char* mode = l.recompute_granularity == Recompute::full        ? "full"
-                     : l.recompute_granularity == Recompute::selective ? "selective"
-                                                                       : "none";
-  out += std::string("\n[activation_checkpoint]\nmode = ") + quoted(mode) + "\n";
+  out += std::string("\n[activation_checkpoint]\nmode = ") + quoted(sax::to_string(l.recompute_granularity)) + "\n";
   if (l.recompute_granularity == Recompute::selective) out += "selective_ac_option = \"op\"\n";
   return out;
 }

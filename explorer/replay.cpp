@@ -76,12 +76,9 @@ Replay replay(const CostModel& cost, const Candidate& cand) {
     chunk.stage = v % pp, chunk.moe = moe, chunk.dense = n - moe, chunk.first = v == 0, chunk.last = v == V - 1;
     const terms::Microbatch& mb = stages[static_cast<std::size_t>(v % pp)].microbatch;
     const double work = mb.compute + mb.recompute, k = work > 0 ? mb.total() / work : 1.0;
-    double recompute = 0;
-    if (cand.recompute == Recompute::full)
-      recompute = static_cast<double>(chunk.dense) * lt.dense_forward + static_cast<double>(chunk.moe) * lt.moe_forward;
-    if (cand.recompute == Recompute::selective) recompute = static_cast<double>(n) * lt.core_forward;
     const double w = zb ? lt.weight(chunk) : 0.0;
-    blocks[static_cast<std::size_t>(v)] = {k * lt.forward(chunk), k * (lt.backward(chunk) - w + recompute), k * w};
+    blocks[static_cast<std::size_t>(v)] = {k * lt.forward(chunk),
+                                           k * (lt.backward(chunk) - w + lt.recompute(chunk, cand.recompute)), k * w};
   }
   const std::int64_t m = cost.num_microbatches(cand);
   const PipelineRun run = run_pipeline(cand.pipeline, pp, vpp, m, blocks);

@@ -150,9 +150,10 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
         bounds.largest_micro_batch = std::max(bounds.largest_micro_batch, mbss.back());
         std::vector<std::vector<std::int64_t>> flat;  // each kind's layers per stage without VPP
         for (const SplitKind& k : kinds) {
-          Shape s{tp, cp, pp, dp, k, PipelineSplit::of(c, shape_candidate(tp, cp, pp, dp, 1, k)), {}, {}, mbss};
+          const Candidate flat_cand = shape_candidate(tp, cp, pp, dp, 1, k);
+          Shape s{tp, cp, pp, dp, k, PipelineSplit::of(c, flat_cand), {}, {}, mbss};
           // account_for with one chunk per stage is the first/last split of the same counts.
-          const auto layers = shape_candidate(tp, cp, pp, dp, 1, k).virtual_stage_layers(L);
+          const auto layers = flat_cand.virtual_stage_layers(L);
           s.same_flat = std::find(flat.begin(), flat.end(), layers) != flat.end();
           if (!s.same_flat) flat.push_back(layers);
           // The layers per stage Megatron splits into virtual stages (each must divide by VPP).

@@ -201,14 +201,6 @@ class Builder {
     w_.ops.push_back(o);
   }
 
-  // The ops of a layer at this rank's shape (workload/layer_ops.hpp).
-  double sp_tokens() const { return ops_.sp_tokens(); }
-  LayerOp norm(const char* name, double rows) const { return ops_.norm(name, rows); }
-  LayerOp residual(const char* name) const { return ops_.residual(name); }
-  LayerOp dropout(const char* name, double rows, double n) const { return ops_.dropout(name, rows, n); }
-  std::vector<LayerOp> attention_ops() const { return ops_.attention_ops(); }
-  std::vector<LayerOp> mlp_ops(std::int64_t layer) const { return ops_.mlp_ops(is_moe(layer)); }
-
   // TP messages around a sub-block (attention or MLP): before it with SP (all_gather), after
   // it (all_reduce, or reduce_scatter with SP). Backward mirrors: before (SP all_gather of
   // the gradient), after (reduce_scatter with SP, all_reduce without).
@@ -244,29 +236,29 @@ class Builder {
   }
 
   void layer_forward(Phase ph, const Block& b, std::int64_t layer, bool ops_only_attention) {
-    auto att = attention_ops();
+    auto att = ops_.attention_ops();
     if (ops_only_attention) {  // selective recompute: the attention core only
       for (const auto& o : att)
         if (o.core) w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
       return;
     }
-    w_.ops.push_back(compute(ph, b, layer, norm("input_norm", sp_tokens()), Part::forward));
+    w_.ops.push_back(compute(ph, b, layer, ops_.norm("input_norm", ops_.sp_tokens()), Part::forward));
     tp_before(ph, b, layer);
     for (const auto& o : att) {
       w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
       if (o.name == std::string("attention") || o.name == std::string("attention_values")) cp_ring(ph, b, layer, 1.0);
     }
     tp_after(ph, b, layer);
-    w_.ops.push_back(compute(ph, b, layer, residual("attention_residual"), Part::forward));
-    w_.ops.push_back(compute(ph, b, layer, norm("pre_mlp_norm", sp_tokens()), Part::forward));
+    w_.ops.push_back(compute(ph, b, layer, ops_.residual("attention_residual"), Part::forward));
+    w_.ops.push_back(compute(ph, b, layer, ops_.norm("pre_mlp_norm", ops_.sp_tokens()), Part::forward));
     tp_before(ph, b, layer);
-    for (const auto& o : mlp_ops(layer)) {
+    for (const auto& o : ops_.mlp_ops(is_moe(layer))) {
       if (o.name == std::string("experts_fc1")) ep_all_to_all(ph, b, layer, "moe_dispatch");
       w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
       if (o.name == std::string("experts_fc2")) ep_all_to_all(ph, b, layer, "moe_combine");
     }
     tp_after(ph, b, layer);
-    w_.ops.push_back(compute(ph, b, layer, residual("mlp_residual"), Part::forward));
+    w_.ops.push_back(compute(ph, b, layer, ops_.residual("mlp_residual"), Part::forward));
   }
 
   // Backward (or, with zero bubble, backward-input) of one layer: reverse order, mirrored
@@ -274,8 +266,8 @@ class Builder {
   void layer_backward(Phase ph, const Block& b, std::int64_t layer) {
     const Part gemm_part = zb() ? Part::input_grad : Part::backward;
     auto part = [&](const LayerOp& o) { return o.kind == Kind::gemm ? gemm_part : Part::backward; };
-    w_.ops.push_back(compute(ph, b, layer, residual("mlp_residual"), Part::backward));
-    auto mlp = mlp_ops(layer);
+    w_.ops.push_back(compute(ph, b, layer, ops_.residual("mlp_residual"), Part::backward));
+    auto mlp = ops_.mlp_ops(is_moe(layer));
     tp_before(ph, b, layer);
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it) {
       if (it->name == std::string("experts_fc2")) ep_all_to_all(ph, b, layer, "moe_combine_grad");
@@ -284,10 +276,10 @@ class Builder {
       if (it->name == std::string("experts_fc1")) ep_all_to_all(ph, b, layer, "moe_dispatch_grad");
     }
     tp_after(ph, b, layer);
-    w_.ops.push_back(compute(ph, b, layer, norm("pre_mlp_norm", sp_tokens()), Part::backward));
-    w_.ops.push_back(compute(ph, b, layer, residual("attention_residual"), Part::backward));
+    w_.ops.push_back(compute(ph, b, layer, ops_.norm("pre_mlp_norm", ops_.sp_tokens()), Part::backward));
+    w_.ops.push_back(compute(ph, b, layer, ops_.residual("attention_residual"), Part::backward));
     tp_before(ph, b, layer);
-    auto att = attention_ops();
+    auto att = ops_.attention_ops();
     for (auto it = att.rbegin(); it != att.rend(); ++it) {
       sp_regather(ph, b, layer, it->name);
       w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
@@ -295,21 +287,18 @@ class Builder {
         cp_ring(ph, b, layer, 2.0);
     }
     tp_after(ph, b, layer);
-    w_.ops.push_back(compute(ph, b, layer, norm("input_norm", sp_tokens()), Part::backward));
+    w_.ops.push_back(compute(ph, b, layer, ops_.norm("input_norm", ops_.sp_tokens()), Part::backward));
   }
 
   void layer_weight_grads(const Block& b, std::int64_t layer) {
-    auto mlp = mlp_ops(layer);
+    auto mlp = ops_.mlp_ops(is_moe(layer));
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it)
       if (it->kind == Kind::gemm) w_.ops.push_back(compute(Phase::backward_weight, b, layer, *it, Part::weight_grad));
-    auto att = attention_ops();
+    auto att = ops_.attention_ops();
     for (auto it = att.rbegin(); it != att.rend(); ++it)
       if (it->kind == Kind::gemm) w_.ops.push_back(compute(Phase::backward_weight, b, layer, *it, Part::weight_grad));
   }
 
-  LayerOp embedding() const { return ops_.embedding(); }
-  LayerOp logits() const { return ops_.logits(); }
-  LayerOp cross_entropy() const { return ops_.cross_entropy(); }
   // Pipeline neighbours of this rank's virtual stage.
   std::int64_t pp_peer(std::int64_t virtual_stage_of_peer) const {
     return grid_.group(rank_, GroupKind::pp)[virtual_stage_of_peer % pp_];
@@ -322,21 +311,22 @@ class Builder {
       message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, GroupKind::pp, CollOp::recv,
               pp_bytes(), pp_peer(v - 1));
     if (has_embedding(b.chunk)) {
-      w_.ops.push_back(compute(Phase::forward, b, -1, embedding(), Part::forward));
+      w_.ops.push_back(compute(Phase::forward, b, -1, ops_.embedding(), Part::forward));
       if (tp_ > 1)
         message(Phase::forward, b.microbatch, b.chunk, -1, "embedding", Dim::tp, GroupKind::tp,
                 sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
       if (m_.hidden_dropout > 0)
-        w_.ops.push_back(compute(Phase::forward, b, -1, dropout("embedding_dropout", sp_tokens(), h_), Part::forward));
+        w_.ops.push_back(
+            compute(Phase::forward, b, -1, ops_.dropout("embedding_dropout", ops_.sp_tokens(), h_), Part::forward));
     }
     for (std::int64_t i = 0; i < chunk_layers_[v]; ++i) layer_forward(Phase::forward, b, chunk_offset_[v] + i, false);
     if (has_output(b.chunk)) {
-      w_.ops.push_back(compute(Phase::forward, b, -1, norm("final_norm", sp_tokens()), Part::forward));
+      w_.ops.push_back(compute(Phase::forward, b, -1, ops_.norm("final_norm", ops_.sp_tokens()), Part::forward));
       if (sp_)
         message(Phase::forward, b.microbatch, b.chunk, -1, "output_all_gather", Dim::tp, GroupKind::tp,
                 CollOp::all_gather, A_);
-      w_.ops.push_back(compute(Phase::forward, b, -1, logits(), Part::forward));
-      w_.ops.push_back(compute(Phase::forward, b, -1, cross_entropy(), Part::forward));
+      w_.ops.push_back(compute(Phase::forward, b, -1, ops_.logits(), Part::forward));
+      w_.ops.push_back(compute(Phase::forward, b, -1, ops_.cross_entropy(), Part::forward));
     }
     if (v < pp_ * vpp_ - 1)
       message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, GroupKind::pp, CollOp::send,
@@ -350,13 +340,13 @@ class Builder {
       message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, GroupKind::pp, CollOp::recv, pp_bytes(),
               pp_peer(v + 1));
     if (has_output(b.chunk)) {
-      w_.ops.push_back(compute(ph, b, -1, cross_entropy(), Part::backward));
+      w_.ops.push_back(compute(ph, b, -1, ops_.cross_entropy(), Part::backward));
       sp_regather(ph, b, -1, "logits");
-      w_.ops.push_back(compute(ph, b, -1, logits(), zb() ? Part::input_grad : Part::backward));
+      w_.ops.push_back(compute(ph, b, -1, ops_.logits(), zb() ? Part::input_grad : Part::backward));
       if (tp_ > 1)
         message(ph, b.microbatch, b.chunk, -1, "output_grad", Dim::tp, GroupKind::tp,
                 sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
-      w_.ops.push_back(compute(ph, b, -1, norm("final_norm", sp_tokens()), Part::backward));
+      w_.ops.push_back(compute(ph, b, -1, ops_.norm("final_norm", ops_.sp_tokens()), Part::backward));
     }
     for (std::int64_t i = chunk_layers_[v] - 1; i >= 0; --i) {
       const std::int64_t layer = chunk_offset_[v] + i;
@@ -367,8 +357,8 @@ class Builder {
     }
     if (has_embedding(b.chunk)) {
       if (m_.hidden_dropout > 0)
-        w_.ops.push_back(compute(ph, b, -1, dropout("embedding_dropout", sp_tokens(), h_), Part::backward));
-      w_.ops.push_back(compute(ph, b, -1, embedding(), Part::backward));
+        w_.ops.push_back(compute(ph, b, -1, ops_.dropout("embedding_dropout", ops_.sp_tokens(), h_), Part::backward));
+      w_.ops.push_back(compute(ph, b, -1, ops_.embedding(), Part::backward));
     }
     if (v > 0)
       message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, GroupKind::pp, CollOp::send, pp_bytes(),
@@ -377,7 +367,7 @@ class Builder {
 
   void weight_block(const Block& b, bool sync_after) {
     const std::int64_t v = virtual_stage(b.chunk);
-    if (has_output(b.chunk)) w_.ops.push_back(compute(Phase::backward_weight, b, -1, logits(), Part::weight_grad));
+    if (has_output(b.chunk)) w_.ops.push_back(compute(Phase::backward_weight, b, -1, ops_.logits(), Part::weight_grad));
     for (std::int64_t i = chunk_layers_[v] - 1; i >= 0; --i) {
       layer_weight_grads(b, chunk_offset_[v] + i);
       if (sync_after) layer_dp_sync(chunk_offset_[v] + i);
