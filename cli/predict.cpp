@@ -37,26 +37,21 @@ void print_report(const PredictArgs& a, const Cluster& c, const Model& m, const 
   // A calibrated efficiency curve holds between the FLOPs it measured and is clamped beyond:
   // say so where this layout's ops lie outside.
   if (!a.calibration.empty()) {
-    const explorer::MicroShape x =
-        explorer::MicroShape::of(explorer::ModelConsts::of(m), l.tensor_model_parallel_size, l.context_parallel_size,
-                                 l.micro_batch_size, l.sequence_parallel && l.tensor_model_parallel_size > 1);
-    auto outside = [](const char* name, const EfficiencyCurve& c, std::initializer_list<double> flops) {
-      if (c.points.empty()) return;
-      double lo = 0, hi = 0;
-      for (double f : flops)
-        if (f > 0) lo = lo == 0 ? f : std::min(lo, f), hi = std::max(hi, f);
-      if (lo >= c.points.front().flops * (1 - 1e-9) && hi <= c.points.back().flops * (1 + 1e-9)) return;
+    const explorer::terms::CurveReads r = explorer::terms::curve_reads(m, explorer::Candidate::of(l, c));
+    auto outside = [](const char* name, const EfficiencyCurve& curve, double lo, double hi) {
+      if (curve.points.empty() || hi <= 0) return;
+      if (lo >= curve.points.front().flops * (1 - 1e-9) && hi <= curve.points.back().flops * (1 + 1e-9)) return;
       std::printf(
           "  extrapolated  %s efficiency: this layout's ops of %.3g-%.3g FLOPs lie outside the measured "
           "%.3g-%.3g (the curve's end value is used)\n",
-          name, lo, hi, c.points.front().flops, c.points.back().flops);
+          name, lo, hi, curve.points.front().flops, curve.points.back().flops);
     };
     const auto& k = cm.params();
     if (std::find(k.calibrated_terms.begin(), k.calibrated_terms.end(), "gemm efficiency") != k.calibrated_terms.end())
-      outside("gemm", k.gemm, {x.qkv, x.out, x.mlp, x.router, x.experts, x.logits});
+      outside("gemm", k.gemm, r.gemm_lo, r.gemm_hi);
     if (std::find(k.calibrated_terms.begin(), k.calibrated_terms.end(), "attention efficiency") !=
         k.calibrated_terms.end())
-      outside("attention", k.attention, {x.attention});
+      outside("attention", k.attention, r.attention_lo, r.attention_hi);
   }
   print_prediction(explorer::Candidate::of(l, c), l, p, cm, c);
 }

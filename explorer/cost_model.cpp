@@ -304,6 +304,29 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
   return t;
 }
 
+CurveReads curve_reads(const Model& model, const Candidate& cand) {
+  using workload::ComputeKind;
+  Layout backend;
+  backend.attention_backend = cand.attention;
+  const workload::LayerOps ops(model, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel(),
+                               materializes_scores(resolved_attention_backend(backend, model)));
+  const double e = dtype_bytes(model.dtype);
+  CurveReads r;
+  auto read = [&](const workload::LayerOp& o) {
+    const double f = workload::op_cost(o, workload::Part::forward, e).flops;
+    if (!(f > 0) || o.kind == ComputeKind::memory) return;
+    double& lo = o.kind == ComputeKind::attention ? r.attention_lo : r.gemm_lo;
+    double& hi = o.kind == ComputeKind::attention ? r.attention_hi : r.gemm_hi;
+    lo = lo == 0 ? f : std::min(lo, f), hi = std::max(hi, f);
+  };
+  for (const workload::LayerOp& o : ops.attention_ops()) read(o);
+  for (const workload::LayerOp& o : ops.mlp_ops(false)) read(o);
+  if (model.is_moe())
+    for (const workload::LayerOp& o : ops.mlp_ops(true)) read(o);
+  read(ops.logits());
+  return r;
+}
+
 double overlapped_sync_time(double grad_s, double gather_s, double backward_s, double forward_s,
                             double overlap_slowdown) {
   return std::max(0.0, grad_s - backward_s) + overlap_slowdown * std::min(grad_s, backward_s) +

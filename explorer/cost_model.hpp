@@ -218,6 +218,13 @@ struct LayerTimes {
   }
 };
 LayerTimes layer_times(const CostParams& params, const Model& model, const Candidate& cand);
+// The FLOPs at which layer_times reads each efficiency curve for a candidate (the forward FLOPs
+// of its GEMMs and products, and of fused attention), lowest and highest; 0 where it reads none:
+// what a calibrated curve must cover not to be extrapolated.
+struct CurveReads {
+  double gemm_lo = 0, gemm_hi = 0, attention_lo = 0, attention_hi = 0;
+};
+CurveReads curve_reads(const Model& model, const Candidate& cand);
 
 // One micro-batch of one stage: compute (forward + backward at twice the forward's FLOPs), the
 // recomputed part, and each dimension's exposed communication. TP, EP and PP messages are on the

@@ -8,6 +8,7 @@
 #include "explorer/cost_model.hpp"
 #include "spec/groups.hpp"
 #include "tests/support/layout_grid.hpp"
+#include "tests/support/run.hpp"
 #include "workload/workload.hpp"
 
 using namespace sax;
@@ -155,4 +156,65 @@ TEST_P(CostTerms, ComputeIsTheWorkloadsOpsEachAtItsRoofline) {
   }
   EXPECT_NEAR(p.breakdown.compute_s, worst, 1e-9 * worst) << s.name;
   EXPECT_NEAR(p.breakdown.optimizer_s, optimizer, 1e-9 * optimizer) << s.name;
+}
+
+// Where the cost model reads its efficiency curves: the lowest and highest forward FLOPs of the
+// GEMMs and products (and of fused attention) that the workload lists over all stages — what
+// `predict --calibration` compares with the measured range to say it extrapolates.
+TEST_P(CostTerms, CurveReadsAreTheWorkloadsForwardFlops) {
+  const Case& s = GetParam();
+  const terms::CurveReads r = terms::curve_reads(s.model, Candidate::of(s.layout, s.cluster));
+  RankGrid grid(s.layout, s.cluster);
+  double glo = 0, ghi = 0, alo = 0, ahi = 0;
+  for (std::int64_t stage = 0; stage < s.layout.pipeline_model_parallel_size; ++stage) {
+    std::int64_t rank = 0;
+    while (grid.stage(rank) != stage) ++rank;
+    for (const workload::Op& o : workload::build(s.cluster, s.model, s.layout, rank).ops) {
+      if (o.kind != workload::OpKind::compute || o.phase != workload::Phase::forward || o.memory_bound()) continue;
+      double& lo = o.compute == workload::ComputeKind::attention ? alo : glo;
+      double& hi = o.compute == workload::ComputeKind::attention ? ahi : ghi;
+      lo = lo == 0 ? o.flops : std::min(lo, o.flops), hi = std::max(hi, o.flops);
+    }
+  }
+  EXPECT_DOUBLE_EQ(r.gemm_lo, glo) << s.name;
+  EXPECT_DOUBLE_EQ(r.gemm_hi, ghi) << s.name;
+  EXPECT_DOUBLE_EQ(r.attention_lo, alo) << s.name;
+  EXPECT_DOUBLE_EQ(r.attention_hi, ahi) << s.name;
+}
+
+// `predict --calibration` names a calibrated curve this layout reads outside its measured range,
+// and is silent where the range covers every read.
+TEST(PredictCli, SaysWhereACalibratedCurveIsExtrapolated) {
+  test::TempDir t;
+  const std::string cl = test::preset_path("clusters/local-2bld.json"), md = test::preset_path("models/gpt-tiny.json"),
+                    ly = test::preset_path("layouts/local-tp2-pp2.json");
+  const Cluster c = read_cluster(test::preset("clusters/local-2bld.json"), "local-2bld");
+  const Model m = read_model(test::preset("models/gpt-tiny.json"), "gpt-tiny");
+  const terms::CurveReads r =
+      terms::curve_reads(m, Candidate::of(read_layout(test::preset("layouts/local-tp2-pp2.json"), "l"), c));
+  ASSERT_GT(r.gemm_lo, 0);
+  auto calibration = [&](double lo, double hi) {
+    return nlohmann::json{
+        {"kind", "calibration"},
+        {"version", 1},
+        {"provenance",
+         {{"cluster", "local-2bld"},
+          {"backend", "cpu"},
+          {"emulation", "none"},
+          {"date", "2026-01-01"},
+          {"tool", "test"}}},
+        {"links", nlohmann::json::object()},
+        {"compute",
+         {{"gemm", {{"curve", {{{"flops", lo}, {"efficiency", 0.5}}, {{"flops", hi}, {"efficiency", 0.6}}}}}}}}};
+  };
+  auto predict = [&](const std::string& k) {
+    return test::run_shell(std::string(SAX_BINARY) + " predict --cluster " + cl + " --model " + md + " --layout " + ly +
+                           " --calibration " + k);
+  };
+  const auto covered = predict(t.write("covered.json", calibration(r.gemm_lo, r.gemm_hi)));
+  ASSERT_EQ(covered.code, 0) << covered.err;
+  EXPECT_EQ(covered.out.find("extrapolated"), std::string::npos) << covered.out;
+  const auto narrow = predict(t.write("narrow.json", calibration(r.gemm_lo * 1.5, r.gemm_hi)));
+  ASSERT_EQ(narrow.code, 0) << narrow.err;
+  EXPECT_NE(narrow.out.find("extrapolated  gemm efficiency"), std::string::npos) << narrow.out;
 }
