@@ -474,14 +474,38 @@ CollAlgorithm CostModel::dp_algorithm(const StageTraffic& tr, const Prices& pric
   return a;
 }
 
+void CostModel::price(const Candidate& cand, const Placement& pl, Priced& p) const {
+  p.placement = pl;
+  p.channels = channels(cand, pl);
+  const MicroShape x = MicroShape::of(c_, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
+  p.units = traffic_units(c_, cand, x, pl);
+  p.prices = prices(p.units, p.channels);
+}
+
+CostModel::Priced CostModel::priced(const Candidate& cand, const Placement& pl) const {
+  Priced p;
+  price(cand, pl, p);
+  return p;
+}
+
 Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible) const {
+  return evaluate(cand, split, stop_if_infeasible,
+                  priced(cand, place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp)));
+}
+
+Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible,
+                               const Priced& priced) const {
+  // Memory first: a layout that does not fit is pruned before its time is worked out.
+  Prediction r = fit(cand, split);
+  if (r.feasible || !stop_if_infeasible) time(cand, split, priced, r);
+  return r;
+}
+
+Prediction CostModel::fit(const Candidate& cand, const PipelineSplit& split) const {
   Prediction r;
   const std::int64_t m = model_.global_batch_size / (cand.mbs * cand.dp);
-  const double md = static_cast<double>(m);
   r.num_microbatches = m;
   const MicroShape x = MicroShape::of(c_, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
-
-  // Memory first: a layout that does not fit is pruned before its time is worked out.
   const double gib = 1.0 / static_cast<double>(1ull << 30);
   double worst = -1;
   for (const StageLayers& st : split.kinds) {
@@ -493,14 +517,17 @@ Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split
   }
   r.memory_gib = worst * gib;
   r.feasible = r.memory_gib <= memory_limit_gib();
-  if (!r.feasible && stop_if_infeasible) return r;
+  return r;
+}
 
-  const Placement pl = place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp);
+void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& r) const {
+  const std::int64_t m = r.num_microbatches;
+  const double md = static_cast<double>(m);
+  const Placement& pl = priced.placement;
   r.link = {pl[GroupKind::tp].link, pl[GroupKind::cp].link, pl[GroupKind::ep].link, pl[GroupKind::dp_cp].link,
             pl[GroupKind::pp].link};
-  const Channels ch = channels(cand, pl);
-  const TrafficUnits units = traffic_units(c_, cand, x, pl);
-  const Prices price = prices(units, ch);
+  const TrafficUnits& units = priced.units;
+  const Prices& price = priced.prices;
   const terms::LayerTimes& times = layer_times(cand);
 
   // Per micro-batch the slowest stage sets the pace; after the pipeline the slowest tail decides.
@@ -537,7 +564,6 @@ Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split
   r.step_time_s = md * t_mb * (1 + r.bubble_fraction) + tail_s;
   r.tokens_per_s = tokens_per_step_ / r.step_time_s;
   r.mfu = training_flops_per_step_ / (r.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
-  return r;
 }
 
 std::vector<CostModel::StageTerms> CostModel::stage_terms(const Candidate& cand) const {

@@ -298,6 +298,25 @@ class CostModel {
     bool dp_tuned = false;  // a DP-sync kind has an algorithm besides the ring
   };
   Prices prices(const TrafficUnits& units, const Channels& ch) const;
+  // What evaluate prices a candidate's traffic with: where its groups sit, the channels, the
+  // kinds of message and their prices. It depends on the degrees, the order, the micro-batch
+  // size, SP, the distributed optimizer, the DP sync and the network technology only (not on
+  // recompute, the schedule or the virtual stages), so the search works it out once for the
+  // candidates that share those and hands it to evaluate.
+  struct Priced {
+    Placement placement;
+    Channels channels;
+    TrafficUnits units;
+    Prices prices;
+  };
+  Priced priced(const Candidate& cand, const Placement& placement) const;
+  void price(const Candidate& cand, const Placement& placement, Priced& out) const;  // in place
+  Prediction evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible,
+                      const Priced& priced) const;
+  // evaluate in its two parts: the memory of the fullest stage (and whether it fits), which
+  // depends on neither the DP sync nor the technology; then the time, into the same prediction.
+  Prediction fit(const Candidate& cand, const PipelineSplit& split) const;
+  void time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& prediction) const;
   // The terms of one stage, for a candidate (what evaluate combines).
   terms::Microbatch microbatch(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
                                const terms::LayerTimes& times, const Prices& prices) const;

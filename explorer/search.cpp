@@ -177,11 +177,24 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
   return out;
 }
 
-// Every candidate of one shape, handed to `fn(candidate, split)`; returns false to stop.
+// Where a candidate stands among its neighbours: what the search can share with them.
+struct Visit {
+  const Placement* placement;  // of the candidate's degrees and order
+  // Candidates with the same `base` and `slot` have the same CostModel::Priced (they differ in
+  // recompute, the schedule or the virtual stages only); slot < slots(techs).
+  std::uint64_t base;
+  std::size_t slot;
+  // The first of candidates that differ in the DP sync and the technology only (memory is theirs alike).
+  bool first_of_memory_group;
+};
+std::size_t slots(const std::vector<int>& techs) { return 2 * 3 * techs.size(); }
+
+// Every candidate of one shape, handed to `fn(candidate, split, visit)`; returns false to stop.
 template <typename Fn>
 void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const std::vector<int>& techs, Counters& n,
                         Fn&& fn) {
   const std::int64_t E = m.num_experts, world = cl.world_size();
+  static thread_local std::uint64_t next_base = 0;
   std::vector<std::array<Dim, 5>> orders;
   for (std::int64_t ep = 1; ep <= std::max<std::int64_t>(E, 1); ++ep) {
     if ((E == 0 && ep > 1) || (E > 0 && E % ep) || s.dp % ep) continue;
@@ -192,16 +205,19 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
       for (const auto& g : pl.groups) crosses = crosses || (g.size > 1 && g.link == LinkClass::cross_building);
       const bool dp_crosses = pl[GroupKind::dp_cp].link == LinkClass::cross_building ||
                               pl[GroupKind::expert_dp_cp].link == LinkClass::cross_building;
-      for (std::size_t vi = s.same_flat ? 1 : 0; vi <= s.vpps.size(); ++vi) {
-        const std::int64_t vpp = vi == 0 ? 1 : s.vpps[vi - 1];
-        const PipelineSplit& split = vi == 0 ? s.split : s.vsplits[vi - 1];
-        for (std::int64_t mbs : s.mbss) {
-          for (PipelineSchedule sched : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe,
-                                         PipelineSchedule::zero_bubble, PipelineSchedule::interleaved}) {
-            if ((vpp > 1) != (sched == PipelineSchedule::interleaved)) continue;
-            if (s.pp == 1 && sched != PipelineSchedule::one_f_one_b) continue;  // all the same without a pipeline
-            // SP needs TP > 1; MoE with TP > 1 needs SP (Megatron's rule, see validate_layout).
-            for (int sp = (s.tp > 1 ? 1 : 0); sp >= (m.is_moe() && s.tp > 1 ? 1 : 0); --sp) {
+      // Micro-batch size and SP outermost: the candidates inside share the prices of their
+      // traffic (Visit::base), whatever their virtual stages and schedule.
+      for (std::int64_t mbs : s.mbss) {
+        // SP needs TP > 1; MoE with TP > 1 needs SP (Megatron's rule, see validate_layout).
+        for (int sp = (s.tp > 1 ? 1 : 0); sp >= (m.is_moe() && s.tp > 1 ? 1 : 0); --sp) {
+          const std::uint64_t base = ++next_base;
+          for (std::size_t vi = s.same_flat ? 1 : 0; vi <= s.vpps.size(); ++vi) {
+            const std::int64_t vpp = vi == 0 ? 1 : s.vpps[vi - 1];
+            const PipelineSplit& split = vi == 0 ? s.split : s.vsplits[vi - 1];
+            for (PipelineSchedule sched : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe,
+                                           PipelineSchedule::zero_bubble, PipelineSchedule::interleaved}) {
+              if ((vpp > 1) != (sched == PipelineSchedule::interleaved)) continue;
+              if (s.pp == 1 && sched != PipelineSchedule::one_f_one_b) continue;  // all the same without a pipeline
               Candidate cand;
               cand.tp = s.tp, cand.cp = s.cp, cand.ep = ep, cand.pp = s.pp, cand.vpp = vpp, cand.mbs = mbs,
               cand.dp = s.dp;
@@ -214,11 +230,15 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
               // choose (recompute, distributed optimizer, DP sync, technology): judged once here,
               // counted for every candidate it decides.
               const bool ok = divisible(cand, m, world);
+              Visit visit{&pl, base, 0, false};
               for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
-                for (int dist = 0; dist <= (s.dp * s.cp > 1 ? 1 : 0); ++dist)
-                  for (DpSync sync : {DpSync::overlapped, DpSync::blocking, DpSync::hierarchical}) {
+                for (int dist = 0; dist <= (s.dp * s.cp > 1 ? 1 : 0); ++dist) {
+                  visit.first_of_memory_group = true;
+                  for (std::size_t si = 0; si < 3; ++si) {
+                    const DpSync sync = std::array{DpSync::overlapped, DpSync::blocking, DpSync::hierarchical}[si];
                     if (sync == DpSync::hierarchical && !dp_crosses) continue;  // same as blocking
-                    for (int tech : techs) {
+                    for (std::size_t ti = 0; ti < techs.size(); ++ti) {
+                      const int tech = techs[ti];
                       if (tech >= 0 && !crosses) continue;  // nothing crosses: the technology is moot
                       ++n.generated;
                       if (!ok) {
@@ -229,9 +249,12 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                       cand.recompute = rc;
                       cand.distributed_optimizer = dist == 1;
                       cand.technology = tech;
-                      if (!fn(cand, split)) return;
+                      visit.slot = (static_cast<std::size_t>(dist) * 3 + si) * techs.size() + ti;
+                      if (!fn(cand, split, visit)) return;
+                      visit.first_of_memory_group = false;
                     }
                   }
+                }
             }
           }
         }
@@ -261,7 +284,7 @@ std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& cm, 
   const auto techs = technologies(cl);
   SearchBounds bounds;
   for (const Shape& s : shapes(cl, m, cm.consts(), o, bounds)) {
-    for_each_candidate(s, cl, m, techs, n, [&](const Candidate& cand, const PipelineSplit& split) {
+    for_each_candidate(s, cl, m, techs, n, [&](const Candidate& cand, const PipelineSplit& split, const Visit&) {
       out.emplace_back(cand, split);
       return out.size() < limit;
     });
@@ -288,18 +311,29 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
   auto work = [&](int t) {
     TopN& top = tops[t];
     Counters& n = counts[t];
+    // What candidates share (Visit): the prices of their traffic, and whether their memory fits.
+    std::vector<CostModel::Priced> priced(slots(techs));
+    std::vector<std::uint64_t> priced_base(priced.size(), ~std::uint64_t{0});
+    Prediction memory;
     for (std::size_t i; (i = next.fetch_add(1)) < all.size();)
-      for_each_candidate(all[i], cl, m, techs, n, [&](const Candidate& cand, const PipelineSplit& split) {
-        const Prediction p = cm.evaluate(cand, split, /*stop_if_infeasible=*/true);
-        ++n.evaluated;
-        if (!p.feasible) {
-          ++n.pruned_mem;
-          return true;
-        }
-        ++n.feasible;
-        top.offer(cand, p);
-        return true;
-      });
+      for_each_candidate(all[i], cl, m, techs, n,
+                         [&](const Candidate& cand, const PipelineSplit& split, const Visit& v) {
+                           ++n.evaluated;
+                           if (v.first_of_memory_group) memory = cm.fit(cand, split);
+                           if (!memory.feasible) {
+                             ++n.pruned_mem;
+                             return true;
+                           }
+                           if (priced_base[v.slot] != v.base) {
+                             cm.price(cand, *v.placement, priced[v.slot]);
+                             priced_base[v.slot] = v.base;
+                           }
+                           Prediction p = memory;
+                           cm.time(cand, split, priced[v.slot], p);
+                           ++n.feasible;
+                           top.offer(cand, p);
+                           return true;
+                         });
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
