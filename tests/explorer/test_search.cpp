@@ -142,6 +142,40 @@ TEST(Search, ResultsAreTheSameOnOneThreadAndMany) {
     EXPECT_DOUBLE_EQ(a.top[i].prediction.step_time_s, b.top[i].prediction.step_time_s);
 }
 
+// The search shares memory verdicts and traffic prices between neighbouring candidates
+// (search.cpp Visit): what it ranks and counts must be what evaluating every candidate on its own
+// gives — the same feasible count, and the same best layouts with the same predictions.
+TEST(Search, SharingWorkGivesWhatEvaluatingEachCandidateAloneGives) {
+  for (const auto& [cl, md] : {std::pair{"local-2bld", "moe-tiny"}, std::pair{"h100-8bld-1m", "mixtral-8x7b"},
+                               std::pair{"h100-8bld-1m", "llama3-70b"}}) {
+    const Cluster c = cluster(cl);
+    const Model m = model(md);
+    const CostModel cm(c, m, CostParams::datasheet(c, m));
+    SearchOptions o;
+    o.top = 5000;
+    const SearchResult r = search(cm, c, m, o);
+    std::vector<double> alone;
+    std::int64_t feasible = 0;
+    for (const auto& [cand, split] : enumerate(cm, c, m, o, 1u << 30)) {
+      const Prediction p = cm.evaluate(cand, split, true);
+      if (!p.feasible) continue;
+      ++feasible;
+      alone.push_back(p.step_time_s);
+    }
+    EXPECT_EQ(r.feasible, feasible) << md;
+    std::sort(alone.begin(), alone.end());
+    ASSERT_FALSE(r.top.empty()) << md;
+    // The best time is the best of all; every listed one is its candidate's own evaluation.
+    EXPECT_DOUBLE_EQ(r.top.front().prediction.step_time_s, alone.front()) << md;
+    for (const Ranked& k : r.top) {
+      const Prediction p = cm.evaluate(k.candidate, PipelineSplit::of(cm.consts(), k.candidate), true);
+      ASSERT_DOUBLE_EQ(p.step_time_s, k.prediction.step_time_s) << md << " " << describe_degrees(k.candidate);
+      ASSERT_DOUBLE_EQ(p.memory_gib, k.prediction.memory_gib) << md;
+      ASSERT_EQ(p.dp_algorithm, k.prediction.dp_algorithm) << md;
+    }
+  }
+}
+
 // A --json path that cannot be written is exit 2 with one line, before any output or search.
 TEST(ExploreCli, UnwritableJsonPathIsFoundFirst) {
   const std::string inputs = " --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +
