@@ -141,6 +141,11 @@ LayoutRule schedule_rule(const Layout& l) {
   if (!interleaved && vpp > 1) return LayoutRule::vpp_needs_interleaved;
   if (pp == 1 && (l.decoder_first_pipeline_num_layers || l.decoder_last_pipeline_num_layers))
     return LayoutRule::uneven_needs_pipeline;
+  // Megatron-LM (megatron/training/arguments.py, validate_args) turns sequence parallelism off at
+  // TP 1, then asserts "Tensor parallel communication/GEMM overlap can happen only when sequence
+  // parallelism is enabled" for --tp-comm-overlap.
+  if (l.tp_comm_overlap && !(l.sequence_parallel && l.tensor_model_parallel_size > 1))
+    return LayoutRule::tp_comm_overlap_needs_sp;
   return LayoutRule::ok;
 }
 
@@ -287,6 +292,7 @@ Layout read_layout(const json& value, const std::string& file) {
   l.virtual_pipeline_model_parallel_size = f.integer_in("virtual_pipeline_model_parallel_size", 1, kMaxDegree, 1);
   l.micro_batch_size = f.integer_in("micro_batch_size", 1, kMaxDegree, 1);
   l.sequence_parallel = f.boolean("sequence_parallel", false);
+  l.tp_comm_overlap = f.boolean("tp_comm_overlap", false);
   l.recompute_granularity = pick<Recompute>(
       f, "recompute_granularity",
       {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}}, Recompute::none);
@@ -343,6 +349,7 @@ Layout read_layout(const json& value, const std::string& file) {
     case LayoutRule::pipeline_layout_malformed:
     case LayoutRule::pipeline_layout_stages:
     case LayoutRule::account_for_with_uneven:
+    case LayoutRule::tp_comm_overlap_needs_sp:
       fail_rule(rule, l, nullptr, 0, "", file);
     case LayoutRule::vpp_needs_pipeline:
       f.fail("virtual_pipeline_model_parallel_size",
@@ -376,6 +383,7 @@ json to_json(const Layout& l) {
             {"virtual_pipeline_model_parallel_size", l.virtual_pipeline_model_parallel_size},
             {"micro_batch_size", l.micro_batch_size},
             {"sequence_parallel", l.sequence_parallel},
+            {"tp_comm_overlap", l.tp_comm_overlap},
             {"recompute_granularity", to_string(l.recompute_granularity)},
             {"use_distributed_optimizer", l.use_distributed_optimizer},
             {"attention_backend", to_string(l.attention_backend)},
@@ -436,6 +444,11 @@ static std::string str(std::int64_t x) { return std::to_string(x); }
     case LayoutRule::sp_divides_sequence:
       fail("sequence_parallel", "false, or a sequence per CP rank (" + str(m->seq_length / cp) +
                                     ") divisible by tensor_model_parallel_size (" + str(tp) + ")");
+    case LayoutRule::tp_comm_overlap_needs_sp:
+      fail("tp_comm_overlap", std::string("false unless tensor_model_parallel_size > 1 and sequence_parallel is true "
+                                          "(Megatron overlaps only sequence-parallel TP communication), got true with "
+                                          "tensor_model_parallel_size ") +
+                                  str(tp) + " and sequence_parallel " + (l.sequence_parallel ? "true" : "false"));
     case LayoutRule::moe_tp_needs_sp:
       fail("sequence_parallel", "true for MoE model " + m->name + " with tensor_model_parallel_size " + str(tp) +
                                     " (Megatron requires sequence parallelism with MoE and TP > 1)");

@@ -48,6 +48,10 @@ struct Layout {
   std::int64_t virtual_pipeline_model_parallel_size = 1;
   std::int64_t micro_batch_size = 1;
   bool sequence_parallel = false;
+  // Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): the sequence-parallel
+  // all-gathers and reduce-scatters of a layer's linears run chunk by chunk behind the GEMM
+  // that consumes or produces them. Needs TP > 1 and sequence parallelism.
+  bool tp_comm_overlap = false;
   Recompute recompute_granularity = Recompute::none;
   bool use_distributed_optimizer = false;
   AttentionBackend attention_backend = AttentionBackend::auto_;
@@ -101,7 +105,7 @@ std::vector<std::int64_t> split_virtual_stage_layers(const Layout& layout, std::
 // millions of candidates with the same verdicts, without building a message.
 enum class LayoutRule {
   ok,
-  // Schedule and pipeline (no model needed): checked when a layout file is read.
+  // Schedule, pipeline and TP overlap (no model needed): checked when a layout file is read.
   vpp_needs_pipeline,         // virtual stages need PP > 1
   interleaved_needs_vpp,      // the interleaved schedule needs virtual stages
   vpp_needs_interleaved,      // virtual stages need the interleaved schedule
@@ -110,6 +114,7 @@ enum class LayoutRule {
   pipeline_layout_alone,      // the layout string excludes first/last counts and account_for_*
   pipeline_layout_malformed,  // a string Megatron refuses or sax cannot model (MTP)
   pipeline_layout_stages,     // its virtual stages number PP × VPP
+  tp_comm_overlap_needs_sp,   // tp_comm_overlap needs TP > 1 and sequence parallelism (Megatron)
   // Degrees against the world size (no model needed).
   model_parallel_divides_world,  // TP×CP×PP divides the world size
   ep_divides_dp,                 // EP divides DP
@@ -133,7 +138,8 @@ enum class LayoutRule {
   flash_needs_half_precision,       // flash/fused attention: bf16, fp16 or fp8 models only
 };
 
-// The first rule of the schedule and pipeline (read_layout's) that the layout breaks.
+// The first rule of the schedule, pipeline and TP overlap (read_layout's: no model needed) that
+// the layout breaks.
 LayoutRule schedule_rule(const Layout& layout);
 // The first rule that fails for TP against the model (heads, query groups, FFN widths), or ok.
 LayoutRule tensor_parallel_rule(const Model& model, std::int64_t tp);

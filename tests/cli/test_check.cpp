@@ -88,6 +88,21 @@ const Case kCases[] = {
     {"StringWhereIntegerExpected", "layout", [](json& l) { l["micro_batch_size"] = "1"; }, "/micro_batch_size"},
     {"FloatWhereIntegerExpected", "model", [](json& m) { m["num_layers"] = 32.5; }, "/num_layers"},
     {"NumberWhereBoolExpected", "layout", [](json& l) { l["sequence_parallel"] = 1; }, "/sequence_parallel"},
+    {"StringWhereTpCommOverlapBoolExpected", "layout", [](json& l) { l["tp_comm_overlap"] = "yes"; },
+     "/tp_comm_overlap"},
+    // Megatron's --tp-comm-overlap needs --sequence-parallel (and so TP > 1).
+    {"TpCommOverlapWithoutSequenceParallel", "layout",
+     [](json& l) {
+       l["tp_comm_overlap"] = true;
+       l["sequence_parallel"] = false;
+     },
+     "/tp_comm_overlap"},
+    {"TpCommOverlapAtTp1", "layout",
+     [](json& l) {
+       l["tp_comm_overlap"] = true;
+       l["tensor_model_parallel_size"] = 1;
+     },
+     "/tp_comm_overlap"},
     {"ObjectWhereArrayExpected", "cluster", [](json& c) { c["buildings"] = json::object(); }, "/buildings"},
     {"BadRecomputeChoice", "layout", [](json& l) { l["recompute_granularity"] = "half"; }, "/recompute_granularity"},
     {"BadDtype", "model", [](json& m) { m["dtype"] = "int4"; }, "/dtype"},

@@ -125,6 +125,46 @@ TEST(Layout, MoeRules) {
   EXPECT_EQ(error_path({{"expert_model_parallel_size", 3}}, m, c), "/expert_model_parallel_size");
 }
 
+// Megatron's --tp-comm-overlap: a boolean, and only with sequence parallelism (Megatron asserts
+// it, after turning SP off at TP 1), refused when the file is read.
+TEST(Layout, TpCommOverlapNeedsSequenceParallelism) {
+  auto error_of = [](const json& j) {
+    try {
+      layout(j);
+    } catch (const InputError& e) {
+      return e.path() + ": " + e.expected();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(layout({{"tensor_model_parallel_size", 8}, {"sequence_parallel", true}}).tp_comm_overlap, false);
+  EXPECT_EQ(error_of({{"tensor_model_parallel_size", 8}, {"sequence_parallel", true}, {"tp_comm_overlap", true}}), "");
+  for (const json& j :
+       {json{{"tp_comm_overlap", "yes"}}, json{{"tp_comm_overlap", 1}},
+        json{{"tensor_model_parallel_size", 8}, {"tp_comm_overlap", true}},
+        json{{"tensor_model_parallel_size", 8}, {"sequence_parallel", false}, {"tp_comm_overlap", true}},
+        json{{"sequence_parallel", true}, {"tp_comm_overlap", true}}}) {
+    const std::string e = error_of(j);
+    EXPECT_EQ(e.rfind("/tp_comm_overlap: ", 0), 0u) << j.dump() << " → " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  EXPECT_NE(error_of({{"tensor_model_parallel_size", 8}, {"tp_comm_overlap", true}}).find("sequence_parallel"),
+            std::string::npos);
+  // A layout built in code reaches the same rule through validate_layout.
+  Model m = llama70();
+  m.global_batch_size = 98304;
+  Layout l;
+  l.tensor_model_parallel_size = 8;
+  l.tp_comm_overlap = true;
+  try {
+    validate_layout(l, m, h100(), "l.json");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), "/tp_comm_overlap");
+  }
+  l.sequence_parallel = true;
+  EXPECT_NO_THROW(validate_layout(l, m, h100(), "l.json"));
+}
+
 TEST(Layout, FieldErrorsNameTheField) {
   auto path_of = [](const json& j) {
     try {
@@ -161,6 +201,8 @@ TEST(Layout, RoundTripsThroughJson) {
             {"order", "tp-cp-dp-ep-pp"},
             {"decoder_first_pipeline_num_layers", 4},
             {"recompute_granularity", "selective"},
+            {"sequence_parallel", true},
+            {"tp_comm_overlap", true},
             {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "hierarchical"}, {"network_technology", "x"}}}};
   Layout a = layout(j);
   json back = to_json(a);
@@ -168,6 +210,8 @@ TEST(Layout, RoundTripsThroughJson) {
   EXPECT_EQ(to_json(b), back);
   EXPECT_EQ(b.order_string(), "tp-cp-dp-ep-pp");
   EXPECT_EQ(b.decoder_first_pipeline_num_layers, 4);
+  EXPECT_TRUE(b.tp_comm_overlap);
+  EXPECT_EQ(back.at("tp_comm_overlap"), true);
 }
 
 // Megatron's pipeline_model_parallel_layout and account_for_*_in_pipeline_split: the layers of
