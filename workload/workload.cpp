@@ -111,6 +111,7 @@ class Builder {
     dp_ = grid_.size(GroupKind::dp_cp);  // gradient-sync and optimizer-sharding sizes
     edp_ = grid_.size(GroupKind::expert_dp_cp);
     sp_ = l.sequence_parallel && tp_ > 1;
+    tpo_ = sp_ && l.tp_comm_overlap;
     e_ = dtype_bytes(m.dtype);
     T_ = static_cast<double>(l.micro_batch_size) * static_cast<double>(m.seq_length) / static_cast<double>(cp_);
     h_ = static_cast<double>(m.hidden_size);
@@ -184,7 +185,8 @@ class Builder {
   }
 
   void message(Phase ph, std::int64_t mb, std::int64_t chunk, std::int64_t layer, const char* name, Dim dim,
-               GroupKind g, CollOp op, double bytes, std::int64_t peer = -1, bool overlappable = false) {
+               GroupKind g, CollOp op, double bytes, std::int64_t peer = -1, bool overlappable = false,
+               std::int8_t overlap_gemm = 0) {
     Op o;
     o.kind = OpKind::message;
     o.phase = ph;
@@ -198,31 +200,45 @@ class Builder {
     o.bytes = bytes;
     o.peer = peer;
     o.overlappable = overlappable;
+    o.overlap_gemm = overlap_gemm;
     w_.ops.push_back(o);
   }
 
   // TP messages around a sub-block (attention or MLP): before it with SP (all_gather), after
   // it (all_reduce, or reduce_scatter with SP). Backward mirrors: before (SP all_gather of
   // the gradient), after (reduce_scatter with SP, all_reduce without).
-  void tp_before(Phase ph, const Block& b, std::int64_t layer) {
+  //
+  // With tp_comm_overlap (`overlap` true: the attention's, and a dense layer's MLP's) the
+  // all-gather runs behind the GEMM right after it and the reduce-scatter behind the GEMM right
+  // before it, as Transformer Engine's userbuffers pair them (transformer_engine/pytorch/module/
+  // base.py, initialize_ub: qkv_fprop and fc1_fprop all-gather into their GEMM, proj_fprop and
+  // fc2_fprop reduce-scatter out of theirs; in the backward proj_dgrad and fc2_dgrad all-gather
+  // the gradient into theirs, and qkv/fc1's re-gathered input and reduce-scattered input gradient
+  // run behind their backward GEMM, "bulk"). Megatron turns it off for expert linears
+  // (megatron/core/extensions/transformer_engine.py: "Disable ub overlap for experts"), and the
+  // output layer and the embedding are not Transformer Engine linears.
+  void tp_before(Phase ph, const Block& b, std::int64_t layer, bool overlap) {
     if (tp_ > 1 && sp_)
-      message(ph, b.microbatch, b.chunk, layer, "sp_all_gather", Dim::tp, GroupKind::tp, CollOp::all_gather, A_);
+      message(ph, b.microbatch, b.chunk, layer, "sp_all_gather", Dim::tp, GroupKind::tp, CollOp::all_gather, A_, -1,
+              false, overlap && tpo_ ? 1 : 0);
   }
-  void tp_after(Phase ph, const Block& b, std::int64_t layer) {
+  void tp_after(Phase ph, const Block& b, std::int64_t layer, bool overlap) {
     if (tp_ <= 1) return;
     if (sp_)
-      message(ph, b.microbatch, b.chunk, layer, "sp_reduce_scatter", Dim::tp, GroupKind::tp, CollOp::reduce_scatter,
-              A_);
+      message(ph, b.microbatch, b.chunk, layer, "sp_reduce_scatter", Dim::tp, GroupKind::tp, CollOp::reduce_scatter, A_,
+              -1, false, overlap && tpo_ ? -1 : 0);
     else
       message(ph, b.microbatch, b.chunk, layer, "tp_all_reduce", Dim::tp, GroupKind::tp, CollOp::all_reduce, A_);
   }
   // Megatron's column-parallel linears under SP (qkv_proj, mlp_fc1, the output layer) keep only
   // their sequence-sharded input and all-gather it again in the backward for the weight gradient
   // (LinearWithGradAccumulationAndAsyncCommunication), issued before the input gradient's GEMM.
-  // Expert linears take their tokens from the dispatcher, not through this path.
+  // Expert linears take their tokens from the dispatcher, not through this path. With
+  // tp_comm_overlap qkv_proj's and mlp_fc1's run behind that GEMM (the output layer's does not).
   void sp_regather(Phase ph, const Block& b, std::int64_t layer, const std::string& op) {
     if (sp_ && (op == "qkv_proj" || op == "mlp_fc1" || op == "logits"))
-      message(ph, b.microbatch, b.chunk, layer, "sp_input_all_gather", Dim::tp, GroupKind::tp, CollOp::all_gather, A_);
+      message(ph, b.microbatch, b.chunk, layer, "sp_input_all_gather", Dim::tp, GroupKind::tp, CollOp::all_gather, A_,
+              -1, false, tpo_ && op != "logits" ? 1 : 0);
   }
   void cp_ring(Phase ph, const Block& b, std::int64_t layer, double factor) {
     const double kvb = 2.0 * T_ * (kv_ / tp_) * e_;
@@ -243,21 +259,22 @@ class Builder {
       return;
     }
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("input_norm", ops_.sp_tokens()), Part::forward));
-    tp_before(ph, b, layer);
+    tp_before(ph, b, layer, true);
     for (const auto& o : att) {
       w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
       if (o.name == std::string("attention") || o.name == std::string("attention_values")) cp_ring(ph, b, layer, 1.0);
     }
-    tp_after(ph, b, layer);
+    tp_after(ph, b, layer, true);
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("attention_residual"), Part::forward));
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("pre_mlp_norm", ops_.sp_tokens()), Part::forward));
-    tp_before(ph, b, layer);
+    const bool dense = !is_moe(layer);
+    tp_before(ph, b, layer, dense);
     for (const auto& o : ops_.mlp_ops(is_moe(layer))) {
       if (o.name == std::string("experts_fc1")) ep_all_to_all(ph, b, layer, "moe_dispatch");
       w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
       if (o.name == std::string("experts_fc2")) ep_all_to_all(ph, b, layer, "moe_combine");
     }
-    tp_after(ph, b, layer);
+    tp_after(ph, b, layer, dense);
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("mlp_residual"), Part::forward));
   }
 
@@ -268,17 +285,18 @@ class Builder {
     auto part = [&](const LayerOp& o) { return o.kind == Kind::gemm ? gemm_part : Part::backward; };
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("mlp_residual"), Part::backward));
     auto mlp = ops_.mlp_ops(is_moe(layer));
-    tp_before(ph, b, layer);
+    const bool dense = !is_moe(layer);
+    tp_before(ph, b, layer, dense);
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it) {
       if (it->name == std::string("experts_fc2")) ep_all_to_all(ph, b, layer, "moe_combine_grad");
       sp_regather(ph, b, layer, it->name);
       w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
       if (it->name == std::string("experts_fc1")) ep_all_to_all(ph, b, layer, "moe_dispatch_grad");
     }
-    tp_after(ph, b, layer);
+    tp_after(ph, b, layer, dense);
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("pre_mlp_norm", ops_.sp_tokens()), Part::backward));
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("attention_residual"), Part::backward));
-    tp_before(ph, b, layer);
+    tp_before(ph, b, layer, true);
     auto att = ops_.attention_ops();
     for (auto it = att.rbegin(); it != att.rend(); ++it) {
       sp_regather(ph, b, layer, it->name);
@@ -286,7 +304,7 @@ class Builder {
       if (it->name == std::string("attention") || it->name == std::string("attention_scores"))
         cp_ring(ph, b, layer, 2.0);
     }
-    tp_after(ph, b, layer);
+    tp_after(ph, b, layer, true);
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("input_norm", ops_.sp_tokens()), Part::backward));
   }
 
@@ -480,7 +498,7 @@ class Builder {
   RankGrid grid_;
   std::int64_t rank_;
   std::int64_t tp_, cp_, pp_, vpp_, ep_, dp_, edp_, stage_;
-  bool sp_;
+  bool sp_, tpo_ = false;  // sequence parallelism; tp_comm_overlap with it
   double e_, T_, h_, q_, kv_, A_;
   LayerOps ops_;
   std::vector<std::int64_t> chunk_layers_, chunk_offset_;  // per virtual stage
@@ -537,6 +555,7 @@ Totals totals(const Workload& w) {
     const int d = static_cast<int>(o.dim);
     t.sent_bytes[d] += o.bytes;
     t.messages[d] += 1;
+    if (o.overlap_gemm != 0) t.tp_overlapped_messages += 1;
   }
   return t;
 }
@@ -566,6 +585,7 @@ json to_json(const Workload& w) {
       j["bytes"] = o.bytes;
       if (o.peer >= 0) j["peer"] = o.peer;
       if (o.overlappable) j["overlappable"] = true;
+      if (o.overlap_gemm != 0) j["overlap_gemm"] = static_cast<int>(o.overlap_gemm);
     }
     ops.push_back(std::move(j));
   }

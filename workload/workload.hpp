@@ -57,6 +57,10 @@ struct Op {
   double bytes = 0;
   std::int64_t peer = -1;     // send/recv: the other rank
   bool overlappable = false;  // may run behind compute (overlapped DP sync)
+  // With tp_comm_overlap (Megatron's, Transformer Engine's userbuffers), the GEMM this TP message
+  // runs behind, as an offset in the op list: +1 the op after it (an all-gather the GEMM
+  // consumes), −1 the op before it (a reduce-scatter of what the GEMM produced); 0 none.
+  std::int8_t overlap_gemm = 0;
 };
 
 // Model FLOPs of a compute op at its shape and phase, as Megatron counts them: a GEMM 2·m·n·k per
@@ -106,6 +110,7 @@ struct Totals {
   double forward_flops = 0, backward_flops = 0, recompute_flops = 0;
   std::array<double, 5> sent_bytes{};
   std::array<std::int64_t, 5> messages{};
+  std::int64_t tp_overlapped_messages = 0;  // TP messages that run behind a GEMM (overlap_gemm ≠ 0)
 };
 Totals totals(const Workload& w);
 

@@ -1,5 +1,5 @@
-// A grid of layouts over every schedule, SP, recompute, distributed optimizer, CP, EP, VPP,
-// uneven stages, orders and DP-sync modes on small clusters: the workload tests and the
+// A grid of layouts over every schedule, SP, TP overlap, recompute, distributed optimizer, CP, EP,
+// VPP, uneven stages, orders and DP-sync modes on small clusters: the workload tests and the
 // closed-form tests run over the same grid.
 #pragma once
 
@@ -126,6 +126,41 @@ inline std::vector<Case> grid() {
          {"use_distributed_optimizer", true},
          {"order", "tp-cp-dp-ep-pp"},
          {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", sync}}}});
+  // Megatron's tp_comm_overlap: a layer's SP all-gathers and reduce-scatters behind their GEMMs
+  // (the attention's in a MoE layer), with full recompute repeating the forward's, zero bubble
+  // pairing the backward's with the B part, interleaving and CP.
+  add("tp-overlap-gpipe-full", c16, tiny(false, 8, 32),
+      {{"tensor_model_parallel_size", 2},
+       {"pipeline_model_parallel_size", 4},
+       {"sequence_parallel", true},
+       {"tp_comm_overlap", true},
+       {"recompute_granularity", "full"},
+       {"schedule", {{"pipeline", "gpipe"}, {"dp_sync", "blocking"}}}});
+  add("tp-overlap-zero_bubble-selective", c16, tiny(false, 8, 32),
+      {{"tensor_model_parallel_size", 2},
+       {"pipeline_model_parallel_size", 4},
+       {"sequence_parallel", true},
+       {"tp_comm_overlap", true},
+       {"recompute_granularity", "selective"},
+       {"use_distributed_optimizer", true},
+       {"schedule", {{"pipeline", "zero_bubble"}, {"dp_sync", "overlapped"}}}});
+  add("tp-overlap-interleaved-cp2", c16, tiny(false, 8, 16),
+      {{"tensor_model_parallel_size", 2},
+       {"context_parallel_size", 2},
+       {"pipeline_model_parallel_size", 2},
+       {"virtual_pipeline_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"tp_comm_overlap", true},
+       {"micro_batch_size", 2},
+       {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "overlapped"}}}});
+  add("tp-overlap-moe-ep2-full", c16, tiny(true, 4, 32),
+      {{"tensor_model_parallel_size", 2},
+       {"expert_model_parallel_size", 2},
+       {"pipeline_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"tp_comm_overlap", true},
+       {"recompute_granularity", "full"},
+       {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", "hierarchical"}}}});
   add("moe-ep2-cp2-tied", c16,
       [] {
         Model m = tiny(true, 4, 16);

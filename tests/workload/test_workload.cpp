@@ -117,6 +117,55 @@ TEST_P(WorkloadGrid, SendsMatchRecvsAndGroupsAgreeOnTheirCollectives) {
     }
 }
 
+// tp_comm_overlap marks TP messages without changing the step: the same ops as without it, and
+// each marked message an all-gather just before (+1) or a reduce-scatter just after (−1) the
+// GEMM of its layer, pass and micro-batch it runs behind (qkv_proj, out_proj, mlp_fc1, mlp_fc2;
+// at most one of each per GEMM); every TP message of a dense layer is marked, none of the
+// embedding's or output layer's.
+TEST_P(WorkloadGrid, TpOverlapPairsEachMarkedMessageWithItsGemm) {
+  const Case& s = GetParam();
+  Layout off = s.layout;
+  off.tp_comm_overlap = false;
+  const std::set<std::string> gemms = {"qkv_proj", "out_proj", "mlp_fc1", "mlp_fc2"};
+  for (std::int64_t r = 0; r < s.cluster.world_size(); ++r) {
+    const Workload w = build(s.cluster, s.model, s.layout, r), plain = build(s.cluster, s.model, off, r);
+    ASSERT_EQ(w.ops.size(), plain.ops.size()) << s.name;
+    std::map<std::size_t, std::pair<int, int>> per_gemm;  // all-gathers, reduce-scatters behind it
+    for (std::size_t i = 0; i < w.ops.size(); ++i) {
+      const Op &o = w.ops[i], &p = plain.ops[i];
+      ASSERT_EQ(o.name, p.name) << s.name << " op " << i;
+      ASSERT_EQ(o.phase, p.phase);
+      ASSERT_EQ(o.microbatch, p.microbatch);
+      ASSERT_EQ(o.bytes, p.bytes);
+      ASSERT_EQ(p.overlap_gemm, 0);
+      if (o.kind != OpKind::message || o.dim != Dim::tp) continue;
+      const bool dense_layer = o.layer >= 0 && !s.model.moe_layer_pattern[static_cast<std::size_t>(o.layer)];
+      if (o.layer < 0 || !s.layout.tp_comm_overlap) EXPECT_EQ(o.overlap_gemm, 0) << s.name << " " << o.name;
+      if (dense_layer && s.layout.tp_comm_overlap) EXPECT_NE(o.overlap_gemm, 0) << s.name << " " << o.name;
+      if (o.overlap_gemm == 0) continue;
+      EXPECT_TRUE(o.overlap_gemm == 1 || o.overlap_gemm == -1) << static_cast<int>(o.overlap_gemm);
+      EXPECT_EQ(o.op, o.overlap_gemm > 0 ? CollOp::all_gather : CollOp::reduce_scatter) << s.name << " " << o.name;
+      const auto j = static_cast<std::size_t>(static_cast<std::int64_t>(i) + o.overlap_gemm);
+      ASSERT_LT(j, w.ops.size());
+      const Op& g = w.ops[j];
+      EXPECT_EQ(g.kind, OpKind::compute);
+      EXPECT_EQ(g.compute, ComputeKind::gemm);
+      EXPECT_EQ(gemms.count(g.name), 1u) << s.name << ": " << o.name << " behind " << g.name;
+      EXPECT_EQ(g.phase, o.phase);
+      EXPECT_EQ(g.microbatch, o.microbatch);
+      EXPECT_EQ(g.layer, o.layer);
+      EXPECT_EQ(g.chunk, o.chunk);
+      auto& n = per_gemm[j];
+      (o.overlap_gemm > 0 ? n.first : n.second) += 1;
+    }
+    for (const auto& [j, n] : per_gemm) {
+      EXPECT_LE(n.first, 1) << s.name << " " << w.ops[j].name;
+      EXPECT_LE(n.second, 1) << s.name << " " << w.ops[j].name;
+    }
+    EXPECT_EQ(per_gemm.empty(), !s.layout.tp_comm_overlap) << s.name;
+  }
+}
+
 TEST_P(WorkloadGrid, DataParallelSyncCarriesEveryParameterOnce) {
   const Case& s = GetParam();
   const std::int64_t world = s.cluster.world_size();
