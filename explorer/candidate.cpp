@@ -21,6 +21,7 @@ Candidate Candidate::of(const Layout& l, const Cluster& cl) {
   c.dp_sync = l.schedule.dp_sync;
   c.recompute = l.recompute_granularity;
   c.sp = l.sequence_parallel;
+  c.tp_comm_overlap = l.tp_comm_overlap;
   c.distributed_optimizer = l.use_distributed_optimizer;
   c.attention = l.attention_backend;
   c.technology = -1;
@@ -47,6 +48,7 @@ Layout Candidate::degrees() const {
   l.schedule.dp_sync = dp_sync;
   l.recompute_granularity = recompute;
   l.sequence_parallel = sp;
+  l.tp_comm_overlap = tp_comm_overlap;
   l.use_distributed_optimizer = distributed_optimizer;
   l.attention_backend = attention;
   return l;

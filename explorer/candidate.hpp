@@ -26,10 +26,12 @@ struct Candidate {
   DpSync dp_sync = DpSync::overlapped;
   Recompute recompute = Recompute::none;
   bool sp = false, distributed_optimizer = false;
+  bool tp_comm_overlap = false;  // Megatron's --tp-comm-overlap (needs SP: validate_layout)
   AttentionBackend attention = AttentionBackend::auto_;
   int technology = -1;
 
   bool sequence_parallel() const { return sp && tp > 1; }  // SP does something only with TP > 1
+  bool tp_overlap() const { return tp_comm_overlap && sequence_parallel(); }
   static Candidate of(const Layout& layout, const Cluster& cluster);
   // The layout without its network technology (what the divisibility rules look at).
   Layout degrees() const;

@@ -67,6 +67,9 @@ struct StageTraffic {
   // Per micro-batch, on the critical path: TP's collectives, EP's all-to-alls, PP's sends (recv
   // mirrors a peer's send and is not counted).
   std::array<Amount, 2> tp;  // as many as TrafficUnits::tp
+  // With tp_comm_overlap, the part of each TP kind that runs behind a GEMM (the all-gathers and
+  // reduce-scatters workload/ marks with overlap_gemm); the rest of `tp` runs whole.
+  std::array<Amount, 2> tp_overlapped{};
   Amount ep{}, pp{};
   // CP's KV ring of one layer pass, forward and backward: each runs behind that pass's attention
   // core. Per micro-batch: `cp_forward_passes` forward passes (recomputed ones included) and
@@ -87,8 +90,9 @@ StageTraffic stage_traffic(const TrafficUnits& units, const ModelConsts& c, cons
 
 struct StepTotals {
   double forward_flops = 0, backward_flops = 0, recompute_flops = 0;  // compute ops, summed over the step
-  std::array<double, 5> sent_bytes{};      // per Dim (static_cast<int>(sax::Dim)); recv excluded
-  std::array<std::int64_t, 5> messages{};  // per Dim; recv excluded
+  std::array<double, 5> sent_bytes{};       // per Dim (static_cast<int>(sax::Dim)); recv excluded
+  std::array<std::int64_t, 5> messages{};   // per Dim; recv excluded
+  std::int64_t tp_overlapped_messages = 0;  // TP messages that run behind a GEMM (tp_comm_overlap)
 };
 
 // One rank of pipeline stage `stage` (every rank of a stage has the same totals). The layout

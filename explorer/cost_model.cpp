@@ -277,13 +277,24 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
   const LayerOp around[] = {ops.norm("input_norm", ops.sp_tokens()), ops.residual("attention_residual"),
                             ops.norm("pre_mlp_norm", ops.sp_tokens()), ops.residual("mlp_residual")};
   for (const LayerOp& o : around) common_f += fwd(o), common_b += bwd(o);
+  // The GEMMs tp_comm_overlap pairs with TP messages: forward, and backward as listed (B with zero bubble).
+  auto pair = [&](const LayerOp& o, double& forward, double& backward) {
+    forward = fwd(o), backward = op_time(p, o, zb ? Part::input_grad : Part::backward, e);
+  };
   for (const LayerOp& o : ops.attention_ops()) {
     common_f += fwd(o), common_b += bwd(o), common_w += wgt(o);
     if (o.core) t.core_forward += fwd(o), t.core_backward += bwd(o);
+    const std::string_view n = o.name;
+    if (n == "qkv_proj") pair(o, t.gemm_forward.qkv, t.gemm_backward.qkv);
+    if (n == "out_proj") pair(o, t.gemm_forward.out, t.gemm_backward.out);
   }
   t.dense_forward = common_f, t.dense_backward = common_b, t.dense_weight = common_w;
-  for (const LayerOp& o : ops.mlp_ops(false))
+  for (const LayerOp& o : ops.mlp_ops(false)) {
     t.dense_forward += fwd(o), t.dense_backward += bwd(o), t.dense_weight += wgt(o);
+    const std::string_view n = o.name;
+    if (n == "mlp_fc1") pair(o, t.gemm_forward.fc1, t.gemm_backward.fc1);
+    if (n == "mlp_fc2") pair(o, t.gemm_forward.fc2, t.gemm_backward.fc2);
+  }
   if (model.is_moe()) {
     t.moe_forward = common_f, t.moe_backward = common_b, t.moe_weight = common_w;
     for (const LayerOp& o : ops.mlp_ops(true)) {
@@ -327,10 +338,23 @@ CurveReads curve_reads(const Model& model, const Candidate& cand) {
   return r;
 }
 
+double overlap_time(double comm_s, double compute_s, double overlap_slowdown) {
+  return std::max(0.0, comm_s - compute_s) + overlap_slowdown * std::min(comm_s, compute_s);
+}
+
 double overlapped_sync_time(double grad_s, double gather_s, double backward_s, double forward_s,
                             double overlap_slowdown) {
-  return std::max(0.0, grad_s - backward_s) + overlap_slowdown * std::min(grad_s, backward_s) +
-         std::max(0.0, gather_s - forward_s) + overlap_slowdown * std::min(gather_s, forward_s);
+  return overlap_time(grad_s, backward_s, overlap_slowdown) + overlap_time(gather_s, forward_s, overlap_slowdown);
+}
+
+double tp_overlap_time(const LayerTimes& t, const StageLayers& st, double ag, double rs, double forward_passes,
+                       double s) {
+  const LayerTimes::Gemms &f = t.gemm_forward, &b = t.gemm_backward;
+  const double attention = forward_passes * (overlap_time(ag, f.qkv, s) + overlap_time(rs, f.out, s)) +
+                           overlap_time(ag, b.out, s) + overlap_time(ag + rs, b.qkv, s);
+  const double mlp = forward_passes * (overlap_time(ag, f.fc1, s) + overlap_time(rs, f.fc2, s)) +
+                     overlap_time(ag, b.fc2, s) + overlap_time(ag + rs, b.fc1, s);
+  return static_cast<double>(st.layers()) * attention + static_cast<double>(st.dense) * mlp;
 }
 
 double optimizer_time(const CostParams& p, double updated, DType dtype) {
@@ -409,8 +433,19 @@ terms::Microbatch CostModel::microbatch(const Candidate& cand, const StageLayers
   const int tp_kinds = price.tp_kinds;
   mb.compute = t.forward(st) + t.backward(st);
   mb.recompute = t.recompute(st, cand.recompute);
-  for (int i = 0; i < tp_kinds; ++i)
-    mb.tp += price.tp[static_cast<std::size_t>(i)].time(tr.tp[static_cast<std::size_t>(i)]);
+  const bool tpo = cand.tp_overlap();
+  for (int i = 0; i < tp_kinds; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const Amount whole =
+        tpo ? Amount{tr.tp[k].count - tr.tp_overlapped[k].count, tr.tp[k].bytes - tr.tp_overlapped[k].bytes} : tr.tp[k];
+    mb.tp += price.tp[k].time(whole);
+  }
+  if (tpo) {  // the rest behind their GEMMs, one message of each kind priced alone
+    auto one = [](const Amount& a) { return a.count > 0 ? Amount{1.0, a.bytes / a.count} : Amount{0.0, 0.0}; };
+    mb.tp += terms::tp_overlap_time(t, st, price.tp[0].time(one(tr.tp_overlapped[0])),
+                                    price.tp[1].time(one(tr.tp_overlapped[1])),
+                                    cand.recompute == Recompute::full ? 2.0 : 1.0, p_.overlap_slowdown);
+  }
   // The KV ring runs behind the attention of the block it already holds (Megatron's CP).
   mb.cp = tr.cp_forward_passes * std::max(0.0, price.cp.time(tr.cp_forward) - t.core_forward) +
           tr.cp_backward_passes * std::max(0.0, price.cp.time(tr.cp_backward) - t.core_backward);

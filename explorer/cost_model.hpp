@@ -198,6 +198,12 @@ struct LayerTimes {
   double last_forward = 0, last_backward = 0;    // final norm, logits, cross-entropy (last stage)
   // The weight-gradient GEMMs' part of each backward above (zero bubble's W; B is the rest).
   double dense_weight = 0, moe_weight = 0, last_weight = 0;
+  // The GEMMs tp_comm_overlap runs a layer's TP messages behind (workload/'s overlap_gemm): the
+  // forward's, and the backward's as the workload lists it (whole, or zero bubble's B part).
+  struct Gemms {
+    double qkv = 0, out = 0, fc1 = 0, fc2 = 0;  // qkv_proj, out_proj, mlp_fc1, mlp_fc2
+  };
+  Gemms gemm_forward, gemm_backward;
   double forward(const StageLayers& st) const {
     return static_cast<double>(st.dense) * dense_forward + static_cast<double>(st.moe) * moe_forward +
            (st.first ? first_forward : 0.0) + (st.last ? last_forward : 0.0);
@@ -228,7 +234,8 @@ CurveReads curve_reads(const Model& model, const Candidate& cand);
 
 // One micro-batch of one stage: compute (forward + backward at twice the forward's FLOPs), the
 // recomputed part, and each dimension's exposed communication. TP, EP and PP messages are on the
-// critical path; each layer pass's CP ring runs behind that pass's attention core.
+// critical path (with tp_comm_overlap a layer's TP messages behind their GEMMs:
+// tp_overlap_time); each layer pass's CP ring runs behind that pass's attention core.
 struct Microbatch {
   double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, pp = 0;
   double total() const { return compute + recompute + tp + cp + ep + pp; }
@@ -241,11 +248,23 @@ struct Tail {
   double dp = 0, embedding = 0, optimizer = 0;
   double total() const { return dp + embedding + optimizer; }
 };
+// Communication of `comm_s` running behind compute of `compute_s`: what the compute does not
+// hide, and the compute `overlap_slowdown` slower while they overlap (the communication kernels
+// take SMs and memory bandwidth): max(0, comm − compute) + overlap_slowdown · min(comm, compute).
+double overlap_time(double comm_s, double compute_s, double overlap_slowdown);
 // Overlapped DP sync: gradients reduce behind the last micro-batch's backward (`backward_s`),
 // parameters gather behind the next step's first forward (`forward_s`); what they overlap runs
 // `overlap_slowdown` slower.
 double overlapped_sync_time(double grad_s, double gather_s, double backward_s, double forward_s,
                             double overlap_slowdown);
+// tp_comm_overlap: one micro-batch's TP messages that run behind a GEMM on a stage of `st`'s
+// layers, each group at overlap_time against its GEMM (LayerTimes::gemm_*): per layer and
+// forward pass (`forward_passes`: 2 with full recompute) an all-gather (`all_gather_s` each)
+// into qkv_proj and a reduce-scatter out of out_proj; per backward an all-gather into out_proj's
+// and both qkv_proj's re-gathered input and reduce-scattered input gradient behind its backward
+// GEMM; a dense layer's MLP the same with mlp_fc1 for qkv_proj and mlp_fc2 for out_proj.
+double tp_overlap_time(const LayerTimes& times, const StageLayers& st, double all_gather_s, double reduce_scatter_s,
+                       double forward_passes, double overlap_slowdown);
 // The optimizer step: `updated` parameters at Adam's HBM traffic per parameter for the model's
 // dtype (workload::optimizer_bytes, what the workload's optimizer_step op carries).
 double optimizer_time(const CostParams& params, double updated, DType dtype);

@@ -1,7 +1,7 @@
 // The explorer's closed forms against sums over the explicit workload (workload/build) for a
-// grid of layouts — every schedule, SP, recompute mode, distributed optimizer, DP-sync mode,
-// CP, EP, VPP, uneven stages and orders: per-dimension bytes and message counts and FLOPs must
-// be equal, stage by stage.
+// grid of layouts — every schedule, SP, TP overlap, recompute mode, distributed optimizer,
+// DP-sync mode, CP, EP, VPP, uneven stages and orders: per-dimension bytes and message counts
+// (and the TP messages that run behind a GEMM) and FLOPs must be equal, stage by stage.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,6 +38,8 @@ TEST_P(ClosedFormsVsWorkload, EveryStageMatchesTheExplicitStep) {
       EXPECT_EQ(c.messages[i], w.messages[i])
           << s.name << " rank " << r << " stage " << stage << " dim " << dim_name(d);
     }
+    EXPECT_EQ(c.tp_overlapped_messages, w.tp_overlapped_messages) << s.name << " rank " << r << " stage " << stage;
+    if (s.layout.tp_comm_overlap) EXPECT_GT(w.tp_overlapped_messages, 0) << s.name;
     stage_done[stage] = true;
   }
   for (bool done : stage_done) EXPECT_TRUE(done);

@@ -394,3 +394,57 @@ TEST(CostModel, PredictionNamesTheAlgorithmOfTheDpSync) {
   EXPECT_EQ(p.dp_algorithm, CollAlgorithm::tree);
   EXPECT_NE(explain(Candidate::of(l, c), p, c).find("DP sync by NCCL tree"), std::string::npos);
 }
+
+// tp_comm_overlap's term: communication behind a GEMM costs what the GEMM does not hide plus the
+// overlap slowdown on what it does — never more than running blocking plus that slowdown share
+// (nor, with a slowdown ≤ 1, more than blocking); far shorter than the GEMM it leaves only the
+// slowdown, far longer it leaves comm − GEMM (and the slowdown on the GEMM's time).
+TEST(CostModel, TpOverlapTermHidesWhatTheGemmCovers) {
+  const double times[] = {0.0, 1e-6, 1e-3, 0.5, 1.0, 3.0};
+  for (double comm : times)
+    for (double gemm : times)
+      for (double slowdown : {0.0, 0.1, 0.5, 1.0}) {
+        const double t = terms::overlap_time(comm, gemm, slowdown);
+        EXPECT_LE(t, comm + slowdown * std::min(comm, gemm) + 1e-15) << comm << " " << gemm << " " << slowdown;
+        EXPECT_LE(t, comm + 1e-15) << comm << " " << gemm << " " << slowdown;
+        EXPECT_GE(t, std::max(0.0, comm - gemm) - 1e-15);
+      }
+  EXPECT_DOUBLE_EQ(terms::overlap_time(1e-6, 1.0, 0.1), 0.1 * 1e-6);               // comm ≪ GEMM
+  EXPECT_DOUBLE_EQ(terms::overlap_time(1.0, 1e-3, 0.1), 1.0 - 1e-3 + 0.1 * 1e-3);  // comm ≫ GEMM
+  EXPECT_DOUBLE_EQ(terms::overlap_time(1.0, 1e-3, 0.0), 1.0 - 1e-3);
+  // The overlapped DP sync is the same term, twice.
+  EXPECT_DOUBLE_EQ(terms::overlapped_sync_time(1.0, 2.0, 0.5, 3.0, 0.1),
+                   terms::overlap_time(1.0, 0.5, 0.1) + terms::overlap_time(2.0, 3.0, 0.1));
+}
+
+// Llama 3 8B at TP 2 on one H200 node: every TP message of a layer (10 per micro-batch) is
+// shorter than the GEMM it runs behind, so without a slowdown only the 4 messages of the
+// embedding and output layer (not Transformer Engine linears) stay exposed: the TP time is 4/324
+// of the blocking one; with the default slowdown it lies between, and the step is faster.
+TEST(CostModel, TpCommOverlapHidesALayersTpMessagesBehindItsGemms) {
+  const Cluster c = cluster("h200-1node");
+  const Model m = model("llama3-8b");
+  Layout l;
+  l.tensor_model_parallel_size = 2;
+  l.sequence_parallel = true;
+  l.use_distributed_optimizer = true;
+  validate_layout(l, m, c, "tp2");
+  Layout on = l;
+  on.tp_comm_overlap = true;
+  validate_layout(on, m, c, "tp2-overlap");
+  CostParams params = CostParams::datasheet(c, m);
+  params.overlap_slowdown = 0;
+  const CostModel free_overlap(c, m, params);
+  const Prediction off_p = free_overlap.predict(l), on_p = free_overlap.predict(on);
+  const double tp_off = off_p.breakdown.exposed_comm_s[static_cast<int>(Dim::tp)],
+               tp_on = on_p.breakdown.exposed_comm_s[static_cast<int>(Dim::tp)];
+  ASSERT_GT(tp_off, 0);
+  EXPECT_NEAR(tp_on, tp_off * 4.0 / 324.0, 1e-12 * tp_off);  // 32 layers × 10 + 1 + 3 messages
+  EXPECT_DOUBLE_EQ(on_p.breakdown.compute_s, off_p.breakdown.compute_s);
+  EXPECT_NEAR(on_p.step_time_s, off_p.step_time_s - (tp_off - tp_on), 1e-12 * off_p.step_time_s);
+  const CostModel datasheet(c, m, CostParams::datasheet(c, m));
+  const double tp_slowed = datasheet.predict(on).breakdown.exposed_comm_s[static_cast<int>(Dim::tp)];
+  EXPECT_GT(tp_slowed, tp_on);
+  EXPECT_LT(tp_slowed, tp_off);
+  EXPECT_LT(datasheet.predict(on).step_time_s, datasheet.predict(l).step_time_s);
+}

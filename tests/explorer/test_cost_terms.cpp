@@ -5,6 +5,8 @@
 // rank of the critical stage (and of the slowest tail), not from the closed forms.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "explorer/cost_model.hpp"
 #include "spec/groups.hpp"
 #include "tests/support/layout_grid.hpp"
@@ -217,4 +219,58 @@ TEST(PredictCli, SaysWhereACalibratedCurveIsExtrapolated) {
   const auto narrow = predict(t.write("narrow.json", calibration(r.gemm_lo * 1.5, r.gemm_hi)));
   ASSERT_EQ(narrow.code, 0) << narrow.err;
   EXPECT_NE(narrow.out.find("extrapolated  gemm efficiency"), std::string::npos) << narrow.out;
+}
+
+// tp_comm_overlap, from the workload: with α-only links and compute at the datasheet, the
+// critical stage's exposed TP communication is, over the ops workload::build lists for a rank of
+// it, every TP message not paired with a GEMM whole, and for each GEMM the messages paired with
+// it (overlap_gemm) together at terms::overlap_time against that GEMM's roofline time — at a
+// latency far below the GEMMs' (only the overlap slowdown left) and far above (comm − GEMM).
+TEST_P(CostTerms, TpOverlapIsEachGemmsMessagesAgainstItsTime) {
+  const Case& s = GetParam();
+  for (double alpha : {1e-6, 1.0}) {
+    CostParams params = CostParams::datasheet(s.cluster, s.model);
+    auto set = [alpha](LinkCost& l) {
+      l.alpha_s.fill(alpha);
+      l.beta_s_per_byte.fill(0.0);
+      l.oversubscription = 1.0;
+    };
+    for (auto& l : params.links) set(l);
+    for (auto& l : params.technologies) set(l);
+    params.memory_usable_fraction = 1e9;
+    const CostModel cm(s.cluster, s.model, params);
+    const Prediction p = cm.predict(s.layout);
+    RankGrid grid(s.layout, s.cluster);
+    std::int64_t rank = 0;
+    while (grid.stage(rank) != p.critical_stage) ++rank;
+    const workload::Workload w = workload::build(s.cluster, s.model, s.layout, rank);
+    double whole = 0;
+    std::map<std::size_t, double> behind;  // GEMM index → its messages' time
+    for (std::size_t i = 0; i < w.ops.size(); ++i) {
+      const workload::Op& o = w.ops[i];
+      if (o.kind != workload::OpKind::message || o.dim != Dim::tp) continue;
+      const double t = steps(s, o.op, grid.group(rank, o.group)) * alpha;
+      if (o.overlap_gemm == 0)
+        whole += t;
+      else
+        behind[static_cast<std::size_t>(static_cast<std::int64_t>(i) + o.overlap_gemm)] += t;
+    }
+    double hidden_or_not = 0, shortest_gemm = 1e300, longest_gemm = 0;
+    for (const auto& [g, comm] : behind) {
+      const workload::Op& gemm = w.ops[g];
+      workload::Op fwd = gemm;
+      fwd.phase = workload::Phase::forward;
+      const double gemm_s = terms::roofline_time(params, gemm.compute, gemm.flops, workload::flops(fwd),
+                                                 gemm.bytes_read + gemm.bytes_written);
+      shortest_gemm = std::min(shortest_gemm, gemm_s), longest_gemm = std::max(longest_gemm, gemm_s);
+      hidden_or_not += terms::overlap_time(comm, gemm_s, params.overlap_slowdown);
+    }
+    const double want = whole + hidden_or_not;
+    EXPECT_NEAR(p.breakdown.exposed_comm_s[static_cast<int>(Dim::tp)], want, 1e-9 * want)
+        << s.name << " α " << alpha << " (critical stage " << p.critical_stage << ")";
+    EXPECT_EQ(behind.empty(), !s.layout.tp_comm_overlap) << s.name;
+    // The two regimes the latencies are meant to reach.
+    if (!behind.empty() && alpha > 0.5) EXPECT_GT(alpha, longest_gemm) << s.name;
+    if (!behind.empty() && alpha < 0.5) EXPECT_LT(100 * alpha, shortest_gemm) << s.name;
+  }
 }
