@@ -76,7 +76,8 @@ bool same_but_placement(const Candidate& a, const Candidate& b) {
          a.first_layers == b.first_layers && a.last_layers == b.last_layers &&
          a.account_embedding == b.account_embedding && a.account_loss == b.account_loss &&
          a.pipeline_layout == b.pipeline_layout && a.pipeline == b.pipeline && a.dp_sync == b.dp_sync &&
-         a.recompute == b.recompute && a.sp == b.sp && a.distributed_optimizer == b.distributed_optimizer;
+         a.recompute == b.recompute && a.sp == b.sp && a.distributed_optimizer == b.distributed_optimizer &&
+         a.tp_comm_overlap == b.tp_comm_overlap;
 }
 
 // A fixed preference among equals, so that the listing does not depend on thread timing.
@@ -181,10 +182,11 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
 struct Visit {
   const Placement* placement;  // of the candidate's degrees and order
   // Candidates with the same `base` and `slot` have the same CostModel::Priced (they differ in
-  // recompute, the schedule or the virtual stages only); slot < slots(techs).
+  // recompute, the schedule, the virtual stages or tp_comm_overlap only); slot < slots(techs).
   std::uint64_t base;
   std::size_t slot;
-  // The first of candidates that differ in the DP sync and the technology only (memory is theirs alike).
+  // The first of candidates that differ in the DP sync, the technology and tp_comm_overlap only
+  // (memory is theirs alike).
   bool first_of_memory_group;
 };
 std::size_t slots(const std::vector<int>& techs) { return 2 * 3 * techs.size(); }
@@ -240,18 +242,22 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                     for (std::size_t ti = 0; ti < techs.size(); ++ti) {
                       const int tech = techs[ti];
                       if (tech >= 0 && !crosses) continue;  // nothing crosses: the technology is moot
-                      ++n.generated;
-                      if (!ok) {
-                        ++n.pruned_div;
-                        continue;
+                      // Megatron's --tp-comm-overlap needs SP (and so TP > 1): off, then on.
+                      for (int tpo = 0; tpo <= (cand.sequence_parallel() ? 1 : 0); ++tpo) {
+                        ++n.generated;
+                        if (!ok) {
+                          ++n.pruned_div;
+                          continue;
+                        }
+                        cand.dp_sync = sync;
+                        cand.recompute = rc;
+                        cand.distributed_optimizer = dist == 1;
+                        cand.technology = tech;
+                        cand.tp_comm_overlap = tpo == 1;
+                        visit.slot = (static_cast<std::size_t>(dist) * 3 + si) * techs.size() + ti;
+                        if (!fn(cand, split, visit)) return;
+                        visit.first_of_memory_group = false;
                       }
-                      cand.dp_sync = sync;
-                      cand.recompute = rc;
-                      cand.distributed_optimizer = dist == 1;
-                      cand.technology = tech;
-                      visit.slot = (static_cast<std::size_t>(dist) * 3 + si) * techs.size() + ti;
-                      if (!fn(cand, split, visit)) return;
-                      visit.first_of_memory_group = false;
                     }
                   }
                 }
@@ -355,10 +361,11 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
       return a.prediction.step_time_s < b.prediction.step_time_s;
     const Candidate &x = a.candidate, &y = b.candidate;
     return std::tie(x.tp, x.cp, x.ep, x.pp, x.vpp, x.mbs, x.first_layers, x.last_layers, x.account_embedding,
-                    x.account_loss, x.pipeline, x.dp_sync, x.recompute, x.sp, x.distributed_optimizer, x.order,
+                    x.account_loss, x.pipeline, x.dp_sync, x.recompute, x.sp, x.distributed_optimizer,
+                    x.tp_comm_overlap, x.order,
                     x.technology) < std::tie(y.tp, y.cp, y.ep, y.pp, y.vpp, y.mbs, y.first_layers, y.last_layers,
                                              y.account_embedding, y.account_loss, y.pipeline, y.dp_sync, y.recompute,
-                                             y.sp, y.distributed_optimizer, y.order, y.technology);
+                                             y.sp, y.distributed_optimizer, y.tp_comm_overlap, y.order, y.technology);
   });
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -2,7 +2,8 @@
 // (even, a few uneven first/last stages, Megatron's account_for_* splits), virtual-pipeline
 // sizes (up to layers/PP) and micro-batch sizes (up to global_batch/DP),
 // placement orders (which dimension spans buildings: PP, DP, CP or EP), schedules, DP sync
-// modes, recompute, the distributed optimizer and the cross-building network technologies.
+// modes, recompute, the distributed optimizer, TP–GEMM overlap (tp_comm_overlap, with SP) and
+// the cross-building network technologies.
 // Divisibility is checked with plain arithmetic (the rules of validate_layout, no exceptions),
 // memory before time; candidates are evaluated on all cores and the best N kept.
 #pragma once

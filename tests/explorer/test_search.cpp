@@ -127,6 +127,56 @@ TEST(Search, TensorParallelismIsNeverPlacedAcrossBuildingsWhenAnotherLayoutFits)
   EXPECT_TRUE(tried);
 }
 
+// Megatron's tp_comm_overlap is a dimension of the search wherever SP is on (and so TP > 1):
+// each such candidate comes off and on, no other does; on the H200 node's NVLink the TP
+// messages of Llama 3 8B hide behind their GEMMs, so the best layouts with TP overlap them.
+TEST(Search, TriesTpCommOverlapOffAndOnWhereSequenceParallel) {
+  const Cluster c = cluster("local-2bld");
+  const Model m = model("gpt-tiny");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  std::int64_t on = 0, sp_off = 0;
+  for (const auto& [k, split] : enumerate(cm, c, m, SearchOptions{}, 1u << 30)) {
+    if (k.tp_comm_overlap) EXPECT_TRUE(k.sequence_parallel()) << describe_degrees(k);
+    on += k.tp_comm_overlap ? 1 : 0;
+    sp_off += k.sequence_parallel() && !k.tp_comm_overlap ? 1 : 0;
+  }
+  EXPECT_GT(on, 0);
+  EXPECT_EQ(on, sp_off);
+
+  const Cluster h200 = cluster("h200-1node");
+  const Model llama = model("llama3-8b");
+  const CostModel cm8(h200, llama, CostParams::datasheet(h200, llama));
+  SearchOptions o;
+  o.top = 10000;
+  const SearchResult r = search(cm8, h200, llama, o);
+  int with_tp = 0, overlapped = 0, pairs = 0;
+  for (const auto& x : r.top) {
+    if (!x.candidate.sequence_parallel()) continue;
+    ++with_tp;
+    overlapped += x.candidate.tp_comm_overlap ? 1 : 0;
+    if (!x.candidate.tp_comm_overlap) continue;
+    Candidate off = x.candidate;
+    off.tp_comm_overlap = false;
+    for (const auto& y : r.top)
+      if (y.candidate.tp == off.tp && y.candidate.pp == off.pp && y.candidate.mbs == off.mbs &&
+          y.candidate.vpp == off.vpp && y.candidate.recompute == off.recompute &&
+          y.candidate.pipeline == off.pipeline && y.candidate.dp_sync == off.dp_sync &&
+          y.candidate.distributed_optimizer == off.distributed_optimizer && y.candidate.order == off.order &&
+          y.candidate.first_layers == off.first_layers && y.candidate.last_layers == off.last_layers &&
+          y.candidate.account_embedding == off.account_embedding && y.candidate.account_loss == off.account_loss &&
+          y.candidate.cp == off.cp && y.candidate.sp == off.sp && !y.candidate.tp_comm_overlap) {
+        ++pairs;
+        EXPECT_LT(x.prediction.step_time_s, y.prediction.step_time_s) << describe_degrees(x.candidate);
+        EXPECT_LT(x.prediction.breakdown.exposed_comm_s[0], y.prediction.breakdown.exposed_comm_s[0]);
+      }
+  }
+  EXPECT_GT(with_tp, 0);
+  EXPECT_GT(overlapped, 0);
+  EXPECT_GT(pairs, 0);
+  ASSERT_FALSE(r.top.empty());
+  if (r.top.front().candidate.sequence_parallel()) EXPECT_TRUE(r.top.front().candidate.tp_comm_overlap);
+}
+
 TEST(Search, ResultsAreTheSameOnOneThreadAndMany) {
   const Cluster c = cluster("h100-3bld");
   const Model m = model("llama3-70b");
