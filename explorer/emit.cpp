@@ -47,8 +47,9 @@ std::int64_t dp_buildings(const Layout& l, const Cluster& c) {
 
 std::string header(const char* what, const Layout& l, const Model& m, const Cluster& c) {
   return std::string("# ") + what + " for " + describe_degrees(Candidate::of(l, c)) + ", " + l.order_string() + ", " +
-         sax::to_string(l.schedule.pipeline) + ", DP sync " + sax::to_string(l.schedule.dp_sync) + " — " + m.name +
-         " on " + c.name + " (" + std::to_string(c.world_size()) + " devices)\n";
+         sax::to_string(l.schedule.pipeline) + ", DP sync " + sax::to_string(l.schedule.dp_sync) +
+         (l.tp_comm_overlap ? ", TP overlap" : "") + " — " + m.name + " on " + c.name + " (" +
+         std::to_string(c.world_size()) + " devices)\n";
 }
 
 std::string technology_note(const Layout& l, const Cluster& c) {
@@ -87,6 +88,9 @@ std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
   arg("--micro-batch-size", std::to_string(l.micro_batch_size));
   arg("--global-batch-size", std::to_string(m.global_batch_size));
   if (l.sequence_parallel && tp > 1) arg("--sequence-parallel");
+  // Transformer Engine's userbuffers overlap of the SP all-gathers and reduce-scatters with their
+  // GEMMs (megatron/training/arguments.py: asserted to need --sequence-parallel).
+  if (l.tp_comm_overlap && l.sequence_parallel && tp > 1) arg("--tp-comm-overlap");
   if (l.recompute_granularity != Recompute::none)
     arg("--recompute-granularity", sax::to_string(l.recompute_granularity));
   if (l.recompute_granularity == Recompute::full) {
@@ -219,7 +223,12 @@ std::string torchtitan_toml(const Layout& l, const Model& m, const Cluster& c) {
     key("expert_parallel_degree", std::to_string(ep));
     key("expert_tensor_parallel_degree", std::to_string(tp));  // Megatron's default: experts split as TP
   }
-  key("enable_async_tensor_parallel", "false");
+  // torchtitan's async TP (v0.2.2 job_config.py: "Whether to apply async tensor parallel
+  // (currently only effective when compile is enabled)") is its all-gather/reduce-scatter and
+  // matmul overlap, Megatron's --tp-comm-overlap; torchtitan/distributed/tensor_parallel.py
+  // refuses it without "model" in [compile] components, so that section comes with it.
+  const bool async_tp = l.tp_comm_overlap && tp > 1;
+  key("enable_async_tensor_parallel", async_tp ? "true" : "false");
 
   if (!(dense_order(l.order, l, world) == dense_order(Layout{}.order, l, world)) || ep_outside_dp(l, world))
     notes += "# rank order " + l.order_string() +
@@ -244,6 +253,8 @@ std::string torchtitan_toml(const Layout& l, const Model& m, const Cluster& c) {
   for (const auto& p : parallelism) out += p + "\n";
   out += std::string("\n[activation_checkpoint]\nmode = ") + quoted(sax::to_string(l.recompute_granularity)) + "\n";
   if (l.recompute_granularity == Recompute::selective) out += "selective_ac_option = \"op\"\n";
+  // As torchtitan's llama3_405b.toml (v0.2.2) sets it beside enable_async_tensor_parallel = true.
+  if (async_tp) out += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
   return out;
 }
 

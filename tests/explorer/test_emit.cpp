@@ -226,6 +226,32 @@ TEST(Emit, TorchtitanKeys) {
   EXPECT_EQ(d.at("activation_checkpoint").at("mode"), "\"none\"");
 }
 
+// tp_comm_overlap: Megatron's --tp-comm-overlap after --sequence-parallel (which it needs), and
+// torchtitan's async TP with the [compile] section torchtitan refuses it without (v0.2.2:
+// torchtitan/distributed/tensor_parallel.py, maybe_enable_async_tp).
+TEST(Emit, TpCommOverlapIsMegatronsFlagAndTorchtitansAsyncTp) {
+  const Cluster c = cluster("local-2bld");
+  const Model m = model("gpt-tiny");
+  Layout l = tp2_pp2_vpp2();
+  const auto off = megatron_flags(megatron_args(l, m, c));
+  EXPECT_EQ(std::count(off.begin(), off.end(), "--tp-comm-overlap"), 0) << megatron_args(l, m, c);
+  EXPECT_EQ(toml(torchtitan_toml(l, m, c)).count("compile"), 0u);
+  l.tp_comm_overlap = true;
+  ASSERT_NO_THROW(validate_layout(l, m, c, "hand-built"));
+  const std::string text = megatron_args(l, m, c);
+  const auto on = megatron_flags(text);
+  const auto sp = std::find(on.begin(), on.end(), "--sequence-parallel");
+  ASSERT_NE(sp, on.end()) << text;
+  ASSERT_NE(sp + 1, on.end()) << text;
+  EXPECT_EQ(*(sp + 1), "--tp-comm-overlap") << text;
+  EXPECT_EQ(on.size(), off.size() + 1) << text;
+  EXPECT_NE(lines(text).front().find("TP overlap"), std::string::npos) << text;
+  const auto t = toml(torchtitan_toml(l, m, c));
+  EXPECT_EQ(t.at("parallelism").at("enable_async_tensor_parallel"), "true");
+  const std::map<std::string, std::string> compile = {{"enable", "true"}, {"components", "[\"model\", \"loss\"]"}};
+  EXPECT_EQ(t.at("compile"), compile);
+}
+
 TEST(EmitCli, ExploreEmitsTheBestLayoutOfTheTable) {
   test::TempDir t;
   const std::string inputs = "explore --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +
