@@ -235,7 +235,7 @@ void StepExecutor::allocate() {
 // reduces there too): the time it takes is communication of their dimension when `rec` is
 // given (inside a receive's wait it is already counted as waiting). Completed ones are dropped.
 void StepExecutor::progress(StepRecord* rec) {
-  for (auto* list : {&pending_, &sends_}) {
+  for (auto* list : {&pending_, &overlap_, &sends_}) {
     std::size_t kept = 0;
     for (std::size_t i = 0; i < list->size(); ++i) {
       Pending& p = (*list)[i];
@@ -251,16 +251,18 @@ void StepExecutor::progress(StepRecord* rec) {
   }
 }
 
-void StepExecutor::wait_pending(StepRecord& rec) {
-  for (auto& p : pending_) {
+void StepExecutor::wait_all(std::vector<Pending>& list, StepRecord& rec) {
+  for (auto& p : list) {
     const std::int64_t t0 = now_ns();
     p.handle.wait();
     const std::int64_t t1 = now_ns();
     span(rec.comm_s[static_cast<std::size_t>(p.dim)], Category::communication, p.name, t0, t1);
     lifetime(p.dim, p.name, p.issued, t1, p.bytes);
   }
-  pending_.clear();
+  list.clear();
 }
+
+void StepExecutor::wait_pending(StepRecord& rec) { wait_all(pending_, rec); }
 
 void StepExecutor::message(std::size_t i, StepRecord& rec) {
   const Op& o = w_.ops[i];
@@ -274,7 +276,7 @@ void StepExecutor::message(std::size_t i, StepRecord& rec) {
   void* send = send_buf_[di]->data();
   void* recv = recv_buf_[di]->data();
   const auto n = static_cast<std::size_t>(c.size());
-  const coll::Mode mode = o.overlappable ? coll::Mode::async : coll::Mode::blocking;
+  const coll::Mode mode = o.overlappable || o.overlap_gemm != 0 ? coll::Mode::async : coll::Mode::blocking;
   const std::int64_t t0 = now_ns();
   coll::Handle h;
   double sent = 0;
@@ -360,7 +362,7 @@ void StepExecutor::message(std::size_t i, StepRecord& rec) {
   const std::int64_t t1 = now_ns();
   span(rec.comm_s[di], Category::communication, name, t0, t1, sent);
   if (mode == coll::Mode::async)
-    pending_.push_back({std::move(h), d, name, t0, sent});
+    (o.overlap_gemm != 0 ? overlap_ : pending_).push_back({std::move(h), d, name, t0, sent});
   else
     lifetime(d, name, t0, t1, sent);
 }
@@ -372,8 +374,15 @@ StepRecord StepExecutor::run_step(int step) {
   const profiles::nvtx::Range step_range(step_name_);
   const std::int64_t start = now_ns();
   bool optimizer_started = false;
+  std::size_t issued_before = 0;  // messages listed below this index that ran beside their GEMM already
+  auto issue = [&](std::size_t i) {
+    const profiles::nvtx::Range range(name_[i]);
+    const Correlate correlate(*this, step, i);
+    message(i, rec);
+  };
   for (std::size_t i = 0; i < w_.ops.size(); ++i) {
     const Op& o = w_.ops[i];
+    if (o.kind == OpKind::message && o.overlap_gemm < 0 && i < issued_before) continue;
     if (watchdog_) watchdog_->progress("step " + std::to_string(step) + ", " + what_[i]);
     if (o.phase == Phase::optimizer && !optimizer_started) {
       // The optimizer needs every gradient: the overlapped sync must be complete.
@@ -381,12 +390,19 @@ StepRecord StepExecutor::run_step(int step) {
       wait_pending(rec);
     }
     if (o.kind == OpKind::message) {
-      const profiles::nvtx::Range range(name_[i]);
-      const Correlate correlate(*this, step, i);
-      message(i, rec);
+      issue(i);
       continue;
     }
     progress(&rec);
+    // tp_comm_overlap: the reduce-scatter of what this GEMM produces (listed right after it) is
+    // issued first, to run beside it, as Transformer Engine pipelines the GEMM's chunks into it.
+    if (const std::size_t j = i + 1;
+        j < w_.ops.size() && w_.ops[j].kind == OpKind::message && w_.ops[j].overlap_gemm < 0 &&
+        static_cast<std::int64_t>(j) + w_.ops[j].overlap_gemm == static_cast<std::int64_t>(i)) {
+      if (watchdog_) watchdog_->progress("step " + std::to_string(step) + ", " + what_[j]);
+      issue(j);
+      issued_before = j + 1;
+    }
     const profiles::nvtx::Range range(name_[i]);
     const Correlate correlate(*this, step, i);
     const std::int64_t t0 = now_ns();
@@ -398,6 +414,7 @@ StepRecord StepExecutor::run_step(int step) {
                    : o.phase == Phase::optimizer ? rec.optimizer_s
                                                  : rec.backward_s;
     span(into, Category::compute, name_[i], t0, t1);
+    if (!overlap_.empty()) wait_all(overlap_, rec);  // what the GEMM did not hide is TP communication
   }
   wait_pending(rec);  // what the optimizer did not wait for (the parameter all-gathers after it)
   const std::int64_t t0 = now_ns();

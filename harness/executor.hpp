@@ -5,7 +5,10 @@
 // token counts the router really produced, exchanged over the EP group at start-up, and the
 // expert GEMMs the rows each expert received): collectives blocking, or asynchronous beside the compute
 // that follows when the workload flags them overlappable (the overlapped DP sync), waited for
-// before the optimizer; pipeline sends asynchronous (so that two stages sending to each other
+// before the optimizer; with tp_comm_overlap a TP message paired with a GEMM (overlap_gemm)
+// asynchronous beside that GEMM — an all-gather issued where it is listed, just before its GEMM,
+// a reduce-scatter listed just after its GEMM issued before it — and waited for right after the
+// GEMM; pipeline sends asynchronous (so that two stages sending to each other
 // cannot deadlock), receives blocking; the CP ring a send-receive to the ring's neighbours.
 //
 // Each op is timed on the host's clock (on CUDA after synchronising the stream it ran on) and its
@@ -93,6 +96,8 @@ class StepExecutor {
   struct Correlate;
   void progress(StepRecord* rec);
   void wait_pending(StepRecord& rec);
+  // Waits for every operation of `list` (its dimension's communication) and empties it.
+  void wait_all(std::vector<Pending>& list, StepRecord& rec);
   void message(std::size_t i, StepRecord& rec);
   // Adds t1 − t0 to `into` and, when tracing, records the span on the executor's thread.
   void span(double& into, profiles::Category c, const char* name, std::int64_t t0, std::int64_t t1, double bytes = 0);
@@ -116,6 +121,7 @@ class StepExecutor {
   std::array<double, 5> max_bytes_{};
   DType act_dtype_ = DType::bf16;
   std::vector<Pending> pending_;
+  std::vector<Pending> overlap_;  // TP messages beside their GEMM (tp_comm_overlap), waited for after it
   std::vector<Pending> sends_;
   // MoE with a skewed router: elements this rank sends to and receives from each EP peer in a
   // dispatch (a combine goes the other way), from the routed counts exchanged at start-up.

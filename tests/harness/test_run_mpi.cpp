@@ -1,10 +1,9 @@
 // `sax run` end to end under mpirun -np 4 on local-2bld (two buildings of two devices), gpt-tiny
 // and moe-tiny: for each layout — DP4 blocking, overlapped and hierarchical, TP2×DP2 with full
-// recompute, TP2×PP2, PP4 1F1B, PP2×DP2 interleaved, PP2×DP2 zero bubble, CP2×DP2, EP2 on MoE
-// with and without router skew — every rank sent, per dimension, exactly the bytes its workload
-// lists (under skew the EP bytes as routed, their sum over ranks the workload's), and each rank's breakdown adds up to
-// the step time with under 2 % left unaccounted. Bad input exits 2 with one line; a hung rank ends the job with exit 1
-// within the timeout.
+// recompute, TP2×DP2 with tp_comm_overlap, TP2×PP2, PP4 1F1B, PP2×DP2 interleaved, PP2×DP2 zero bubble, CP2×DP2, EP2 on
+// MoE with and without router skew — every rank sent, per dimension, exactly the bytes its workload lists (under skew
+// the EP bytes as routed, their sum over ranks the workload's), and each rank's breakdown adds up to the step time with
+// under 2 % left unaccounted. Bad input exits 2 with one line; a hung rank ends the job with exit 1 within the timeout.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -116,6 +115,14 @@ INSTANTIATE_TEST_SUITE_P(
               {"schedule", sched("1f1b", "overlapped")}},
              ""},
         Case{"Tp2Pp2", "gpt-tiny.json", sax::test::preset("layouts/local-tp2-pp2.json"), ""},
+        Case{"Tp2Dp2TpCommOverlap",
+             "gpt-tiny.json",
+             {{"tensor_model_parallel_size", 2},
+              {"sequence_parallel", true},
+              {"tp_comm_overlap", true},
+              {"micro_batch_size", 2},
+              {"schedule", sched("1f1b", "blocking")}},
+             ""},
         Case{"Pp4OneFOneB",
              "gpt-tiny.json",
              {{"pipeline_model_parallel_size", 4}, {"micro_batch_size", 2}, {"schedule", sched("1f1b", "blocking")}},
@@ -188,7 +195,8 @@ TEST(RunMpi, AHungRankEndsTheJobWithExitOneWithinTheTimeout) {
 // `--trace DIR`: every rank's timeline, merged, read back by `sax trace summary` in the run's own
 // categories. The summary rebuilds each rank's breakdown from the events alone; it must agree
 // with the run's JSON within 5 % per category (issue 12), on TP2×PP2 (pipeline bubble, TP
-// collectives) and on DP4 with the gradient sync overlapped.
+// collectives), on DP4 with the gradient sync overlapped and on TP2×DP2 with the TP messages
+// behind their GEMMs (tp_comm_overlap).
 class TracedLayouts : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TracedLayouts, TheTraceSummaryAgreesWithTheRunsBreakdown) {
@@ -246,6 +254,12 @@ TEST_P(TracedLayouts, TheTraceSummaryAgreesWithTheRunsBreakdown) {
   if (c.layout.value("schedule", json::object()).value("dp_sync", "") == "overlapped" &&
       c.layout.value("pipeline_model_parallel_size", 1) == 1)
     EXPECT_GT(summary["overall"]["overlap_pct"].get<double>(), 0) << "the overlapped DP sync hid nothing";
+  // tp_comm_overlap (with a blocking DP sync, so that only TP messages run behind compute): each
+  // rank reports its TP communication, and the trace shows the messages in flight across their GEMMs.
+  if (c.layout.value("tp_comm_overlap", false)) {
+    for (const json& rank : run_json["ranks"]) EXPECT_GT(rank["breakdown_s"]["tp_comm"].get<double>(), 0);
+    EXPECT_GT(summary["overall"]["overlap_pct"].get<double>(), 0) << "no TP message ran behind its GEMM";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Traced, TracedLayouts,
@@ -254,6 +268,14 @@ INSTANTIATE_TEST_SUITE_P(Traced, TracedLayouts,
                                            Case{"Dp4Overlapped",
                                                 "gpt-tiny.json",
                                                 {{"micro_batch_size", 2}, {"schedule", sched("1f1b", "overlapped")}},
+                                                ""},
+                                           Case{"Tp2Dp2TpCommOverlap",
+                                                "gpt-tiny.json",
+                                                {{"tensor_model_parallel_size", 2},
+                                                 {"sequence_parallel", true},
+                                                 {"tp_comm_overlap", true},
+                                                 {"micro_batch_size", 2},
+                                                 {"schedule", sched("1f1b", "blocking")}},
                                                 ""}),
                          [](const auto& info) { return std::string(info.param.name); });
 
