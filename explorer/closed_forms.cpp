@@ -86,12 +86,13 @@ StageTraffic stage_traffic(const TrafficUnits& u, const ModelConsts& c, const Ca
   for (int i = 0; i < u.tp.size; ++i)
     t.tp[static_cast<std::size_t>(i)] =
         times(u.tp[i], u.tp[i].op == CollOp::all_gather ? per_layer + last + regather : per_layer + first + last);
-  if (cand.tp_overlap()) {
-    // Behind a GEMM, per layer of which `overlapped` have their MLP's too (dense ones): in each
-    // forward pass (recomputed ones included) the all-gathers into qkv_proj and mlp_fc1 and the
-    // reduce-scatters out of out_proj and mlp_fc2; in the backward the gradient's all-gathers into
-    // out_proj and mlp_fc2, and qkv_proj's and mlp_fc1's re-gathered input and reduce-scattered
-    // input gradient. Not the embedding's nor the output layer's, nor a MoE layer's MLP's.
+  if (cand.sequence_parallel()) {
+    // Behind a GEMM with tp_comm_overlap (counted with SP whether or not it is on), per layer of
+    // which `overlapped` have their MLP's too (dense ones): in each forward pass (recomputed ones
+    // included) the all-gathers into qkv_proj and mlp_fc1 and the reduce-scatters out of out_proj
+    // and mlp_fc2; in the backward the gradient's all-gathers into out_proj and mlp_fc2, and
+    // qkv_proj's and mlp_fc1's re-gathered input and reduce-scattered input gradient. Not the
+    // embedding's nor the output layer's, nor a MoE layer's MLP's.
     const double forward_passes = full ? 2.0 : 1.0, overlapped = L + static_cast<double>(st.dense);
     t.tp_overlapped[0] = times(u.tp[0], (forward_passes + 2.0) * overlapped);  // all_gather
     t.tp_overlapped[1] = times(u.tp[1], (forward_passes + 1.0) * overlapped);  // reduce_scatter
@@ -150,7 +151,8 @@ StepTotals step_totals(const Cluster& cluster, const Model& model, const Layout&
     t.sent_bytes[static_cast<int>(d)] += a.bytes * times;
   };
   for (int i = 0; i < u.tp.size; ++i) add(Dim::tp, tr.tp[static_cast<std::size_t>(i)], md);
-  for (const Amount& a : tr.tp_overlapped) t.tp_overlapped_messages += static_cast<std::int64_t>(a.count * md);
+  if (cand.tp_overlap())
+    for (const Amount& a : tr.tp_overlapped) t.tp_overlapped_messages += static_cast<std::int64_t>(a.count * md);
   add(Dim::ep, tr.ep, md);
   add(Dim::pp, tr.pp, md);
   add(Dim::cp, tr.cp_forward, md * tr.cp_forward_passes);

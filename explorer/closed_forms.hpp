@@ -67,8 +67,9 @@ struct StageTraffic {
   // Per micro-batch, on the critical path: TP's collectives, EP's all-to-alls, PP's sends (recv
   // mirrors a peer's send and is not counted).
   std::array<Amount, 2> tp;  // as many as TrafficUnits::tp
-  // With tp_comm_overlap, the part of each TP kind that runs behind a GEMM (the all-gathers and
-  // reduce-scatters workload/ marks with overlap_gemm); the rest of `tp` runs whole.
+  // With SP, the part of each TP kind that tp_comm_overlap runs behind a GEMM (the all-gathers
+  // and reduce-scatters workload/ marks with overlap_gemm), counted whether or not the candidate
+  // turns it on; with it on, the rest of `tp` runs whole.
   std::array<Amount, 2> tp_overlapped{};
   Amount ep{}, pp{};
   // CP's KV ring of one layer pass, forward and backward: each runs behind that pass's attention

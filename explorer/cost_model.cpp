@@ -422,6 +422,8 @@ CostModel::Prices CostModel::prices(const TrafficUnits& u, const Channels& ch) c
     return static_cast<int>(i);
   };
   p.tp_kinds = u.tp.size;
+  for (int i = 0; i < u.tp.size; ++i)
+    p.tp_message_s[static_cast<std::size_t>(i)] = p.tp[static_cast<std::size_t>(i)].time({1.0, u.tp[i].bytes});
   p.dp_grad_kinds = sync(p.dp_grad, u.dense_grad, u.expert_grad);
   p.dp_gather_kinds = sync(p.dp_gather, u.dense_gather, u.expert_gather);
   return p;
@@ -430,28 +432,33 @@ CostModel::Prices CostModel::prices(const TrafficUnits& u, const Channels& ch) c
 terms::Microbatch CostModel::microbatch(const Candidate& cand, const StageLayers& st, const StageTraffic& tr,
                                         const terms::LayerTimes& t, const Prices& price) const {
   terms::Microbatch mb;
-  const int tp_kinds = price.tp_kinds;
   mb.compute = t.forward(st) + t.backward(st);
   mb.recompute = t.recompute(st, cand.recompute);
-  const bool tpo = cand.tp_overlap();
-  for (int i = 0; i < tp_kinds; ++i) {
-    const auto k = static_cast<std::size_t>(i);
-    const Amount whole =
-        tpo ? Amount{tr.tp[k].count - tr.tp_overlapped[k].count, tr.tp[k].bytes - tr.tp_overlapped[k].bytes} : tr.tp[k];
-    mb.tp += price.tp[k].time(whole);
-  }
-  if (tpo) {  // the rest behind their GEMMs, one message of each kind priced alone
-    auto one = [](const Amount& a) { return a.count > 0 ? Amount{1.0, a.bytes / a.count} : Amount{0.0, 0.0}; };
-    mb.tp += terms::tp_overlap_time(t, st, price.tp[0].time(one(tr.tp_overlapped[0])),
-                                    price.tp[1].time(one(tr.tp_overlapped[1])),
-                                    cand.recompute == Recompute::full ? 2.0 : 1.0, p_.overlap_slowdown);
-  }
+  mb.tp = tp_blocking_time(tr, price);
+  if (cand.tp_overlap()) mb.tp += tp_overlap_change(cand, st, tr, t, price);
   // The KV ring runs behind the attention of the block it already holds (Megatron's CP).
   mb.cp = tr.cp_forward_passes * std::max(0.0, price.cp.time(tr.cp_forward) - t.core_forward) +
           tr.cp_backward_passes * std::max(0.0, price.cp.time(tr.cp_backward) - t.core_backward);
   mb.ep = price.ep.time({tr.ep.count, tr.ep.bytes * p_.router_imbalance});  // the busiest expert's tokens
   mb.pp = price.pp.time(tr.pp);
   return mb;
+}
+
+double CostModel::tp_blocking_time(const StageTraffic& tr, const Prices& price) {
+  double s = 0;
+  for (int i = 0; i < price.tp_kinds; ++i)
+    s += price.tp[static_cast<std::size_t>(i)].time(tr.tp[static_cast<std::size_t>(i)]);
+  return s;
+}
+
+double CostModel::tp_overlap_change(const Candidate& cand, const StageLayers& st, const StageTraffic& tr,
+                                    const terms::LayerTimes& t, const Prices& price) const {
+  // A kind's time is its count × one message's (every message of a kind has one size): the
+  // overlapped ones leave the blocking time, and come back behind their GEMMs.
+  const double all_gather_s = price.tp_message_s[0], reduce_scatter_s = price.tp_message_s[1];
+  return terms::tp_overlap_time(t, st, all_gather_s, reduce_scatter_s, cand.recompute == Recompute::full ? 2.0 : 1.0,
+                                p_.overlap_slowdown) -
+         tr.tp_overlapped[0].count * all_gather_s - tr.tp_overlapped[1].count * reduce_scatter_s;
 }
 
 terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const StageTraffic& tr,
@@ -555,7 +562,30 @@ Prediction CostModel::fit(const Candidate& cand, const PipelineSplit& split) con
   return r;
 }
 
+std::array<Prediction, 2> CostModel::evaluate_tp_overlap(const Candidate& cand, const PipelineSplit& split,
+                                                         bool stop_if_infeasible) const {
+  std::array<Prediction, 2> r;
+  r[0] = fit(cand, split);
+  if (r[0].feasible || !stop_if_infeasible)
+    time_tp_overlap(cand, split,
+                    priced(cand, place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp)), r);
+  else
+    r[1] = r[0];
+  return r;
+}
+
 void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& r) const {
+  time(cand, split, priced, &r, 1);
+}
+
+void CostModel::time_tp_overlap(const Candidate& cand, const PipelineSplit& split, const Priced& priced,
+                                std::array<Prediction, 2>& out) const {
+  time(cand, split, priced, out.data(), 2);
+}
+
+void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction* out,
+                     int variants) const {
+  Prediction& r = out[0];
   const std::int64_t m = r.num_microbatches;
   const double md = static_cast<double>(m);
   const Placement& pl = priced.placement;
@@ -566,16 +596,26 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
   const terms::LayerTimes& times = layer_times(cand);
 
   // Per micro-batch the slowest stage sets the pace; after the pipeline the slowest tail decides.
-  terms::Microbatch crit;
+  std::array<terms::Microbatch, 2> crit{};
+  std::array<double, 2> t_mb = {-1, -1};
+  std::array<std::int64_t, 2> critical_stage{};
   terms::Tail tail_worst;
-  double t_mb = -1, tail_s = -1;
+  double tail_s = -1;
   for (const StageLayers& st : split.kinds) {
     const StageTraffic tr = stage_traffic(units, c_, cand, st);
-    const terms::Microbatch mb = microbatch(cand, st, tr, times, price);
-    if (mb.total() > t_mb) {
-      t_mb = mb.total();
-      crit = mb;
-      r.critical_stage = st.stage;
+    // Two variants differ in their TP time alone: the first with tp_comm_overlap off, the second
+    // on (with SP, which it needs).
+    terms::Microbatch mb = microbatch(cand, st, tr, times, price);
+    double blocking = mb.tp;
+    if (variants == 2 && cand.tp_overlap()) mb.tp = blocking = tp_blocking_time(tr, price);
+    for (int k = 0; k < variants; ++k) {
+      const auto i = static_cast<std::size_t>(k);
+      if (k == 1 && cand.sequence_parallel()) mb.tp = blocking + tp_overlap_change(cand, st, tr, times, price);
+      if (mb.total() > t_mb[i]) {
+        t_mb[i] = mb.total();
+        crit[i] = mb;
+        critical_stage[i] = st.stage;
+      }
     }
     const terms::Tail t = tail(cand, st, tr, times, price);
     if (t.total() > tail_s) {
@@ -585,20 +625,26 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
     }
   }
   r.bubble_fraction = bubble_fraction(cand.pipeline, cand.pp, cand.vpp, m);
-  Breakdown& b = r.breakdown;
-  b.compute_s = md * (crit.compute + crit.recompute);
-  b.recompute_s = md * crit.recompute;
-  b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * crit.tp;
-  b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * crit.cp;
-  b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * crit.ep;
-  b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * crit.pp + tail_worst.embedding;
-  b.exposed_comm_s[static_cast<int>(Dim::dp)] = tail_worst.dp;
-  b.bubble_s = md * t_mb * r.bubble_fraction;
-  b.optimizer_s = tail_worst.optimizer;
-
-  r.step_time_s = md * t_mb * (1 + r.bubble_fraction) + tail_s;
-  r.tokens_per_s = tokens_per_step_ / r.step_time_s;
-  r.mfu = training_flops_per_step_ / (r.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
+  if (variants == 2) out[1] = r;
+  for (int k = 0; k < variants; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    Prediction& v = out[i];
+    const terms::Microbatch& c = crit[i];
+    v.critical_stage = critical_stage[i];
+    Breakdown& b = v.breakdown;
+    b.compute_s = md * (c.compute + c.recompute);
+    b.recompute_s = md * c.recompute;
+    b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * c.tp;
+    b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * c.cp;
+    b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * c.ep;
+    b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * c.pp + tail_worst.embedding;
+    b.exposed_comm_s[static_cast<int>(Dim::dp)] = tail_worst.dp;
+    b.bubble_s = md * t_mb[i] * v.bubble_fraction;
+    b.optimizer_s = tail_worst.optimizer;
+    v.step_time_s = md * t_mb[i] * (1 + v.bubble_fraction) + tail_s;
+    v.tokens_per_s = tokens_per_step_ / v.step_time_s;
+    v.mfu = training_flops_per_step_ / (v.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
+  }
 }
 
 std::vector<CostModel::StageTerms> CostModel::stage_terms(const Candidate& cand) const {

@@ -278,6 +278,11 @@ class CostModel {
   // The hot path: no allocation. `split` must match the candidate's pp/vpp/first/last.
   // With `stop_if_infeasible` the time is not computed for a layout that does not fit.
   Prediction evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible = false) const;
+  // The candidate (with SP) with tp_comm_overlap off and on, as evaluate would give each: they
+  // differ only in the TP time, so memory, placement, prices and tails are worked out once (the
+  // search tries them side by side, through fit() and time_tp_overlap()). Also without allocation.
+  std::array<Prediction, 2> evaluate_tp_overlap(const Candidate& cand, const PipelineSplit& split,
+                                                bool stop_if_infeasible = false) const;
   // One layout (validated by the caller).
   Prediction predict(const Layout& layout) const;
 
@@ -310,7 +315,8 @@ class CostModel {
   // The price of each kind of a candidate's traffic (closed_forms' TrafficUnits, in its order),
   // worked out once per candidate: every stage's traffic is priced with them.
   struct Prices {
-    std::array<terms::Price, 2> tp;  // the first tp_kinds
+    std::array<terms::Price, 2> tp;      // the first tp_kinds
+    std::array<double, 2> tp_message_s;  // one message of each of those kinds (all of a kind are alike)
     terms::Price cp, ep, pp, embedding;
     std::array<terms::Price, 6> dp_grad, dp_gather;  // dense then expert kinds: the first *_kinds
     int tp_kinds = 0, dp_grad_kinds = 0, dp_gather_kinds = 0;
@@ -336,6 +342,10 @@ class CostModel {
   // depends on neither the DP sync nor the technology; then the time, into the same prediction.
   Prediction fit(const Candidate& cand, const PipelineSplit& split) const;
   void time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& prediction) const;
+  // time() of the candidate (with SP) with tp_comm_overlap off and on, into `out` (out[0] holding
+  // the candidate's fit()): they differ in the TP time alone, the rest is worked out once.
+  void time_tp_overlap(const Candidate& cand, const PipelineSplit& split, const Priced& priced,
+                       std::array<Prediction, 2>& out) const;
   // The terms of one stage, for a candidate (what evaluate combines).
   terms::Microbatch microbatch(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
                                const terms::LayerTimes& times, const Prices& prices) const;
@@ -369,6 +379,15 @@ class CostModel {
   double memory_limit_gib() const { return p_.hbm_gib * p_.memory_usable_fraction; }
 
  private:
+  // time() of `variants` predictions: 1, `cand` as it is; 2, `cand` with tp_comm_overlap off and on.
+  void time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction* out,
+            int variants) const;
+  // The TP time of microbatch(): every message whole, and what tp_comm_overlap changes in it (the
+  // overlapped messages' time behind their GEMMs instead of whole; with SP).
+  static double tp_blocking_time(const StageTraffic& traffic, const Prices& prices);
+  double tp_overlap_change(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
+                           const terms::LayerTimes& times, const Prices& prices) const;
+
   const Cluster& cluster_;
   const Model& model_;
   ModelConsts c_;

@@ -1,6 +1,7 @@
 #include "explorer/search.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -191,6 +192,18 @@ struct Visit {
 };
 std::size_t slots(const std::vector<int>& techs) { return 2 * 3 * techs.size(); }
 
+// What tells a candidate with tp_comm_overlap on from the one with it off handed over just before
+// (the rest is the same by construction: for_each_candidate's innermost loop).
+struct Twin {
+  std::uint64_t base = 0;
+  std::size_t slot = 0;
+  Recompute recompute = Recompute::none;
+  PipelineSchedule pipeline = PipelineSchedule::one_f_one_b;
+  std::int64_t vpp = 0;
+  static Twin of(const Candidate& c, const Visit& v) { return {v.base, v.slot, c.recompute, c.pipeline, c.vpp}; }
+  bool operator==(const Twin&) const = default;
+};
+
 // Every candidate of one shape, handed to `fn(candidate, split, visit)`; returns false to stop.
 template <typename Fn>
 void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const std::vector<int>& techs, Counters& n,
@@ -242,7 +255,8 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                     for (std::size_t ti = 0; ti < techs.size(); ++ti) {
                       const int tech = techs[ti];
                       if (tech >= 0 && !crosses) continue;  // nothing crosses: the technology is moot
-                      // Megatron's --tp-comm-overlap needs SP (and so TP > 1): off, then on.
+                      // Megatron's --tp-comm-overlap needs SP (and so TP > 1): off, then on, one
+                      // after the other (the search prices the two together).
                       for (int tpo = 0; tpo <= (cand.sequence_parallel() ? 1 : 0); ++tpo) {
                         ++n.generated;
                         if (!ok) {
@@ -320,10 +334,17 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
     // What candidates share (Visit): the prices of their traffic, and whether their memory fits.
     std::vector<CostModel::Priced> priced(slots(techs));
     std::vector<std::uint64_t> priced_base(priced.size(), ~std::uint64_t{0});
-    Prediction memory;
+    Prediction memory, one;
+    // A candidate with SP comes with tp_comm_overlap off and, in the very next call, on (the
+    // innermost loop of for_each_candidate): the first's time prices both, the second takes it.
+    std::array<Prediction, 2> pair;
+    Twin twin;
+    bool have_twin = false;
     for (std::size_t i; (i = next.fetch_add(1)) < all.size();)
       for_each_candidate(all[i], cl, m, techs, n,
                          [&](const Candidate& cand, const PipelineSplit& split, const Visit& v) {
+                           const bool second = have_twin && cand.tp_comm_overlap && twin == Twin::of(cand, v);
+                           have_twin = false;
                            ++n.evaluated;
                            if (v.first_of_memory_group) memory = cm.fit(cand, split);
                            if (!memory.feasible) {
@@ -334,10 +355,20 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
                              cm.price(cand, *v.placement, priced[v.slot]);
                              priced_base[v.slot] = v.base;
                            }
-                           Prediction p = memory;
-                           cm.time(cand, split, priced[v.slot], p);
+                           const Prediction* p = &pair[1];
+                           if (!second && cand.sequence_parallel() && !cand.tp_comm_overlap) {
+                             pair[0] = memory;
+                             cm.time_tp_overlap(cand, split, priced[v.slot], pair);
+                             twin = Twin::of(cand, v);
+                             have_twin = true;
+                             p = &pair[0];
+                           } else if (!second) {
+                             one = memory;
+                             cm.time(cand, split, priced[v.slot], one);
+                             p = &one;
+                           }
                            ++n.feasible;
-                           top.offer(cand, p);
+                           top.offer(cand, *p);
                            return true;
                          });
   };

@@ -448,3 +448,40 @@ TEST(CostModel, TpCommOverlapHidesALayersTpMessagesBehindItsGemms) {
   EXPECT_LT(tp_slowed, tp_off);
   EXPECT_LT(datasheet.predict(on).step_time_s, datasheet.predict(l).step_time_s);
 }
+
+// The search prices a candidate with SP with tp_comm_overlap off and on in one call: each the
+// same prediction evaluate gives it alone, for every candidate of a small search (fitting or not).
+TEST(CostModel, EvaluatingTpOverlapOffAndOnTogetherIsEvaluatingEach) {
+  for (auto [cn, mn] : {std::pair{"local-2bld", "gpt-tiny"}, {"local-2bld", "moe-tiny"}, {"h200-1node", "llama3-8b"}}) {
+    const Cluster c = cluster(cn);
+    const Model m = model(mn);
+    const CostModel cm(c, m, CostParams::datasheet(c, m));
+    int checked = 0;
+    for (const auto& [cand, split] : enumerate(cm, c, m, SearchOptions{}, 1u << 30)) {
+      if (!cand.sequence_parallel() || cand.tp_comm_overlap) continue;
+      for (bool stop : {false, true}) {
+        const std::array<Prediction, 2> both = cm.evaluate_tp_overlap(cand, split, stop);
+        for (int k = 0; k < 2; ++k) {
+          Candidate one = cand;
+          one.tp_comm_overlap = k == 1;
+          const Prediction want = cm.evaluate(one, split, stop), &got = both[static_cast<std::size_t>(k)];
+          ASSERT_EQ(got.feasible, want.feasible) << describe_degrees(cand);
+          EXPECT_EQ(got.memory_gib, want.memory_gib);
+          EXPECT_EQ(got.step_time_s, want.step_time_s) << mn << " " << describe_degrees(cand) << " overlap " << k;
+          EXPECT_EQ(got.critical_stage, want.critical_stage);
+          EXPECT_EQ(got.mfu, want.mfu);
+          EXPECT_EQ(got.dp_algorithm, want.dp_algorithm);
+          for (int d = 0; d < 5; ++d) {
+            EXPECT_EQ(got.breakdown.exposed_comm_s[static_cast<std::size_t>(d)],
+                      want.breakdown.exposed_comm_s[static_cast<std::size_t>(d)]);
+            EXPECT_EQ(got.link[static_cast<std::size_t>(d)], want.link[static_cast<std::size_t>(d)]);
+          }
+          EXPECT_EQ(got.breakdown.bubble_s, want.breakdown.bubble_s);
+          EXPECT_EQ(got.breakdown.compute_s, want.breakdown.compute_s);
+        }
+      }
+      ++checked;
+    }
+    EXPECT_GT(checked, 10) << mn;
+  }
+}
