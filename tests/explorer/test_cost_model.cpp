@@ -394,3 +394,63 @@ TEST(CostModel, PredictionNamesTheAlgorithmOfTheDpSync) {
   EXPECT_EQ(p.dp_algorithm, CollAlgorithm::tree);
   EXPECT_NE(explain(Candidate::of(l, c), p, c).find("DP sync by NCCL tree"), std::string::npos);
 }
+
+// The CPU testbed has no SM count: no GEMM is quantized and its curves are the assumed ones, so
+// its predictions are those of before the quantization (sax predict at commit c819a17, the
+// figures below as its --json wrote them).
+TEST(CostModel, CpuTestbedPredictionsAreUnchangedByTheQuantization) {
+  const Cluster c = cluster("local-2bld");
+  const struct {
+    const char* layout;
+    const char* model;
+    double step_time_s;
+  } before[] = {{"local-tp2-pp2", "gpt-tiny", 3.3559927337605506},
+                {"local-dp4", "gpt-tiny", 2.18119199620006},
+                {"local-pp2-dp2", "gpt-tiny", 3.1527402354641385},
+                {"local-tp2-dp2", "gpt-tiny", 2.5756422383294053},
+                {"local-ep2-dp4", "moe-tiny", 3.1607571094543085}};
+  for (const auto& b : before) {
+    const Model m = model(b.model);
+    const Layout l = read_layout(test::preset(std::string("layouts/") + b.layout + ".json"), b.layout);
+    const CostParams p = CostParams::datasheet(c, m);
+    EXPECT_EQ(p.sm_count, 0);
+    EXPECT_NEAR(CostModel(c, m, p).predict(l).step_time_s, b.step_time_s, 1e-12 * b.step_time_s) << b.layout;
+  }
+  const CostParams p = CostParams::datasheet(c, model("gpt-tiny"));
+  ASSERT_EQ(p.gemm.points.size(), 5u);
+  EXPECT_DOUBLE_EQ(p.gemm.points.back().efficiency, 0.75);
+  EXPECT_DOUBLE_EQ(p.attention.points.back().efficiency, 0.50);
+}
+
+// On an H100 preset (132 SMs) a GEMM one column past whole tiles is slower per FLOP than one of
+// whole tiles in whole waves: 4096×4224 is 528 tiles of 256×128, four full waves; 4096×4225
+// schedules 4356 64×64 slots for 4225 columns' worth (spec's gemm_quantization). Its input
+// gradient (4096×8192, the same for both) is not; its weight gradient (8192×4225) is.
+TEST(CostModel, OnH100AGemmOneColumnPastWholeTilesIsSlowerPerFlop) {
+  const Cluster h = cluster("h100-3bld");
+  const Model m = model("llama3-8b");
+  const CostParams p = CostParams::datasheet(h, m);
+  ASSERT_EQ(p.sm_count, 132);
+  const workload::LayerOp whole{"whole", workload::ComputeKind::gemm, 4096, 4224, 8192, 1};
+  const workload::LayerOp ragged{"ragged", workload::ComputeKind::gemm, 4096, 4225, 8192, 1};
+  auto per_flop = [&](const CostParams& params, const workload::LayerOp& o, workload::Part part) {
+    return terms::op_time(params, o, part, 2) / workload::op_cost(o, part, 2).flops;
+  };
+  const double fa = 2.0 * 4096 * 4224 * 8192, fb = 2.0 * 4096 * 4225 * 8192;
+  const double expected = (4356.0 / 4225.0) * p.gemm.at(fa) / p.gemm.at(fb);
+  EXPECT_NEAR(per_flop(p, ragged, workload::Part::forward) / per_flop(p, whole, workload::Part::forward), expected,
+              1e-9);
+  EXPECT_GT(expected, 1.02);
+  EXPECT_NEAR(per_flop(p, ragged, workload::Part::input_grad) / per_flop(p, whole, workload::Part::input_grad), 1.0,
+              1e-3);
+  EXPECT_GT(per_flop(p, ragged, workload::Part::weight_grad) / per_flop(p, whole, workload::Part::weight_grad), 1.01);
+  // Zero bubble's B and W apart add up to the whole backward.
+  EXPECT_NEAR(terms::op_time(p, ragged, workload::Part::input_grad, 2) +
+                  terms::op_time(p, ragged, workload::Part::weight_grad, 2),
+              terms::op_time(p, ragged, workload::Part::backward, 2), 1e-12);
+  // The same device without an SM count prices both alike per FLOP.
+  CostParams flat = p;
+  flat.sm_count = 0;
+  EXPECT_NEAR(per_flop(flat, ragged, workload::Part::forward) / per_flop(flat, whole, workload::Part::forward), 1.0,
+              1e-4);
+}
