@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "explorer/closed_forms.hpp"
+#include "explorer/compute_defaults.hpp"
 
 namespace sax::explorer {
 
@@ -85,10 +86,10 @@ CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
   p.links[1] = datasheet_link(cl.intra_building, true, net);
   p.links[2] = datasheet_link(cl.cross_building, false, net);
   for (const auto& t : cl.network_technologies) p.technologies.push_back(datasheet_link(t.link, false, net));
-  // Defaults (README "Cost model defaults"): large bf16 GEMMs reach ~75 % of dense peak,
-  // small ones less; attention (FlashAttention-2-class kernels) about half of peak.
-  p.gemm.points = {{1e8, 0.20}, {1e9, 0.40}, {1e10, 0.60}, {1e11, 0.72}, {1e12, 0.75}};
-  p.attention.points = {{1e8, 0.15}, {1e9, 0.25}, {1e10, 0.35}, {1e11, 0.45}, {1e12, 0.50}};
+  // Defaults (README "Cost-model defaults"): published cuBLAS and FlashAttention-2 measurements
+  // on tensor-core dtypes of a cuda cluster, the assumed curves elsewhere.
+  p.gemm = default_gemm_curve(cl, m.dtype);
+  p.attention = default_attention_curve(cl, m.dtype, p.peak_flops);
   return p;
 }
 

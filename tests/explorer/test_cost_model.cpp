@@ -454,3 +454,47 @@ TEST(CostModel, OnH100AGemmOneColumnPastWholeTilesIsSlowerPerFlop) {
   EXPECT_NEAR(per_flop(flat, ragged, workload::Part::forward) / per_flop(flat, whole, workload::Part::forward), 1.0,
               1e-4);
 }
+
+// The datasheet's curves on a cuda cluster come from published measurements (README "Cost-model
+// defaults"): the GEMM curve is NVIDIA's cuBLAS BF16 sweep on A100 (each point over its own
+// quantization on 108 SMs, binned as the calibrator bins), its top scaled to the device's Maximum
+// Achievable Matmul FLOPS (ml-engineering's table); fused attention is FlashAttention-2's forward
+// + backward, causal, in sax's unhalved FLOPs (12/7 of FA-2's count).
+TEST(CostModel, DatasheetCurvesOnGpusAreThePublishedMeasurements) {
+  const Model bf16 = model("llama3-8b");
+  auto top = [](const EfficiencyCurve& c) {
+    double t = 0;
+    for (const auto& pt : c.points) t = std::max(t, pt.efficiency);
+    return t;
+  };
+  const CostParams h = CostParams::datasheet(cluster("h100-3bld"), bf16);
+  EXPECT_NEAR(top(h.gemm), 794.5 / 989, 1e-12);
+  EXPECT_NEAR(h.gemm.points.back().efficiency, 794.5 / 989, 1e-12);
+  EXPECT_NEAR(top(CostParams::datasheet(cluster("h200-1node"), bf16).gemm), 794.5 / 989, 1e-12);
+  EXPECT_NEAR(top(CostParams::datasheet(cluster("a100-3bld"), bf16).gemm), 271.2 / 312, 1e-12);
+  Model fp8 = bf16;
+  fp8.dtype = DType::fp8;
+  EXPECT_NEAR(top(CostParams::datasheet(cluster("h100-3bld"), fp8).gemm), 1402.6 / 1979, 1e-12);
+  // Small GEMMs far below large ones, as the sweep measured (2048³ and up: 60 % of the top or more).
+  EXPECT_LT(h.gemm.at(2.0 * 512 * 512 * 512), 0.25 * top(h.gemm));
+  EXPECT_GT(h.gemm.at(2.0 * 2048 * 2048 * 2048), 0.6 * top(h.gemm));
+  // A device the table does not name keeps NVIDIA's A100 sweep as published: 8192³ at 291 of
+  // 312 TFLOP/s (its quantization on 108 SMs 0.998), the top.
+  Cluster other = cluster("h100-3bld");
+  other.device.name = "X1 accelerator";
+  const CostParams o = CostParams::datasheet(other, bf16);
+  EXPECT_NEAR(o.gemm.points.back().efficiency, 291.0 / 312 / gemm_quantization(8192, 8192, 1, 108), 1e-12);
+  // FlashAttention-2, causal, head dimension 128, 16K tokens: 16K sequence on H100 at 328
+  // TFLOP/s, on A100 at 189 (above A100's peak in sax's count, which does not halve the mask).
+  ASSERT_EQ(h.attention.points.size(), 6u);
+  EXPECT_NEAR(h.attention.points.back().flops, 4.0 * 16384 * 16384 * 16 * 128, 1);
+  EXPECT_NEAR(h.attention.points.back().efficiency, 12.0 / 7.0 * 328 / 989.4, 1e-12);
+  EXPECT_NEAR(h.attention.points.front().efficiency, 12.0 / 7.0 * 163 / 989.4, 1e-12);
+  EXPECT_NEAR(CostParams::datasheet(cluster("a100-3bld"), bf16).attention.points.back().efficiency,
+              12.0 / 7.0 * 189 / 312, 1e-12);
+  // No published figure for that device's attention, nor for fp32 GEMMs: the assumed curves.
+  EXPECT_DOUBLE_EQ(o.attention.points.back().efficiency, 0.50);
+  Model fp32 = bf16;
+  fp32.dtype = DType::fp32;
+  EXPECT_DOUBLE_EQ(CostParams::datasheet(cluster("h100-3bld"), fp32).gemm.points.back().efficiency, 0.75);
+}
