@@ -27,6 +27,7 @@
 #include "harness/watchdog.hpp"
 #include "sax_version.hpp"
 #include "spec/error.hpp"
+#include "workload/layer_ops.hpp"
 
 namespace sax::calibration {
 
@@ -158,6 +159,9 @@ void check_point(const json& p, const std::string& what, const std::string& at) 
       if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() >= 0))
         throw InputError(what, at + "/" + k, "a number >= 0");
     positive("time_us");
+    if (p.contains("quantization") &&
+        !(p["quantization"].is_number() && p["quantization"].get<double>() > 0 && p["quantization"].get<double>() <= 1))
+      throw InputError(what, at + "/quantization", "a number in (0, 1] (the useful fraction of the work scheduled)");
   } else if (kind == "link") {
     for (const char* k : {"group", "link_class", "op"})
       if (!p.contains(k) || !p[k].is_string()) throw InputError(what, at + "/" + k, "a name");
@@ -178,30 +182,28 @@ std::string default_points_file(const SweepArgs& a) {
 
 // An efficiency curve from (flops, time, peak) points, as the cost model reads it (linear in
 // log10 FLOPs between points, clamped at the ends): the median efficiency per half decade of
-// FLOPs, at the geometric mean of the FLOPs in it; its quality over every point.
+// FLOPs, at the geometric mean of the FLOPs in it (EfficiencyCurve::from_samples); its quality
+// over every point. Each point's efficiency is divided by its tile and wave quantization (the
+// point's `quantization`, workload::quantization of its shape on the device's SMs when measured;
+// 1 when absent, as on the CPU testbed): the curve is the one the cost model multiplies by it.
 std::optional<EfficiencyCurve> efficiency_curve(const std::vector<json>& pts) {
-  std::map<long, std::vector<std::pair<double, double>>> bins;  // half decade -> (flops, efficiency)
+  std::vector<EfficiencyPoint> samples;
   std::vector<const json*> used;
   for (const json& p : pts) {
     const double flops = p["flops"].get<double>(), peak = p["peak_flops"].get<double>();
     if (!(flops > 0) || !(peak > 0)) continue;
     const double eff = flops / (p["time_us"].get<double>() * 1e-6 * peak);
-    bins[std::lround(std::floor(std::log10(flops) * 2))].push_back({flops, std::clamp(eff, 1e-9, 100.0)});
+    samples.push_back({flops, eff / p.value("quantization", 1.0)});
     used.push_back(&p);
   }
-  if (bins.empty()) return std::nullopt;
-  EfficiencyCurve c;
-  for (const auto& [bin, v] : bins) {
-    double log_sum = 0;
-    std::vector<double> effs;
-    for (const auto& [f, e] : v) log_sum += std::log10(f), effs.push_back(e);
-    c.points.push_back({std::pow(10.0, log_sum / static_cast<double>(v.size())), harness::median(effs)});
-  }
+  if (samples.empty()) return std::nullopt;
+  EfficiencyCurve c = EfficiencyCurve::from_samples(samples);
   double mean = 0, ss_res = 0, ss_tot = 0, worst = 0;
   for (const json* p : used) mean += (*p)["time_us"].get<double>() / static_cast<double>(used.size());
   for (const json* p : used) {
     const double flops = (*p)["flops"].get<double>(), measured = (*p)["time_us"].get<double>();
-    const double predicted = flops / ((*p)["peak_flops"].get<double>() * c.at(flops)) * 1e6;
+    const double predicted =
+        flops / ((*p)["peak_flops"].get<double>() * c.at(flops) * p->value("quantization", 1.0)) * 1e6;
     ss_res += (predicted - measured) * (predicted - measured);
     ss_tot += (measured - mean) * (measured - mean);
     worst = std::max(worst, std::abs(predicted - measured) / measured);
@@ -210,13 +212,14 @@ std::optional<EfficiencyCurve> efficiency_curve(const std::vector<json>& pts) {
   return c;
 }
 
-// GEMM and attention curves (fused attention and the unfused score and value products alike:
-// the cost model prices the attention core as one), and the HBM fraction of memory-bound ops.
+// The GEMM curve (weight GEMMs and the unfused score and value products alike: the cost model
+// prices both on it, each times its quantization), the attention curve (fused attention), and
+// the HBM fraction of memory-bound ops.
 void fit_compute(const std::vector<json>& compute, Calibration& cal, std::string& t) {
   std::vector<json> gemm, attention, memory;
   for (const json& p : compute) {
     const std::string k = p["compute"].get<std::string>();
-    (k == "gemm" ? gemm : k == "memory" ? memory : attention).push_back(p);
+    (k == "gemm" || k == "product" ? gemm : k == "memory" ? memory : attention).push_back(p);
   }
   char line[1024];
   auto show = [&](const char* name, const std::optional<EfficiencyCurve>& c) {
@@ -269,6 +272,13 @@ struct ComputeTask {
 };
 
 #ifdef SAX_HAVE_KERNEL_BENCH
+// The tile and wave quantization of a measured op on the device's SMs, as the cost model has it
+// (workload::quantization: 1 but for GEMMs and attention products on a device with an SM count).
+double quantization(const workload::Op& op, int sm_count) {
+  const double batch = op.compute == workload::ComputeKind::product ? op.count * op.heads : op.count;
+  return workload::quantization(op.compute, op.m, op.n, op.k, batch, workload::part_of(op.phase), sm_count);
+}
+
 const char* compute_kind_name(workload::ComputeKind k) {
   switch (k) {
     case workload::ComputeKind::gemm:
@@ -657,6 +667,13 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
                       {"phase", workload::to_string(ct.op.phase)},
                       {"shape", shape_text(ct.op)},
                       {"flops", ct.op.flops},
+                      {"m", ct.op.m},
+                      {"n", ct.op.n},
+                      {"k", ct.op.k},
+                      {"count", ct.op.count},
+                      {"heads", ct.op.heads},
+                      {"sm_count", cluster->device.sm_count},
+                      {"quantization", quantization(ct.op, cluster->device.sm_count)},
                       {"bytes", traffic.read + traffic.written},
                       {"time_us", time_us},
                       {"peak_flops", cluster->device.peak_tflops_for(m.dtype) * 1e12},

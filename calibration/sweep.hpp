@@ -44,7 +44,8 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& args, const std::vect
 
 // The fits of a sweep's points: link points (each {group, link_class, op, ranks, groups, bytes,
 // together, time_us, ...}) and compute points ({kind: compute, compute: gemm | product |
-// attention | memory, flops, bytes, time_us, peak_flops, hbm_bytes_per_s, ...}): α-β per link class and op from the
+// attention | memory, flops, bytes, time_us, peak_flops, hbm_bytes_per_s, and quantization (the
+// op's tile and wave quantization when measured, 1 when absent), ...}): α-β per link class and op from the
 // points of one group alone, the cross-building oversubscription from the sizes measured both alone and together.
 // `table` gets the readable report. InputError naming `what` for points that cannot be fitted.
 Calibration fit_sweep(const json& points, const std::string& what, std::string* table);

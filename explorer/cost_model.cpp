@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "explorer/closed_forms.hpp"
+#include "explorer/compute_defaults.hpp"
 
 namespace sax::explorer {
 
@@ -78,16 +79,17 @@ CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
   p.peak_flops = cl.device.peak_tflops_for(m.dtype) * 1e12;
   p.hbm_bytes_per_s = cl.device.hbm_bandwidth_gbps * 1e9;
   p.hbm_gib = cl.device.hbm_gib;
+  p.sm_count = cl.device.sm_count;
   const AlgorithmDefaults node = algorithm_defaults(cl, LinkClass::intra_node),
                           net = algorithm_defaults(cl, LinkClass::intra_building);
   p.links[0] = datasheet_link(cl.intra_node, true, node);
   p.links[1] = datasheet_link(cl.intra_building, true, net);
   p.links[2] = datasheet_link(cl.cross_building, false, net);
   for (const auto& t : cl.network_technologies) p.technologies.push_back(datasheet_link(t.link, false, net));
-  // Defaults (README "Cost model defaults"): large bf16 GEMMs reach ~75 % of dense peak,
-  // small ones less; attention (FlashAttention-2-class kernels) about half of peak.
-  p.gemm.points = {{1e8, 0.20}, {1e9, 0.40}, {1e10, 0.60}, {1e11, 0.72}, {1e12, 0.75}};
-  p.attention.points = {{1e8, 0.15}, {1e9, 0.25}, {1e10, 0.35}, {1e11, 0.45}, {1e12, 0.50}};
+  // Defaults (README "Cost-model defaults"): published cuBLAS and FlashAttention-2 measurements
+  // on tensor-core dtypes of a cuda cluster, the assumed curves elsewhere.
+  p.gemm = default_gemm_curve(cl, m.dtype);
+  p.attention = default_attention_curve(cl, m.dtype, p.peak_flops);
   return p;
 }
 
@@ -237,19 +239,19 @@ double attention_time(const CostParams& p, double flops) {
   return flops > 0 ? flops / (p.peak_flops * p.attention.at(flops, logs_of(p.attention, p.attention_log10))) : 0.0;
 }
 
-double roofline_time(const CostParams& p, workload::ComputeKind kind, double flops, double forward_flops,
-                     double bytes) {
+double roofline_time(const CostParams& p, workload::ComputeKind kind, double flops, double forward_flops, double bytes,
+                     double quantization) {
   const double memory = bytes / (p.hbm_bytes_per_s * p.hbm_efficiency);
   if (kind == workload::ComputeKind::memory || !(forward_flops > 0)) return memory;
   const double once =
       kind == workload::ComputeKind::attention ? attention_time(p, forward_flops) : gemm_time(p, forward_flops);
-  return std::max(flops / forward_flops * once, memory);
+  return std::max(flops / forward_flops * once / quantization, memory);
 }
 
 double op_time(const CostParams& p, const workload::LayerOp& o, workload::Part part, double e) {
   const workload::OpCost cost = workload::op_cost(o, part, e);
   return roofline_time(p, o.kind, cost.flops, workload::op_cost(o, workload::Part::forward, e).flops,
-                       cost.bytes_read + cost.bytes_written);
+                       cost.bytes_read + cost.bytes_written, workload::quantization(o, part, p.sm_count));
 }
 
 LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate& cand) {

@@ -48,6 +48,10 @@ struct CostParams {
   std::array<LinkCost, 3> links;       // by LinkClass; cross_building = the cluster's own link
   std::vector<LinkCost> technologies;  // cross-building link per cluster network technology
   EfficiencyCurve gemm, attention;
+  // The device's SMs: a GEMM's or attention product's efficiency is the GEMM curve's at its
+  // FLOPs × its tile and wave quantization on them (workload::quantization); 0 (not known, the
+  // CPU testbed): factor 1.
+  int sm_count = 0;
   double hbm_efficiency = 0.8;
   double overlap_slowdown = 0.1;
   double router_imbalance = 1.25;
@@ -177,16 +181,19 @@ inline Price price(CollOp op, const Channel& ch) {
 
 // Compute, op by op, at the roofline: every compute op of the workload (workload/layer_ops.hpp,
 // the one definition the step builder lists) takes the longer of its FLOPs at the efficiency
-// its size reaches — GEMMs and unfused attention's products on the GEMM curve, fused attention
-// on the attention curve, each at the op's forward FLOPs — and its bytes at the HBM bandwidth
-// reached; memory-bound ops (norms, residuals, activations, softmax, RoPE, the router's top-k,
-// permutes, embedding, cross-entropy) take their bytes alone.
+// its size reaches — GEMMs and unfused attention's products on the GEMM curve times the tile and
+// wave quantization of their shapes (workload::quantization), fused attention on the attention
+// curve, each curve at the op's forward FLOPs — and its bytes at the HBM bandwidth reached;
+// memory-bound ops (norms, residuals, activations, softmax, RoPE, the router's top-k, permutes,
+// embedding, cross-entropy) take their bytes alone.
 double gemm_time(const CostParams& params, double flops);
 double attention_time(const CostParams& params, double flops);
 // The roofline of one op of `kind`: `flops` at the efficiency reached at `forward_flops` (the
-// op's forward, which sets its size), or `bytes` at the HBM rate reached, the longer.
+// op's forward, which sets its size) times `quantization` (the part's tile and wave
+// quantization; 1 for fused attention), or `bytes` at the HBM rate reached, the longer.
 double roofline_time(const CostParams& params, workload::ComputeKind kind, double flops, double forward_flops,
-                     double bytes);
+                     double bytes, double quantization);
+// One part of a layer op at its roofline, its quantization on params.sm_count from its shape.
 double op_time(const CostParams& params, const workload::LayerOp& op, workload::Part part, double bytes_per_element);
 // One micro-batch on one rank, per layer and per pipeline edge, forward and backward (with zero
 // bubble the backward is its B and W parts, each at its own roofline).

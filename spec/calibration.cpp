@@ -1,8 +1,28 @@
 #include "spec/calibration.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace sax {
+
+namespace {
+
+// Efficiencies are achieved / the datasheet's figure: a fraction on a device that matches its
+// datasheet, above 1 where the figure is below what the device does (the CPU testbed's nominal
+// figures); 100 times the datasheet is no longer a measurement.
+constexpr double kMaxEfficiency = 100;
+
+// The median as harness::median has it (the mean of the middle two of an even count).
+double median_of(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  const double pos = 0.5 * static_cast<double>(xs.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, xs.size() - 1);
+  return xs[lo] + (pos - static_cast<double>(lo)) * (xs[hi] - xs[lo]);
+}
+
+}  // namespace
 
 double EfficiencyCurve::at(double flops, const double* log10_points) const {
   if (points.empty()) return 1.0;
@@ -19,12 +39,37 @@ double EfficiencyCurve::at(double flops, const double* log10_points) const {
   return points.back().efficiency;
 }
 
-namespace {
+EfficiencyCurve EfficiencyCurve::from_samples(const std::vector<EfficiencyPoint>& samples) {
+  std::map<long, std::vector<EfficiencyPoint>> bins;  // half decade -> its samples
+  for (const EfficiencyPoint& p : samples)
+    if (p.flops > 0 && std::isfinite(p.flops))
+      bins[std::lround(std::floor(std::log10(p.flops) * 2))].push_back(
+          {p.flops, std::clamp(p.efficiency, 1e-9, kMaxEfficiency)});
+  EfficiencyCurve c;
+  for (const auto& [bin, v] : bins) {
+    double log_sum = 0;
+    std::vector<double> effs;
+    for (const EfficiencyPoint& p : v) log_sum += std::log10(p.flops), effs.push_back(p.efficiency);
+    c.points.push_back({std::pow(10.0, log_sum / static_cast<double>(v.size())), median_of(effs)});
+  }
+  return c;
+}
 
-// Efficiencies are achieved / the datasheet's figure: a fraction on a device that matches its
-// datasheet, above 1 where the figure is below what the device does (the CPU testbed's nominal
-// figures); 100 times the datasheet is no longer a measurement.
-constexpr double kMaxEfficiency = 100;
+double gemm_quantization(double m, double n, double batch, int sm_count) {
+  if (sm_count <= 0 || !(m > 0) || !(n > 0) || !(batch > 0)) return 1.0;
+  // The guide's typical cuBLAS tiles (rows × columns of the output), most efficient first.
+  static constexpr double kTiles[][2] = {{256, 128}, {128, 256}, {128, 128}, {256, 64},
+                                         {64, 256},  {128, 64},  {64, 128},  {64, 64}};
+  const double slots = sm_count;
+  double least = INFINITY;
+  for (const auto& tile : kTiles) {
+    const double tiles = batch * std::ceil(m / tile[0]) * std::ceil(n / tile[1]);
+    least = std::min(least, std::ceil(tiles / slots) * slots * tile[0] * tile[1]);
+  }
+  return batch * m * n / least;
+}
+
+namespace {
 
 FitQuality read_fit(Fields& f) {
   FitQuality q;

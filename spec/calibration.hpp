@@ -57,7 +57,29 @@ struct EfficiencyCurve {
   // The same, given the points' log10(flops) (log10_points[i] = log10(points[i].flops)), so that
   // a hot loop takes one logarithm per call instead of three; nullptr: worked out here.
   double at(double flops, const double* log10_points) const;
+  // The curve through (FLOPs of one op, efficiency) samples as `sax calibrate` fits it and the
+  // datasheet defaults are derived from published measurements: the median efficiency per half
+  // decade of FLOPs (samples binned by ⌊2·log10 FLOPs⌋), at the geometric mean of the half
+  // decade's FLOPs, each clamped to [1e-9, 100]; samples without positive FLOPs left out. No fit
+  // quality (the caller's).
+  static EfficiencyCurve from_samples(const std::vector<EfficiencyPoint>& samples);
 };
+
+// Tile and wave quantization of a tensor-core GEMM, as NVIDIA's "Matrix Multiplication Background
+// User's Guide" describes it (https://docs.nvidia.com/deeplearning/performance/
+// dl-performance-matrix-multiplication/index.html, §3 "Dimension Quantization Effects"): cuBLAS
+// computes an M×N output in thread-block tiles, M and N rounded up to whole tiles (tile
+// quantization), and runs the tiles in waves of one per SM, their number rounded up to whole
+// waves (wave quantization). The fraction of the work scheduled that is useful, for `batch`
+// products of m×n outputs in one launch on `sm_count` SMs:
+//     batch·m·n / (⌈batch·⌈m/a⌉·⌈n/b⌉ / sm_count⌉ · sm_count · a·b)
+// with the tile a×b the one of the guide's typical cuBLAS tiles (§2.3: 256×128 and 128×256 the
+// most efficient, 128×128, 256×64 and 64×256, 128×64 and 64×128, 64×64 the least) that schedules
+// the least work. An efficiency curve measured on shapes gives the efficiency of the work
+// scheduled; the cost model multiplies it by this factor (explorer/cost_model.cpp), and the
+// calibrator divides each measured point by it (calibration/sweep.cpp). 1 where sm_count is 0
+// (not known: the CPU testbed) or the shape is empty. No allocation.
+double gemm_quantization(double m, double n, double batch, int sm_count);
 
 struct CalibrationProvenance {
   std::string cluster;  // the cluster file's name it was measured on

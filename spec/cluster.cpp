@@ -92,6 +92,9 @@ static Link read_link(Fields& parent, const std::string& key, const std::string&
   return l;
 }
 
+// An SM count beyond any GPU's (B200 has 148) is a typo, not a device.
+constexpr std::int64_t kMaxSmCount = 100000;
+
 bool nvlink_sharp_by_name(const std::string& name) {
   auto has = [&name](const char* word) { return name.find(word) != std::string::npos; };
   return (has("H100") || has("H200") || has("B200")) && (has("SXM") || has("HGX") || has("DGX"));
@@ -141,6 +144,7 @@ Cluster read_cluster(const json& value, const std::string& file) {
     c.device.hbm_gib = d.number("hbm_gib", 0.0);
     c.device.hbm_bandwidth_gbps = d.number("hbm_bandwidth_gbps", 0.0);
     c.device.nvlink_sharp = d.boolean("nvlink_sharp", nvlink_sharp_by_name(c.device.name));
+    c.device.sm_count = static_cast<int>(d.integer_in("sm_count", 1, kMaxSmCount, 0));
     d.allow("comment");
     d.finish();
   }
@@ -193,6 +197,7 @@ json to_json(const Cluster& c) {
                  {"hbm_gib", c.device.hbm_gib},
                  {"hbm_bandwidth_gbps", c.device.hbm_bandwidth_gbps},
                  {"nvlink_sharp", c.device.nvlink_sharp}};
+  if (c.device.sm_count > 0) j["device"]["sm_count"] = c.device.sm_count;
   j["links"] = {{"intra_node", to_json(c.intra_node)},
                 {"intra_building", to_json(c.intra_building)},
                 {"cross_building", to_json(c.cross_building)}};

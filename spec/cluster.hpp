@@ -52,6 +52,10 @@ struct Device {
   // NVLink SHARP: the node's NVSwitches reduce and multicast (NCCL's NVLS algorithm). The
   // cluster file's `nvlink_sharp`; absent, nvlink_sharp_by_name.
   bool nvlink_sharp = false;
+  // Streaming multiprocessors: the slots a GEMM's output tiles run in, one wave at a time (the
+  // cost model's tile and wave quantization, spec/calibration.hpp gemm_quantization). The
+  // cluster file's optional `sm_count`; 0 when not known (no quantization: factor 1).
+  int sm_count = 0;
   // The peak a model in `dtype` is priced against: its dtype's figure; a device without one gets
   // the slowest figure it has (the fastest would be no better than a guess). 0 when none.
   double peak_tflops_for(DType dtype) const {

@@ -1,5 +1,7 @@
 #include "workload/layer_ops.hpp"
 
+#include "spec/calibration.hpp"
+
 namespace sax::workload {
 
 using Kind = ComputeKind;
@@ -43,6 +45,36 @@ OpCost op_cost(const LayerOp& o, Part part, double e) {
       break;
   }
   return r;
+}
+
+Part part_of(Phase phase) {
+  switch (phase) {
+    case Phase::backward:
+      return Part::backward;
+    case Phase::backward_input:
+      return Part::input_grad;
+    case Phase::backward_weight:
+      return Part::weight_grad;
+    default:
+      return Part::forward;  // forward, recompute (and the optimizer, which has no FLOPs)
+  }
+}
+
+double quantization(ComputeKind kind, double m, double n, double k, double batch, Part part, int sm_count) {
+  if (sm_count <= 0 || (kind != Kind::gemm && kind != Kind::product)) return 1.0;
+  // A product's backward is whole in B (zero bubble's input_grad is its backward, as op_cost has it).
+  if (kind == Kind::product && part == Part::input_grad) part = Part::backward;
+  switch (part) {
+    case Part::forward:
+      return gemm_quantization(m, n, batch, sm_count);
+    case Part::input_grad:
+      return gemm_quantization(m, k, batch, sm_count);
+    case Part::weight_grad:
+      return gemm_quantization(k, n, batch, sm_count);
+    case Part::backward:
+      break;
+  }
+  return 2.0 / (1.0 / gemm_quantization(m, k, batch, sm_count) + 1.0 / gemm_quantization(k, n, batch, sm_count));
 }
 
 LayerOps::LayerOps(const Model& m, std::int64_t tp, std::int64_t cp, std::int64_t micro_batch_size, bool sp,

@@ -38,6 +38,24 @@ struct OpCost {
 // Model FLOPs (as flops(const Op&)) and bytes of one part of `o`, at `e` bytes per element.
 OpCost op_cost(const LayerOp& o, Part part, double e);
 
+// The part a block of `phase` runs of an op (recompute: the forward again).
+Part part_of(Phase phase);
+
+// The tile and wave quantization of one part of a GEMM or an attention product on `sm_count` SMs:
+// the useful fraction of the work it schedules (spec/calibration.hpp gemm_quantization, the
+// cost model's and the calibrator's one definition). Each product at its own output shape, as
+// op_cost's formulas have them: forward Y = X·W, m×n; input gradient dX = dY·Wᵀ, m×k; weight
+// gradient dW = Xᵀ·dY, k×n (a product's dA and dB alike); `batch` of them in one launch (a GEMM's
+// `count`, a product's count × heads). A whole backward holds both, of equal FLOPs: each at its
+// own factor, the part's is their harmonic mean (its FLOPs over the FLOPs the two take at theirs);
+// a product's input_grad is its whole backward (Part). 1 for fused attention and memory-bound
+// ops, and where sm_count is 0.
+double quantization(ComputeKind kind, double m, double n, double k, double batch, Part part, int sm_count);
+inline double quantization(const LayerOp& o, Part part, int sm_count) {
+  return quantization(o.kind, o.m, o.n, o.k, o.kind == ComputeKind::product ? o.count * o.heads : o.count, part,
+                      sm_count);
+}
+
 // The ops at one shape: the model, TP, CP, micro-batch size, sequence parallelism (only with
 // TP > 1) and whether the attention backend materialises the score matrix.
 class LayerOps {

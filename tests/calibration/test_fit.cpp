@@ -3,12 +3,15 @@
 // bench coll's JSON; bad points are refused naming where they came from.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <random>
 
 #include "calibration/fit.hpp"
 #include "calibration/sweep.hpp"
 #include "spec/error.hpp"
+#include "workload/layer_ops.hpp"
 
 using sax::CollOp;
 using sax::calibration::CollPoint;
@@ -150,5 +153,72 @@ TEST(FitSweep, RecoversTheLinkAndTheBoundarysSharing) {
     FAIL() << "accepted";
   } catch (const sax::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("pts: /0/link_class"), std::string::npos) << e.what();
+  }
+}
+
+// Compute points measured on a device with 132 SMs, every GEMM and attention product at one true
+// efficiency of the work it schedules (0.7) times its own tile and wave quantization: the fitted
+// GEMM curve is that 0.7 whatever the shapes (the calibrator divides each point by the
+// quantization the sweep recorded, workload::quantization of its shape), and the cost model's
+// curve × quantization gives back every measured time. Products fit the GEMM curve, as the cost
+// model prices them; a point without a quantization (the CPU testbed's) counts as 1.
+TEST(FitSweep, TheGemmCurveIsTheEfficiencyOfTheWorkScheduled) {
+  using sax::workload::ComputeKind;
+  using sax::workload::Part;
+  constexpr int kSms = 132;
+  constexpr double kPeak = 989.4e12, kTrue = 0.7;
+  struct Shape {
+    ComputeKind kind;
+    double m, n, k, batch;
+    Part part;
+  };
+  const Shape shapes[] = {
+      {ComputeKind::gemm, 4096, 4224, 8192, 1, Part::forward},       // whole tiles in whole waves
+      {ComputeKind::gemm, 4096, 4225, 8192, 1, Part::forward},       // one column past them
+      {ComputeKind::gemm, 2048, 1100, 8192, 1, Part::backward},      // both gradients
+      {ComputeKind::gemm, 8192, 1280, 8192, 1, Part::weight_grad},   // 8192×1280's dW is 8192×1280
+      {ComputeKind::gemm, 1000, 3000, 4000, 2, Part::input_grad},    // two matrices, ragged everywhere
+      {ComputeKind::gemm, 640, 1000, 20000, 1, Part::forward},       // 60 % of its work useful
+      {ComputeKind::product, 8192, 8192, 128, 8, Part::forward},     // scores: batch × heads
+      {ComputeKind::product, 2000, 130, 2000, 24, Part::backward}};  // values
+  nlohmann::json points = nlohmann::json::array();
+  double smallest = 1;
+  for (std::size_t i = 0; i < std::size(shapes); ++i) {
+    const Shape& s = shapes[i];
+    const double q = sax::workload::quantization(s.kind, s.m, s.n, s.k, s.batch, s.part, kSms);
+    smallest = std::min(smallest, q);
+    const double flops = 2 * s.m * s.n * s.k * s.batch * (s.part == Part::backward ? 2 : 1);
+    points.push_back({{"key", "compute/" + std::to_string(i)},
+                      {"kind", "compute"},
+                      {"compute", s.kind == ComputeKind::gemm ? "gemm" : "product"},
+                      {"flops", flops},
+                      {"bytes", 1e6},
+                      {"time_us", flops / (kPeak * kTrue * q) * 1e6},
+                      {"peak_flops", kPeak},
+                      {"hbm_bytes_per_s", 3.35e12},
+                      {"sm_count", kSms},
+                      {"quantization", q}});
+  }
+  ASSERT_LT(smallest, 0.7);  // the shapes do waste work
+  const sax::Calibration k = sax::calibration::fit_sweep(points, "pts", nullptr);
+  ASSERT_TRUE(k.gemm.has_value());
+  EXPECT_FALSE(k.attention.has_value());
+  EXPECT_EQ(k.gemm->fit.samples, static_cast<std::int64_t>(std::size(shapes)));
+  for (const auto& p : k.gemm->points) EXPECT_NEAR(p.efficiency, kTrue, 1e-12);
+  EXPECT_NEAR(k.gemm->fit.r2, 1.0, 1e-12);
+  EXPECT_LT(k.gemm->fit.max_rel_error, 1e-12);
+  // The same points without their quantization read as slower GEMMs: the curve falls below 0.7.
+  for (auto& p : points) p.erase("quantization");
+  const sax::Calibration flat = sax::calibration::fit_sweep(points, "pts", nullptr);
+  double lowest = 1;
+  for (const auto& p : flat.gemm->points) lowest = std::min(lowest, p.efficiency);
+  EXPECT_LT(lowest, kTrue * 0.7);
+  // A quantization that is no fraction is refused naming it.
+  points[2]["quantization"] = 1.5;
+  try {
+    sax::calibration::fit_sweep(points, "pts", nullptr);
+    FAIL() << "accepted";
+  } catch (const sax::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pts: /2/quantization"), std::string::npos) << e.what();
   }
 }

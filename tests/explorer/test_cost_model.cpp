@@ -485,3 +485,107 @@ TEST(CostModel, EvaluatingTpOverlapOffAndOnTogetherIsEvaluatingEach) {
     EXPECT_GT(checked, 10) << mn;
   }
 }
+
+// The CPU testbed has no SM count: no GEMM is quantized and its curves are the assumed ones, so
+// its predictions are those of before the quantization (sax predict at commit c819a17, the
+// figures below as its --json wrote them).
+TEST(CostModel, CpuTestbedPredictionsAreUnchangedByTheQuantization) {
+  const Cluster c = cluster("local-2bld");
+  const struct {
+    const char* layout;
+    const char* model;
+    double step_time_s;
+  } before[] = {{"local-tp2-pp2", "gpt-tiny", 3.3559927337605506},
+                {"local-dp4", "gpt-tiny", 2.18119199620006},
+                {"local-pp2-dp2", "gpt-tiny", 3.1527402354641385},
+                {"local-tp2-dp2", "gpt-tiny", 2.5756422383294053},
+                {"local-ep2-dp4", "moe-tiny", 3.1607571094543085}};
+  for (const auto& b : before) {
+    const Model m = model(b.model);
+    const Layout l = read_layout(test::preset(std::string("layouts/") + b.layout + ".json"), b.layout);
+    const CostParams p = CostParams::datasheet(c, m);
+    EXPECT_EQ(p.sm_count, 0);
+    EXPECT_NEAR(CostModel(c, m, p).predict(l).step_time_s, b.step_time_s, 1e-12 * b.step_time_s) << b.layout;
+  }
+  const CostParams p = CostParams::datasheet(c, model("gpt-tiny"));
+  ASSERT_EQ(p.gemm.points.size(), 5u);
+  EXPECT_DOUBLE_EQ(p.gemm.points.back().efficiency, 0.75);
+  EXPECT_DOUBLE_EQ(p.attention.points.back().efficiency, 0.50);
+}
+
+// On an H100 preset (132 SMs) a GEMM one column past whole tiles is slower per FLOP than one of
+// whole tiles in whole waves: 4096×4224 is 528 tiles of 256×128, four full waves; 4096×4225
+// schedules 4356 64×64 slots for 4225 columns' worth (spec's gemm_quantization). Its input
+// gradient (4096×8192, the same for both) is not; its weight gradient (8192×4225) is.
+TEST(CostModel, OnH100AGemmOneColumnPastWholeTilesIsSlowerPerFlop) {
+  const Cluster h = cluster("h100-3bld");
+  const Model m = model("llama3-8b");
+  const CostParams p = CostParams::datasheet(h, m);
+  ASSERT_EQ(p.sm_count, 132);
+  const workload::LayerOp whole{"whole", workload::ComputeKind::gemm, 4096, 4224, 8192, 1};
+  const workload::LayerOp ragged{"ragged", workload::ComputeKind::gemm, 4096, 4225, 8192, 1};
+  auto per_flop = [&](const CostParams& params, const workload::LayerOp& o, workload::Part part) {
+    return terms::op_time(params, o, part, 2) / workload::op_cost(o, part, 2).flops;
+  };
+  const double fa = 2.0 * 4096 * 4224 * 8192, fb = 2.0 * 4096 * 4225 * 8192;
+  const double expected = (4356.0 / 4225.0) * p.gemm.at(fa) / p.gemm.at(fb);
+  EXPECT_NEAR(per_flop(p, ragged, workload::Part::forward) / per_flop(p, whole, workload::Part::forward), expected,
+              1e-9);
+  EXPECT_GT(expected, 1.02);
+  EXPECT_NEAR(per_flop(p, ragged, workload::Part::input_grad) / per_flop(p, whole, workload::Part::input_grad), 1.0,
+              1e-3);
+  EXPECT_GT(per_flop(p, ragged, workload::Part::weight_grad) / per_flop(p, whole, workload::Part::weight_grad), 1.01);
+  // Zero bubble's B and W apart add up to the whole backward.
+  EXPECT_NEAR(terms::op_time(p, ragged, workload::Part::input_grad, 2) +
+                  terms::op_time(p, ragged, workload::Part::weight_grad, 2),
+              terms::op_time(p, ragged, workload::Part::backward, 2), 1e-12);
+  // The same device without an SM count prices both alike per FLOP.
+  CostParams flat = p;
+  flat.sm_count = 0;
+  EXPECT_NEAR(per_flop(flat, ragged, workload::Part::forward) / per_flop(flat, whole, workload::Part::forward), 1.0,
+              1e-4);
+}
+
+// The datasheet's curves on a cuda cluster come from published measurements (README "Cost-model
+// defaults"): the GEMM curve is NVIDIA's cuBLAS BF16 sweep on A100 (each point over its own
+// quantization on 108 SMs, binned as the calibrator bins), its top scaled to the device's Maximum
+// Achievable Matmul FLOPS (ml-engineering's table); fused attention is FlashAttention-2's forward
+// + backward, causal, in sax's unhalved FLOPs (12/7 of FA-2's count).
+TEST(CostModel, DatasheetCurvesOnGpusAreThePublishedMeasurements) {
+  const Model bf16 = model("llama3-8b");
+  auto top = [](const EfficiencyCurve& c) {
+    double t = 0;
+    for (const auto& pt : c.points) t = std::max(t, pt.efficiency);
+    return t;
+  };
+  const CostParams h = CostParams::datasheet(cluster("h100-3bld"), bf16);
+  EXPECT_NEAR(top(h.gemm), 794.5 / 989, 1e-12);
+  EXPECT_NEAR(h.gemm.points.back().efficiency, 794.5 / 989, 1e-12);
+  EXPECT_NEAR(top(CostParams::datasheet(cluster("h200-1node"), bf16).gemm), 794.5 / 989, 1e-12);
+  EXPECT_NEAR(top(CostParams::datasheet(cluster("a100-3bld"), bf16).gemm), 271.2 / 312, 1e-12);
+  Model fp8 = bf16;
+  fp8.dtype = DType::fp8;
+  EXPECT_NEAR(top(CostParams::datasheet(cluster("h100-3bld"), fp8).gemm), 1402.6 / 1979, 1e-12);
+  // Small GEMMs far below large ones, as the sweep measured (2048³ and up: 60 % of the top or more).
+  EXPECT_LT(h.gemm.at(2.0 * 512 * 512 * 512), 0.25 * top(h.gemm));
+  EXPECT_GT(h.gemm.at(2.0 * 2048 * 2048 * 2048), 0.6 * top(h.gemm));
+  // A device the table does not name keeps NVIDIA's A100 sweep as published: 8192³ at 291 of
+  // 312 TFLOP/s (its quantization on 108 SMs 0.998), the top.
+  Cluster other = cluster("h100-3bld");
+  other.device.name = "X1 accelerator";
+  const CostParams o = CostParams::datasheet(other, bf16);
+  EXPECT_NEAR(o.gemm.points.back().efficiency, 291.0 / 312 / gemm_quantization(8192, 8192, 1, 108), 1e-12);
+  // FlashAttention-2, causal, head dimension 128, 16K tokens: 16K sequence on H100 at 328
+  // TFLOP/s, on A100 at 189 (above A100's peak in sax's count, which does not halve the mask).
+  ASSERT_EQ(h.attention.points.size(), 6u);
+  EXPECT_NEAR(h.attention.points.back().flops, 4.0 * 16384 * 16384 * 16 * 128, 1);
+  EXPECT_NEAR(h.attention.points.back().efficiency, 12.0 / 7.0 * 328 / 989.4, 1e-12);
+  EXPECT_NEAR(h.attention.points.front().efficiency, 12.0 / 7.0 * 163 / 989.4, 1e-12);
+  EXPECT_NEAR(CostParams::datasheet(cluster("a100-3bld"), bf16).attention.points.back().efficiency,
+              12.0 / 7.0 * 189 / 312, 1e-12);
+  // No published figure for that device's attention, nor for fp32 GEMMs: the assumed curves.
+  EXPECT_DOUBLE_EQ(o.attention.points.back().efficiency, 0.50);
+  Model fp32 = bf16;
+  fp32.dtype = DType::fp32;
+  EXPECT_DOUBLE_EQ(CostParams::datasheet(cluster("h100-3bld"), fp32).gemm.points.back().efficiency, 0.75);
+}

@@ -122,10 +122,11 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CostTerms, ::testing::ValuesIn(sax::test::grid
 
 // Compute, op by op: with the links free and every expert equally loaded, the critical stage's
 // compute (and recompute) is the sum over the ops the workload lists for a rank of it, each at
-// its roofline (terms::roofline_time of its FLOPs, the forward's FLOPs and its bytes) — the cost
-// model takes the same ops from workload/layer_ops and must not miss, add or misprice one.
-TEST_P(CostTerms, ComputeIsTheWorkloadsOpsEachAtItsRoofline) {
-  const Case& s = GetParam();
+// its roofline (terms::roofline_time of its FLOPs, the forward's FLOPs, its bytes and the tile
+// and wave quantization of its shape) — the cost model takes the same ops from workload/layer_ops
+// and must not miss, add or misprice one.
+namespace {
+void expect_compute_is_the_workloads_ops_each_at_its_roofline(const Case& s) {
   CostParams params = CostParams::datasheet(s.cluster, s.model);
   auto free = [](LinkCost& l) {
     l.alpha_s.fill(0.0);
@@ -152,13 +153,17 @@ TEST_P(CostTerms, ComputeIsTheWorkloadsOpsEachAtItsRoofline) {
       }
       workload::Op fwd = o;
       fwd.phase = workload::Phase::forward;
-      sum += terms::roofline_time(params, o.compute, o.flops, workload::flops(fwd), o.bytes_read + o.bytes_written);
+      const double batch = o.compute == workload::ComputeKind::product ? o.count * o.heads : o.count;
+      sum += terms::roofline_time(
+          params, o.compute, o.flops, workload::flops(fwd), o.bytes_read + o.bytes_written,
+          workload::quantization(o.compute, o.m, o.n, o.k, batch, workload::part_of(o.phase), params.sm_count));
     }
     worst = std::max(worst, sum);
   }
   EXPECT_NEAR(p.breakdown.compute_s, worst, 1e-9 * worst) << s.name;
   EXPECT_NEAR(p.breakdown.optimizer_s, optimizer, 1e-9 * optimizer) << s.name;
 }
+}  // namespace
 
 // Where the cost model reads its efficiency curves: the lowest and highest forward FLOPs of the
 // GEMMs and products (and of fused attention) that the workload lists over all stages — what
@@ -260,8 +265,11 @@ TEST_P(CostTerms, TpOverlapIsEachGemmsMessagesAgainstItsTime) {
       const workload::Op& gemm = w.ops[g];
       workload::Op fwd = gemm;
       fwd.phase = workload::Phase::forward;
-      const double gemm_s = terms::roofline_time(params, gemm.compute, gemm.flops, workload::flops(fwd),
-                                                 gemm.bytes_read + gemm.bytes_written);
+      const double batch = gemm.compute == workload::ComputeKind::product ? gemm.count * gemm.heads : gemm.count;
+      const double gemm_s = terms::roofline_time(
+          params, gemm.compute, gemm.flops, workload::flops(fwd), gemm.bytes_read + gemm.bytes_written,
+          workload::quantization(gemm.compute, gemm.m, gemm.n, gemm.k, batch, workload::part_of(gemm.phase),
+                                 params.sm_count));
       shortest_gemm = std::min(shortest_gemm, gemm_s), longest_gemm = std::max(longest_gemm, gemm_s);
       hidden_or_not += terms::overlap_time(comm, gemm_s, params.overlap_slowdown);
     }
@@ -273,4 +281,25 @@ TEST_P(CostTerms, TpOverlapIsEachGemmsMessagesAgainstItsTime) {
     if (!behind.empty() && alpha > 0.5) EXPECT_GT(alpha, longest_gemm) << s.name;
     if (!behind.empty() && alpha < 0.5) EXPECT_LT(100 * alpha, shortest_gemm) << s.name;
   }
+}
+
+TEST_P(CostTerms, ComputeIsTheWorkloadsOpsEachAtItsRoofline) {
+  expect_compute_is_the_workloads_ops_each_at_its_roofline(GetParam());
+}
+
+// The same on a device with SMs: every GEMM and attention product of the workload (forward,
+// backward, and zero bubble's B and W apart) at the quantization of its own shape, from the
+// workload's op as listed, not from the cost model's layer ops.
+TEST_P(CostTerms, OnADeviceWithSmsEachProductIsQuantizedAtItsOwnShape) {
+  Case s = GetParam();
+  s.cluster.device.sm_count = 7;  // the grid's tiny shapes leave a ragged last wave on 7 SMs
+  expect_compute_is_the_workloads_ops_each_at_its_roofline(s);
+  // ... and the quantization is in force: slower than the same device without an SM count.
+  const Case& plain = GetParam();
+  const double quantized =
+      CostModel(s.cluster, s.model, CostParams::datasheet(s.cluster, s.model)).predict(s.layout).breakdown.compute_s;
+  const double unquantized = CostModel(plain.cluster, plain.model, CostParams::datasheet(plain.cluster, plain.model))
+                                 .predict(plain.layout)
+                                 .breakdown.compute_s;
+  EXPECT_GT(quantized, unquantized * 1.01) << s.name;
 }

@@ -66,6 +66,32 @@ TEST(Cluster, NvlinkSharpFromTheDeviceNameOrTheFile) {
   EXPECT_TRUE(read_cluster(a, "c.json").device.nvlink_sharp);
 }
 
+// The SM count (tile and wave quantization of GEMMs): the GPU presets carry NVIDIA's figure, the
+// CPU testbed has none (0: no quantization); written back out only when known.
+TEST(Cluster, SmCountFromTheFileZeroWhenAbsent) {
+  EXPECT_EQ(load_cluster(preset_path("clusters/h100-3bld.json")).device.sm_count, 132);
+  EXPECT_EQ(load_cluster(preset_path("clusters/h200-1node.json")).device.sm_count, 132);
+  EXPECT_EQ(load_cluster(preset_path("clusters/a100-3bld.json")).device.sm_count, 108);
+  EXPECT_EQ(load_cluster(preset_path("clusters/published/selene-8.json")).device.sm_count, 108);
+  const Cluster l = load_cluster(preset_path("clusters/local-2bld.json"));
+  EXPECT_EQ(l.device.sm_count, 0);
+  EXPECT_FALSE(to_json(l)["device"].contains("sm_count"));
+  json j = to_json(load_cluster(preset_path("clusters/h100-3bld.json")));
+  EXPECT_EQ(j["device"]["sm_count"], 132);
+  j["device"]["sm_count"] = 114;  // H100 PCIe
+  EXPECT_EQ(read_cluster(j, "c.json").device.sm_count, 114);
+  for (const json& bad : {json(0), json(-132), json(131.5), json("132"), json(100001)}) {
+    j["device"]["sm_count"] = bad;
+    try {
+      read_cluster(j, "c.json");
+      ADD_FAILURE() << "sm_count " << bad.dump() << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("c.json: /device/sm_count: expected an integer"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Document, KindFromContent) {
   EXPECT_EQ(load_document(preset_path("clusters/local-2bld.json")).kind, DocumentKind::cluster);
   EXPECT_EQ(load_document(preset_path("models/gpt-tiny.json")).kind, DocumentKind::model);

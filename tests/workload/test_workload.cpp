@@ -9,9 +9,11 @@
 #include <set>
 #include <stdexcept>
 
+#include "spec/calibration.hpp"
 #include "spec/groups.hpp"
 #include "tests/support/layout_grid.hpp"
 #include "tests/support/run.hpp"
+#include "workload/layer_ops.hpp"
 #include "workload/workload.hpp"
 
 using namespace sax;
@@ -408,4 +410,41 @@ TEST(Workload, MoeLayerAndEdgesListEveryOp) {
   EXPECT_TRUE(opt.memory_bound());
   EXPECT_DOUBLE_EQ(opt.bytes_read, 16 * opt.params);     // fp32: parameter, gradient, m, v
   EXPECT_DOUBLE_EQ(opt.bytes_written, 12 * opt.params);  // parameter, m, v in place
+}
+
+// The quantization of each part of a GEMM is that of the product the part computes, as op_cost's
+// formulas have them: forward Y = X·W (m×n), input gradient dX = dY·Wᵀ (m×k), weight gradient
+// dW = Xᵀ·dY (k×n); a whole backward holds both at equal FLOPs, so its factor is their harmonic
+// mean. A product's batch is count × heads; fused attention and memory-bound ops are not tiled.
+TEST(LayerOps, EachPartIsQuantizedAtItsOwnProductsOutput) {
+  const LayerOp g{"g", ComputeKind::gemm, 64, 320, 128, 1};
+  const int sms = 4;
+  EXPECT_DOUBLE_EQ(quantization(g, Part::forward, sms), 5.0 / 8.0);      // five 64×64 tiles on 4 SMs
+  EXPECT_DOUBLE_EQ(quantization(g, Part::input_grad, sms), 1.0 / 2.0);   // 64×128: two 64×64 tiles
+  EXPECT_DOUBLE_EQ(quantization(g, Part::weight_grad, sms), 5.0 / 6.0);  // 128×320: ten 64×64, 3 waves
+  EXPECT_DOUBLE_EQ(quantization(g, Part::backward, sms), 2.0 / (2.0 + 6.0 / 5.0));
+  EXPECT_DOUBLE_EQ(quantization(g, Part::forward, 0), 1.0);
+  EXPECT_DOUBLE_EQ(quantization(g, Part::backward, 0), 1.0);
+  // SwiGLU's fc1: two matrices, one launch.
+  const LayerOp fc1{"fc1", ComputeKind::gemm, 64, 160, 128, 2};
+  EXPECT_DOUBLE_EQ(quantization(fc1, Part::forward, sms), gemm_quantization(64, 160, 2, sms));
+  // Attention's score product: batch 2 × 3 heads of 64×96 outputs, its gradients 64×32 and 32×96.
+  LayerOp qk{"attention_scores", ComputeKind::product, 64, 96, 32, 2, 3, 1};
+  EXPECT_DOUBLE_EQ(quantization(qk, Part::forward, sms), gemm_quantization(64, 96, 6, sms));
+  EXPECT_DOUBLE_EQ(quantization(qk, Part::weight_grad, sms), gemm_quantization(32, 96, 6, sms));
+  EXPECT_DOUBLE_EQ(quantization(qk, Part::backward, sms),
+                   2.0 / (1.0 / gemm_quantization(64, 32, 6, sms) + 1.0 / gemm_quantization(32, 96, 6, sms)));
+  // Zero bubble runs a product's whole backward in B: its input_grad is that backward.
+  EXPECT_DOUBLE_EQ(quantization(qk, Part::input_grad, sms), quantization(qk, Part::backward, sms));
+  EXPECT_LT(quantization(qk, Part::forward, sms), 1.0);
+  const LayerOp flash{"attention", ComputeKind::attention, 64, 96, 32, 2, 3, 1};
+  EXPECT_DOUBLE_EQ(quantization(flash, Part::forward, sms), 1.0);
+  const LayerOp norm{"norm", ComputeKind::memory, 63, 65, 0, 1};
+  EXPECT_DOUBLE_EQ(quantization(norm, Part::backward, sms), 1.0);
+  // The phases of the workload's blocks run these parts.
+  EXPECT_EQ(part_of(Phase::forward), Part::forward);
+  EXPECT_EQ(part_of(Phase::recompute), Part::forward);
+  EXPECT_EQ(part_of(Phase::backward), Part::backward);
+  EXPECT_EQ(part_of(Phase::backward_input), Part::input_grad);
+  EXPECT_EQ(part_of(Phase::backward_weight), Part::weight_grad);
 }
