@@ -254,14 +254,26 @@ double op_time(const CostParams& p, const workload::LayerOp& o, workload::Part p
                        cost.bytes_read + cost.bytes_written, workload::quantization(o, part, p.sm_count));
 }
 
+namespace {
+// The candidate's layer ops, its attention backend resolved for the model (what layer_times
+// prices and curve_reads reads).
+workload::LayerOps layer_ops(const Model& model, const Candidate& cand) {
+  Layout backend;
+  backend.attention_backend = cand.attention;
+  return {model,
+          cand.tp,
+          cand.cp,
+          cand.mbs,
+          cand.sequence_parallel(),
+          materializes_scores(resolved_attention_backend(backend, model))};
+}
+}  // namespace
+
 LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate& cand) {
   using workload::ComputeKind;
   using workload::LayerOp;
   using workload::Part;
-  Layout backend;
-  backend.attention_backend = cand.attention;
-  const workload::LayerOps ops(model, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel(),
-                               materializes_scores(resolved_attention_backend(backend, model)));
+  const workload::LayerOps ops = layer_ops(model, cand);
   const double e = dtype_bytes(model.dtype);
   const bool zb = cand.pipeline == PipelineSchedule::zero_bubble;
   auto fwd = [&](const LayerOp& o) { return op_time(p, o, Part::forward, e); };
@@ -319,10 +331,7 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
 
 CurveReads curve_reads(const Model& model, const Candidate& cand) {
   using workload::ComputeKind;
-  Layout backend;
-  backend.attention_backend = cand.attention;
-  const workload::LayerOps ops(model, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel(),
-                               materializes_scores(resolved_attention_backend(backend, model)));
+  const workload::LayerOps ops = layer_ops(model, cand);
   const double e = dtype_bytes(model.dtype);
   CurveReads r;
   auto read = [&](const workload::LayerOp& o) {
