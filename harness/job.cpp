@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <mpi.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +13,9 @@
 #include <limits>
 #include <thread>
 
+#ifdef SAX_HAVE_KERNEL_BENCH
+#include "kernels/cpu/ops.hpp"
+#endif
 #include "profiles/host_recorder.hpp"
 #include "spec/checks/mpi.hpp"
 
@@ -268,13 +273,25 @@ Backend Job::choose_backend(const std::string& requested) const {
 }
 
 std::unique_ptr<kernels::Device> Job::make_device(Backend backend) {
-  if (backend == Backend::cpu) return kernels::make_device(Backend::cpu);
-  // One device per rank on a node: the rank's index among the ranks sharing its memory.
+  // The ranks sharing this host's memory, and this rank's index among them.
   MPI_Comm node = MPI_COMM_NULL;
-  int local_rank = 0;
+  int local_rank = 0, local_size = 1;
   SAX_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
   SAX_MPI_CHECK(MPI_Comm_rank(node, &local_rank));
+  SAX_MPI_CHECK(MPI_Comm_size(node, &local_size));
   SAX_MPI_CHECK(MPI_Comm_free(&node));
+  if (backend == Backend::cpu) {
+    // A CPU device is the rank's share of the host's cores: OpenBLAS's default (a thread per
+    // core in every rank) puts 2 threads per core on the 4-rank testbed of 2 cores, and its
+    // threads spin while waiting, so a GEMM's time depended on what the other ranks did.
+#ifdef SAX_HAVE_KERNEL_BENCH
+    cpu_set_t cores;
+    const int available = sched_getaffinity(0, sizeof cores, &cores) == 0 ? CPU_COUNT(&cores) : 1;
+    kernels::cpu::set_blas_threads(std::max(1, available / local_size));
+#endif
+    return kernels::make_device(Backend::cpu);
+  }
+  // One device per rank on a node.
   return kernels::make_device(Backend::cuda, local_rank % cuda_.count);
 }
 
