@@ -3,6 +3,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
 
 namespace sax::cli {
 
@@ -18,6 +21,12 @@ void add_run(CLI::App& app);
 // `launch` (place ranks into buildings and start a testbed command on them).
 void add_launch(CLI::App& app);
 void add_trace(CLI::App& app);
+// The per-rank Chrome traces of `dir` (every *.json but `skip`) merged into one, as `sax trace
+// merge` writes it; `cmd` names the command in errors (UsageError: no such directory, no trace).
+nlohmann::json merged_dir(const std::string& cmd, const std::string& dir, const std::string& skip,
+                          std::size_t* files_read);
+// `validate` (the explorer's ranking run on the testbed, predicted against measured).
+void add_validate(CLI::App& app);
 // `calibrate fit` (α-β per link class and op from bench coll results); needs Eigen.
 void add_calibrate(CLI::App& app);
 // Subcommands this sax cannot run — named by the design but not built yet, or needing what this

@@ -96,13 +96,7 @@ void run_explore(const ExploreArgs& a) {
   explorer::SearchResult r = explorer::search(cm, c, m, o);
   // The closed forms rank every candidate; the best --replay-top are run block by block and
   // re-ranked by what their schedules give (uneven stages, zero bubble's unequal F/B/W).
-  const std::size_t replayed = std::min(r.top.size(), static_cast<std::size_t>(a.replay_top));
-  for (std::size_t i = 0; i < replayed; ++i)
-    r.top[i].prediction = explorer::replayed(cm, r.top[i].candidate, r.top[i].prediction);
-  std::stable_sort(r.top.begin(), r.top.begin() + static_cast<std::ptrdiff_t>(replayed),
-                   [](const explorer::Ranked& x, const explorer::Ranked& y) {
-                     return x.prediction.step_time_s < y.prediction.step_time_s;
-                   });
+  const std::size_t replayed = explorer::rerank_by_replay(cm, r.top, static_cast<std::size_t>(a.replay_top));
   if (r.top.size() > static_cast<std::size_t>(a.top)) r.top.resize(static_cast<std::size_t>(a.top));
   if (emit && static_cast<std::size_t>(a.emit_rank) > r.top.size())
     throw UsageError(r.top.empty() ? "--emit: no layout fits in " + fmt("%.1f", cm.memory_limit_gib()) +

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "cli/commands.hpp"
+#include "cli/launching.hpp"
 #include "spec/error.hpp"
 
 namespace sax::cli {
@@ -36,6 +37,18 @@ std::string self_path() {
 
 }  // namespace
 
+launcher::LaunchOptions launch_options(const std::string& emulate, const std::string& technology) {
+  launcher::LaunchOptions o;
+  o.emulate = emulate;
+  o.technology = technology;
+  o.slurm = std::getenv("SLURM_JOB_ID") != nullptr;
+  o.root = ::geteuid() == 0;
+  o.sax_binary = self_path();
+  o.linkdelay = o.sax_binary.substr(0, o.sax_binary.rfind('/') + 1) + "sax-linkdelay";
+  o.slot = std::max(0, launcher::netns_free_slot());
+  return o;
+}
+
 void add_launch(CLI::App& app) {
   auto a = std::make_shared<LaunchArgs>();
   CLI::App* cmd = app.add_subcommand(
@@ -50,15 +63,8 @@ void add_launch(CLI::App& app) {
   cmd->add_option("command", a->command, "The sax command after --, e.g. -- run --cluster C --model M --layout L");
   cmd->callback([a] {
     const Cluster c = load_cluster(a->cluster);
-    launcher::LaunchOptions o;
-    o.emulate = a->emulate;
-    o.technology = a->technology;
+    launcher::LaunchOptions o = launch_options(a->emulate, a->technology);
     o.command = a->command;
-    o.slurm = std::getenv("SLURM_JOB_ID") != nullptr;
-    o.root = ::geteuid() == 0;
-    o.sax_binary = self_path();
-    o.linkdelay = o.sax_binary.substr(0, o.sax_binary.rfind('/') + 1) + "sax-linkdelay";
-    o.slot = std::max(0, launcher::netns_free_slot());
     launcher::LaunchPlan plan = launcher::plan_launch(c, a->cluster, o);
     if (a->dry_run) {
       std::cout << plan.text();

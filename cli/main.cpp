@@ -76,7 +76,15 @@ int main(int argc, char** argv) {
 #endif
   add_explore(app);
   add_predict(app);
-  add_not_built(app, "validate", "Run the explorer's top layouts and set predicted against measured", kLaterIssue);
+#if defined(SAX_HAVE_TESTBED) && defined(SAX_HAVE_KERNEL_BENCH)
+  add_validate(app);
+#elif defined(SAX_HAVE_TESTBED)
+  add_not_built(app, "validate", "Run the explorer's top layouts and set predicted against measured",
+                "it runs layouts with sax run, which this sax was built without (no OpenBLAS); install "
+                "libopenblas-dev and build again");
+#else
+  add_not_built(app, "validate", "Run the explorer's top layouts and set predicted against measured", kWithoutTestbed);
+#endif
   add_trace(app);
   add_check(app);
 

@@ -18,16 +18,6 @@
 
 namespace sax::cli {
 
-namespace {
-
-struct MergeArgs {
-  std::string dir, out;
-};
-
-struct SummaryArgs {
-  std::string input, json_file;
-};
-
 // The per-rank traces of `dir` (every *.json but `skip`), merged.
 json merged_dir(const std::string& cmd, const std::string& dir, const std::string& skip, std::size_t* files_read) {
   namespace fs = std::filesystem;
@@ -44,6 +34,16 @@ json merged_dir(const std::string& cmd, const std::string& dir, const std::strin
   *files_read = files.size();
   return profiles::merge_chrome_traces(docs);
 }
+
+namespace {
+
+struct MergeArgs {
+  std::string dir, out;
+};
+
+struct SummaryArgs {
+  std::string input, json_file;
+};
 
 void run_merge(const MergeArgs& a) {
   check_writable(a.out);

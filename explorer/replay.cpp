@@ -127,4 +127,13 @@ Replay replay(const CostModel& cost, const Cluster& cluster, const Layout& layou
   return replay(cost, Candidate::of(layout, cluster));
 }
 
+std::size_t rerank_by_replay(const CostModel& cost, std::vector<Ranked>& ranked, std::size_t count) {
+  const std::size_t n = std::min(ranked.size(), count);
+  for (std::size_t i = 0; i < n; ++i) ranked[i].prediction = replayed(cost, ranked[i].candidate, ranked[i].prediction);
+  std::stable_sort(
+      ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(n),
+      [](const Ranked& x, const Ranked& y) { return x.prediction.step_time_s < y.prediction.step_time_s; });
+  return n;
+}
+
 }  // namespace sax::explorer

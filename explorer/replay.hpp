@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "explorer/cost_model.hpp"
+#include "explorer/search.hpp"
 
 namespace sax::explorer {
 
@@ -47,5 +48,9 @@ Replay replay(const CostModel& cost, const Candidate& cand);
 // `closed` (evaluate()'s prediction of `cand`) with the replay's step time, breakdown, critical
 // stage, bubble fraction, tokens/s and MFU.
 Prediction replayed(const CostModel& cost, const Candidate& cand, const Prediction& closed);
+// The ranking as `explore` and `validate` show it: the closed forms rank every candidate; the best
+// `count` of `ranked` (fastest first) are replayed and re-ranked by what their schedules give
+// (uneven stages, zero bubble's unequal F/B/W). Returns how many were replayed.
+std::size_t rerank_by_replay(const CostModel& cost, std::vector<Ranked>& ranked, std::size_t count);
 
 }  // namespace sax::explorer

@@ -1,0 +1,51 @@
+// What `sax validate` works out from the explorer's ranking and the testbed's measurements (pure:
+// no I/O; cli/validate.cpp runs the layouts through the launcher): which layouts of a ranking to
+// run, the prediction's breakdown in the parts the testbed measures, and how well predictions
+// held — per layout the error and the part that differs most, overall the mean absolute
+// percentage error, Kendall's τ between the predicted and the measured order, and the top-1
+// regret.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+#include "explorer/cost_model.hpp"
+
+namespace sax::explorer::validation {
+
+// Positions (0-based) in a ranking of `ranked` layouts to run: the best `top`, then `spread` more
+// spaced evenly over the rest of the ranking down to its last, so that an order wrong far below
+// the top shows too. Ascending, each once; fewer where the ranking is shorter.
+std::vector<std::size_t> pick(std::size_t ranked, std::size_t top, std::size_t spread);
+
+// The parts of a step as `sax run` measures them (harness/run.hpp's breakdown; compute includes
+// recompute, idle is waiting for a peer). `other` (the measured remainder) has no prediction.
+inline constexpr std::array<const char*, 8> kParts = {"compute", "optimizer", "tp_comm", "cp_comm",
+                                                      "ep_comm", "dp_comm",   "pp_comm", "idle"};
+using Parts = std::array<double, kParts.size()>;
+
+// A prediction's breakdown in those parts: compute + recompute is compute, the pipeline bubble
+// is idle, each dimension's exposed communication its own.
+Parts predicted_parts(const Prediction& p);
+
+// The part whose predicted and measured seconds differ most (an index into kParts).
+std::size_t worst_part(const Parts& predicted, const Parts& measured);
+
+struct Outcome {
+  double predicted_s = 0, measured_s = 0;
+};
+
+// (predicted − measured) / measured, in %.
+double error_pct(const Outcome& o);
+// The mean of |error_pct| over the outcomes.
+double mape_pct(const std::vector<Outcome>& outcomes);
+// Kendall's τ-b between the predicted and the measured step times: 1 when both order the layouts
+// alike, −1 when reversed; ties (equal predictions) count for neither. NaN with fewer than two
+// layouts or when one side is all ties.
+double kendall_tau(const std::vector<Outcome>& outcomes);
+// How much slower, in %, the layout predicted fastest ran than the fastest measured (0 when the
+// explorer's pick was the fastest; among equal predictions, the first listed).
+double top1_regret_pct(const std::vector<Outcome>& outcomes);
+
+}  // namespace sax::explorer::validation

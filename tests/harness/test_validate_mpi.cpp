@@ -1,0 +1,103 @@
+// `sax validate` end to end on local-2bld (4 ranks started by the launcher, unshaped so that the
+// test does not need namespaces): the explorer's best layout and its last run and are set beside
+// their predictions — each measured breakdown adds up to its step, each predicted one is the
+// explorer's in the testbed's parts, the error and the summary are those of the figures in the file. Bad input exits 2
+// with one line naming the flag or the field, before anything runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "tests/support/run.hpp"
+
+using nlohmann::json;
+using sax::test::preset_path;
+using sax::test::Result;
+using sax::test::run_shell;
+using sax::test::TempDir;
+
+namespace {
+
+const std::string kEnv = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+
+Result validate(const std::string& args, const std::string& emulate = "none") {
+  return run_shell(kEnv + SAX_BINARY + " validate --cluster " + preset_path("clusters/local-2bld.json") + " --model " +
+                   preset_path("models/gpt-tiny.json") + " --emulate " + emulate + " " + args);
+}
+
+int lines(const std::string& s) {
+  std::istringstream in(s);
+  int n = 0;
+  for (std::string l; std::getline(in, l);) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(ValidateCli, BadInputExitsTwoWithOneLineNamingIt) {
+  TempDir t;
+  json other = sax::test::preset("layouts/local-dp4.json");
+  other["schedule"]["network_technology"] = "gbe-5";
+  const std::string gbe5 = t.write("gbe5.json", other);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--top -1", "--top"},
+      {"--top 1 --spread 0", "at least 2 layouts"},
+      {"--steps 0", "--steps"},
+      {"--technology nope", "--technology"},
+      {"--top 1 --spread 1 --layout " + gbe5, "/schedule/network_technology"},
+      {"--top 1 --spread 1 --json /nonexistent-dir/v.json", "/nonexistent-dir/v.json"}};
+  for (const auto& [args, named] : cases) {
+    const Result r = validate(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(named), std::string::npos) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args << ": " << r.out;
+  }
+  const Result r = validate("--top 1 --spread 1", "bogus");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
+}
+
+TEST(ValidateCli, TheBestAndTheLastLayoutRunBesideTheirPredictions) {
+  TempDir t;
+  const std::string out = t.file("validate.json"), runs = t.file("runs");
+  const Result r = validate("--top 1 --spread 1 --steps 1 --warmup 0 --timeout 120 --json " + out + " --runs " + runs);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Kendall tau"), std::string::npos) << r.out;
+  const json v = json::parse(sax::test::slurp(out));
+  EXPECT_EQ(v["inputs"]["emulation"], "none");
+  ASSERT_EQ(v["layouts"].size(), 2u);
+  EXPECT_EQ(v["layouts"][0]["explorer_rank"], 1);
+  EXPECT_EQ(v["layouts"][1]["explorer_rank"], v["feasible"]);  // the last of the ranking
+  std::vector<double> predicted, measured;
+  for (const json& l : v["layouts"]) {
+    ASSERT_EQ(l["exit_code"], 0) << l.dump();
+    const double p = l["predicted"]["step_time_s"], m = l["measured"]["step_time_s"]["median"];
+    EXPECT_GT(m, 0);
+    EXPECT_LE(l["measured"]["step_time_s"]["min"].get<double>(), m);
+    EXPECT_NEAR(l["error_pct"].get<double>(), 100 * (p - m) / m, 1e-9);
+    // The predicted parts are the explorer's breakdown in the testbed's terms.
+    const json& pb = l["predicted"]["breakdown_s"];
+    const json& eb = l["predicted"]["explorer"]["breakdown_s"];
+    EXPECT_DOUBLE_EQ(pb["compute"].get<double>(), eb["compute"].get<double>() + eb["recompute"].get<double>());
+    EXPECT_DOUBLE_EQ(pb["idle"].get<double>(), eb["bubble"].get<double>());
+    for (const char* k : {"optimizer", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_comm"})
+      EXPECT_DOUBLE_EQ(pb[k].get<double>(), eb[k].get<double>()) << k;
+    double msum = 0;
+    for (const auto& [k, x] : l["measured"]["breakdown_s"].items()) msum += x.get<double>();
+    // One step: each rank's breakdown adds up to its step (harness/run.hpp), the mean to about it.
+    EXPECT_NEAR(msum, m, 0.1 * m) << l["measured"].dump();
+    EXPECT_TRUE(sax::test::slurp(l["run_json"].get<std::string>()).size() > 0);
+    predicted.push_back(p);
+    measured.push_back(m);
+  }
+  // Two layouts: τ is +1 or −1 as the orders agree; the regret is 0 or how much slower the pick ran.
+  const json& s = v["summary"];
+  EXPECT_EQ(s["layouts"], 2);
+  const bool agree = (predicted[0] < predicted[1]) == (measured[0] < measured[1]);
+  EXPECT_DOUBLE_EQ(s["kendall_tau"].get<double>(), agree ? 1.0 : -1.0);
+  const double mape =
+      (std::abs(predicted[0] - measured[0]) / measured[0] + std::abs(predicted[1] - measured[1]) / measured[1]) * 50;
+  EXPECT_NEAR(s["mape_pct"].get<double>(), mape, 1e-9);
+  EXPECT_NEAR(s["top1_regret_pct"].get<double>(), agree ? 0.0 : 100 * (measured[0] / measured[1] - 1), 1e-9);
+}
