@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(build-essential cmake openmpi-bin libopenmpi-dev nlohmann-json3-dev libcli11-dev
           libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2 iptables util-linux
-          libnetfilter-queue-dev pkg-config python3 clang-format clang-tidy libeigen3-dev)
+          libnetfilter-queue-dev pkg-config python3 python3-matplotlib clang-format clang-tidy libeigen3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
