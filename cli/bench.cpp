@@ -1,9 +1,11 @@
 // `sax bench coll` under mpirun: parses the command line and hands it to the harness, which runs
 // it as an MPI job (harness/coll_bench.hpp: agreement across ranks, watchdog, fail-together).
+#include <filesystem>
 #include <memory>
 
 #include "cli/commands.hpp"
 #include "cli/json_out.hpp"
+#include "cli/plots.hpp"
 #include "harness/coll_bench.hpp"
 #ifdef SAX_HAVE_KERNEL_BENCH
 #include "harness/kernel_bench.hpp"
@@ -15,6 +17,40 @@ namespace sax::cli {
 namespace {
 // Only the `sax` program writes result files (cli/json_out): the harness writes through this.
 harness::ResultWriter result_writer() { return {check_writable, write_json_file}; }
+
+// `bench coll --plots DIR`: the writer checks DIR/coll.png beside the JSON, making DIR, when
+// rank 0 checks the JSON's path (inside the harness's agreement on the arguments, so that a bad
+// DIR fails every rank together with exit 2, and only after the other arguments passed).
+harness::ResultWriter plots_writer(const std::string& json_file, const std::string& dir) {
+  return {[json_file, dir](const std::string& file) {
+            if (file == json_file) {
+              std::error_code ec;
+              std::filesystem::create_directories(dir, ec);
+              if (!std::filesystem::is_directory(dir, ec))
+                throw InputError(dir, "", "a directory for --plots that can be made");
+              check_writable(dir + "/coll.png");
+            }
+            check_writable(file);
+          },
+          write_json_file};
+}
+
+// After the sweep, whose JSON every rank waited for: rank 0 draws DIR/coll.png while the others
+// wait without polling (the script needs the cores), then all share the outcome, so that a
+// failed plot fails every rank together (exit 1) and nobody leaves before it is known.
+void plot_coll(harness::Job& job, const std::string& json_file, const std::string& dir) {
+  std::string failure;
+  if (job.rank() == 0) {
+    try {
+      run_plot_script({"coll", json_file, "--out", dir + "/coll.png"});
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  job.quiet_barrier();
+  if (job.sum(failure.empty() ? 0 : 1) > 0)
+    job.fail_together(RunError(failure.empty() ? "plots: rank 0 could not draw them" : failure));
+}
 }  // namespace
 
 void add_bench(CLI::App& app) {
@@ -65,10 +101,22 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--json", args->json_file, "Write the results as JSON (rank 0; atomically)");
   cmd->add_option("--trace", args->trace_dir,
                   "Record each rank's timed batches and iterations: DIR/rank-N.json (Chrome trace; sax trace merge)");
+  auto plots_dir = std::make_shared<std::string>();
+  cmd->add_option("--plots", *plots_dir,
+                  "After the sweep, rank 0 draws DIR/coll.png (scripts/plots.py coll: busbw by size) from the --json "
+                  "file, or from DIR/coll.json written for it; skipped with a line where matplotlib is missing");
   cmd->allow_extras();
-  cmd->callback([args, cmd] {
+  cmd->callback([args, cmd, plots_dir] {
     harness::Job job;
-    harness::bench_coll(job, *args, cmd->remaining(), result_writer());
+    if (plots_dir->empty()) {
+      harness::bench_coll(job, *args, cmd->remaining(), result_writer());
+      return;
+    }
+    // The figure is drawn from the JSON: without --json, it goes into DIR beside the figure.
+    harness::CollBenchArgs a = *args;
+    if (a.json_file.empty()) a.json_file = *plots_dir + "/coll.json";
+    harness::bench_coll(job, a, cmd->remaining(), plots_writer(a.json_file, *plots_dir));
+    plot_coll(job, a.json_file, *plots_dir);
   });
 
   CLI::App* kern = bench->add_subcommand(
