@@ -643,7 +643,7 @@ def plot_coll(benches, calibration, cal_file, out):
         ax.set_xlabel("size (bytes, nccl-tests' convention)")
         ax.set_ylabel("bus bandwidth (GB/s)")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7.5, loc="upper left")
+        ax.legend(fontsize=7.5, loc="best")
     for idx in range(len(ops), rows * cols):
         axes[idx // cols][idx % cols].set_visible(False)
     emul = sorted({b["emulation"] for b in benches})
@@ -849,6 +849,27 @@ def is_chrome_trace(path):
     return '"traceEvents"' in head or head.lstrip().startswith("[")
 
 
+def json_kind(path):
+    """What a JSON file of sax's is, for the page's list of files (a small file is read whole;
+    a large one is named by its start)."""
+    if is_chrome_trace(path):
+        return "Chrome trace: open it in chrome://tracing (Load) or at ui.perfetto.dev (Open trace file)"
+    try:
+        if os.path.getsize(path) > (16 << 20):
+            return "JSON"
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return "JSON (not readable as JSON)"
+    if not isinstance(doc, dict):
+        return "JSON"
+    if doc.get("kind") == "calibration" or ("provenance" in doc and "links" in doc):
+        return "calibration (sax calibrate)"
+    if doc.get("version") == 2 and isinstance(doc.get("results"), list) and "timing" in doc:
+        return "collective sweep (sax bench coll --json)"
+    return "JSON"
+
+
 def validate_section(v, rel, root):
     s, i = v["summary"], v["inputs"]
     out = [f'<h2>Validation: {link(rel)}</h2>']
@@ -914,7 +935,6 @@ def cmd_report(a):
     pngs = sorted((n for n in names if n.lower().endswith(".png") and not n.startswith(".")),
                   key=lambda n: (order.get(n, 2), n))
     jsons = [n for n in names if n.endswith(".json") and not n.startswith(".")]
-    traces = [n for n in jsons if n not in validates and is_chrome_trace(os.path.join(root, n))]
     title = a.title or f"sax results: {os.path.basename(os.path.abspath(root))}"
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>{esc(title)}</h1>", f'<p class="meta">{esc(os.path.abspath(root))} — written {esc(now)} by '
@@ -936,9 +956,7 @@ def cmd_report(a):
     if jsons:
         body.append("<h2>Files</h2><ul>")
         for n in jsons:
-            what = ("sax validate results" if n in validates else
-                    "Chrome trace: open it in chrome://tracing (Load) or at ui.perfetto.dev (Open trace file)"
-                    if n in traces else "JSON")
+            what = "validation (sax validate --json)" if n in validates else json_kind(os.path.join(root, n))
             body.append(f"<li>{link(n)} — {esc(what)}</li>")
         body.append("</ul>")
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
