@@ -217,6 +217,7 @@ def read_validate(file):
     s = doc.obj("summary")
     v["summary"] = {
         "layouts": s.number("layouts", True),
+        "failed": s.number("failed", True),
         "mape_pct": s.number("mape_pct", True),
         "kendall_tau": s.number("kendall_tau", True),
         "top1_regret_pct": s.number("top1_regret_pct", True),
@@ -818,7 +819,7 @@ h1 { font-size: 1.6em; margin-bottom: 0.1em; } h2 { margin-top: 1.6em; border-bo
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-tr.pick td { background: #fff4e5; } tr.best td:first-child { font-weight: bold; }
+tr.pick td { background: #fff4e5; } tr.best td:first-child { font-weight: bold; } td:first-child { white-space: nowrap; }
 .figures figure { margin: 1em 0; } .figures img { max-width: 100%; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.9em; } .bad { color: #b00; } .good { color: #070; }
 dl.kv { display: grid; grid-template-columns: max-content auto; gap: 2px 14px; font-size: 0.92em; }
@@ -880,7 +881,10 @@ def validate_section(v, rel, root):
                              ("top-1 regret", fmt(s["top1_regret_pct"], ".1f") + " %", ""),
                              ("explorer's pick", s["explorer_pick"] or "n/a", ""),
                              ("best measured", s["best_measured"] or "n/a", ""),
-                             ("layouts", fmt(s["layouts"], ".0f", str(len(v["layouts"]))), "")):
+                             ("layouts measured", fmt(s["layouts"], ".0f", str(len(v["layouts"]))), ""),
+                             ("runs failed", fmt(s["failed"], ".0f"), "bad" if s["failed"] else "")):
+        if name == "runs failed" and not s["failed"]:
+            continue
         out.append(f'<div class="figure-box">{esc(name)}<b class="{cls}">{esc(value)}</b></div>')
     out.append("</div>")
     rows = [("cluster", i["cluster"]), ("model", i["model"]), ("costs", i["cost_source"] or (i["calibration"] or "")),
@@ -904,8 +908,12 @@ def validate_section(v, rel, root):
         files = []
         for key, name in (("run_json", "run"), ("trace_dir", "trace")):
             p = l[key]
-            if p and os.path.exists(os.path.join(root, base, p)):
-                files.append(link(os.path.join(base, p), name))
+            # sax validate writes these paths as given on its command line (relative to where it
+            # ran, or absolute); a link is made relative to the page where the file is found.
+            at = next((c for c in (os.path.join(root, base, p), os.path.join(root, p), p) if os.path.exists(c)),
+                      None) if p else None
+            if at:
+                files.append(link(os.path.relpath(at, root), name))
             elif p:
                 files.append(f"{esc(name)}: {esc(p)}")
         label = esc(l["label"]) + (" ★" if l["label"] == s["best_measured"] else "")
@@ -923,18 +931,70 @@ def validate_section(v, rel, root):
     return "\n".join(out)
 
 
+# What the page looks at: DIR and its folders one level down (`sax validate --plots DIR/gpt-tiny`
+# puts its figures and merged trace there); deeper folders are runs' own files and per-rank traces,
+# reached through the validation table's links instead.
+REPORT_DEPTH = 1
+FIGURE_ORDER = {"scatter.png": 0, "breakdown.png": 1, "timeline.png": 2, "coll.png": 3}
+
+
+def report_files(root):
+    """(relative path, name) of every visible file in root and its folders down to REPORT_DEPTH."""
+    found = []
+    for d, dirs, files in os.walk(root):
+        rel = os.path.relpath(d, root)
+        depth = 0 if rel == "." else rel.count(os.sep) + 1
+        dirs[:] = sorted(x for x in dirs if not x.startswith(".")) if depth < REPORT_DEPTH else []
+        for f in sorted(files):
+            if not f.startswith("."):
+                found.append(os.path.normpath(os.path.join(rel, f)))
+    return found
+
+
+def figure_block(root, rels):
+    out = ['<div class="figures">']
+    for rel in sorted(rels, key=lambda r: (os.path.dirname(r), FIGURE_ORDER.get(os.path.basename(r), 9), r)):
+        path = os.path.join(root, rel)
+        try:
+            with open(path, "rb") as f:
+                data = base64.b64encode(f.read()).decode("ascii")
+        except OSError as e:
+            raise InputError(path, "", f"a readable PNG ({e.strerror})")
+        out.append(f'<figure><img alt="{esc(rel)}" src="data:image/png;base64,{data}">'
+                   f"<figcaption>{link(rel)}</figcaption></figure>")
+    out.append("</div>")
+    return "\n".join(out)
+
+
+def own_figures(rel, pngs):
+    """The figures of one validation: for validate-NAME.json the folder NAME beside it (as
+    scripts/demo.sh passes --json and --plots); for validate.json its own folder's scatter,
+    breakdown and timeline (as sax validate --plots DIR writes them without --json)."""
+    base, name = os.path.split(rel)
+    m = re.fullmatch(r"validate[-_.](.+)\.json", name)
+    if m:
+        folder = os.path.normpath(os.path.join(base, m.group(1)))
+        return [p for p in pngs if os.path.dirname(p) == folder]
+    if name == "validate.json":
+        return [p for p in pngs if os.path.dirname(p) == base and os.path.basename(p) in FIGURE_ORDER]
+    return []
+
+
 def cmd_report(a):
     root = a.dir
     if not os.path.isdir(root):
         raise InputError(root, "", "a directory of results (validate*.json, *.png, traces)")
-    names = sorted(os.listdir(root))
-    validates = [n for n in names if re.fullmatch(r"validate.*\.json", n)]
-    sections = [validate_section(read_validate(os.path.join(root, n)), n, root) for n in validates]
-    # Figures: validate's first, in the order a reader wants them, then the rest by name.
-    order = {"scatter.png": 0, "breakdown.png": 1}
-    pngs = sorted((n for n in names if n.lower().endswith(".png") and not n.startswith(".")),
-                  key=lambda n: (order.get(n, 2), n))
-    jsons = [n for n in names if n.endswith(".json") and not n.startswith(".")]
+    files = report_files(root)
+    pngs = [f for f in files if f.lower().endswith(".png")]
+    jsons = [f for f in files if f.endswith(".json")]
+    validates = [f for f in jsons if re.fullmatch(r"validate.*\.json", os.path.basename(f))]
+    sections, shown = [], set()
+    for rel in validates:
+        figs = [f for f in own_figures(rel, pngs) if f not in shown]
+        shown.update(figs)
+        sections.append(validate_section(read_validate(os.path.join(root, rel)), rel, root)
+                        + (figure_block(root, figs) if figs else ""))
+    rest = [f for f in pngs if f not in shown]
     title = a.title or f"sax results: {os.path.basename(os.path.abspath(root))}"
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>{esc(title)}</h1>", f'<p class="meta">{esc(os.path.abspath(root))} — written {esc(now)} by '
@@ -942,22 +1002,14 @@ def cmd_report(a):
     if not (sections or pngs or jsons):
         body.append("<p>Nothing to show: no validate*.json, PNG or JSON file in this directory.</p>")
     body += sections
-    if pngs:
-        body.append('<h2>Figures</h2><div class="figures">')
-        for n in pngs:
-            try:
-                with open(os.path.join(root, n), "rb") as f:
-                    data = base64.b64encode(f.read()).decode("ascii")
-            except OSError as e:
-                raise InputError(os.path.join(root, n), "", f"a readable PNG ({e.strerror})")
-            body.append(f'<figure><img alt="{esc(n)}" src="data:image/png;base64,{data}">'
-                        f"<figcaption>{link(n)}</figcaption></figure>")
-        body.append("</div>")
+    if rest:
+        body.append("<h2>Figures</h2>" if not sections else "<h2>Other figures</h2>")
+        body.append(figure_block(root, rest))
     if jsons:
         body.append("<h2>Files</h2><ul>")
-        for n in jsons:
-            what = "validation (sax validate --json)" if n in validates else json_kind(os.path.join(root, n))
-            body.append(f"<li>{link(n)} — {esc(what)}</li>")
+        for rel in jsons:
+            what = "validation (sax validate --json)" if rel in validates else json_kind(os.path.join(root, rel))
+            body.append(f"<li>{link(rel)} — {esc(what)}</li>")
         body.append("</ul>")
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{esc(title)}</title><style>{PAGE_STYLE}</style></head>\n<body>\n"

@@ -106,6 +106,17 @@ else
   fail "report: no index.html"
 fi
 
+# The demo's folder (scripts/demo.sh): validate-NAME.json with its figures in NAME/, runs deeper.
+demo=$tmp/demo
+mkdir -p "$demo/runs-gpt-tiny/1"
+cp "$fixture" "$demo/validate-gpt-tiny.json"
+echo '{}' >"$demo/runs-gpt-tiny/1/run.json"
+"$py" "$plots" validate "$demo/validate-gpt-tiny.json" --out "$demo/gpt-tiny" >/dev/null || fail "validate into a folder"
+"$py" "$plots" report "$demo" >/dev/null || fail "report of the demo's folder exited $?"
+[ "$(grep -o 'data:image/png;base64' "$demo/index.html" | wc -l)" -eq 2 ] || fail "demo report: expected 2 PNGs"
+grep -qF 'href="gpt-tiny/scatter.png"' "$demo/index.html" || fail "demo report: no link to gpt-tiny/scatter.png"
+grep -qF 'runs-gpt-tiny/1/run.json' "$demo/index.html" && fail "demo report: lists the runs' own files"
+
 # Bad input: one line naming the file, exit 2, nothing written.
 bad=$tmp/bad
 mkdir -p "$bad"
