@@ -26,6 +26,7 @@
 #include "cli/explorer_inputs.hpp"
 #include "cli/json_out.hpp"
 #include "cli/launching.hpp"
+#include "cli/plots.hpp"
 #include "explorer/replay.hpp"
 #include "spec/fields.hpp"
 
@@ -396,12 +397,18 @@ void run_validate(const ValidateArgs& a) {
     write_json_file(json_file, out);
     std::cout << "  wrote " << json_file << "\n";
   }
-  // The fastest measured layout's step, all ranks on one clock, beside the plots.
-  if (!a.plots_dir.empty() && best) {
-    std::size_t n = 0;
-    const fs::path trace = fs::path(a.plots_dir) / "best-trace.json";
-    write_json_file(trace.string(), merged_dir("validate", (best->dir / "trace").string(), "", &n));
-    std::cout << "  wrote " << trace.string() << " (" << best->label << ", " << n << " ranks merged)\n";
+  // The plots (scripts/plots.py): predicted against measured, the breakdowns side by side, and the
+  // fastest measured layout's step from its trace (all ranks merged onto one clock).
+  if (!a.plots_dir.empty()) {
+    const fs::path dir = a.plots_dir;
+    run_plot_script({"validate", json_file, "--out", dir.string()});  // it says what it wrote
+    if (best) {
+      std::size_t n = 0;
+      const fs::path trace = dir / "best-trace.json";
+      write_json_file(trace.string(), merged_dir("validate", (best->dir / "trace").string(), "", &n));
+      std::cout << "  wrote " << trace.string() << " (" << best->label << ", " << n << " ranks merged)\n";
+      run_plot_script({"timeline", trace.string(), "--out", (dir / "timeline.png").string()});
+    }
   }
   if (failed > 0)
     throw RunError("validate: " + std::to_string(failed) + " of " + std::to_string(entries.size()) +
