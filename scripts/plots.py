@@ -393,7 +393,7 @@ def plot_validate(v, out):
     ax.set_ylabel(f"predicted step time ({unit})")
     ax.grid(True, alpha=0.3)
     ax.set_title("sax validate: predicted vs measured step time\n" + summary_title(v), fontsize=10.5)
-    ax.legend(loc="upper left", fontsize=8.5, framealpha=0.9)
+    ax.legend(loc="lower right", fontsize=8.5, framealpha=0.9)  # points sit along y = x: the corner below it is emptiest
     missing = len(v["layouts"]) - len(measured)
     if missing:
         ax.text(0.99, 0.01, f"{missing} layout(s) not measured (run failed)", transform=ax.transAxes, ha="right",
