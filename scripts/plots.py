@@ -526,6 +526,8 @@ def read_bench(file):
         "group": (config.string("group", True) if config else None) or "world",
         "emulation": (env.string("emulation", True) if env else None) or "none",
         "backend": (env.string("backend", True) if env else None) or "",
+        # 1: one group at a time; 0 (all) or more: the groups shared the links they cross.
+        "groups_at_once": int(config.number("groups_at_once", True) or 0) if config else 0,
         "results": [],
     }
     for r in doc.array("results"):
@@ -553,6 +555,10 @@ def read_calibration(file):
         raise InputError(file, "/version", "1 (a calibration file of sax calibrate)")
     links = doc.obj("links", optional=True)
     out = {}
+    # The calibrator divides the cross-building β by the boundary's oversubscription (a device's
+    # own bandwidth); a sweep with every group crossing at once shares it again.
+    over = doc.obj("cross_oversubscription", optional=True)
+    out["cross_oversubscription"] = over.number("value", minimum=1) if over else 1.0
     if links is None:
         return out
     for lc, v in links.value.items():
@@ -630,12 +636,21 @@ def plot_coll(benches, calibration, cal_file, out):
                           else f"{op} on {lc}: no entry in the calibration" if lc
                           else f"{op}: the bench ran without --cluster (no link class), no fit")
                 continue
+            shared = 1.0
+            if lc == "cross_building" and any(b["groups_at_once"] != 1 for b in benches
+                                              if (b["group"], b["link_class"]) == (group, lc)):
+                shared = calibration["cross_oversubscription"]
+            if shared != 1.0:
+                ab = dict(ab, beta_ns_per_byte=ab["beta_ns_per_byte"] * shared)
+                notes.add(f"{lc}: every group crossed at once, so the line's β is the calibration's (a device's own) "
+                          f"× {shared:.2f}, the boundary's oversubscription, as the cost model shares it")
             lo, hi = min(r["bytes"] for r in pts), max(r["bytes"] for r in pts)
             xs = [lo * (hi / lo) ** (i / 60) for i in range(61)] if hi > lo else [lo]
             r2 = "" if ab["r2"] is None else f", r² {ab['r2']:.2f}"
             inv_beta = 1 / ab["beta_ns_per_byte"] if ab["beta_ns_per_byte"] > 0 else float("inf")
             ax.plot(xs, [fitted_busbw_gbps(ab, op, ranks, x) for x in xs], color=colour[key], lw=1.4, ls="--",
-                    label=f"fit: α {ab['alpha_us']:.3g} µs, 1/β {inv_beta:.3g} GB/s{r2}")
+                    label=f"fit: α {ab['alpha_us']:.3g} µs, 1/β {inv_beta:.3g} GB/s{r2}"
+                    + (f", β×{shared:.2f} shared" if shared != 1.0 else ""))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.xaxis.set_major_locator(LogLocator(base=4))
