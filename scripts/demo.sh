@@ -14,7 +14,7 @@ stage() { printf '\n== [%3ds] %s\n' "$(($(date +%s) - start))" "$*"; }
 
 stage "1/7 install what is missing, build"
 ./scripts/install-deps.sh
-./scripts/build.sh >/dev/null
+./scripts/build.sh sax >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 C=configs/clusters/local-2bld.json
 GPT=configs/models/gpt-tiny.json
