@@ -1,5 +1,5 @@
 // `sax validate --cluster C --model M [--calibration K] [--emulate auto|netns|software|none]
-// [--technology T] [--top N] [--spread S] [--layout L ...] [--steps N] [--warmup W] [--json FILE]
+// [--technology T] [--top N] [--spread S] [--layout L ...] [--steps N] [--warmup W] [--rounds R] [--json FILE]
 // [--plots DIR] [--runs DIR]`: the loop closed. The explorer ranks every feasible layout on the
 // boundary the testbed emulates; the best N and S others spread down the ranking (and any layout
 // files given) are run one after another through the launcher (`sax run` on the cluster's ranks,
@@ -40,7 +40,7 @@ namespace v = explorer::validation;
 struct ValidateArgs {
   std::string cluster, model, calibration, emulate = "auto", technology, json_file, plots_dir, runs_dir;
   std::vector<std::string> layouts;
-  int top = 4, spread = 4, steps = 3, warmup = 1;
+  int top = 4, spread = 4, steps = 3, warmup = 1, rounds = 1;
   double timeout_s = 300;
 };
 
@@ -59,9 +59,11 @@ struct Entry {
   explorer::Prediction predicted;
   fs::path dir;  // layout.json, run.json, run.log, trace/
   int exit_code = -1;
-  double median_s = 0, min_s = 0, max_s = 0;
-  v::Parts measured{};
+  double median_s = 0, min_s = 0, max_s = 0;  // over every measured step of every round
+  v::Parts measured{};                        // the mean over rounds of the mean over ranks
   double other_s = 0;
+  std::vector<double> steps;  // each round's measured steps
+  int rounds = 0;             // rounds that ran
 };
 
 bool ran(const Entry& e) { return e.exit_code == 0; }
@@ -102,24 +104,31 @@ std::string tail_of(const fs::path& file, std::size_t lines) {
   return s;
 }
 
-// The measured step (median, min, max) and the mean over ranks of each part, from `sax run`'s JSON.
-void read_run(Entry& e, const fs::path& file) {
+// Adds one round's `sax run` JSON: its measured steps, and the mean over ranks of each part.
+void add_run(Entry& e, const fs::path& file) {
   const json r = load_json_file(file.string());
-  const json& st = r.at("step_time_s");
-  e.median_s = st.at("median").get<double>();
-  e.min_s = st.at("min").get<double>();
-  e.max_s = st.at("max").get<double>();
+  for (const json& t : r.at("steps")) e.steps.push_back(t.get<double>());
   const json& ranks = r.at("ranks");
-  e.measured.fill(0);
-  e.other_s = 0;
+  const auto n = static_cast<double>(ranks.size());
   for (const json& rank : ranks) {
     const json& b = rank.at("breakdown_s");
-    for (std::size_t i = 0; i < v::kParts.size(); ++i) e.measured[i] += b.at(v::kParts[i]).get<double>();
-    e.other_s += b.at("other").get<double>();
+    for (std::size_t i = 0; i < v::kParts.size(); ++i) e.measured[i] += b.at(v::kParts[i]).get<double>() / n;
+    e.other_s += b.at("other").get<double>() / n;
   }
-  const auto n = static_cast<double>(ranks.size());
-  for (double& x : e.measured) x /= n;
-  e.other_s /= n;
+  ++e.rounds;
+}
+
+// After the last round: the step's median, min and max over every step measured, each part's
+// mean over the rounds.
+void finish(Entry& e) {
+  std::vector<double> t = e.steps;
+  std::sort(t.begin(), t.end());
+  const std::size_t n = t.size();
+  e.median_s = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+  e.min_s = t.front();
+  e.max_s = t.back();
+  for (double& x : e.measured) x /= e.rounds;
+  e.other_s /= e.rounds;
 }
 
 json parts_json(const v::Parts& p) {
@@ -139,6 +148,7 @@ void run_validate(const ValidateArgs& a) {
     throw UsageError("--top, --spread, --layout: expected at least 2 layouts in all (an order needs two)");
   if (a.steps < 1) throw UsageError("--steps: expected >= 1, got " + std::to_string(a.steps));
   if (a.warmup < 0) throw UsageError("--warmup: expected >= 0, got " + std::to_string(a.warmup));
+  if (a.rounds < 1) throw UsageError("--rounds: expected >= 1, got " + std::to_string(a.rounds));
   if (!(a.timeout_s > 0)) throw UsageError("--timeout: expected seconds > 0");
   std::string json_file = a.json_file;
   if (json_file.empty() && !a.plots_dir.empty()) json_file = (fs::path(a.plots_dir) / "validate.json").string();
@@ -229,7 +239,9 @@ void run_validate(const ValidateArgs& a) {
             << " (top " << std::min<std::size_t>(static_cast<std::size_t>(a.top), r.top.size()) << ", "
             << entries.size() - given.size() - std::min<std::size_t>(static_cast<std::size_t>(a.top), r.top.size())
             << " spread down the ranking, " << given.size() << " given), " << a.steps << " measured steps after "
-            << a.warmup << " warm-up each; runs in " << runs.string() << "\n"
+            << a.warmup << " warm-up each"
+            << (a.rounds > 1 ? ", " + std::to_string(a.rounds) + " rounds (forward, backward, ...)" : "")
+            << "; runs in " << runs.string() << "\n"
             << std::flush;
 
   // One testbed for every run: the same boundary, built and torn down once.
@@ -240,47 +252,65 @@ void run_validate(const ValidateArgs& a) {
     lo.slot = testbed->slot();
   }
   const auto start = std::chrono::steady_clock::now();
-  std::size_t failed = 0;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     Entry& e = entries[i];
     e.dir = runs / (std::to_string(i + 1) + "-" + (e.rank ? "rank" + std::to_string(*e.rank) : e.label));
     fs::create_directories(e.dir);
     write_json_file((e.dir / "layout.json").string(), to_json(e.layout));
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string eta =
-        i == 0 ? ""
-               : ", " + fmt("%.0f", elapsed) + " s elapsed, ETA " +
-                     fmt("%.0f", elapsed / static_cast<double>(i) * static_cast<double>(entries.size() - i)) + " s";
-    std::printf("  [%zu/%zu] %-6s %-40s predicted %s s%s\n", i + 1, entries.size(), e.label.c_str(),
-                explorer::describe_degrees(e.candidate).c_str(), seconds(e.predicted.step_time_s).c_str(), eta.c_str());
-    std::fflush(stdout);
-    lo.command = {"run",
-                  "--cluster",
-                  fs::absolute(a.cluster).string(),
-                  "--model",
-                  fs::absolute(a.model).string(),
-                  "--layout",
-                  (e.dir / "layout.json").string(),
-                  "--steps",
-                  std::to_string(a.steps),
-                  "--warmup",
-                  std::to_string(a.warmup),
-                  "--timeout",
-                  fmt("%g", a.timeout_s),
-                  "--json",
-                  (e.dir / "run.json").string(),
-                  "--trace",
-                  (e.dir / "trace").string()};
-    const launcher::LaunchPlan p = launcher::plan_launch(c, a.cluster, lo);
-    e.exit_code = run_quietly(p, e.dir / "run.log");
-    if (launcher::InterruptGuard::interrupted()) throw RunError("validate: interrupted");
-    if (ran(e)) {
-      read_run(e, e.dir / "run.json");
-    } else {
-      ++failed;
-      std::cout << "         failed (exit " << e.exit_code << "); the end of " << (e.dir / "run.log").string() << ":\n"
-                << tail_of(e.dir / "run.log", 5) << std::flush;
+  }
+  // Round r runs the layouts forward when r is even, backward when odd: a machine that drifts
+  // (the CPU testbed's timings do, by 10-30 % over minutes) weighs on every layout alike.
+  const std::size_t total = entries.size() * static_cast<std::size_t>(a.rounds);
+  std::size_t done = 0;
+  for (int round = 0; round < a.rounds; ++round)
+    for (std::size_t k = 0; k < entries.size(); ++k, ++done) {
+      const std::size_t i = round % 2 == 0 ? k : entries.size() - 1 - k;
+      Entry& e = entries[i];
+      if (round > 0 && !ran(e)) continue;  // failed once: not again
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string eta =
+          done == 0 ? ""
+                    : ", " + fmt("%.0f", elapsed) + " s elapsed, ETA " +
+                          fmt("%.0f", elapsed / static_cast<double>(done) * static_cast<double>(total - done)) + " s";
+      const std::string round_text = a.rounds > 1 ? fmt("round %.0f ", round + 1) : "";
+      std::printf("  [%zu/%zu] %s%-6s %-40s predicted %s s%s\n", done + 1, total, round_text.c_str(), e.label.c_str(),
+                  explorer::describe_degrees(e.candidate).c_str(), seconds(e.predicted.step_time_s).c_str(),
+                  eta.c_str());
+      std::fflush(stdout);
+      const std::string suffix = round == 0 ? "" : "-" + std::to_string(round + 1);
+      lo.command = {"run",
+                    "--cluster",
+                    fs::absolute(a.cluster).string(),
+                    "--model",
+                    fs::absolute(a.model).string(),
+                    "--layout",
+                    (e.dir / "layout.json").string(),
+                    "--steps",
+                    std::to_string(a.steps),
+                    "--warmup",
+                    std::to_string(a.warmup),
+                    "--timeout",
+                    fmt("%g", a.timeout_s),
+                    "--json",
+                    (e.dir / ("run" + suffix + ".json")).string()};
+      if (round == 0) lo.command.insert(lo.command.end(), {"--trace", (e.dir / "trace").string()});
+      const launcher::LaunchPlan p = launcher::plan_launch(c, a.cluster, lo);
+      const fs::path log = e.dir / ("run" + suffix + ".log");
+      e.exit_code = run_quietly(p, log);
+      if (launcher::InterruptGuard::interrupted()) throw RunError("validate: interrupted");
+      if (ran(e)) {
+        add_run(e, e.dir / ("run" + suffix + ".json"));
+      } else {
+        std::cout << "         failed (exit " << e.exit_code << "); the end of " << log.string() << ":\n"
+                  << tail_of(log, 5) << std::flush;
+      }
     }
+  std::size_t failed = 0;
+  for (Entry& e : entries) {
+    if (ran(e))
+      finish(e);
+    else
+      ++failed;
   }
   testbed.reset();
 
@@ -382,6 +412,7 @@ void run_validate(const ValidateArgs& a) {
                         {"technology", a.technology.empty() ? json(nullptr) : json(a.technology)},
                         {"steps", a.steps},
                         {"warmup", a.warmup},
+                        {"rounds", a.rounds},
                         {"top", a.top},
                         {"spread", a.spread}}},
                       {"feasible", r.top.size()},
@@ -436,6 +467,10 @@ void add_validate(CLI::App& app) {
   cmd->add_option("--layout", a->layouts, "Also run this layout file (repeatable)");
   cmd->add_option("--steps", a->steps, "Measured steps per layout")->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "Unmeasured steps before")->capture_default_str();
+  cmd->add_option("--rounds", a->rounds,
+                  "Run the list this many times, forward then backward alternately; the measured median is over "
+                  "every round's steps")
+      ->capture_default_str();
   cmd->add_option("--timeout", a->timeout_s, "Seconds without progress before a run's ranks exit 1")
       ->capture_default_str();
   cmd->add_option("--json", a->json_file, "Write the comparison as JSON (default with --plots: DIR/validate.json)");
