@@ -36,7 +36,7 @@ fi
 
 stage "3/7 calibrate: collectives on every link class, each layer op of both models, compute beside communication"
 build/sax launch --cluster "$C" --emulate "$emulate" -- \
-  calibrate --cluster "$C" --model "$GPT" --model "$MOE" --out "$report/calibration.json" 2>&1 |
+  calibrate --cluster "$C" --model "$GPT" --model "$MOE" -e 4M -n 10 --out "$report/calibration.json" 2>&1 |
   grep -E '^# (sax calibrate|[a-z_]+ +[a-z_]+ |gemm|memory|overlap|cross-building boundary|wrote)' | cut -c1-160
 
 stage "4/7 collectives across the boundary, with the calibration's alpha-beta lines"
@@ -55,12 +55,12 @@ done
 
 stage "6/7 validate: the explorer's top layouts, others spread down its ranking, and hand-picked ones, run and timed"
 build/sax validate --cluster "$C" --model "$GPT" --calibration "$report/calibration.json" --emulate "$emulate" \
-  --top 3 --spread 3 --steps "$steps" \
+  --top 3 --spread 2 --steps "$steps" \
   --layout configs/layouts/local-pp2-dp2.json --layout configs/layouts/local-pp2-dp2-interleaved.json \
   --layout configs/layouts/local-dp4-hierarchical.json \
   --json "$report/validate-gpt-tiny.json" --plots "$report/gpt-tiny" --runs "$report/runs-gpt-tiny"
 build/sax validate --cluster "$C" --model "$MOE" --calibration "$report/calibration.json" --emulate "$emulate" \
-  --top 2 --spread 2 --steps "$steps" --layout configs/layouts/local-moe-ep2.json \
+  --top 2 --spread 1 --steps "$steps" --layout configs/layouts/local-moe-ep2.json \
   --json "$report/validate-moe-tiny.json" --plots "$report/moe-tiny" --runs "$report/runs-moe-tiny"
 
 stage "7/7 the report"
