@@ -104,14 +104,20 @@ std::string tail_of(const fs::path& file, std::size_t lines) {
   return s;
 }
 
-// Adds one round's `sax run` JSON: its measured steps, and the mean over ranks of each part.
+// Adds one round's `sax run` JSON: its measured steps, and each part's mean over the ranks of the
+// stage the prediction's breakdown is of (its critical stage: the one whose step ends last), so
+// that a pipeline's parts are set beside the same stage's (every rank where no rank has it).
 void add_run(Entry& e, const fs::path& file) {
   const json r = load_json_file(file.string());
   for (const json& t : r.at("steps")) e.steps.push_back(t.get<double>());
-  const json& ranks = r.at("ranks");
+  std::vector<const json*> ranks;
+  for (const json& rank : r.at("ranks"))
+    if (rank.at("stage").get<std::int64_t>() == e.predicted.critical_stage) ranks.push_back(&rank);
+  if (ranks.empty())
+    for (const json& rank : r.at("ranks")) ranks.push_back(&rank);
   const auto n = static_cast<double>(ranks.size());
-  for (const json& rank : ranks) {
-    const json& b = rank.at("breakdown_s");
+  for (const json* rank : ranks) {
+    const json& b = rank->at("breakdown_s");
     for (std::size_t i = 0; i < v::kParts.size(); ++i) e.measured[i] += b.at(v::kParts[i]).get<double>() / n;
     e.other_s += b.at("other").get<double>() / n;
   }
@@ -347,15 +353,17 @@ void run_validate(const ValidateArgs& a) {
                 v::error_pct({e.predicted.step_time_s, e.median_s}), v::kParts[w], seconds(p[w]).c_str(),
                 seconds(e.measured[w]).c_str());
   }
-  // The breakdowns side by side, part by part (s; measured: the mean over ranks).
-  std::printf("\n  %-6s %-9s", "layout", "");
+  // The breakdowns side by side, part by part (s; measured: the mean over the ranks of the
+  // predicted critical stage).
+  std::printf("\n  %-8s %-9s", "layout", "");
   for (const char* part : v::kParts) std::printf(" %9s", part);
   std::printf(" %9s\n", "other");
   for (const Entry* e : measured) {
     const v::Parts p = v::predicted_parts(e->predicted);
-    std::printf("  %-6s %-9s", e->label.c_str(), "predicted");
+    std::printf("  %-8s %-9s", e->label.c_str(), "predicted");
     for (double x : p) std::printf(" %9.4f", x);
-    std::printf(" %9s\n  %-6s %-9s", "", "", "measured");
+    std::printf(" %9s\n  %-8s %-9s", "", fmt("stage %.0f", static_cast<double>(e->predicted.critical_stage)).c_str(),
+                "measured");
     for (double x : e->measured) std::printf(" %9.4f", x);
     std::printf(" %9.4f\n", e->other_s);
   }
@@ -382,6 +390,7 @@ void run_validate(const ValidateArgs& a) {
                  {{"step_time_s", e.predicted.step_time_s},
                   {"breakdown_s", parts_json(p)},
                   {"explorer", explorer::to_json(e.predicted)}}},
+                {"compared_stage", e.predicted.critical_stage},
                 {"exit_code", e.exit_code},
                 {"run_json", temporary ? json(nullptr) : json((e.dir / "run.json").string())},
                 {"trace_dir", temporary ? json(nullptr) : json((e.dir / "trace").string())}};
