@@ -734,14 +734,14 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
         return job.aggregate(t1->elapsed_us(*t0), RankAggregate::mean);
       };
       all_reduce().wait();  // warm the path
-      const double one_us = job.aggregate(timed([&] { r.run(); }), RankAggregate::max);
+      const double one_us = timed([&] { r.run(); });
       for (const std::string& key : overlap_keys) {
         if (done_keys.count(key)) continue;
         watchdog.progress(key);
         const double comm = timed([&] { all_reduce().wait(); });
-        // As many GEMMs as take about the all-reduce's time, the same count on every rank.
-        const int reps = static_cast<int>(
-            job.aggregate(std::clamp(std::round(comm / std::max(one_us, 1.0)), 1.0, 1000.0), RankAggregate::max));
+        // As many GEMMs as take about the all-reduce's time: the same count on every rank, as
+        // timed() gives every rank the same mean.
+        const int reps = static_cast<int>(std::clamp(std::round(comm / std::max(one_us, 1.0)), 1.0, 1000.0));
         const double alone = timed([&] {
           for (int i = 0; i < reps; ++i) r.run();
         });

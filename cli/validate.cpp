@@ -28,6 +28,7 @@
 #include "cli/launching.hpp"
 #include "cli/plots.hpp"
 #include "explorer/replay.hpp"
+#include "harness/stats.hpp"
 #include "spec/fields.hpp"
 
 namespace sax::cli {
@@ -57,11 +58,13 @@ struct Entry {
   Layout layout;
   explorer::Candidate candidate;
   explorer::Prediction predicted;
-  fs::path dir;  // layout.json, run.json, run.log, trace/
+  v::Parts predicted_parts{};  // the prediction's breakdown in the testbed's parts
+  fs::path dir;                // layout.json, run.json, run.log, trace/
   int exit_code = -1;
   double median_s = 0, min_s = 0, max_s = 0;  // over every measured step of every round
   v::Parts measured{};                        // the mean over rounds of the mean over ranks
   double other_s = 0;
+  std::size_t worst = 0;      // the part most off (an index into kParts), once measured
   std::vector<double> steps;  // each round's measured steps
   int rounds = 0;             // rounds that ran
 };
@@ -74,25 +77,23 @@ int run_quietly(const launcher::LaunchPlan& plan, const fs::path& log) {
   std::fflush(stderr);
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw RunError("validate: cannot write " + log.string());
-  const int out = ::dup(1), err = ::dup(2);
-  ::dup2(fd, 1);
-  ::dup2(fd, 2);
+  // This process's stdout and stderr go to the log while the command runs, and come back however
+  // it ends.
+  struct Redirect {
+    int out = ::dup(1), err = ::dup(2);
+    explicit Redirect(int to) {
+      ::dup2(to, 1);
+      ::dup2(to, 2);
+    }
+    ~Redirect() {
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      ::close(out);
+      ::close(err);
+    }
+  } redirect(fd);
   ::close(fd);
-  int rc = 0;
-  try {
-    rc = launcher::run_plan(plan);
-  } catch (...) {
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    ::close(out);
-    ::close(err);
-    throw;
-  }
-  ::dup2(out, 1);
-  ::dup2(err, 2);
-  ::close(out);
-  ::close(err);
-  return rc;
+  return launcher::run_plan(plan);
 }
 
 std::string tail_of(const fs::path& file, std::size_t lines) {
@@ -125,16 +126,15 @@ void add_run(Entry& e, const fs::path& file) {
 }
 
 // After the last round: the step's median, min and max over every step measured, each part's
-// mean over the rounds.
+// mean over the rounds, and the part most off.
 void finish(Entry& e) {
-  std::vector<double> t = e.steps;
-  std::sort(t.begin(), t.end());
-  const std::size_t n = t.size();
-  e.median_s = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-  e.min_s = t.front();
-  e.max_s = t.back();
+  e.median_s = harness::median(e.steps);
+  const auto [lo, hi] = std::minmax_element(e.steps.begin(), e.steps.end());
+  e.min_s = *lo;
+  e.max_s = *hi;
   for (double& x : e.measured) x /= e.rounds;
   e.other_s /= e.rounds;
+  e.worst = v::worst_part(e.predicted_parts, e.measured);
 }
 
 json parts_json(const v::Parts& p) {
@@ -162,15 +162,6 @@ void run_validate(const ValidateArgs& a) {
   if (!json_file.empty()) check_writable(json_file);
   const Cluster c = load_cluster(a.cluster);
   const Model m = load_model(a.model);
-  // The technology the boundary is emulated with: the ranking holds layouts priced on it alone.
-  int technology = -1;
-  if (!a.technology.empty()) {
-    const auto& ts = c.network_technologies;
-    const auto it = std::find_if(ts.begin(), ts.end(), [&](const auto& t) { return t.name == a.technology; });
-    if (it == ts.end())
-      throw UsageError("--technology: '" + a.technology + "' is not one of " + c.name + "'s network_technologies");
-    technology = static_cast<int>(it - ts.begin());
-  }
   std::vector<std::pair<std::string, Layout>> given;
   for (const std::string& f : a.layouts) {
     Layout l = load_layout(f);
@@ -185,6 +176,10 @@ void run_validate(const ValidateArgs& a) {
   launcher::LaunchOptions lo = launch_options(a.emulate, a.technology);
   lo.command = {"run", "--cluster", a.cluster};
   launcher::LaunchPlan plan = launcher::plan_launch(c, a.cluster, lo);
+  // The technology the boundary is emulated with (the plan knows it): the ranking holds layouts
+  // priced on it alone (the candidates' index into the list, −1 for the cluster's own link).
+  const NetworkTechnology* emulated = c.technology(a.technology);
+  const int technology = emulated ? static_cast<int>(emulated - c.network_technologies.data()) : -1;
 
   const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
   explorer::SearchOptions o;
@@ -215,7 +210,10 @@ void run_validate(const ValidateArgs& a) {
     throw UsageError("validate: " + std::to_string(entries.size()) + " layout(s) of " + m.name + " fit on " + c.name +
                      (a.technology.empty() ? "" : " with " + a.technology) + "; an order needs two");
   // Every layout run is predicted by the replay of its schedule, the explorer's finer figure.
-  for (Entry& e : entries) e.predicted = explorer::replayed(cm, e.candidate, cm.predict(e.layout));
+  for (Entry& e : entries) {
+    e.predicted = explorer::replayed(cm, e.candidate, cm.predict(e.layout));
+    e.predicted_parts = v::predicted_parts(e.predicted);
+  }
 
   // Where the runs go: --runs DIR kept, else a temporary folder removed at the end.
   fs::path runs = a.runs_dir;
@@ -329,12 +327,8 @@ void run_validate(const ValidateArgs& a) {
       measured.push_back(&e);
     }
   const double mape = v::mape_pct(outcomes), tau = v::kendall_tau(outcomes), regret = v::top1_regret_pct(outcomes);
-  const Entry* pick = nullptr;
-  const Entry* best = nullptr;
-  for (const Entry* e : measured) {
-    if (!pick || e->predicted.step_time_s < pick->predicted.step_time_s) pick = e;
-    if (!best || e->median_s < best->median_s) best = e;
-  }
+  const Entry* pick = measured.empty() ? nullptr : measured[v::predicted_fastest(outcomes)];
+  const Entry* best = measured.empty() ? nullptr : measured[v::measured_fastest(outcomes)];
 
   std::printf("\n  %-6s %-7s %-34s %-44s %10s %20s %8s  %s\n", "layout", "picked", "degrees", "options", "predicted",
               "measured (min-max)", "error", "part most off: predicted / measured");
@@ -346,8 +340,8 @@ void run_validate(const ValidateArgs& a) {
       std::printf("%20s\n", fmt("failed (exit %d)", e.exit_code).c_str());
       continue;
     }
-    const v::Parts p = v::predicted_parts(e.predicted);
-    const std::size_t w = v::worst_part(p, e.measured);
+    const v::Parts& p = e.predicted_parts;
+    const std::size_t w = e.worst;
     std::printf("%20s %+7.1f%%  %s %s / %s s\n",
                 (seconds(e.median_s) + " (" + seconds(e.min_s) + "-" + seconds(e.max_s) + ")").c_str(),
                 v::error_pct({e.predicted.step_time_s, e.median_s}), v::kParts[w], seconds(p[w]).c_str(),
@@ -359,9 +353,8 @@ void run_validate(const ValidateArgs& a) {
   for (const char* part : v::kParts) std::printf(" %9s", part);
   std::printf(" %9s\n", "other");
   for (const Entry* e : measured) {
-    const v::Parts p = v::predicted_parts(e->predicted);
     std::printf("  %-8s %-9s", e->label.c_str(), "predicted");
-    for (double x : p) std::printf(" %9.4f", x);
+    for (double x : e->predicted_parts) std::printf(" %9.4f", x);
     std::printf(" %9s\n  %-8s %-9s", "", fmt("stage %.0f", static_cast<double>(e->predicted.critical_stage)).c_str(),
                 "measured");
     for (double x : e->measured) std::printf(" %9.4f", x);
@@ -379,7 +372,7 @@ void run_validate(const ValidateArgs& a) {
     if (!a.calibration.empty()) provenance = load_json_file(a.calibration).value("provenance", json(nullptr));
     json layouts = json::array();
     for (const Entry& e : entries) {
-      const v::Parts p = v::predicted_parts(e.predicted);
+      const v::Parts& p = e.predicted_parts;
       json j = {{"label", e.label},
                 {"explorer_rank", e.rank ? json(*e.rank) : json(nullptr)},
                 {"picked", e.picked},
@@ -400,8 +393,8 @@ void run_validate(const ValidateArgs& a) {
         j["measured"] = {{"step_time_s", {{"median", e.median_s}, {"min", e.min_s}, {"max", e.max_s}}},
                          {"breakdown_s", mb}};
         j["error_pct"] = v::error_pct({e.predicted.step_time_s, e.median_s});
-        const std::size_t w = v::worst_part(p, e.measured);
-        j["worst_term"] = {{"term", v::kParts[w]}, {"predicted_s", p[w]}, {"measured_s", e.measured[w]}};
+        j["worst_term"] = {
+            {"term", v::kParts[e.worst]}, {"predicted_s", p[e.worst]}, {"measured_s", e.measured[e.worst]}};
       } else {
         j["measured"] = nullptr;
       }

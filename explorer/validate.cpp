@@ -68,13 +68,23 @@ double kendall_tau(const std::vector<Outcome>& outcomes) {
   return (concordant - discordant) / denominator;
 }
 
+std::size_t predicted_fastest(const std::vector<Outcome>& outcomes) {
+  return static_cast<std::size_t>(
+      std::min_element(outcomes.begin(), outcomes.end(),
+                       [](const Outcome& a, const Outcome& b) { return a.predicted_s < b.predicted_s; }) -
+      outcomes.begin());
+}
+
+std::size_t measured_fastest(const std::vector<Outcome>& outcomes) {
+  return static_cast<std::size_t>(
+      std::min_element(outcomes.begin(), outcomes.end(),
+                       [](const Outcome& a, const Outcome& b) { return a.measured_s < b.measured_s; }) -
+      outcomes.begin());
+}
+
 double top1_regret_pct(const std::vector<Outcome>& outcomes) {
   if (outcomes.empty()) return std::numeric_limits<double>::quiet_NaN();
-  const auto pick = std::min_element(outcomes.begin(), outcomes.end(),
-                                     [](const Outcome& a, const Outcome& b) { return a.predicted_s < b.predicted_s; });
-  const auto best = std::min_element(outcomes.begin(), outcomes.end(),
-                                     [](const Outcome& a, const Outcome& b) { return a.measured_s < b.measured_s; });
-  return 100 * (pick->measured_s / best->measured_s - 1);
+  return 100 * (outcomes[predicted_fastest(outcomes)].measured_s / outcomes[measured_fastest(outcomes)].measured_s - 1);
 }
 
 }  // namespace sax::explorer::validation

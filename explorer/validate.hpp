@@ -44,8 +44,12 @@ double mape_pct(const std::vector<Outcome>& outcomes);
 // alike, −1 when reversed; ties (equal predictions) count for neither. NaN with fewer than two
 // layouts or when one side is all ties.
 double kendall_tau(const std::vector<Outcome>& outcomes);
-// How much slower, in %, the layout predicted fastest ran than the fastest measured (0 when the
-// explorer's pick was the fastest; among equal predictions, the first listed).
+// The explorer's pick: the outcome predicted fastest (among equal predictions, the first listed);
+// and the fastest measured. Indices into `outcomes` (not empty).
+std::size_t predicted_fastest(const std::vector<Outcome>& outcomes);
+std::size_t measured_fastest(const std::vector<Outcome>& outcomes);
+// How much slower, in %, the explorer's pick ran than the fastest measured (0 when it was the
+// fastest).
 double top1_regret_pct(const std::vector<Outcome>& outcomes);
 
 }  // namespace sax::explorer::validation

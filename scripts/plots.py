@@ -117,37 +117,34 @@ class Reader:
             self.fail(key, "a field '" + str(key) + "'")
         return self.value[key]
 
-    def obj(self, key, optional=False):
+    def typed(self, key, optional, ok, expected):
+        """The value at key where ok(value) holds, else one error naming it; None when optional and absent."""
         v = self.get(key, optional)
         if v is None and optional:
             return None
-        if not isinstance(v, dict):
-            self.fail(key, "an object")
-        return Reader(v, self.file, self.at(key))
+        if not ok(v):
+            self.fail(key, expected)
+        return v
+
+    def obj(self, key, optional=False):
+        v = self.typed(key, optional, lambda x: isinstance(x, dict), "an object")
+        return None if v is None else Reader(v, self.file, self.at(key))
 
     def array(self, key):
-        v = self.get(key)
-        if not isinstance(v, list):
-            self.fail(key, "an array")
+        v = self.typed(key, False, lambda x: isinstance(x, list), "an array")
         return [Reader(x, self.file, f"{self.at(key)}/{i}") for i, x in enumerate(v)]
 
     def number(self, key, optional=False, minimum=None):
-        v = self.get(key, optional)
-        if v is None and optional:
+        v = self.typed(key, optional, lambda x: not isinstance(x, bool) and isinstance(x, (int, float))
+                       and math.isfinite(x), "a number")
+        if v is None:
             return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            self.fail(key, "a number")
         if minimum is not None and v < minimum:
             self.fail(key, f"a number >= {minimum}, got {v}")
         return float(v)
 
     def string(self, key, optional=False):
-        v = self.get(key, optional)
-        if v is None and optional:
-            return None
-        if not isinstance(v, str):
-            self.fail(key, "a string")
-        return v
+        return self.typed(key, optional, lambda x: isinstance(x, str), "a string")
 
 
 def read_breakdown(r, key):

@@ -45,6 +45,15 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 json sched(const char* pipeline, const char* dp_sync) { return {{"pipeline", pipeline}, {"dp_sync", dp_sync}}; }
 
+// TP2×DP2 with tp_comm_overlap (and the SP it needs): run, and run traced.
+json tp2_dp2_tp_comm_overlap() {
+  return {{"tensor_model_parallel_size", 2},
+          {"sequence_parallel", true},
+          {"tp_comm_overlap", true},
+          {"micro_batch_size", 2},
+          {"schedule", sched("1f1b", "blocking")}};
+}
+
 }  // namespace
 
 class RunLayouts : public ::testing::TestWithParam<Case> {};
@@ -115,14 +124,7 @@ INSTANTIATE_TEST_SUITE_P(
               {"schedule", sched("1f1b", "overlapped")}},
              ""},
         Case{"Tp2Pp2", "gpt-tiny.json", sax::test::preset("layouts/local-tp2-pp2.json"), ""},
-        Case{"Tp2Dp2TpCommOverlap",
-             "gpt-tiny.json",
-             {{"tensor_model_parallel_size", 2},
-              {"sequence_parallel", true},
-              {"tp_comm_overlap", true},
-              {"micro_batch_size", 2},
-              {"schedule", sched("1f1b", "blocking")}},
-             ""},
+        Case{"Tp2Dp2TpCommOverlap", "gpt-tiny.json", tp2_dp2_tp_comm_overlap(), ""},
         Case{"Pp4OneFOneB",
              "gpt-tiny.json",
              {{"pipeline_model_parallel_size", 4}, {"micro_batch_size", 2}, {"schedule", sched("1f1b", "blocking")}},
@@ -269,14 +271,7 @@ INSTANTIATE_TEST_SUITE_P(Traced, TracedLayouts,
                                                 "gpt-tiny.json",
                                                 {{"micro_batch_size", 2}, {"schedule", sched("1f1b", "overlapped")}},
                                                 ""},
-                                           Case{"Tp2Dp2TpCommOverlap",
-                                                "gpt-tiny.json",
-                                                {{"tensor_model_parallel_size", 2},
-                                                 {"sequence_parallel", true},
-                                                 {"tp_comm_overlap", true},
-                                                 {"micro_batch_size", 2},
-                                                 {"schedule", sched("1f1b", "blocking")}},
-                                                ""}),
+                                           Case{"Tp2Dp2TpCommOverlap", "gpt-tiny.json", tp2_dp2_tp_comm_overlap(), ""}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TraceSummary, ATraceWithoutStepsIsRefusedWithOneLine) {
