@@ -70,12 +70,14 @@ TrafficUnits traffic_units(const ModelConsts& c, const Candidate& cand, const Mi
   return u;
 }
 
-StageTraffic stage_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& cand, const StageLayers& st) {
-  StageTraffic t;
+namespace {
+Amount times(const Traffic& unit, double n) { return Amount{unit.count * n, unit.bytes * n}; }
+}  // namespace
+
+void pipeline_traffic(const TrafficUnits& u, const Candidate& cand, const StageLayers& st, StageTraffic& t) {
   const double L = static_cast<double>(st.layers()), moe = static_cast<double>(st.moe);
   const bool full = cand.recompute == Recompute::full;
   const double passes = full ? 3.0 : 2.0;  // forward, backward, recomputed forward
-  auto times = [](const Traffic& unit, double n) { return Amount{unit.count * n, unit.bytes * n}; };
   // TP: two per layer and pass (attention and MLP); the embedding adds one reduce-scatter (SP) or
   // all-reduce, the output layer an all-gather and a reduce-scatter (SP) or one all-reduce. With
   // SP the backward all-gathers the input of each column-parallel linear again for its weight
@@ -107,8 +109,13 @@ StageTraffic stage_traffic(const TrafficUnits& u, const ModelConsts& c, const Ca
   if (cand.pp > 1) {
     // Activations to the next virtual stage, gradients to the previous one.
     t.pp = times(u.pp, static_cast<double>((cand.vpp - (st.last ? 1 : 0)) + (cand.vpp - (st.first ? 1 : 0))));
-    if (st.first || st.last) t.embedding = times(u.embedding, 1);
   }
+}
+
+void sync_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& cand, const StageLayers& st,
+                  StageTraffic& t) {
+  const double L = static_cast<double>(st.layers()), moe = static_cast<double>(st.moe);
+  if (cand.pp > 1 && (st.first || st.last)) t.embedding = times(u.embedding, 1);
   // DP: overlapped, one message per layer and group (an MoE layer's non-expert parameters over
   // DP×CP), the embedding/output parameters one more; otherwise one per group. Bytes scale with
   // the parameters held; none when a stage holds none of a group's parameters.
@@ -124,6 +131,12 @@ StageTraffic stage_traffic(const TrafficUnits& u, const ModelConsts& c, const Ca
   };
   sync(t.dp_grad, u.dense_grad, u.expert_grad, dense_n, p.dense, expert_n, p.expert);
   sync(t.dp_gather, u.dense_gather, u.expert_gather, dense_n, p.dense, expert_n, p.expert);
+}
+
+StageTraffic stage_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& cand, const StageLayers& st) {
+  StageTraffic t;
+  pipeline_traffic(u, cand, st, t);
+  sync_traffic(u, c, cand, st, t);
   return t;
 }
 

@@ -88,6 +88,14 @@ struct StageTraffic {
 
 StageTraffic stage_traffic(const TrafficUnits& units, const ModelConsts& c, const Candidate& cand,
                            const StageLayers& st);
+// stage_traffic in its two parts, into `t`: what runs in each micro-batch (TP, CP, EP and PP),
+// which depends on recompute but not on the DP sync; and what runs after the pipeline (the DP
+// sync, the tied embedding's all-reduce, the parameters held), which depends on the DP sync but
+// not on recompute or the schedule. The cost model works the second out once for candidates that
+// differ in those only.
+void pipeline_traffic(const TrafficUnits& units, const Candidate& cand, const StageLayers& st, StageTraffic& t);
+void sync_traffic(const TrafficUnits& units, const ModelConsts& c, const Candidate& cand, const StageLayers& st,
+                  StageTraffic& t);
 
 struct StepTotals {
   double forward_flops = 0, backward_flops = 0, recompute_flops = 0;  // compute ops, summed over the step

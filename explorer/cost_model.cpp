@@ -585,17 +585,18 @@ std::array<Prediction, 2> CostModel::evaluate_tp_overlap(const Candidate& cand, 
   return r;
 }
 
-void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& r) const {
-  time(cand, split, priced, &r, 1);
+void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& r,
+                     TailMemo* memo, std::uint64_t tag) const {
+  time(cand, split, priced, &r, 1, memo, tag);
 }
 
 void CostModel::time_tp_overlap(const Candidate& cand, const PipelineSplit& split, const Priced& priced,
-                                std::array<Prediction, 2>& out) const {
-  time(cand, split, priced, out.data(), 2);
+                                std::array<Prediction, 2>& out, TailMemo* memo, std::uint64_t tag) const {
+  time(cand, split, priced, out.data(), 2, memo, tag);
 }
 
 void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction* out,
-                     int variants) const {
+                     int variants, TailMemo* memo, std::uint64_t tag) const {
   Prediction& r = out[0];
   const std::int64_t m = r.num_microbatches;
   const double md = static_cast<double>(m);
@@ -610,10 +611,13 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
   std::array<terms::Microbatch, 2> crit{};
   std::array<double, 2> t_mb = {-1, -1};
   std::array<std::int64_t, 2> critical_stage{};
+  const bool have_tail = memo != nullptr && tag != 0 && memo->tag == tag;
   terms::Tail tail_worst;
   double tail_s = -1;
+  if (have_tail) tail_worst = memo->worst, tail_s = memo->total_s, r.dp_algorithm = memo->dp_algorithm;
   for (const StageLayers& st : split.kinds) {
-    const StageTraffic tr = stage_traffic(units, c_, cand, st);
+    StageTraffic tr;
+    pipeline_traffic(units, cand, st, tr);
     // Two variants differ in their TP time alone: the first with tp_comm_overlap off, the second
     // on (with SP, which it needs).
     terms::Microbatch mb = microbatch(cand, st, tr, times, price);
@@ -628,6 +632,8 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
         critical_stage[i] = st.stage;
       }
     }
+    if (have_tail) continue;
+    sync_traffic(units, c_, cand, st, tr);
     const terms::Tail t = tail(cand, st, tr, times, price);
     if (t.total() > tail_s) {
       tail_s = t.total();
@@ -635,6 +641,7 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
       if (price.dp_tuned) r.dp_algorithm = dp_algorithm(tr, price);
     }
   }
+  if (memo != nullptr && tag != 0 && !have_tail) *memo = {tag, tail_worst, tail_s, r.dp_algorithm};
   r.bubble_fraction = bubble_fraction(cand.pipeline, cand.pp, cand.vpp, m);
   if (variants == 2) out[1] = r;
   for (int k = 0; k < variants; ++k) {

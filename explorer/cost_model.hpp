@@ -348,11 +348,23 @@ class CostModel {
   // evaluate in its two parts: the memory of the fullest stage (and whether it fits), which
   // depends on neither the DP sync nor the technology; then the time, into the same prediction.
   Prediction fit(const Candidate& cand, const PipelineSplit& split) const;
-  void time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& prediction) const;
+  // What time() works out after the pipeline: the slowest stage's tail and the DP sync's
+  // algorithm. It depends on neither recompute nor the schedule (but zero bubble's layer times),
+  // so a caller that times candidates differing only in those keeps it: `tag` names what it was
+  // worked out for (the caller's choice of a number; 0, nothing), and time() given a memo with
+  // the tag it passes takes the tail from it, otherwise works it out and keeps it there.
+  struct TailMemo {
+    std::uint64_t tag = 0;
+    terms::Tail worst;
+    double total_s = 0;
+    CollAlgorithm dp_algorithm = CollAlgorithm::ring;
+  };
+  void time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& prediction,
+            TailMemo* memo = nullptr, std::uint64_t tag = 0) const;
   // time() of the candidate (with SP) with tp_comm_overlap off and on, into `out` (out[0] holding
   // the candidate's fit()): they differ in the TP time alone, the rest is worked out once.
   void time_tp_overlap(const Candidate& cand, const PipelineSplit& split, const Priced& priced,
-                       std::array<Prediction, 2>& out) const;
+                       std::array<Prediction, 2>& out, TailMemo* memo = nullptr, std::uint64_t tag = 0) const;
   // The terms of one stage, for a candidate (what evaluate combines).
   terms::Microbatch microbatch(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
                                const terms::LayerTimes& times, const Prices& prices) const;
@@ -387,8 +399,8 @@ class CostModel {
 
  private:
   // time() of `variants` predictions: 1, `cand` as it is; 2, `cand` with tp_comm_overlap off and on.
-  void time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction* out,
-            int variants) const;
+  void time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction* out, int variants,
+            TailMemo* memo, std::uint64_t tag) const;
   // The TP time of microbatch(): every message whole, and what tp_comm_overlap changes in it (the
   // overlapped messages' time behind their GEMMs instead of whole; with SP).
   static double tp_blocking_time(const StageTraffic& traffic, const Prices& prices);

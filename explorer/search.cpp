@@ -186,6 +186,9 @@ struct Visit {
   // recompute, the schedule, the virtual stages or tp_comm_overlap only); slot < slots(techs).
   std::uint64_t base;
   std::size_t slot;
+  // Those with the same base, slot and `tail` also have the same tail after the pipeline (they
+  // differ in recompute, in 1F1B against GPipe, or in tp_comm_overlap only): CostModel::TailMemo.
+  std::uint64_t tail;
   // The first of candidates that differ in the DP sync, the technology and tp_comm_overlap only
   // (memory is theirs alike).
   bool first_of_memory_group;
@@ -209,7 +212,7 @@ template <typename Fn>
 void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const std::vector<int>& techs, Counters& n,
                         Fn&& fn) {
   const std::int64_t E = m.num_experts, world = cl.world_size();
-  static thread_local std::uint64_t next_base = 0;
+  static thread_local std::uint64_t next_base = 0, next_tail = 0;
   std::vector<std::array<Dim, 5>> orders;
   for (std::int64_t ep = 1; ep <= std::max<std::int64_t>(E, 1); ++ep) {
     if ((E == 0 && ep > 1) || (E > 0 && E % ep) || s.dp % ep) continue;
@@ -229,6 +232,8 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
           for (std::size_t vi = s.same_flat ? 1 : 0; vi <= s.vpps.size(); ++vi) {
             const std::int64_t vpp = vi == 0 ? 1 : s.vpps[vi - 1];
             const PipelineSplit& split = vi == 0 ? s.split : s.vsplits[vi - 1];
+            // The split and whether zero bubble's layer times apply decide the tail (Visit::tail).
+            const std::uint64_t tail_plain = ++next_tail, tail_zb = ++next_tail;
             for (PipelineSchedule sched : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe,
                                            PipelineSchedule::zero_bubble, PipelineSchedule::interleaved}) {
               if ((vpp > 1) != (sched == PipelineSchedule::interleaved)) continue;
@@ -245,7 +250,7 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
               // choose (recompute, distributed optimizer, DP sync, technology): judged once here,
               // counted for every candidate it decides.
               const bool ok = divisible(cand, m, world);
-              Visit visit{&pl, base, 0, false};
+              Visit visit{&pl, base, 0, sched == PipelineSchedule::zero_bubble ? tail_zb : tail_plain, false};
               for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
                 for (int dist = 0; dist <= (s.dp * s.cp > 1 ? 1 : 0); ++dist) {
                   visit.first_of_memory_group = true;
@@ -334,6 +339,7 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
     // What candidates share (Visit): the prices of their traffic, and whether their memory fits.
     std::vector<CostModel::Priced> priced(slots(techs));
     std::vector<std::uint64_t> priced_base(priced.size(), ~std::uint64_t{0});
+    std::vector<CostModel::TailMemo> tails(priced.size());
     Prediction memory, one;
     // A candidate with SP comes with tp_comm_overlap off and, in the very next call, on (the
     // innermost loop of for_each_candidate): the first's time prices both, the second takes it.
@@ -358,13 +364,13 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
                            const Prediction* p = &pair[1];
                            if (!second && cand.sequence_parallel() && !cand.tp_comm_overlap) {
                              pair[0] = memory;
-                             cm.time_tp_overlap(cand, split, priced[v.slot], pair);
+                             cm.time_tp_overlap(cand, split, priced[v.slot], pair, &tails[v.slot], v.tail);
                              twin = Twin::of(cand, v);
                              have_twin = true;
                              p = &pair[0];
                            } else if (!second) {
                              one = memory;
-                             cm.time(cand, split, priced[v.slot], one);
+                             cm.time(cand, split, priced[v.slot], one, &tails[v.slot], v.tail);
                              p = &one;
                            }
                            ++n.feasible;
