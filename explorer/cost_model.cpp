@@ -615,17 +615,36 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
   terms::Tail tail_worst;
   double tail_s = -1;
   if (have_tail) tail_worst = memo->worst, tail_s = memo->total_s, r.dp_algorithm = memo->dp_algorithm;
-  for (const StageLayers& st : split.kinds) {
+  // The micro-batch terms of a candidate without full recompute, where the memo has them for the
+  // same tag, variants and tp_comm_overlap (its pipeline_tag says so), but for the recompute term.
+  const bool keep_pipeline =
+      memo != nullptr && tag != 0 && cand.recompute != Recompute::full && split.kinds.size() <= TailMemo::kStages;
+  const std::uint64_t pipeline_tag =
+      keep_pipeline ? tag * 8 + static_cast<std::uint64_t>(variants) * 2 + (cand.tp_comm_overlap ? 1 : 0) : 0;
+  const bool have_pipeline = keep_pipeline && memo->pipeline_tag == pipeline_tag;
+  if (keep_pipeline && !have_pipeline) memo->pipeline_tag = pipeline_tag, memo->stages = split.kinds.size();
+  for (std::size_t s = 0; s < split.kinds.size(); ++s) {
+    const StageLayers& st = split.kinds[s];
     StageTraffic tr;
-    pipeline_traffic(units, cand, st, tr);
     // Two variants differ in their TP time alone: the first with tp_comm_overlap off, the second
     // on (with SP, which it needs).
-    terms::Microbatch mb = microbatch(cand, st, tr, times, price);
-    double blocking = mb.tp;
-    if (variants == 2 && cand.tp_overlap()) mb.tp = blocking = tp_blocking_time(tr, price);
+    terms::Microbatch mb;
+    double twin_tp = 0;
+    if (have_pipeline) {
+      mb = memo->microbatch[s];
+      mb.recompute = times.recompute(st, cand.recompute);
+      twin_tp = memo->twin_tp[s];
+    } else {
+      pipeline_traffic(units, cand, st, tr);
+      mb = microbatch(cand, st, tr, times, price);
+      if (variants == 2 && cand.tp_overlap()) mb.tp = tp_blocking_time(tr, price);
+      twin_tp =
+          variants == 2 && cand.sequence_parallel() ? mb.tp + tp_overlap_change(cand, st, tr, times, price) : mb.tp;
+      if (keep_pipeline) memo->microbatch[s] = mb, memo->twin_tp[s] = twin_tp;
+    }
     for (int k = 0; k < variants; ++k) {
       const auto i = static_cast<std::size_t>(k);
-      if (k == 1 && cand.sequence_parallel()) mb.tp = blocking + tp_overlap_change(cand, st, tr, times, price);
+      if (k == 1) mb.tp = twin_tp;
       if (mb.total() > t_mb[i]) {
         t_mb[i] = mb.total();
         crit[i] = mb;
@@ -641,7 +660,8 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
       if (price.dp_tuned) r.dp_algorithm = dp_algorithm(tr, price);
     }
   }
-  if (memo != nullptr && tag != 0 && !have_tail) *memo = {tag, tail_worst, tail_s, r.dp_algorithm};
+  if (memo != nullptr && tag != 0 && !have_tail)
+    memo->tag = tag, memo->worst = tail_worst, memo->total_s = tail_s, memo->dp_algorithm = r.dp_algorithm;
   r.bubble_fraction = bubble_fraction(cand.pipeline, cand.pp, cand.vpp, m);
   if (variants == 2) out[1] = r;
   for (int k = 0; k < variants; ++k) {

@@ -353,11 +353,20 @@ class CostModel {
   // so a caller that times candidates differing only in those keeps it: `tag` names what it was
   // worked out for (the caller's choice of a number; 0, nothing), and time() given a memo with
   // the tag it passes takes the tail from it, otherwise works it out and keeps it there.
+  // Without full recompute, a stage's micro-batch terms differ between no and selective
+  // recompute in the recompute term alone: the memo also keeps each stage's (`stages` of them,
+  // up to kStages, with the TP time of the tp_comm_overlap twin) under `pipeline_tag`.
   struct TailMemo {
+    static constexpr std::size_t kStages = 8;
     std::uint64_t tag = 0;
     terms::Tail worst;
     double total_s = 0;
     CollAlgorithm dp_algorithm = CollAlgorithm::ring;
+    std::uint64_t pipeline_tag = 0;
+    int variants = 0;
+    std::size_t stages = 0;
+    std::array<terms::Microbatch, kStages> microbatch;
+    std::array<double, kStages> twin_tp;
   };
   void time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& prediction,
             TailMemo* memo = nullptr, std::uint64_t tag = 0) const;

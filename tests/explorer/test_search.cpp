@@ -222,6 +222,14 @@ TEST(Search, SharingWorkGivesWhatEvaluatingEachCandidateAloneGives) {
       ASSERT_DOUBLE_EQ(p.step_time_s, k.prediction.step_time_s) << md << " " << describe_degrees(k.candidate);
       ASSERT_DOUBLE_EQ(p.memory_gib, k.prediction.memory_gib) << md;
       ASSERT_EQ(p.dp_algorithm, k.prediction.dp_algorithm) << md;
+      // Term by term too: the memo of the tail and of the micro-batch terms changes no term.
+      ASSERT_EQ(p.critical_stage, k.prediction.critical_stage) << md;
+      ASSERT_DOUBLE_EQ(p.breakdown.compute_s, k.prediction.breakdown.compute_s) << md;
+      ASSERT_DOUBLE_EQ(p.breakdown.recompute_s, k.prediction.breakdown.recompute_s) << md;
+      ASSERT_DOUBLE_EQ(p.breakdown.bubble_s, k.prediction.breakdown.bubble_s) << md;
+      ASSERT_DOUBLE_EQ(p.breakdown.optimizer_s, k.prediction.breakdown.optimizer_s) << md;
+      for (int d = 0; d < 5; ++d)
+        ASSERT_DOUBLE_EQ(p.breakdown.exposed_comm_s[d], k.prediction.breakdown.exposed_comm_s[d]) << md << " dim " << d;
     }
   }
 }
