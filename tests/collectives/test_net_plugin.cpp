@@ -174,7 +174,7 @@ TEST(NetPluginBoundary, MessagesWithinABuildingAreNotHeld) {
   EXPECT_LT(median(us), 0.1 * kLatencyUs);
   const double gbps = throughput_gbps({{&sender, &receiver}}, {c}, 4, 4 * kMiB);
   std::printf("4 x 4 MiB within a building: %.2f GB/s\n", gbps);
-  EXPECT_GT(gbps, 2 * kBandwidthGbps);  // the fake's copying speed: a held stream gets at most 1×
+  EXPECT_GT(gbps, 1.2 * kBandwidthGbps);  // a held stream never beats the link; this is the fake's copying
   close(sender, receiver, c);
 }
 
@@ -348,6 +348,18 @@ TEST(NetPluginSocket, TheBoundaryHoldsOverLoopbackToo) {
   EXPECT_LE(median(us), expected_us * 1.05 + 200);
   EXPECT_LE(gbps, kBandwidthGbps * 1.001);
   EXPECT_GE(gbps, kBandwidthGbps * 0.95);
+  close(sender, receiver, c);
+}
+
+// What one connection of the socket transport carries on loopback without a boundary, one
+// thread driving both ends: the ceiling on the links the plugin can emulate faithfully here.
+TEST(NetPluginSocket, PassesThroughWellAboveTheEmulatedLink) {
+  Boundary sender(std::make_unique<SocketTransport>(pick_interface("lo")), BoundaryConfig{});
+  Boundary receiver(std::make_unique<SocketTransport>(pick_interface("lo")), BoundaryConfig{});
+  const Connection c = connect(sender, receiver);
+  const double gbps = throughput_gbps({{&sender, &receiver}}, {c}, 16, 4 * kMiB);
+  std::printf("over loopback sockets without a boundary: 16 x 4 MiB %.2f GB/s\n", gbps);
+  EXPECT_GT(gbps, 4 * kBandwidthGbps);
   close(sender, receiver, c);
 }
 
