@@ -13,9 +13,6 @@ namespace {
 constexpr std::uint32_t kMagic = 0x5341'584e;  // "SAXN"
 constexpr std::uint32_t kVersion = 1;          // of the handle and the hello
 
-// The handle NCCL copies from the listener to the connector.
-struct BoundaryHandle;
-
 // A connect in progress: the inner connection, then the hello on it.
 struct Connecting {
   Comm* inner = nullptr;
@@ -27,6 +24,7 @@ struct Connecting {
 };
 using Hello = Connecting::Hello;
 
+// The handle NCCL copies from the listener to the connector.
 struct BoundaryHandle {
   std::uint32_t magic;
   std::uint32_t version;
