@@ -5,13 +5,7 @@
 // and latency steps × α from spec/collective.hpp's ring_algorithm (S is nccl-tests' size). A ring
 // crossing the boundary is as slow as that link, so every op on a wrapped communicator is paced.
 //
-// Pacing (LinkPacer): a device sends at most link.bandwidth_gbps; the boundary of a building
-// carries C = devices × bandwidth / oversubscription. Each rank keeps its device's "free at" time;
-// each building's egress "free at" time lives in a POSIX shared-memory segment ("/sax-<key>-<uid>",
-// one atomic slot per building, reserved by compare-and-swap, CLOCK_MONOTONIC nanoseconds), so
-// one flow alone gets the device's rate and devices sending at once share C. The segment is
-// per host: ranks on different hosts pace their building's link separately. The last user on a
-// host unlinks it; a stale one (a crashed job) only holds times in the past, which change nothing.
+// Pacing: LinkPacer (collectives/link_pacer.hpp), shared with the NCCL net plugin.
 //
 // Completion: a blocking or enqueued collective returns at its finish time (an enqueued one is
 // held on the host, so work the caller orders after it on the stream, such as a timing event,
@@ -36,53 +30,10 @@
 #include <vector>
 
 #include "collectives/communicator.hpp"
+#include "collectives/link_pacer.hpp"
 #include "spec/cluster.hpp"
 
 namespace sax::coll {
-
-struct LinkEmulation {
-  Link link;                    // the cross-building link: cluster.cross_building_link(technology)
-  int devices_in_building = 1;  // devices sharing one building's boundary
-  std::string pacing_key;       // names the shared pacing state (cluster, technology, job)
-  double nic_gbps = 0;          // a device's NIC (intra_building link), which also bounds it; 0: none
-};
-
-// CLOCK_MONOTONIC in nanoseconds, and an absolute sleep on it.
-std::int64_t monotonic_ns();
-void sleep_until_ns(std::int64_t deadline_ns);
-
-// One rank's pacing of its building's egress link. Not thread-safe (one per rank; the shared
-// slots are atomic). Throws RunError when the segment cannot be made, UsageError for a building
-// beyond kMaxBuildings or a link without bandwidth.
-class LinkPacer {
- public:
-  static constexpr int kMaxBuildings = 510;  // slots in one 4 KiB page
-  LinkPacer(const LinkEmulation& emulation, int building);
-  ~LinkPacer();
-  LinkPacer(const LinkPacer&) = delete;
-  LinkPacer& operator=(const LinkPacer&) = delete;
-
-  // Reserves this device and its building's link for `wire_bytes` posted at `now_ns`; returns
-  // the finish time: both free again, plus `latency_steps` × α.
-  std::int64_t reserve(double wire_bytes, double latency_steps, std::int64_t now_ns);
-  std::int64_t reserve(double wire_bytes, double latency_steps) {
-    return reserve(wire_bytes, latency_steps, monotonic_ns());
-  }
-  const std::string& segment_name() const { return name_; }
-
- private:
-  struct Segment {  // zero-filled by ftruncate; every field accessed through std::atomic_ref
-    std::int64_t users;
-    std::int64_t link_free[kMaxBuildings];
-  };
-  Link link_;
-  double capacity_gbps_;  // C: the building's boundary, GB/s = bytes per ns
-  double device_gbps_;    // a device alone: the link, or its NIC where slower
-  std::int64_t device_free_ = 0;
-  std::string name_;
-  Segment* segment_ = nullptr;
-  std::int64_t* slot_ = nullptr;
-};
 
 // Whether `members` (world ranks) sit in more than one building: the groups the factory wraps.
 bool crosses_buildings(const Cluster& cluster, const std::vector<std::int64_t>& members);
