@@ -1,4 +1,4 @@
-// `sax launch --cluster C [--emulate auto|netns|software|none] [--technology NAME] [--dry-run] --
+// `sax launch --cluster C [--emulate auto|netns|software|plugin|none] [--technology NAME] [--dry-run] --
 // <sax command …>`: places the cluster's ranks, builds the emulated building boundary (netns:
 // namespaces, shaped links, delay helpers; torn down afterwards whatever happens) and starts the
 // command on them (mpirun, or srun in a Slurm allocation), or with --dry-run prints the plan and
@@ -46,6 +46,8 @@ launcher::LaunchOptions launch_options(const std::string& emulate, const std::st
   o.sax_binary = self_path();
   o.linkdelay = o.sax_binary.substr(0, o.sax_binary.rfind('/') + 1) + "sax-linkdelay";
   o.slot = std::max(0, launcher::netns_free_slot());
+  o.nccl_net_plugin = o.sax_binary.substr(0, o.sax_binary.rfind('/') + 1) + launcher::nccl_plugin::kLibrary;
+  o.job = ::getpid();
   return o;
 }
 
@@ -56,7 +58,8 @@ void add_launch(CLI::App& app) {
   cmd->add_option("--cluster", a->cluster, "Cluster file (ranks, buildings, links)")->required();
   cmd->add_option("--emulate", a->emulate,
                   "Building boundary: netns (kernel shaping on one host), software (the link emulator in the "
-                  "communicators), none; auto = netns where permitted, else none")
+                  "communicators), plugin (NCCL's net plugin, libnccl-net-sax.so), none; auto = netns where "
+                  "permitted, else none")
       ->capture_default_str();
   cmd->add_option("--technology", a->technology, "One of the cluster's network_technologies for the boundary");
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan and the exact command; run nothing");

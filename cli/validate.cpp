@@ -1,4 +1,4 @@
-// `sax validate --cluster C --model M [--calibration K] [--emulate auto|netns|software|none]
+// `sax validate --cluster C --model M [--calibration K] [--emulate auto|netns|software|plugin|none]
 // [--technology T] [--top N] [--spread S] [--layout L ...] [--steps N] [--warmup W] [--rounds R] [--json FILE]
 // [--plots DIR] [--runs DIR]`: the loop closed. The explorer ranks every feasible layout on the
 // boundary the testbed emulates; the best N and S others spread down the ranking (and any layout

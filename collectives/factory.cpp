@@ -46,8 +46,7 @@ class Factory final : public CommunicatorFactory {
     if (key_.empty()) {  // on every rank, before any returns
       std::int64_t job = getpid();
       SAX_MPI_CHECK(MPI_Bcast(&job, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
-      key_ =
-          c.name + "-" + (emulation_->technology.empty() ? "own" : emulation_->technology) + "-" + std::to_string(job);
+      key_ = boundary_pacing_key(c, emulation_->technology, job);
     }
     if (!crosses_buildings(c, g.members)) return;
     // On MPI the emulator posts held sends from a thread of its own.
@@ -56,9 +55,8 @@ class Factory final : public CommunicatorFactory {
     if (backend_ == Backend::cpu && level < MPI_THREAD_MULTIPLE)
       throw RunError("software link emulation on MPI needs MPI_THREAD_MULTIPLE; this MPI library provides less");
     const int building = c.place(rank).building;
-    const LinkEmulation e{c.cross_building_link(emulation_->technology),
-                          static_cast<int>(c.buildings[static_cast<std::size_t>(building)].nodes * c.devices_per_node),
-                          key_, c.intra_building.bandwidth_gbps};
+    const BuildingBoundary b = c.boundary(building, emulation_->technology);
+    const LinkEmulation e{b.link, b.devices_in_building, key_, b.nic_gbps};
     g.comm = emulate_link(std::move(g.comm), e, building);
   }
 

@@ -260,15 +260,23 @@ std::string Job::thread_level() const {
 }
 
 // The CUDA device and NCCL are built together (SAX_HAVE_CUDA): a device means both are there.
+// NCCL's net plugin sees NCCL's traffic only: an MPI run under it would cross an unshaped boundary
+// and still record "plugin".
 Backend Job::choose_backend(const std::string& requested) const {
-  if (requested.empty()) return cuda_.count > 0 ? Backend::cuda : Backend::cpu;
-  const std::optional<Backend> b = parse_backend(requested);
-  if (!b) throw UsageError("--backend: expected cpu or cuda, got '" + requested + "'");
-  if (*b == Backend::cuda) {
-    if (!cuda_.compiled) throw UsageError("--backend cuda: this sax was built without CUDA");
-    if (cuda_.count == 0)
-      throw UsageError("--backend cuda: " + (cuda_.reason.empty() ? std::string("no CUDA device") : cuda_.reason));
+  std::optional<Backend> b = cuda_.count > 0 ? Backend::cuda : Backend::cpu;
+  if (!requested.empty()) {
+    b = parse_backend(requested);
+    if (!b) throw UsageError("--backend: expected cpu or cuda, got '" + requested + "'");
+    if (*b == Backend::cuda) {
+      if (!cuda_.compiled) throw UsageError("--backend cuda: this sax was built without CUDA");
+      if (cuda_.count == 0)
+        throw UsageError("--backend cuda: " + (cuda_.reason.empty() ? std::string("no CUDA device") : cuda_.reason));
+    }
   }
+  if (*b == Backend::cpu && emulation_record()["emulation"] == "plugin")
+    throw UsageError(
+        "--emulate plugin shapes NCCL traffic only and this run's backend is cpu (MPI): use --emulate "
+        "netns or software, or --backend cuda");
   return *b;
 }
 

@@ -98,7 +98,8 @@ class Job {
   std::string thread_level() const;  // single | funneled | serialized | multiple
 
   // The backend: `requested` ("" = cuda where a CUDA device is present, cpu otherwise). A request
-  // for cuda that this build or machine cannot serve is a UsageError saying why.
+  // for cuda that this build or machine cannot serve is a UsageError saying why, and so is cpu under
+  // SAX_EMULATION=plugin (the NCCL net plugin shapes NCCL only).
   Backend choose_backend(const std::string& requested) const;
   // The device this rank computes on (CUDA: by its rank among the ranks on its node) and the
   // communicator factory on it (NCCL on the device's communication stream). Under
@@ -115,7 +116,7 @@ class Job {
 };
 
 // Which building-boundary emulation the job runs under, as `sax launch` tells its ranks
-// (SAX_EMULATION, SAX_TECHNOLOGY): {"emulation": "none"|"netns"|"software", "technology": name or
+// (SAX_EMULATION, SAX_TECHNOLOGY): {"emulation": "none"|"netns"|"software"|"plugin", "technology": name or
 // null}. Started without `sax launch`: "none". Every result records it (launcher/launch.hpp).
 nlohmann::json emulation_record();
 std::string emulation_text();  // "none", or e.g. "netns, technology gbe-5", for header lines

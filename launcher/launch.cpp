@@ -18,18 +18,6 @@ extern char** environ;
 
 namespace sax::launcher {
 
-const char* to_string(Emulation e) {
-  switch (e) {
-    case Emulation::none:
-      return "none";
-    case Emulation::netns:
-      return "netns";
-    case Emulation::software:
-      return "software";
-  }
-  return "?";
-}
-
 std::string shell_quote(const std::string& w) {
   if (!w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+%@") ==
                         std::string::npos)
@@ -40,6 +28,11 @@ std::string shell_quote(const std::string& w) {
 }
 
 namespace {
+// Whether the plugin library is absent: a path that is not a file (a bare name is dlopen's to find).
+bool plugin_missing(const std::string& library) {
+  return library.find('/') != std::string::npos && ::access(library.c_str(), R_OK) != 0;
+}
+
 std::string g(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%g", v);
@@ -69,6 +62,29 @@ std::string LaunchPlan::text(bool commands) const {
          std::to_string(p.node) + " " + std::to_string(p.local_device) + "\n";
   }
   if (!emulation_note.empty()) t += "# emulation: " + emulation_note + "\n";
+  if (nccl.per_rank()) {
+    t += "# NCCL, per node (each rank's from the wrapper before the command):\n";
+    for (std::size_t r = 0; r < places.size();) {
+      std::size_t end = r;
+      while (end < places.size() && places[end].node == places[r].node) ++end;
+      const auto b = static_cast<std::size_t>(places[r].building);
+      t += "#   node " + std::to_string(places[r].node) + " (" + building_names[b] + ", ranks " + std::to_string(r) +
+           (end - r > 1 ? "-" + std::to_string(end - 1) : "") + "):";
+      for (const auto& [k, v] : nccl.per_building[b]) t += " " + k + "=" + shell_quote(v);
+      if (!nccl.hostid_prefix.empty())
+        t += " NCCL_HOSTID=" + shell_quote(nccl.hostid_prefix[b] + std::to_string(places[r].node));
+      t += "\n";
+      r = end;
+    }
+  }
+  if (!nccl.kept.empty()) {
+    t += "# kept from the environment:";
+    for (const auto& k : nccl.kept) {
+      const char* v = std::getenv(k.c_str());
+      t += " " + k + "=" + shell_quote(v ? v : "");
+    }
+    t += "\n";
+  }
   if (emulation == Emulation::netns) {
     t += "# testbed " + netns_prefix(netns.slot) + "* (namespace per building, boundary GB/s:";
     for (std::size_t b = 0; b < netns.boundary_gbps.size(); ++b)
@@ -116,8 +132,11 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
       throw UsageError("--emulate netns: " + why);
   } else if (o.emulate == "software") {
     p.emulation = Emulation::software;
+  } else if (o.emulate == "plugin") {
+    p.emulation = Emulation::plugin;
+    p.nccl_net_plugin = o.nccl_net_plugin.empty() ? nccl_plugin::kLibrary : o.nccl_net_plugin;
   } else {
-    throw UsageError("--emulate: expected auto, netns, software or none, got '" + o.emulate + "'");
+    throw UsageError("--emulate: expected auto, netns, software, plugin or none, got '" + o.emulate + "'");
   }
   if (!o.technology.empty()) {
     bool known = false;
@@ -159,6 +178,14 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
                                                         {"OMPI_MCA_coll_tuned_reduce_scatter_algorithm", "3"},  // ring
                                                         {"OMPI_MCA_coll_tuned_alltoall_algorithm", "2"}})  // pairwise
     if (!std::getenv(k.c_str())) p.env.emplace_back(k, v);
+  p.nccl = nccl_env(c, p.emulation, {p.technology, p.nccl_net_plugin, o.slot, o.job});
+  p.env.insert(p.env.end(), p.nccl.common.begin(), p.nccl.common.end());
+  if (p.emulation == Emulation::plugin) {
+    if (const char* own = std::getenv("NCCL_NET_PLUGIN")) p.nccl_net_plugin = own;  // kept: the one NCCL loads
+    p.emulation_note = "the NCCL net plugin " + p.nccl_net_plugin +
+                       (plugin_missing(p.nccl_net_plugin) ? " (not built: a launch is refused)" : "") +
+                       "; it shapes NCCL only (--backend cuda)";
+  }
   if (o.slurm) {
     if (p.emulation == Emulation::netns)
       throw UsageError(
@@ -209,8 +236,14 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
                                              "16777216"};
       p.argv.insert(p.argv.end(), more.begin(), more.end());
     }
+    // mpirun passes on to the ranks only what -x names (under srun they inherit everything).
     for (const auto& [k, v] : p.env)
-      if (k.rfind("SAX_", 0) == 0) p.argv.insert(p.argv.end(), {"-x", k});
+      if (k.rfind("SAX_", 0) == 0 || k.rfind("NCCL_", 0) == 0) p.argv.insert(p.argv.end(), {"-x", k});
+    for (const auto& k : p.nccl.kept) p.argv.insert(p.argv.end(), {"-x", k});
+  }
+  if (p.nccl.per_rank()) {
+    const std::vector<std::string> wrapper = rank_wrapper(p.nccl, c);
+    p.argv.insert(p.argv.end(), wrapper.begin(), wrapper.end());
   }
   p.argv.push_back(o.sax_binary);
   p.argv.insert(p.argv.end(), o.command.begin(), o.command.end());
@@ -246,6 +279,9 @@ InterruptGuard::~InterruptGuard() {
 bool InterruptGuard::interrupted() { return g_interrupted != 0; }
 
 int run_plan(const LaunchPlan& plan) {
+  if (plan.emulation == Emulation::plugin && plugin_missing(plan.nccl_net_plugin))
+    throw UsageError("--emulate plugin: the NCCL net plugin " + plan.nccl_net_plugin +
+                     " is not built (the build makes it beside sax)");
   for (const auto& [k, v] : plan.env) ::setenv(k.c_str(), v.c_str(), 1);
   std::vector<char*> args = c_argv(plan.argv);
   const InterruptGuard guard;

@@ -8,22 +8,25 @@
 // network namespace behind a shaped, delayed link; `software` starts the ranks as they are and
 // has the communicator factory wrap every communicator that crosses a building in the software
 // link emulator (collectives/link_emulator.hpp), which imposes the cost model's own α-β; `none`
-// runs the ranks as they are (the boundary is a placement and a link class, not a shaped link).
-// Every command started learns the mode from SAX_EMULATION (and the chosen technology from
-// SAX_TECHNOLOGY), so that its results can say which emulation they came from.
+// runs the ranks as they are (the boundary is a placement and a link class, not a shaped link);
+// `plugin` starts the ranks as they are and NCCL's net plugin (libnccl-net-sax.so) holds back
+// what crosses a building by the link's α + bytes·β. In every mode NCCL is kept from going around
+// the boundary (launcher/nccl_env.hpp): each rank learns its NCCL_HOSTID and its mode's NCCL
+// settings from a small sh wrapper keyed on its rank. Every command started learns the mode from
+// SAX_EMULATION (and the chosen technology from SAX_TECHNOLOGY), so that its results can say
+// which emulation they came from.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "launcher/nccl_env.hpp"
 #include "launcher/netns.hpp"
 #include "spec/cluster.hpp"
 
 namespace sax::launcher {
-
-enum class Emulation { none, netns, software };
-const char* to_string(Emulation e);
 
 struct LaunchPlan {
   Emulation emulation = Emulation::none;
@@ -34,6 +37,8 @@ struct LaunchPlan {
   std::vector<std::pair<std::string, std::string>> env;  // set for the launcher and the ranks
   std::vector<std::string> argv;                         // the launcher command, word by word
   NetnsConfig netns;                                     // under netns: the testbed to build (slot as planned)
+  NcclEnv nccl;                                          // NCCL's side of the boundary (common part in env)
+  std::string nccl_net_plugin;                           // under plugin: the library NCCL loads
   // The plan as `--dry-run` prints it: the placement, the testbed's set-up commands, then the
   // environment and command as one shell line (quoted where a word needs it). `commands` false:
   // the testbed in one line (what a real launch prints before it starts).
@@ -49,6 +54,8 @@ struct LaunchOptions {
   bool root = false;                 // Open MPI refuses root unless told
   std::string linkdelay;             // the sax-linkdelay program (netns)
   int slot = 0;                      // the netns testbed's slot (NetnsTestbed picks it)
+  std::string nccl_net_plugin;       // the NCCL net plugin (plugin); "" = its name, found by dlopen
+  std::int64_t job = 0;              // names the plugin's pacing (the launcher's process id)
 };
 
 // The netns testbed a cluster asks for: ranks per building, each building's boundary (devices ×
@@ -73,7 +80,8 @@ class InterruptGuard {
 LaunchPlan plan_launch(const Cluster& cluster, const std::string& cluster_file, const LaunchOptions& options);
 
 // Runs the plan's command and waits for it: its exit code (128 + signal when it was killed).
-// SIGINT and SIGTERM received meanwhile are passed on to it (an InterruptGuard is held).
+// SIGINT and SIGTERM received meanwhile are passed on to it (an InterruptGuard is held). Under
+// plugin, a plugin that is not built is a UsageError (--dry-run still shows the plan).
 int run_plan(const LaunchPlan& plan);
 
 // A word as a POSIX shell reads it back (single quotes where needed), and a command as one line of

@@ -80,6 +80,16 @@ const Link& Cluster::cross_building_link(const std::string& tech) const {
   return t->link;
 }
 
+BuildingBoundary Cluster::boundary(int building, const std::string& tech) const {
+  return {cross_building_link(tech),
+          static_cast<int>(buildings.at(static_cast<std::size_t>(building)).nodes * devices_per_node),
+          intra_building.bandwidth_gbps};
+}
+
+std::string boundary_pacing_key(const Cluster& c, const std::string& tech, std::int64_t job) {
+  return c.name + "-" + (tech.empty() ? "own" : tech) + "-" + std::to_string(job);
+}
+
 static Link read_link(Fields& parent, const std::string& key, const std::string& file) {
   Fields f(parent.object(key), file, parent.path_of(key));
   Link l;

@@ -44,6 +44,15 @@ struct Building {
   std::int64_t nodes = 0;
 };
 
+// One building's side of the cross-building link as every emulation of it takes it (the software
+// link emulator, the NCCL net plugin): the link under a technology, the devices that share the
+// building's boundary, and a device's NIC (the intra-building link), which bounds a device too.
+struct BuildingBoundary {
+  Link link;
+  int devices_in_building = 1;
+  double nic_gbps = 0;
+};
+
 struct Device {
   std::string name;
   std::map<DType, double> peak_tflops;  // dense, per dtype
@@ -91,7 +100,14 @@ struct Cluster {
   // The cross-building link under a named technology ("" = the cluster's own).
   const Link& cross_building_link(const std::string& technology) const;
   const NetworkTechnology* technology(const std::string& name) const;
+  // Building `building`'s boundary under a technology ("" = the cluster's own link).
+  BuildingBoundary boundary(int building, const std::string& technology) const;
 };
+
+// The name of the pacing state every device on an emulated boundary shares: the cluster, the
+// technology ("own" for the cluster's link) and the job, so that jobs sharing a host do not
+// share a link.
+std::string boundary_pacing_key(const Cluster& cluster, const std::string& technology, std::int64_t job);
 
 // Third-generation NVSwitch (HGX/DGX H100, H200) and later have NVLink SHARP; A100's and PCIe
 // parts have not: true for an H100, H200 or B200 name that says SXM, HGX or DGX.

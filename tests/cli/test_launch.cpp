@@ -95,7 +95,7 @@ TEST_P(LaunchBad, ExitsTwoWithOneLine) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, LaunchBad,
     ::testing::Values(Bad{"UnknownEmulation", "--emulate tunnel -- run",
-                          "--emulate: expected auto, netns, software or none"},
+                          "--emulate: expected auto, netns, software, plugin or none"},
                       Bad{"SoftwareWithoutCluster", "--emulate software -- bench coll",
                           "--emulate software: the command must name the cluster"},
                       Bad{"UnknownTechnology", "--technology warp -- run", "has no network technology 'warp'"},

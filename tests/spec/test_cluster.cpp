@@ -42,6 +42,21 @@ TEST(Cluster, NetworkTechnologiesReplaceTheCrossBuildingLink) {
   EXPECT_THROW(h.cross_building_link("nope"), RunError);
 }
 
+// What every emulation of a building's boundary takes (the software emulator, the NCCL net plugin).
+TEST(Cluster, ABuildingsBoundaryIsTheCrossBuildingLinkItsDevicesAndTheirNic) {
+  Cluster l = load_cluster(preset_path("clusters/local-2bld.json"));
+  l.buildings[1].nodes = 3;
+  const BuildingBoundary a = l.boundary(0, ""), b = l.boundary(1, "gbe-1-shared");
+  EXPECT_DOUBLE_EQ(a.link.bandwidth_gbps, 0.125);
+  EXPECT_DOUBLE_EQ(a.link.latency_us, 1000);
+  EXPECT_EQ(a.devices_in_building, 2);
+  EXPECT_DOUBLE_EQ(a.nic_gbps, 1.25);  // the intra-building link
+  EXPECT_DOUBLE_EQ(b.link.oversubscription, 2);
+  EXPECT_EQ(b.devices_in_building, 6);
+  EXPECT_EQ(boundary_pacing_key(l, "", 42), "local-2bld-own-42");
+  EXPECT_EQ(boundary_pacing_key(l, "gbe-5", 7), "local-2bld-gbe-5-7");
+}
+
 TEST(Cluster, RoundTripsThroughJson) {
   Cluster a = load_cluster(preset_path("clusters/h100-3bld.json"));
   Cluster b = read_cluster(to_json(a), "rt.json");
