@@ -585,18 +585,18 @@ std::array<Prediction, 2> CostModel::evaluate_tp_overlap(const Candidate& cand, 
   return r;
 }
 
-void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& r,
-                     TailMemo* memo, std::uint64_t tag) const {
-  time(cand, split, priced, &r, 1, memo, tag);
+void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& r, Memo* memo,
+                     std::size_t slot, std::uint64_t tag) const {
+  time(cand, split, priced, &r, 1, memo, slot, tag);
 }
 
 void CostModel::time_tp_overlap(const Candidate& cand, const PipelineSplit& split, const Priced& priced,
-                                std::array<Prediction, 2>& out, TailMemo* memo, std::uint64_t tag) const {
-  time(cand, split, priced, out.data(), 2, memo, tag);
+                                std::array<Prediction, 2>& out, Memo* memo, std::size_t slot, std::uint64_t tag) const {
+  time(cand, split, priced, out.data(), 2, memo, slot, tag);
 }
 
 void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction* out,
-                     int variants, TailMemo* memo, std::uint64_t tag) const {
+                     int variants, Memo* memo, std::size_t slot, std::uint64_t tag) const {
   Prediction& r = out[0];
   const std::int64_t m = r.num_microbatches;
   const double md = static_cast<double>(m);
@@ -611,36 +611,46 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
   std::array<terms::Microbatch, 2> crit{};
   std::array<double, 2> t_mb = {-1, -1};
   std::array<std::int64_t, 2> critical_stage{};
-  const bool have_tail = memo != nullptr && tag != 0 && memo->tag == tag;
   terms::Tail tail_worst;
   double tail_s = -1;
-  if (have_tail) tail_worst = memo->worst, tail_s = memo->total_s, r.dp_algorithm = memo->dp_algorithm;
-  // The micro-batch terms of a candidate without full recompute, where the memo has them for the
-  // same tag, variants and tp_comm_overlap (its pipeline_tag says so), but for the recompute term.
-  const bool keep_pipeline =
-      memo != nullptr && tag != 0 && cand.recompute != Recompute::full && split.kinds.size() <= TailMemo::kStages;
+  // What the memo has for this run (Memo): the tail, the stages' traffic, their micro-batch terms.
+  const bool keep = memo != nullptr && tag != 0;
+  Memo::Slot* kept = keep ? &memo->slots[slot] : nullptr;
+  const bool have_tail = keep && kept->tail_tag == tag;
+  if (have_tail) tail_worst = kept->worst, tail_s = kept->total_s, r.dp_algorithm = kept->dp_algorithm;
+  const bool full = cand.recompute == Recompute::full;
+  const bool keep_stages = keep && split.kinds.size() <= Memo::kStages;
+  Memo::Traffic* traffic = keep_stages ? &memo->traffic[full ? 1 : 0] : nullptr;
+  const bool have_traffic = keep_stages && traffic->tag == tag;
   const std::uint64_t pipeline_tag =
-      keep_pipeline ? tag * 8 + static_cast<std::uint64_t>(variants) * 2 + (cand.tp_comm_overlap ? 1 : 0) : 0;
-  const bool have_pipeline = keep_pipeline && memo->pipeline_tag == pipeline_tag;
-  if (keep_pipeline && !have_pipeline) memo->pipeline_tag = pipeline_tag, memo->stages = split.kinds.size();
+      keep_stages && !full ? tag * 4 + static_cast<std::uint64_t>(variants - 1) * 2 + (cand.tp_comm_overlap ? 1 : 0)
+                           : 0;
+  const bool have_pipeline = pipeline_tag != 0 && kept->pipeline_tag == pipeline_tag;
+  if (pipeline_tag != 0) kept->pipeline_tag = pipeline_tag;
+  // The memo's traffic is this run's once the loop below has worked every stage's out.
+  if (keep_stages && !have_traffic && !have_pipeline) traffic->tag = tag;
+  StageTraffic own;
   for (std::size_t s = 0; s < split.kinds.size(); ++s) {
     const StageLayers& st = split.kinds[s];
-    StageTraffic tr;
+    StageTraffic& tr = keep_stages ? traffic->stages[s] : own;
     // Two variants differ in their TP time alone: the first with tp_comm_overlap off, the second
     // on (with SP, which it needs).
     terms::Microbatch mb;
     double twin_tp = 0;
     if (have_pipeline) {
-      mb = memo->microbatch[s];
+      mb = kept->microbatch[s];
       mb.recompute = times.recompute(st, cand.recompute);
-      twin_tp = memo->twin_tp[s];
+      twin_tp = kept->twin_tp[s];
     } else {
-      pipeline_traffic(units, cand, st, tr);
+      if (!have_traffic) {
+        if (keep_stages) tr = StageTraffic{};  // another run's: what this candidate has not, zero
+        pipeline_traffic(units, cand, st, tr);
+      }
       mb = microbatch(cand, st, tr, times, price);
       if (variants == 2 && cand.tp_overlap()) mb.tp = tp_blocking_time(tr, price);
       twin_tp =
           variants == 2 && cand.sequence_parallel() ? mb.tp + tp_overlap_change(cand, st, tr, times, price) : mb.tp;
-      if (keep_pipeline) memo->microbatch[s] = mb, memo->twin_tp[s] = twin_tp;
+      if (pipeline_tag != 0) kept->microbatch[s] = mb, kept->twin_tp[s] = twin_tp;
     }
     for (int k = 0; k < variants; ++k) {
       const auto i = static_cast<std::size_t>(k);
@@ -660,8 +670,8 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
       if (price.dp_tuned) r.dp_algorithm = dp_algorithm(tr, price);
     }
   }
-  if (memo != nullptr && tag != 0 && !have_tail)
-    memo->tag = tag, memo->worst = tail_worst, memo->total_s = tail_s, memo->dp_algorithm = r.dp_algorithm;
+  if (keep && !have_tail)
+    kept->tail_tag = tag, kept->worst = tail_worst, kept->total_s = tail_s, kept->dp_algorithm = r.dp_algorithm;
   r.bubble_fraction = bubble_fraction(cand.pipeline, cand.pp, cand.vpp, m);
   if (variants == 2) out[1] = r;
   for (int k = 0; k < variants; ++k) {

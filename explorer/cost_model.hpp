@@ -348,32 +348,44 @@ class CostModel {
   // evaluate in its two parts: the memory of the fullest stage (and whether it fits), which
   // depends on neither the DP sync nor the technology; then the time, into the same prediction.
   Prediction fit(const Candidate& cand, const PipelineSplit& split) const;
-  // What time() works out after the pipeline: the slowest stage's tail and the DP sync's
-  // algorithm. It depends on neither recompute nor the schedule (but zero bubble's layer times),
-  // so a caller that times candidates differing only in those keeps it: `tag` names what it was
-  // worked out for (the caller's choice of a number; 0, nothing), and time() given a memo with
-  // the tag it passes takes the tail from it, otherwise works it out and keeps it there.
-  // Without full recompute, a stage's micro-batch terms differ between no and selective
-  // recompute in the recompute term alone: the memo also keeps each stage's (`stages` of them,
-  // up to kStages, with the TP time of the tp_comm_overlap twin) under `pipeline_tag`.
-  struct TailMemo {
+  // What time() can keep between calls, for a caller (the search, one per thread) that times
+  // candidates in runs which differ only in recompute, the 1F1B/GPipe schedule, the DP sync, the
+  // distributed optimizer, the technology or tp_comm_overlap. The caller names each run by a
+  // `tag` (its own number, never reused; 0: keep nothing) and each price by a `slot` (one per
+  // CostModel::Priced it hands over, < slots.size()). Kept per tag:
+  //  - each stage's traffic in the micro-batch (pipeline_traffic), with and without full
+  //    recompute: it depends on neither the price nor the rest;
+  //  - per slot, the slowest stage's tail after the pipeline and the DP sync's algorithm, which
+  //    depend on neither recompute nor the schedule (but zero bubble's layer times: another tag);
+  //  - per slot, each stage's micro-batch terms without full recompute (with the TP time of the
+  //    tp_comm_overlap twin): no and selective recompute differ in the recompute term alone.
+  // Splits of more than kStages stage kinds keep only the tail.
+  struct Memo {
     static constexpr std::size_t kStages = 8;
-    std::uint64_t tag = 0;
-    terms::Tail worst;
-    double total_s = 0;
-    CollAlgorithm dp_algorithm = CollAlgorithm::ring;
-    std::uint64_t pipeline_tag = 0;
-    int variants = 0;
-    std::size_t stages = 0;
-    std::array<terms::Microbatch, kStages> microbatch;
-    std::array<double, kStages> twin_tp;
+    struct Traffic {
+      std::uint64_t tag = 0;
+      std::array<StageTraffic, kStages> stages;
+    };
+    std::array<Traffic, 2> traffic;  // [full recompute]
+    struct Slot {
+      std::uint64_t tail_tag = 0;
+      terms::Tail worst;
+      double total_s = 0;
+      CollAlgorithm dp_algorithm = CollAlgorithm::ring;
+      std::uint64_t pipeline_tag = 0;
+      std::array<terms::Microbatch, kStages> microbatch;
+      std::array<double, kStages> twin_tp;
+    };
+    std::vector<Slot> slots;
+    explicit Memo(std::size_t n) : slots(n) {}
   };
   void time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction& prediction,
-            TailMemo* memo = nullptr, std::uint64_t tag = 0) const;
+            Memo* memo = nullptr, std::size_t slot = 0, std::uint64_t tag = 0) const;
   // time() of the candidate (with SP) with tp_comm_overlap off and on, into `out` (out[0] holding
   // the candidate's fit()): they differ in the TP time alone, the rest is worked out once.
   void time_tp_overlap(const Candidate& cand, const PipelineSplit& split, const Priced& priced,
-                       std::array<Prediction, 2>& out, TailMemo* memo = nullptr, std::uint64_t tag = 0) const;
+                       std::array<Prediction, 2>& out, Memo* memo = nullptr, std::size_t slot = 0,
+                       std::uint64_t tag = 0) const;
   // The terms of one stage, for a candidate (what evaluate combines).
   terms::Microbatch microbatch(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
                                const terms::LayerTimes& times, const Prices& prices) const;
@@ -409,7 +421,7 @@ class CostModel {
  private:
   // time() of `variants` predictions: 1, `cand` as it is; 2, `cand` with tp_comm_overlap off and on.
   void time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction* out, int variants,
-            TailMemo* memo, std::uint64_t tag) const;
+            Memo* memo, std::size_t slot, std::uint64_t tag) const;
   // The TP time of microbatch(): every message whole, and what tp_comm_overlap changes in it (the
   // overlapped messages' time behind their GEMMs instead of whole; with SP).
   static double tp_blocking_time(const StageTraffic& traffic, const Prices& prices);

@@ -187,7 +187,7 @@ struct Visit {
   std::uint64_t base;
   std::size_t slot;
   // Those with the same base, slot and `tail` also have the same tail after the pipeline (they
-  // differ in recompute, in 1F1B against GPipe, or in tp_comm_overlap only): CostModel::TailMemo.
+  // differ in recompute, in 1F1B against GPipe, or in tp_comm_overlap only): CostModel::Memo's tag.
   std::uint64_t tail;
   // The first of candidates that differ in the DP sync, the technology and tp_comm_overlap only
   // (memory is theirs alike).
@@ -207,10 +207,12 @@ struct Twin {
   bool operator==(const Twin&) const = default;
 };
 
-// Every candidate of one shape, handed to `fn(candidate, split, visit)`; returns false to stop.
+// Every candidate of one shape (with `only_mbs` ≥ 0, those of its only_mbs-th micro-batch size:
+// a share of the work a thread takes), handed to `fn(candidate, split, visit)`; returns false to
+// stop.
 template <typename Fn>
 void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const std::vector<int>& techs, Counters& n,
-                        Fn&& fn) {
+                        std::ptrdiff_t only_mbs, Fn&& fn) {
   const std::int64_t E = m.num_experts, world = cl.world_size();
   static thread_local std::uint64_t next_base = 0, next_tail = 0;
   std::vector<std::array<Dim, 5>> orders;
@@ -225,7 +227,9 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                               pl[GroupKind::expert_dp_cp].link == LinkClass::cross_building;
       // Micro-batch size and SP outermost: the candidates inside share the prices of their
       // traffic (Visit::base), whatever their virtual stages and schedule.
-      for (std::int64_t mbs : s.mbss) {
+      for (std::size_t mi = 0; mi < s.mbss.size(); ++mi) {
+        if (only_mbs >= 0 && mi != static_cast<std::size_t>(only_mbs)) continue;
+        const std::int64_t mbs = s.mbss[mi];
         // SP needs TP > 1; MoE with TP > 1 needs SP (Megatron's rule, see validate_layout).
         for (int sp = (s.tp > 1 ? 1 : 0); sp >= (m.is_moe() && s.tp > 1 ? 1 : 0); --sp) {
           const std::uint64_t base = ++next_base;
@@ -309,7 +313,7 @@ std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& cm, 
   const auto techs = technologies(cl);
   SearchBounds bounds;
   for (const Shape& s : shapes(cl, m, cm.consts(), o, bounds)) {
-    for_each_candidate(s, cl, m, techs, n, [&](const Candidate& cand, const PipelineSplit& split, const Visit&) {
+    for_each_candidate(s, cl, m, techs, n, -1, [&](const Candidate& cand, const PipelineSplit& split, const Visit&) {
       out.emplace_back(cand, split);
       return out.size() < limit;
     });
@@ -327,8 +331,13 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
   res.bounds.pipeline_parallel = m.num_layers;
   res.factorizations = static_cast<std::int64_t>(all.size());
   const auto techs = technologies(cl);
+  // The threads take the work a shape and micro-batch size at a time: a shape alone can be most
+  // of a search.
+  std::vector<std::pair<std::size_t, std::ptrdiff_t>> items;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    for (std::size_t b = 0; b < all[i].mbss.size(); ++b) items.emplace_back(i, static_cast<std::ptrdiff_t>(b));
   int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(all.size())));
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(items.size())));
   res.threads = threads;
   std::atomic<std::size_t> next{0};
   std::vector<TopN> tops(static_cast<std::size_t>(threads), TopN{static_cast<std::size_t>(std::max(1, o.top)), {}});
@@ -339,15 +348,15 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
     // What candidates share (Visit): the prices of their traffic, and whether their memory fits.
     std::vector<CostModel::Priced> priced(slots(techs));
     std::vector<std::uint64_t> priced_base(priced.size(), ~std::uint64_t{0});
-    std::vector<CostModel::TailMemo> tails(priced.size());
+    CostModel::Memo memo(priced.size());
     Prediction memory, one;
     // A candidate with SP comes with tp_comm_overlap off and, in the very next call, on (the
     // innermost loop of for_each_candidate): the first's time prices both, the second takes it.
     std::array<Prediction, 2> pair;
     Twin twin;
     bool have_twin = false;
-    for (std::size_t i; (i = next.fetch_add(1)) < all.size();)
-      for_each_candidate(all[i], cl, m, techs, n,
+    for (std::size_t i; (i = next.fetch_add(1)) < items.size();)
+      for_each_candidate(all[items[i].first], cl, m, techs, n, items[i].second,
                          [&](const Candidate& cand, const PipelineSplit& split, const Visit& v) {
                            const bool second = have_twin && cand.tp_comm_overlap && twin == Twin::of(cand, v);
                            have_twin = false;
@@ -364,13 +373,13 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
                            const Prediction* p = &pair[1];
                            if (!second && cand.sequence_parallel() && !cand.tp_comm_overlap) {
                              pair[0] = memory;
-                             cm.time_tp_overlap(cand, split, priced[v.slot], pair, &tails[v.slot], v.tail);
+                             cm.time_tp_overlap(cand, split, priced[v.slot], pair, &memo, v.slot, v.tail);
                              twin = Twin::of(cand, v);
                              have_twin = true;
                              p = &pair[0];
                            } else if (!second) {
                              one = memory;
-                             cm.time(cand, split, priced[v.slot], one, &tails[v.slot], v.tail);
+                             cm.time(cand, split, priced[v.slot], one, &memo, v.slot, v.tail);
                              p = &one;
                            }
                            ++n.feasible;
