@@ -15,6 +15,9 @@ constexpr std::uint32_t kVersion = 1;          // of the handle and the hello
 
 // A connect in progress: the inner connection, then the hello on it.
 struct Connecting {
+  // The inner transport's handle as its listen() wrote it, zero after that: all of NCCL's size,
+  // kept here across connect() calls (transport.hpp).
+  unsigned char handle[kHandleBytes] = {};
   Comm* inner = nullptr;
   Request* hello_sent = nullptr;
   struct Hello {
@@ -97,10 +100,13 @@ Comm* Boundary::connect(int dev, void* handle) {
   auto* h = static_cast<BoundaryHandle*>(handle);
   if (h->magic != kMagic || h->version != kVersion)
     throw UsageError("sax net plugin: a handle its listen() did not make (another plugin or version)");
-  if (!h->connecting) h->connecting = new Connecting;
+  if (!h->connecting) {
+    h->connecting = new Connecting;
+    std::memcpy(h->connecting->handle, h->inner, sizeof h->inner);
+  }
   Connecting& k = *h->connecting;
   try {
-    if (!k.inner && !(k.inner = inner_->connect(dev, h->inner))) return nullptr;
+    if (!k.inner && !(k.inner = inner_->connect(dev, k.handle))) return nullptr;
     if (!k.hello_sent) {
       k.hello = Hello{kMagic, kVersion, building_, 0};
       if (!(k.hello_sent = inner_->isend(k.inner, &k.hello, sizeof k.hello, 0, nullptr))) return nullptr;

@@ -33,6 +33,8 @@ PluginSettings read_plugin_settings() {
   s.boundary.emulation.pacing_key = key && *key ? key : kDefaultKey;
   const char* ifname = std::getenv(kEnvSocketIfname);
   s.socket_ifname = ifname ? ifname : "";
+  const char* inner = std::getenv(kEnvInner);
+  s.inner = inner ? inner : "";
   if (building) {
     if (!latency_us) missing(kEnvLatencyUs);
     if (!bandwidth_gbps) missing(kEnvBandwidthGbps);

@@ -33,10 +33,15 @@ inline constexpr const char* kDefaultKey = "nccl-net";
 // NCCL's own: the interfaces the socket transport may listen on (socket_transport.hpp); unset:
 // the first non-loopback interface that is up.
 inline constexpr const char* kEnvSocketIfname = "NCCL_SOCKET_IFNAME";
+// Another NCCL net plugin to carry the messages instead of our socket transport (an IB one, say):
+// its path, or a name resolved as NCCL resolves NCCL_NET_PLUGIN (libnccl-net-<name>.so);
+// plugin_transport.hpp. Unset: the socket transport.
+inline constexpr const char* kEnvInner = "SAX_NET_INNER";
 
 struct PluginSettings {
   BoundaryConfig boundary;
   std::string socket_ifname;  // empty: unset
+  std::string inner;          // SAX_NET_INNER's value; empty: unset (the socket transport)
 };
 
 // Throws UsageError naming the variable whose value is wrong, or that is missing.

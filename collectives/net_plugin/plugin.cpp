@@ -1,8 +1,8 @@
 // libnccl-net-sax.so: NCCL's net plugin ABI (nccl_net_abi.hpp) over one Boundary (boundary.hpp)
-// wrapping the socket transport, exported as ncclNetPlugin_v11 (what NCCL 2.28 looks for first)
-// and ncclNetPlugin_v10 .. _v6 (the older versions it still loads), each a thin adapter to the
-// same functions. Nothing else leaves the library (exports.map). No exception crosses into NCCL:
-// each call turns one into an NCCL error code and one line in NCCL's log (stderr before init).
+// wrapping the socket transport, or another net plugin named by SAX_NET_INNER (plugin_transport.hpp), exported as
+// ncclNetPlugin_v11 (what NCCL 2.28 looks for first) and ncclNetPlugin_v10 .. _v6 (the older versions it still loads),
+// each a thin adapter to the same functions. Nothing else leaves the library (exports.map). No exception crosses into
+// NCCL: each call turns one into an NCCL error code and one line in NCCL's log (stderr before init).
 //
 // The boundary is made at the first init from the environment (env.hpp), read once; if that
 // fails, init fails with one line on stderr naming the variable. Under ncclNet_v11 NCCL calls init
@@ -16,10 +16,12 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include "collectives/net_plugin/boundary.hpp"
 #include "collectives/net_plugin/env.hpp"
 #include "collectives/net_plugin/nccl_net_abi.hpp"
+#include "collectives/net_plugin/plugin_transport.hpp"
 #include "collectives/net_plugin/socket_transport.hpp"
 #include "spec/error.hpp"
 
@@ -41,10 +43,10 @@ struct Plugin {
   std::unique_ptr<Boundary> owner;
   std::atomic<Boundary*> net{nullptr};
   abi::Logger log = nullptr;
-  int contexts = 0;                      // v11 contexts not yet finalized
-  bool legacy = false;                   // initialised through a version without finalize
-  std::atomic<long> objects{0};          // open listen, send and receive comms
-  std::optional<Properties> properties;  // of device 0, kept for the pointers NCCL holds
+  int contexts = 0;                    // v11 contexts not yet finalized
+  bool legacy = false;                 // initialised through a version without finalize
+  std::atomic<long> objects{0};        // open listen, send and receive comms
+  std::vector<Properties> properties;  // of each device, kept for the pointers NCCL holds
 };
 
 Plugin& plugin() {
@@ -87,9 +89,9 @@ Boundary& net() {
   return *b;
 }
 
-std::string describe(const PluginSettings& s, const Properties& props) {
+std::string describe(const PluginSettings& s, const std::string& via, const Properties& props) {
   std::ostringstream out;
-  out << "sax net plugin: socket on " << props.name << "; ";
+  out << "sax net plugin: " << via << " on " << props.name << "; ";
   if (!s.boundary.building) {
     out << "no building (" << kEnvBuilding << " unset): messages pass through";
     return out.str();
@@ -111,14 +113,25 @@ Result init(abi::Logger log, bool with_finalize) {
   if (!p.owner && p.error.empty()) {
     try {
       if (!p.settings) p.settings = read_plugin_settings();
-      auto inner = std::make_unique<SocketTransport>(pick_interface(p.settings->socket_ifname));
+      std::unique_ptr<Transport> inner;
+      std::string via = "socket";
+      if (!p.settings->inner.empty()) {
+        auto loaded = std::make_unique<PluginTransport>(p.settings->inner, p.log);
+        via = loaded->describe();
+        inner = std::move(loaded);
+      } else {
+        inner = std::make_unique<SocketTransport>(pick_interface(p.settings->socket_ifname));
+      }
       p.owner = std::make_unique<Boundary>(std::move(inner), p.settings->boundary);
-      if (!p.properties) {
-        p.properties = p.owner->properties(0);
-        log_line(abi::kLogInfo, describe(*p.settings, *p.properties));
+      if (p.properties.empty()) {
+        const int n = p.owner->devices();
+        for (int dev = 0; dev < n; ++dev) p.properties.push_back(p.owner->properties(dev));
+        if (n < 1) throw UsageError("the transport has no device");
+        log_line(abi::kLogInfo, describe(*p.settings, via, p.properties[0]));
       }
       p.net.store(p.owner.get(), std::memory_order_release);
     } catch (const std::exception& e) {
+      p.owner.reset();
       p.error = std::string("sax net plugin: ") + e.what();
       p.failure = dynamic_cast<const UsageError*>(&e) ? abi::kInvalidUsage : abi::kSystemError;
       std::fprintf(stderr, "%s\n", p.error.c_str());  // NCCL logs a failed init only at INFO
@@ -159,8 +172,9 @@ Result devices(int* ndev) {
 template <class P>
 void fill_common(P& out, int dev) {
   Plugin& p = plugin();
-  if (dev != 0 || !p.properties) throw UsageError("no device " + std::to_string(dev));
-  const Properties& in = *p.properties;
+  if (dev < 0 || static_cast<std::size_t>(dev) >= p.properties.size())
+    throw UsageError("no device " + std::to_string(dev));
+  const Properties& in = p.properties[static_cast<std::size_t>(dev)];
   std::memset(&out, 0, sizeof out);
   out.name = const_cast<char*>(in.name.c_str());
   out.pci_path = in.pci_path.empty() ? nullptr : const_cast<char*>(in.pci_path.c_str());
@@ -374,7 +388,7 @@ __attribute__((visibility("default"))) nccl_abi::NetV11 ncclNetPlugin_v11 = {
     .close_listen = net::close_listen,
     .get_device_mr = nullptr,  // no device offload
     .irecv_consumed = nullptr,
-    .make_vdevice = nullptr,  // one device, no virtual NICs
+    .make_vdevice = nullptr,  // no virtual NICs
     .finalize = net::finalize_v11,
     .set_net_attr = nullptr,  // no use for transfer hints
 };
@@ -399,7 +413,7 @@ __attribute__((visibility("default"))) nccl_abi::NetV10 ncclNetPlugin_v10 = {
     .close_listen = net::close_listen,
     .get_device_mr = nullptr,  // no device offload
     .irecv_consumed = nullptr,
-    .make_vdevice = nullptr,  // one device, no virtual NICs
+    .make_vdevice = nullptr,  // no virtual NICs
 };
 
 __attribute__((visibility("default"))) nccl_abi::NetV9 ncclNetPlugin_v9 = {
@@ -422,7 +436,7 @@ __attribute__((visibility("default"))) nccl_abi::NetV9 ncclNetPlugin_v9 = {
     .close_listen = net::close_listen,
     .get_device_mr = nullptr,  // no device offload
     .irecv_consumed = nullptr,
-    .make_vdevice = nullptr,  // one device, no virtual NICs
+    .make_vdevice = nullptr,  // no virtual NICs
 };
 
 __attribute__((visibility("default"))) nccl_abi::NetV8 ncclNetPlugin_v8 = {

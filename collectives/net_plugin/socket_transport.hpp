@@ -8,8 +8,9 @@
 // socket transport (several sockets and helper threads): a single stream bounds what one
 // connection carries (a few GB/s on loopback), far above the links the plugin emulates.
 //
-// InfiniBand is out of scope: under the boundary NCCL's traffic goes over this TCP transport even
-// where RDMA exists (holding completions back needs no RDMA, and the GPU check runs on one host).
+// InfiniBand is not this transport's: by default NCCL's traffic goes over this TCP transport even
+// where RDMA exists (holding completions back needs no RDMA, and the GPU check runs on one host);
+// SAX_NET_INNER puts another net plugin, an IB one say, in its place (plugin_transport.hpp).
 #pragma once
 
 #include <netinet/in.h>

@@ -6,7 +6,9 @@
 // The rules NCCL follows and every transport keeps:
 // - listen() fills a handle of kHandleBytes that NCCL copies, unread, to the peer; connect() there
 //   and accept() here never block: they return nullptr until the connection is up and NCCL calls
-//   them again (connect with the same handle buffer, which it may keep state in).
+//   them again (connect with the same handle buffer, which it may keep state in). Under the
+//   boundary, listen() may write the first kInnerHandleBytes; connect() gets those bytes in a
+//   buffer of kHandleBytes (zero after them) that lasts across its calls.
 // - isend/irecv never block: they return nullptr when the comm cannot take another request now
 //   (at most kMaxRequests in flight per comm) and NCCL posts again later. Messages on a comm are
 //   matched in order (FIFO); a receive buffer may be larger than the message.

@@ -7,6 +7,7 @@
 // Times are real. The test polls test() as NCCL's proxy does (every 10 µs, timer slack 1 ns), so
 // a completion is seen up to a poll late; on this noisy two-core machine each figure is a median,
 // held to no less than the configured time (less a few µs of rounding) and at most 5 % above.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -14,12 +15,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "collectives/net_plugin/boundary.hpp"
 #include "collectives/net_plugin/env.hpp"
+#include "collectives/net_plugin/plugin_transport.hpp"
 #include "collectives/net_plugin/socket_transport.hpp"
 #include "spec/error.hpp"
 #include "tests/collectives/fake_net_transport.hpp"
@@ -126,6 +129,33 @@ double throughput_gbps(const std::vector<std::pair<Boundary*, Boundary*>>& ends,
   return static_cast<double>(count) * static_cast<double>(cs.size() * bytes) / static_cast<double>(last - t0);
 }
 
+// Four messages at once, one of them empty, into receive buffers larger than each: they arrive
+// in order, whole, and each receive gives the size sent.
+void expect_order_and_sizes(Boundary& sender, Boundary& receiver, const Connection& c) {
+  const std::vector<std::size_t> sizes = {0, 10, 1000, 3};
+  std::vector<std::vector<char>> out, in;
+  std::vector<Request*> sends, receives;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    out.emplace_back(sizes[i], static_cast<char>('a' + i));
+    in.emplace_back(2000, '\0');  // larger than any message
+    sends.push_back(sender.isend(c.send, out[i].data(), sizes[i], 0, nullptr));
+    receives.push_back(receiver.irecv(c.recv, in[i].data(), in[i].size(), 0, nullptr));
+  }
+  std::vector<std::size_t> got(sizes.size(), 99);
+  std::size_t done = 0;
+  poll_until([&] {
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (sends[i] && sender.test(sends[i], nullptr)) sends[i] = nullptr, ++done;
+      if (receives[i] && receiver.test(receives[i], &got[i])) receives[i] = nullptr, ++done;
+    }
+    return done == 2 * sizes.size();
+  });
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(got[i], sizes[i]);
+    EXPECT_EQ(std::string(in[i].data(), sizes[i]), std::string(out[i].begin(), out[i].end()));
+  }
+}
+
 void close(Boundary& from, Boundary& to, const Connection& c) {
   from.close_send(c.send);
   to.close_recv(c.recv);
@@ -205,28 +235,7 @@ TEST(NetPluginBoundary, KeepsOrderAndGivesTheSizeSent) {
   auto network = std::make_shared<FakeNetwork>();
   Boundary sender(fake(network), in_building(1, key("order"))), receiver(fake(network), in_building(0, key("order")));
   const Connection c = connect(sender, receiver);
-  const std::vector<std::size_t> sizes = {0, 10, 1000, 3};
-  std::vector<std::vector<char>> out, in;
-  std::vector<Request*> sends, receives;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    out.emplace_back(sizes[i], static_cast<char>('a' + i));
-    in.emplace_back(2000, '\0');  // larger than any message
-    sends.push_back(sender.isend(c.send, out[i].data(), sizes[i], 0, nullptr));
-    receives.push_back(receiver.irecv(c.recv, in[i].data(), in[i].size(), 0, nullptr));
-  }
-  std::vector<std::size_t> got(sizes.size(), 99);
-  std::size_t done = 0;
-  poll_until([&] {
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      if (sends[i] && sender.test(sends[i], nullptr)) sends[i] = nullptr, ++done;
-      if (receives[i] && receiver.test(receives[i], &got[i])) receives[i] = nullptr, ++done;
-    }
-    return done == 2 * sizes.size();
-  });
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    EXPECT_EQ(got[i], sizes[i]);
-    EXPECT_EQ(std::string(in[i].data(), sizes[i]), std::string(out[i].begin(), out[i].end()));
-  }
+  expect_order_and_sizes(sender, receiver, c);
   close(sender, receiver, c);
 }
 
@@ -265,9 +274,8 @@ namespace {
 // Sets the plugin's variables for one test and unsets them after.
 class PluginEnv : public ::testing::Test {
  protected:
-  static constexpr const char* kAll[] = {
-      kEnvBuilding, kEnvLatencyUs, kEnvBandwidthGbps, kEnvOversubscription, kEnvDevicesInBuilding,
-      kEnvNicGbps,  kEnvKey};
+  static constexpr const char* kAll[] = {kEnvBuilding,          kEnvLatencyUs, kEnvBandwidthGbps, kEnvOversubscription,
+                                         kEnvDevicesInBuilding, kEnvNicGbps,   kEnvKey,           kEnvInner};
   void SetUp() override { clear(); }
   void TearDown() override { clear(); }
   static void clear() {
@@ -290,6 +298,9 @@ TEST_F(PluginEnv, NoBuildingIsNoBoundary) {
   const PluginSettings s = read_plugin_settings();
   EXPECT_FALSE(s.boundary.building);
   EXPECT_EQ(s.boundary.emulation.pacing_key, kDefaultKey);
+  EXPECT_TRUE(s.inner.empty());  // our socket transport
+  setenv(kEnvInner, "ib", 1);
+  EXPECT_EQ(read_plugin_settings().inner, "ib");
 }
 
 TEST_F(PluginEnv, ABuildingWithItsLinkAndDefaults) {
@@ -383,4 +394,112 @@ TEST(NetPluginSocket, PicksTheNamedInterfaceOrSaysWhichVariableIsWrong) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("NCCL_SOCKET_IFNAME"), std::string::npos) << e.what();
   }
+}
+
+// The boundary over ANOTHER net plugin (plugin_transport.hpp), here the built libnccl-net-sax.so
+// itself, with no IB anywhere. This test process is not that library, so dlopen of its path makes
+// a separate instance with its own state, which reads this process's environment once, at its
+// first init: no SAX_NET_BUILDING or SAX_NET_INNER (PluginEnv's tests leave them unset), so it is
+// the plain socket transport on loopback, behind the ncclNetPlugin_v11 struct, and the boundary
+// is this test's. Both ends share that one instance, as ranks' comms share one plugin under NCCL.
+// The same figures and tolerances as NetPluginSocket.TheBoundaryHoldsOverLoopbackToo.
+TEST(NetPluginInner, TheBoundaryHoldsOverAnotherPluginToo) {
+  setenv(kEnvSocketIfname, "lo", 1);
+  const std::string k = key("inner");
+  auto inner = std::make_unique<PluginTransport>(SAX_NET_PLUGIN_PATH, nullptr);
+  EXPECT_EQ(inner->version(), 11);
+  EXPECT_EQ(inner->properties(0).ptr_support, kPtrHost);  // the inner's: our socket takes host memory
+  std::printf("inner: %s\n", inner->describe().c_str());
+  Boundary sender(std::move(inner), in_building(1, k));
+  Boundary receiver(std::make_unique<PluginTransport>(SAX_NET_PLUGIN_PATH, nullptr), in_building(0, k));
+  EXPECT_EQ(sender.properties(0).speed_mbps, 1000);  // the boundary's link, not the inner's
+  EXPECT_FLOAT_EQ(sender.properties(0).latency_us, 1000);
+  const Connection c = connect(sender, receiver);
+  ASSERT_TRUE(Boundary::holds(c.send));
+  EXPECT_EQ(Boundary::peer_building(c.recv), 1);
+  const std::vector<double> us = small_message_times(sender, receiver, c, 11);
+  const double expected_us = kLatencyUs + 64 / kBandwidthGbps / 1e3;
+  const double gbps = throughput_gbps({{&sender, &receiver}}, {c}, 16, kMiB);
+  std::printf("over another plugin: 64 B median %.1f us (configured %.1f); 16 x 1 MiB %.4f GB/s (configured %.4f)\n",
+              median(us), expected_us, gbps, kBandwidthGbps);
+  EXPECT_GE(median(us), expected_us - 2);
+  EXPECT_LE(median(us), expected_us * 1.05 + 200);
+  EXPECT_LE(gbps, kBandwidthGbps * 1.001);
+  EXPECT_GE(gbps, kBandwidthGbps * 0.95);
+  expect_order_and_sizes(sender, receiver, c);
+  close(sender, receiver, c);
+  unsetenv(kEnvSocketIfname);
+}
+
+TEST(NetPluginInner, ResolvesANameAsNcclDoes) {
+  EXPECT_EQ(inner_library_candidates("ib"), (std::vector<std::string>{"libnccl-net-ib.so", "ib"}));
+  EXPECT_EQ(inner_library_candidates("/opt/x/libnccl-net.so"), (std::vector<std::string>{"/opt/x/libnccl-net.so"}));
+}
+
+namespace {
+
+// The message of the UsageError PluginTransport(value) throws, or "" if none.
+std::string inner_refusal(const std::string& value) {
+  try {
+    PluginTransport t(value, nullptr);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A fresh copy of the built plugin: a file of its own, so dlopen gives an instance whose state
+// (settings read once, a failed init kept) is its own and not the one the test above loaded.
+std::string plugin_copy(const char* tag) {
+  const std::string to = (std::filesystem::temp_directory_path() /
+                          ("libnccl-net-sax-" + std::string(tag) + "-" + std::to_string(getpid()) + ".so"))
+                             .string();
+  std::filesystem::copy_file(SAX_NET_PLUGIN_PATH, to, std::filesystem::copy_options::overwrite_existing);
+  return to;
+}
+
+// What the copy's ncclNetPlugin_v11 init returns with SAX_NET_INNER = `inner` ("": the copy's
+// own path), and what it printed on stderr.
+std::pair<int, std::string> init_copy_with_inner(const char* tag, const std::string& inner) {
+  const std::string copy = plugin_copy(tag);
+  setenv(kEnvInner, inner.empty() ? copy.c_str() : inner.c_str(), 1);
+  void* lib = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+  EXPECT_NE(lib, nullptr) << dlerror();
+  auto* v11 = lib ? static_cast<sax::coll::net::abi::NetV11*>(dlsym(lib, "ncclNetPlugin_v11")) : nullptr;
+  std::pair<int, std::string> out{-1, ""};
+  if (v11) {
+    void* ctx = nullptr;
+    sax::coll::net::abi::CommConfig config{-1};
+    ::testing::internal::CaptureStderr();
+    out.first = v11->init(&ctx, 0, &config, nullptr, nullptr);
+    out.second = ::testing::internal::GetCapturedStderr();
+    v11->finalize(ctx);
+  }
+  unsetenv(kEnvInner);
+  std::filesystem::remove(copy);  // the mapping stays
+  return out;
+}
+
+}  // namespace
+
+TEST(NetPluginInner, ABadLibraryFailsInitInOneLineNamingTheVariable) {
+  for (const std::string& value : {std::string("/no/such/libnccl-net-x.so"), std::string("no-such-plugin"),
+                                   std::string("libc.so.6")}) {  // loads, but is no net plugin
+    const std::string why = inner_refusal(value);
+    std::printf("%s\n", why.c_str());
+    EXPECT_NE(why.find(kEnvInner), std::string::npos) << value;
+    EXPECT_EQ(why.find('\n'), std::string::npos) << value;
+  }
+  EXPECT_NE(inner_refusal("libc.so.6").find("no ncclNetPlugin_v11"), std::string::npos);
+  // Through the exported struct as NCCL calls it: init fails, one line on stderr.
+  const auto [result, printed] = init_copy_with_inner("bad", "/no/such/libnccl-net-x.so");
+  std::printf("%s", printed.c_str());
+  EXPECT_NE(result, 0);
+  EXPECT_NE(printed.find(kEnvInner), std::string::npos);
+  EXPECT_EQ(std::count(printed.begin(), printed.end(), '\n'), 1);
+  // A plugin told to wrap itself refuses instead of calling its own init again.
+  const auto [self_result, self_printed] = init_copy_with_inner("self", "");
+  std::printf("%s", self_printed.c_str());
+  EXPECT_NE(self_result, 0);
+  EXPECT_NE(self_printed.find("names this plugin itself"), std::string::npos);
 }
