@@ -491,6 +491,17 @@ TEST(NetPluginInner, ABadLibraryFailsInitInOneLineNamingTheVariable) {
     EXPECT_EQ(why.find('\n'), std::string::npos) << value;
   }
   EXPECT_NE(inner_refusal("libc.so.6").find("no ncclNetPlugin_v11"), std::string::npos);
+  // A handle that would not fit beside the boundary's fields: refused at init, its listen closed.
+  const std::string big = inner_refusal(SAX_BIG_HANDLE_PLUGIN_PATH);
+  std::printf("%s\n", big.c_str());
+  EXPECT_NE(big.find(kEnvInner), std::string::npos);
+  EXPECT_NE(big.find("more than 96 bytes"), std::string::npos);
+  EXPECT_EQ(big.find('\n'), std::string::npos);
+  void* lib = dlopen(SAX_BIG_HANDLE_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr);
+  auto* open_listens = reinterpret_cast<int (*)()>(dlsym(lib, "big_handle_open_listens"));
+  ASSERT_NE(open_listens, nullptr);
+  EXPECT_EQ(open_listens(), 0);
   // Through the exported struct as NCCL calls it: init fails, one line on stderr.
   const auto [result, printed] = init_copy_with_inner("bad", "/no/such/libnccl-net-x.so");
   std::printf("%s", printed.c_str());
