@@ -34,7 +34,7 @@ inline constexpr const char* kDefaultKey = "nccl-net";
 // the first non-loopback interface that is up.
 inline constexpr const char* kEnvSocketIfname = "NCCL_SOCKET_IFNAME";
 // Another NCCL net plugin to carry the messages instead of our socket transport (an IB one, say):
-// its path, or a name resolved as NCCL resolves NCCL_NET_PLUGIN (libnccl-net-<name>.so);
+// its path, or a name resolved as NCCL resolves NCCL_NET_PLUGIN (then libnccl-net-<name>.so);
 // plugin_transport.hpp. Unset: the socket transport.
 inline constexpr const char* kEnvInner = "SAX_NET_INNER";
 

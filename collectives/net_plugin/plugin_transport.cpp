@@ -49,7 +49,7 @@ P properties_type(abi::Result (*)(int, P*));
 
 std::vector<std::string> inner_library_candidates(const std::string& value) {
   if (value.find('/') != std::string::npos) return {value};
-  return {"libnccl-net-" + value + ".so", value};
+  return {value, "libnccl-net-" + value + ".so"};
 }
 
 // The inner's struct, one of four versions, and what its calls need besides their arguments.

@@ -40,8 +40,8 @@ namespace sax::coll::net {
 
 inline constexpr int kPtrCuda = 0x2;  // NCCL_PTR_CUDA
 
-// The files dlopen tries for a SAX_NET_INNER value, as NCCL resolves NCCL_NET_PLUGIN: a value
-// with a '/' is a path; otherwise "libnccl-net-<value>.so" first, then the value as it is.
+// The files dlopen tries for a SAX_NET_INNER value, as NCCL 2.28 resolves NCCL_NET_PLUGIN (the
+// value as it is, then "libnccl-net-<value>.so"); a value with a '/' is a path, tried alone.
 std::vector<std::string> inner_library_candidates(const std::string& value);
 
 class PluginTransport final : public Transport {

@@ -432,7 +432,7 @@ TEST(NetPluginInner, TheBoundaryHoldsOverAnotherPluginToo) {
 }
 
 TEST(NetPluginInner, ResolvesANameAsNcclDoes) {
-  EXPECT_EQ(inner_library_candidates("ib"), (std::vector<std::string>{"libnccl-net-ib.so", "ib"}));
+  EXPECT_EQ(inner_library_candidates("ib"), (std::vector<std::string>{"ib", "libnccl-net-ib.so"}));
   EXPECT_EQ(inner_library_candidates("/opt/x/libnccl-net.so"), (std::vector<std::string>{"/opt/x/libnccl-net.so"}));
 }
 
