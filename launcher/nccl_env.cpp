@@ -68,6 +68,7 @@ NcclEnv nccl_env(const Cluster& c, Emulation emulation, const NcclEnvOptions& o)
     set(e.common, nccl_plugin::kOversubscription, num(link.oversubscription));
     set(e.common, nccl_plugin::kNicGbps, num(c.boundary(0, o.technology).nic_gbps));
     set(e.common, nccl_plugin::kKey, boundary_pacing_key(c, o.technology, o.job));
+    if (in_environment(nccl_plugin::kInner)) e.kept.emplace_back(nccl_plugin::kInner);
     for (int b = 0; b < buildings; ++b) {
       EnvList& to = e.per_building[static_cast<std::size_t>(b)];
       set(to, nccl_plugin::kBuilding, std::to_string(b));

@@ -44,6 +44,9 @@ inline constexpr const char* kBandwidthGbps = "SAX_NET_BANDWIDTH_GBPS";
 inline constexpr const char* kOversubscription = "SAX_NET_OVERSUBSCRIPTION";
 inline constexpr const char* kNicGbps = "SAX_NET_NIC_GBPS";
 inline constexpr const char* kKey = "SAX_NET_KEY";
+// Another net plugin (an InfiniBand one) under the boundary instead of the plugin's TCP transport:
+// the user's choice, never set by the launcher, passed on to the ranks where it is set.
+inline constexpr const char* kInner = "SAX_NET_INNER";
 }  // namespace nccl_plugin
 
 // NCCL's socket transport on a veth: auto-tuning gives no helper thread and one socket there

@@ -262,7 +262,7 @@ TEST(LaunchNccl, TheUsersOwnValuesWin) {
   TempDir t;
   const std::string file = t.write("local-2x2.json", two_by_two());
   Result r =
-      run_shell("NCCL_HOSTID=mine SAX_NET_LATENCY_US=5 NCCL_NET_PLUGIN=/my/libnccl-net-x.so " +
+      run_shell("NCCL_HOSTID=mine SAX_NET_LATENCY_US=5 NCCL_NET_PLUGIN=/my/libnccl-net-x.so SAX_NET_INNER=ib " +
                 std::string(SAX_BINARY) + " launch --cluster " + file + " --emulate plugin --dry-run -- bench coll");
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string line = command_line(r.out);
@@ -272,7 +272,8 @@ TEST(LaunchNccl, TheUsersOwnValuesWin) {
   EXPECT_EQ(line.find("NCCL_HOSTID="), std::string::npos) << "the wrapper leaves NCCL_HOSTID alone: " << line;
   EXPECT_EQ(line.find("SAX_NET_LATENCY_US="), std::string::npos) << line;
   EXPECT_EQ(line.find("NCCL_NET_PLUGIN="), std::string::npos) << line;
-  for (const char* passed : {"-x NCCL_HOSTID ", "-x SAX_NET_LATENCY_US ", "-x NCCL_NET_PLUGIN "})
+  // SAX_NET_INNER (another net plugin under the boundary) is the user's alone: passed on, never set.
+  for (const char* passed : {"-x NCCL_HOSTID ", "-x SAX_NET_LATENCY_US ", "-x NCCL_NET_PLUGIN ", "-x SAX_NET_INNER "})
     EXPECT_NE(line.find(passed), std::string::npos) << passed << "\n" << line;
   EXPECT_NE(line.find("SAX_NET_BANDWIDTH_GBPS=0.125 "), std::string::npos) << "the rest is still set: " << line;
   EXPECT_NE(r.out.find("# emulation: the NCCL net plugin /my/libnccl-net-x.so"), std::string::npos) << r.out;
