@@ -115,7 +115,7 @@ void pipeline_traffic(const TrafficUnits& u, const Candidate& cand, const StageL
 void sync_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& cand, const StageLayers& st,
                   StageTraffic& t) {
   const double L = static_cast<double>(st.layers()), moe = static_cast<double>(st.moe);
-  if (cand.pp > 1 && (st.first || st.last)) t.embedding = times(u.embedding, 1);
+  t.embedding = cand.pp > 1 && (st.first || st.last) ? times(u.embedding, 1) : Amount{0, 0};
   // DP: overlapped, one message per layer and group (an MoE layer's non-expert parameters over
   // DP×CP), the embedding/output parameters one more; otherwise one per group. Bytes scale with
   // the parameters held; none when a stage holds none of a group's parameters.

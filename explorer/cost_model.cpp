@@ -629,9 +629,9 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
   if (pipeline_tag != 0) kept->pipeline_tag = pipeline_tag;
   // The memo's traffic is this run's once the loop below has worked every stage's out.
   if (keep_stages && !have_traffic && !have_pipeline) traffic->tag = tag;
-  StageTraffic own;
   for (std::size_t s = 0; s < split.kinds.size(); ++s) {
     const StageLayers& st = split.kinds[s];
+    StageTraffic own;
     StageTraffic& tr = keep_stages ? traffic->stages[s] : own;
     // Two variants differ in their TP time alone: the first with tp_comm_overlap off, the second
     // on (with SP, which it needs).
