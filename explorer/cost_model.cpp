@@ -605,7 +605,11 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
             pl[GroupKind::pp].link};
   const TrafficUnits& units = priced.units;
   const Prices& price = priced.prices;
-  const terms::LayerTimes& times = layer_times(cand);
+  // What the memo has for this run (Memo): the layer times, the tail, the stages' traffic, their
+  // micro-batch terms.
+  const bool keep = memo != nullptr && tag != 0;
+  if (keep && memo->times_tag != tag) memo->times = layer_times(cand), memo->times_tag = tag;
+  const terms::LayerTimes& times = keep ? memo->times : layer_times(cand);
 
   // Per micro-batch the slowest stage sets the pace; after the pipeline the slowest tail decides.
   std::array<terms::Microbatch, 2> crit{};
@@ -613,8 +617,6 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
   std::array<std::int64_t, 2> critical_stage{};
   terms::Tail tail_worst;
   double tail_s = -1;
-  // What the memo has for this run (Memo): the tail, the stages' traffic, their micro-batch terms.
-  const bool keep = memo != nullptr && tag != 0;
   Memo::Slot* kept = keep ? &memo->slots[slot] : nullptr;
   const bool have_tail = keep && kept->tail_tag == tag;
   if (have_tail) tail_worst = kept->worst, tail_s = kept->total_s, r.dp_algorithm = kept->dp_algorithm;

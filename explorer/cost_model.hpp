@@ -367,6 +367,9 @@ class CostModel {
       std::array<StageTraffic, kStages> stages;
     };
     std::array<Traffic, 2> traffic;  // [full recompute]
+    // The layer times of the run (they depend on TP, CP, the micro-batch, SP and zero bubble).
+    std::uint64_t times_tag = 0;
+    terms::LayerTimes times;
     struct Slot {
       std::uint64_t tail_tag = 0;
       terms::Tail worst;
