@@ -107,13 +107,14 @@ NetnsConfig netns_config(const Cluster& c, const std::string& technology, const 
   NetnsConfig n;
   n.slot = slot;
   n.linkdelay = linkdelay;
-  const Link& link = c.cross_building_link(technology);
-  for (const auto& b : c.buildings) {
-    const auto devices = static_cast<int>(b.nodes * c.devices_per_node);
-    n.slots_per_building.push_back(devices);
-    n.boundary_gbps.push_back(devices * link.bandwidth_gbps / link.oversubscription);
+  // Each building's boundary as the software emulator and the net plugin see it (Cluster::boundary).
+  for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b) {
+    const BuildingBoundary boundary = c.boundary(b, technology);
+    n.slots_per_building.push_back(boundary.devices_in_building);
+    n.boundary_gbps.push_back(boundary.devices_in_building * boundary.link.bandwidth_gbps /
+                              boundary.link.oversubscription);
   }
-  n.latency_us = link.latency_us;
+  n.latency_us = c.cross_building_link(technology).latency_us;
   return n;
 }
 
