@@ -16,10 +16,17 @@ json load_json_file(const std::string& file) {
   std::error_code ec;
   if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
     throw InputError(file, "", "a readable JSON file (it is not a regular file)");
-  std::ifstream in(file);
+  std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(file, "", "a readable file (cannot open it)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in && !in.eof()) throw InputError(file, "", "a readable file (reading it failed)");
+  return parse_json_text(text.str(), file);
+}
+
+json parse_json_text(const std::string& text, const std::string& file) {
   try {
-    return json::parse(in, nullptr, true, /*ignore_comments=*/true);
+    return json::parse(text, nullptr, true, /*ignore_comments=*/true);
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     // nlohmann's message is "[json.exception.parse_error.101] parse error at line 3, ...".

@@ -24,6 +24,8 @@ inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 40;
 
 // Reads and parses a JSON file; a missing file or a syntax error is an InputError.
 json load_json_file(const std::string& file);
+// Parses JSON text read from `file` (named in errors); what load_json_file does after reading.
+json parse_json_text(const std::string& text, const std::string& file);
 
 // Appends a key to a JSON pointer, escaping '~' and '/' as RFC 6901 asks.
 std::string json_path(const std::string& parent, const std::string& key);
