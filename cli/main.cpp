@@ -31,9 +31,10 @@ static bool first_rank() {
 }
 
 static int fail(int code, const char* prefix, const std::string& what) {
-  // One write: a line sent in pieces can be split by mpirun's own banner on the same stream.
+  // One write: a line sent in pieces can be split by mpirun's own banner on the same stream. The
+  // message may carry input (a flag's value, a key): one safe line, whatever it holds.
   if (first_rank()) {
-    std::fputs(("sax: " + std::string(prefix) + ": " + what + "\n").c_str(), stderr);
+    std::fputs(("sax: " + std::string(prefix) + ": " + safe_text(what, 8 * kMaxEchoBytes) + "\n").c_str(), stderr);
   } else {
     // mpirun takes the job down as soon as one rank exits non-zero: the silent ranks leave last,
     // so that the first has said its line (the CI once saw no line at all). No MPI here to meet.

@@ -121,7 +121,7 @@ json curve_json(const EfficiencyCurve& c) {
 
 Calibration read_calibration(const json& value, const std::string& file) {
   Fields f(value, file, "");
-  f.allow("kind");
+  f.choice("kind", {"calibration"}, "calibration");  // a file of another kind is refused wherever it is read
   f.allow("comment");
   Calibration c;
   // Compared before narrowing to int: 4294967297 would otherwise read as version 1.

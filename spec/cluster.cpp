@@ -112,7 +112,7 @@ bool nvlink_sharp_by_name(const std::string& name) {
 
 Cluster read_cluster(const json& value, const std::string& file) {
   Fields f(value, file, "");
-  f.allow("kind");
+  f.choice("kind", {"cluster"}, "cluster");  // a file of another kind is refused wherever it is read
   f.allow("comment");
   Cluster c;
   c.name = f.string("name");

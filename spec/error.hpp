@@ -7,8 +7,16 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace sax {
+
+// Text that came from input (a value, a key, a file name) made safe to print on one line: control
+// characters and bytes that are not printable UTF-8 are escaped (\n, \x1b, ...), so a value cannot
+// break the line or drive the terminal, and text past `max_bytes` is cut with its size noted.
+inline constexpr std::size_t kMaxEchoBytes = 200;
+inline constexpr std::size_t kMaxEchoValueBytes = 80;  // one value quoted inside a message
+std::string safe_text(std::string_view text, std::size_t max_bytes = kMaxEchoBytes);
 
 class InputError : public std::runtime_error {
  public:
@@ -24,11 +32,8 @@ class InputError : public std::runtime_error {
   const std::string& expected() const { return expected_; }
 
  private:
-  static std::string format(const std::string& file, const std::string& path, const std::string& expected) {
-    std::string s = file.empty() ? std::string("<input>") : file;
-    if (!path.empty()) s += ": " + path;
-    return s + ": expected " + expected;
-  }
+  // "<file>: <path>: expected <what>", each part passed through safe_text.
+  static std::string format(const std::string& file, const std::string& path, const std::string& expected);
   std::string file_, path_, expected_;
 };
 

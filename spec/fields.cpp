@@ -16,24 +16,100 @@ json load_json_file(const std::string& file) {
   std::error_code ec;
   if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
     throw InputError(file, "", "a readable JSON file (it is not a regular file)");
+  if (const auto size = std::filesystem::file_size(file, ec); !ec && size > kMaxInputFileBytes)
+    throw InputError(file, "",
+                     "a JSON file of at most " + std::to_string(kMaxInputFileBytes >> 20) + " MiB (it has " +
+                         std::to_string(size >> 20) + " MiB)");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(file, "", "a readable file (cannot open it)");
   std::ostringstream text;
   text << in.rdbuf();
-  if (!in && !in.eof()) throw InputError(file, "", "a readable file (reading it failed)");
+  if (text.tellp() > static_cast<std::streamoff>(kMaxInputFileBytes))  // it grew while we read it
+    throw InputError(file, "", "a JSON file of at most " + std::to_string(kMaxInputFileBytes >> 20) + " MiB");
   return parse_json_text(text.str(), file);
 }
 
+namespace {
+
+// Follows the parser through the document: the JSON pointer of the value being read (for errors
+// that nlohmann reports by line and column only, such as a number out of range) and the keys each
+// object has had so far (a key twice is an error: nlohmann would keep the last silently).
+class PathTracker {
+ public:
+  explicit PathTracker(const std::string& file) : file_(file) {}
+
+  bool on(json::parse_event_t event, const json& parsed) {
+    using E = json::parse_event_t;
+    switch (event) {
+      case E::object_start:
+      case E::array_start:
+        begin_value();
+        frames_.push_back({event == E::object_start, {}, {}, 0});
+        break;
+      case E::key: {
+        Frame& f = frames_.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second)
+          throw InputError(file_, path(),
+                           "each key once in an object, got \"" + safe_text(f.key, kMaxEchoValueBytes) + "\" twice");
+        break;
+      }
+      case E::object_end:
+      case E::array_end:
+        frames_.pop_back();
+        break;
+      case E::value:
+        begin_value();
+        break;
+    }
+    return true;
+  }
+
+  // The pointer of the value being read: in an array that holds the value, the element after the
+  // last one begun (the parser fails on a value before announcing it); in an outer one, the last.
+  std::string path() const {
+    std::string p;
+    for (std::size_t i = 0; i < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      const bool inner = i + 1 == frames_.size();
+      p = f.object ? json_path(p, f.key) : json_path(p, inner || f.count == 0 ? f.count : f.count - 1);
+    }
+    return p;
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;
+    std::size_t count;  // array: elements begun
+  };
+  void begin_value() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().count;
+  }
+  const std::string& file_;
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
 json parse_json_text(const std::string& text, const std::string& file) {
+  if (text.size() > kMaxInputFileBytes)
+    throw InputError(file, "", "JSON text of at most " + std::to_string(kMaxInputFileBytes >> 20) + " MiB");
+  PathTracker tracker(file);
   try {
-    return json::parse(text, nullptr, true, /*ignore_comments=*/true);
+    return json::parse(
+        text, [&](int, json::parse_event_t event, json& parsed) { return tracker.on(event, parsed); }, true,
+        /*ignore_comments=*/true);
+  } catch (const InputError&) {
+    throw;
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     // nlohmann's message is "[json.exception.parse_error.101] parse error at line 3, ...".
     auto pos = what.find("parse error");
-    throw InputError(file, "", "valid JSON (" + what.substr(pos == std::string::npos ? 0 : pos) + ")");
+    throw InputError(file, tracker.path(), "valid JSON (" + what.substr(pos == std::string::npos ? 0 : pos) + ")");
   } catch (const std::exception& e) {
-    throw InputError(file, "", std::string("a readable JSON file (") + e.what() + ")");
+    throw InputError(file, tracker.path(), std::string("a readable JSON file (") + e.what() + ")");
   }
 }
 
@@ -64,7 +140,7 @@ std::string json_type_name(const json& v) {
     case json::value_t::number_float:
       return "the number " + v.dump();
     case json::value_t::string:
-      return "the string " + v.dump();
+      return "the string " + safe_text(v.dump(), kMaxEchoValueBytes);
     case json::value_t::array:
       return "an array";
     case json::value_t::object:
@@ -207,7 +283,7 @@ std::string Fields::choice(const std::string& key, const std::vector<std::string
   std::string s = v.get<std::string>();
   for (const auto& c : choices)
     if (c == s) return s;
-  fail(key, one_of(choices) + ", got \"" + s + "\"");
+  fail(key, one_of(choices) + ", got \"" + safe_text(s, kMaxEchoValueBytes) + "\"");
 }
 
 std::string Fields::choice(const std::string& key, const std::vector<std::string>& choices,
@@ -236,7 +312,8 @@ void Fields::finish() const {
     if (read_.count(it.key())) continue;
     std::string known;
     for (const auto& k : read_) known += (known.empty() ? "" : ", ") + k;
-    throw InputError(file_, path_of(it.key()), "a known key (" + known + "), not \"" + it.key() + "\"");
+    throw InputError(file_, path_of(it.key()),
+                     "a known key (" + known + "), not \"" + safe_text(it.key(), kMaxEchoValueBytes) + "\"");
   }
 }
 

@@ -22,7 +22,13 @@ using json = nlohmann::json;
 inline constexpr std::int64_t kMaxDegree = std::int64_t{1} << 31;
 inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 40;
 
-// Reads and parses a JSON file; a missing file or a syntax error is an InputError.
+// The largest JSON input read (spec, calibration and result files): a parsed document costs about
+// 14× its text in memory, so 64 MiB stays under 1 GiB; the largest file sax writes itself (a
+// calibration with its raw points) is a few MiB.
+inline constexpr std::size_t kMaxInputFileBytes = std::size_t{64} << 20;
+
+// Reads and parses a JSON file; a missing or oversized file, a syntax error or a key given twice
+// in one object is an InputError (a parse error names the JSON path where it happened).
 json load_json_file(const std::string& file);
 // Parses JSON text read from `file` (named in errors); what load_json_file does after reading.
 json parse_json_text(const std::string& text, const std::string& file);

@@ -281,9 +281,9 @@ static std::array<Dim, 5> parse_order(Fields& f) {
 
 Layout read_layout(const json& value, const std::string& file) {
   Fields f(value, file, "");
-  f.allow("kind");
+  f.choice("kind", {"layout"}, "layout");  // a file of another kind is refused wherever it is read
   f.allow("comment");
-  f.allow("name");
+  f.string("name", "");  // a label only, but a string
   Layout l;
   l.tensor_model_parallel_size = f.integer_in("tensor_model_parallel_size", 1, kMaxDegree, 1);
   l.pipeline_model_parallel_size = f.integer_in("pipeline_model_parallel_size", 1, kMaxDegree, 1);

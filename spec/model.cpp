@@ -90,7 +90,7 @@ static constexpr std::int64_t kMaxLayers = std::int64_t{1} << 20;
 
 Model read_model(const json& value, const std::string& file) {
   Fields f(value, file, "");
-  f.allow("kind");
+  f.choice("kind", {"model"}, "model");  // a file of another kind is refused wherever it is read
   f.allow("comment");
   Model m;
   m.name = f.string("name");
