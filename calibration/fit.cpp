@@ -7,6 +7,7 @@
 
 #include "harness/stats.hpp"
 #include "spec/error.hpp"
+#include "spec/fields.hpp"
 
 namespace sax::calibration {
 
@@ -147,9 +148,12 @@ std::vector<CollPoint> read_bench_coll_points(const json& doc, const std::string
     if (!r.is_object() || !r.contains("op") || !r["op"].is_string()) throw InputError(file, at + "/op", "an op name");
     const auto op = parse_coll_op(r["op"].get<std::string>());
     if (!op) throw InputError(file, at + "/op", "an op of sax bench coll, got '" + r["op"].get<std::string>() + "'");
-    for (const char* key : {"ranks", "bytes", "time_us"})
-      if (!r.contains(key) || !r[key].is_number()) throw InputError(file, at + "/" + key, "a number");
-    points.push_back({*op, r["ranks"].get<int>(), r["bytes"].get<double>(), r["time_us"].get<double>()});
+    // Read at the width each is used at, and within range: a rank count that would narrow, or a
+    // non-positive time, is refused rather than fitted.
+    Fields f(r, file, at);
+    const auto ranks = static_cast<int>(f.integer_in("ranks", 1, INT32_MAX));
+    const auto bytes = static_cast<double>(f.integer_in("bytes", 0, kMaxSize));
+    points.push_back({*op, ranks, bytes, f.number("time_us", 0.0)});
   }
   return points;
 }

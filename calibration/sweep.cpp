@@ -151,6 +151,12 @@ void check_point(const json& p, const std::string& what, const std::string& at) 
     if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() > 0))
       throw InputError(what, at + "/" + k, "a positive number");
   };
+  auto whole = [&](const char* k, std::int64_t min, std::int64_t max) {  // a count, however the JSON spells it
+    const double x = p.contains(k) && p[k].is_number() ? p[k].get<double>() : -1.0;
+    if (!(x >= static_cast<double>(min) && x <= static_cast<double>(max) && x == std::floor(x)))
+      throw InputError(what, at + "/" + k, "an integer between " + std::to_string(min) + " and " + std::to_string(max));
+  };
+
   if (kind == "overlap") {
     positive("alone_us"), positive("time_us");
     if (p.contains("comm_us")) positive("comm_us");
@@ -166,7 +172,11 @@ void check_point(const json& p, const std::string& what, const std::string& at) 
   } else if (kind == "link") {
     for (const char* k : {"group", "link_class", "op"})
       if (!p.contains(k) || !p[k].is_string()) throw InputError(what, at + "/" + k, "a name");
-    for (const char* k : {"ranks", "groups", "bytes", "time_us"}) positive(k);
+    // Counts and sizes are read as the integers they are used as: 1.5 ranks or 4294967300 ranks
+    // (4 once narrowed to int) are refused, not truncated.
+    for (const char* k : {"ranks", "groups"}) whole(k, 1, INT32_MAX);
+    whole("bytes", 0, kMaxSize);
+    positive("time_us");
     if (!p.contains("together") || !p["together"].is_boolean())
       throw InputError(what, at + "/together", "true or false");
     if (!parse_link_class(p["link_class"].get<std::string>()))

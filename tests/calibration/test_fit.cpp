@@ -222,3 +222,35 @@ TEST(FitSweep, TheGemmCurveIsTheEfficiencyOfTheWorkScheduled) {
     EXPECT_NE(std::string(e.what()).find("pts: /2/quantization"), std::string::npos) << e.what();
   }
 }
+
+// Counts are read at the width they are used at (int): a rank count that would narrow (4294967300
+// is 4 as an int) or a fractional one is refused with its path, in bench results and sweep points.
+TEST(HardeningSilentAcceptance, CalibrationPointsReadCountsAtTheirWidth) {
+  auto path_of_error = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const sax::InputError& e) {
+      return e.path();
+    }
+    return "(accepted)";
+  };
+  for (const sax::json ranks : {sax::json(4294967300LL), sax::json(1e30), sax::json(2.5), sax::json(0)}) {
+    const sax::json doc = {{"version", 2},
+                           {"results", {{{"op", "all_reduce"}, {"ranks", ranks}, {"bytes", 1024}, {"time_us", 10.5}}}}};
+    EXPECT_EQ(path_of_error([&] { sax::calibration::read_bench_coll_points(doc, "b.json"); }), "/results/0/ranks")
+        << ranks;
+    const sax::json points = {{{"key", "k"},
+                               {"group", "cross_building"},
+                               {"link_class", "cross_building"},
+                               {"op", "all_reduce"},
+                               {"ranks", ranks},
+                               {"groups", 1},
+                               {"together", true},
+                               {"bytes", 1024},
+                               {"time_us", 10.5}}};
+    EXPECT_EQ(path_of_error([&] { sax::calibration::fit_sweep(points, "pts", nullptr); }), "/0/ranks") << ranks;
+  }
+  const sax::json slow = {{"version", 2},
+                          {"results", {{{"op", "all_reduce"}, {"ranks", 4}, {"bytes", 1024}, {"time_us", -3}}}}};
+  EXPECT_EQ(path_of_error([&] { sax::calibration::read_bench_coll_points(slow, "b.json"); }), "/results/0/time_us");
+}
