@@ -151,7 +151,10 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
     }
   }
   // The waiting groups sleep here while the others run; then all aggregate the ranks that ran.
-  if (t.quiet) job.quiet_barrier();
+  // A waiting rank counts its wait as progress: the size may outlast --timeout, and the ranks it
+  // waits for tick their own watchdogs, which end the job if they stall. (Before the timed loop,
+  // where every rank waits for all, nobody ticks: a rank that never comes is caught there.)
+  if (t.quiet) job.quiet_barrier(t.active ? std::function<void()>() : std::function<void()>(tick));
   job.aggregate(m.times_us, t.average, t.active);
   m.time_us = job.aggregate(mine, t.average, t.active);
   return m;

@@ -171,12 +171,13 @@ std::int64_t Job::sum(std::int64_t value) {
 
 void Job::barrier() { SAX_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
 
-void Job::quiet_barrier() {
+void Job::quiet_barrier(const std::function<void()>& while_waiting) {
   MPI_Request req = MPI_REQUEST_NULL;
   SAX_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
   for (int done = 0;;) {
     SAX_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (done) return;
+    if (while_waiting) while_waiting();
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }

@@ -85,8 +85,9 @@ class Job {
   std::int64_t sum(std::int64_t value);
   void barrier();
   // A barrier that waits by sleeping (100 µs between tests) instead of polling: ranks with nothing
-  // to do leave the cores to the ranks being measured.
-  void quiet_barrier();
+  // to do leave the cores to the ranks being measured. `while_waiting`, when given, runs after
+  // each test (bench coll: a waiting rank's watchdog tick).
+  void quiet_barrier(const std::function<void()>& while_waiting = nullptr);
   // This rank's clock against rank 0's, estimated by `rounds` ping-pongs between rank 0 and each
   // rank in turn (the round with the shortest round trip wins). Collective.
   ClockOffset clock_offset(int rounds = 16);

@@ -395,4 +395,11 @@ TEST(HardeningWatchdog, SizeLongerThanTheTimeoutOfShortIterationsCompletes) {
   const auto& res = j["results"][0];
   EXPECT_GT(res["time_us"].get<double>() * 3000, 2e6) << "the size did not outlast the timeout";
   EXPECT_LT(res["p99_us"].get<double>(), 1e6) << "an iteration as long as the timeout";
+  // With --groups-at-once 1 the other group waits out the whole size, sleeping: its wait counts.
+  r = bench("--cluster " + cluster() + " --group cross_building --groups-at-once 1 --op send_recv -b 8 -e 8 " +
+                "-n 3000 -w 1 --timeout 2 --json " + t.file("one.json"),
+            "SAX_EMULATION=software timeout 120");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto one = nlohmann::json::parse(sax::test::slurp(t.file("one.json")));
+  EXPECT_GT(one["results"][0]["time_us"].get<double>() * 3000, 2e6) << "the size did not outlast the timeout";
 }
