@@ -19,10 +19,14 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
   std::optional<CollBenchPlan> plan;
   std::string text = args.text();
   for (const auto& e : extras) text += '\x1f' + e;
+  // What the sweep may allocate is checked against the host's memory, shared by its ranks,
+  // before anything is allocated (every rank refuses together, exit 2, not std::bad_alloc).
+  const HostMemory host = read_host_memory(job.ranks_on_host());
   job.agree(text, [&] {
     if (!extras.empty()) throw UsageError("bench coll: unexpected argument '" + extras.front() + "'");
     (void)FaultInjection::get();  // a malformed test variable is bad input too
-    plan = plan_coll_bench(args, job.size(), [&job](const std::string& b) { return job.choose_backend(b); });
+    plan = plan_coll_bench(
+        args, job.size(), [&job](const std::string& b) { return job.choose_backend(b); }, &host);
     check_emulation(plan->cluster ? &*plan->cluster : nullptr);  // software emulation needs the cluster
     // Rank 0 writes the JSON: find an unwritable path now, not after the sweep.
     if (job.rank() == 0 && !plan->config.json_file.empty()) writer.check(plan->config.json_file);
@@ -43,11 +47,7 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
     ClockOffset clock;
     if (!plan->config.trace_dir.empty()) {
       clock = job.clock_offset();
-      // The batch and each sample, per size and placement.
-      const CollBenchConfig& c = plan->config;
-      const std::size_t sizes = sweep_sizes(c.min_bytes, c.max_bytes, c.step_factor).size();
-      const auto samples = static_cast<std::size_t>(c.graph_launches > 0 ? c.graph_launches : c.iters);
-      tracer = std::make_unique<StepTracer>(job.rank(), c.ops.size() * sizes * 2 * (samples + 1) + 16);
+      tracer = std::make_unique<StepTracer>(job.rank(), trace_capacity(plan->config));
     }
     results = run_coll_sweep(
         *plan, *group.comm, *device, job, &watchdog,

@@ -62,11 +62,16 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
   const Stream stream = device.comm_stream();
   const coll::Mode mode = t.blocking ? coll::Mode::blocking : coll::Mode::enqueue;
   Measurement m;
+  // An iteration completed (on the CPU backend each call is complete on return; on CUDA an
+  // enqueue counts too, and the wait below ticks as each sample completes).
+  const auto tick = [w = t.watchdog] {
+    if (w) w->tick();
+  };
   double mine = 0;
   double per_iteration_us = 0;  // the warmup's, on the host clock: how long a sample of one iteration would be
   if (t.active && t.warmup > 0) {
     const std::int64_t warm = profiles::now_ns();
-    for (int i = 0; i < t.warmup; ++i) entry.run(comm, send, recv, count, dtype, mode);
+    for (int i = 0; i < t.warmup; ++i) entry.run(comm, send, recv, count, dtype, mode), tick();
     device.synchronize(stream);
     per_iteration_us = static_cast<double>(profiles::now_ns() - warm) * 1e-3 / t.warmup;
   }
@@ -113,15 +118,19 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
       for (int i = 0; i < t.iters; ++i) {
         entry.run(comm, send, recv, count, dtype, mode);
         start = faults.slow_down(i, start, now_s());
+        tick();
         if (i + 1 == ends[j]) events[++j]->record(stream);
       }
     } else {
       for (int i = 0; i < t.iters; ++i) {
         entry.run(comm, send, recv, count, dtype, mode);
+        tick();
         if (i + 1 == ends[j]) events[++j]->record(stream);
       }
     }
-    events[samples]->synchronize();
+    // Sample by sample (on CUDA the batch completes on the device after the enqueues return): the
+    // host's waits, outside the events' intervals, so the timing is the same as one wait.
+    for (int k = 1; k <= samples; ++k) events[k]->synchronize(), tick();
     for (std::size_t k = 0; k < ends.size(); ++k) {
       const int held = t.graph_launches > 0 ? t.iters : ends[k] - (k > 0 ? ends[k - 1] : 0);
       m.times_us[k] = events[k + 1]->elapsed_us(*events[k]) / held;
@@ -142,7 +151,10 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
     }
   }
   // The waiting groups sleep here while the others run; then all aggregate the ranks that ran.
-  if (t.quiet) job.quiet_barrier();
+  // A waiting rank counts its wait as progress: the size may outlast --timeout, and the ranks it
+  // waits for tick their own watchdogs, which end the job if they stall. (Before the timed loop,
+  // where every rank waits for all, nobody ticks: a rank that never comes is caught there.)
+  if (t.quiet) job.quiet_barrier(t.active ? std::function<void()>() : std::function<void()>(tick));
   job.aggregate(m.times_us, t.average, t.active);
   m.time_us = job.aggregate(mine, t.average, t.active);
   return m;
@@ -200,6 +212,7 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
   Timing timing = Timing::of(c);
   timing.active = c.groups_at_once == 0 || plan.groups.group_of(job.rank()) < c.groups_at_once;
   timing.tracer = tracer;
+  timing.watchdog = watchdog;
   std::vector<CollResult> results;
   bool first = true;
   for (CollOp op : c.ops) {

@@ -67,6 +67,9 @@ struct Timing {
   // --trace: the timed batch and each iteration on this rank's timeline, named `trace_name`.
   StepTracer* tracer = nullptr;
   const char* trace_name = "";
+  // --timeout: each completed iteration (warmup and timed; on CUDA each completed sample) ticks
+  // it, so a size longer than the timeout is not a hang while its iterations keep completing.
+  Watchdog* watchdog = nullptr;
   static Timing of(const CollBenchConfig& c) {
     return {c.iters, c.warmup, c.average, c.blocking, c.graph_launches, c.min_sample_us, true, c.groups_at_once > 0};
   }

@@ -2,34 +2,90 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <set>
 
 #include "collectives/communicator.hpp"
 #include "harness/coll_table.hpp"
 #include "harness/sizes.hpp"
 #include "harness/watchdog.hpp"
+#include "profiles/event.hpp"
 #include "spec/error.hpp"
+#include "spec/fields.hpp"
 
 namespace sax::harness {
 
 namespace {
 
-std::int64_t parse_int(const std::string& text, const std::string& flag, std::int64_t min) {
+std::int64_t parse_int(const std::string& text, const std::string& flag, std::int64_t min,
+                       std::int64_t max = 1'000'000'000) {
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > 1'000'000'000)
-    throw UsageError(flag + ": expected an integer >= " + std::to_string(min) + ", got '" + text + "'");
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
+    throw UsageError(flag + ": expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                     ", got '" + text + "'");
   return v;
 }
 
 std::uint64_t parse_size(const std::string& text, const std::string& flag) {
   auto b = parse_bytes(text);
-  if (!b || *b == 0) throw UsageError(flag + ": expected a size like 4096, 1K, 16M or 1G, got '" + text + "'");
+  if (!b || *b == 0 || *b > static_cast<std::uint64_t>(kMaxSize))
+    throw UsageError(flag + ": expected a size like 4096, 1K, 16M or 1G, at most 1024G, got '" + text + "'");
   return *b;
 }
+
+// Saturating arithmetic for the footprint: past 2^64 is "more than any host has".
+std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+std::string gib(std::uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1u << 30));
+  return buf;
+}
+
+// A part of the footprint in the unit that shows it: 2.0 GiB, 27.5 KiB.
+std::string amount(std::uint64_t bytes) {
+  if (bytes >= (1u << 30)) return gib(bytes);
+  char buf[32];
+  const bool mib = bytes >= (1u << 20);
+  std::snprintf(buf, sizeof buf, "%.1f %s", static_cast<double>(bytes) / (mib ? 1u << 20 : 1u << 10),
+                mib ? "MiB" : "KiB");
+  return buf;
+}
+
+// Bytes a line of /proc/meminfo ("MemAvailable:   23471952 kB") gives for `key`; 0 when absent.
+std::uint64_t meminfo_bytes(const std::string& key) {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key + ":", 0) == 0) {
+      const unsigned long long kb = std::strtoull(line.c_str() + key.size() + 1, nullptr, 10);
+      return sat_mul(kb, 1024);
+    }
+  return 0;
+}
+
+// A cgroup v2 file holding one number ("max" or unreadable: 0).
+std::uint64_t cgroup_value(const std::string& name) {
+  std::ifstream in("/sys/fs/cgroup/" + name);
+  std::string text;
+  if (!(in >> text) || text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return 0;
+  return std::strtoull(text.c_str(), nullptr, 10);
+}
+
+// What a sweep keeps per sample: a live timestamp (an event, its time, the aggregation's copy)
+// while the size runs, and in every row's results the sample, its JSON value and its text.
+constexpr std::uint64_t kLiveBytesPerSample = 64, kKeptBytesPerSample = 64;
+// A traced event and its share of the Chrome trace written at the end.
+constexpr std::uint64_t kTraceJsonBytesPerEvent = 256;
 
 std::string bench_op_names() {
   std::string s;
@@ -81,7 +137,8 @@ const char* timing_mode(Backend backend, bool blocking, int graph_launches) {
 }
 
 CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
-                              const std::function<Backend(const std::string&)>& choose_backend) {
+                              const std::function<Backend(const std::string&)>& choose_backend,
+                              const HostMemory* host) {
   CollBenchPlan plan;
   CollBenchConfig& c = plan.config;
   // Operations: one name, a comma-separated list, or "all".
@@ -108,8 +165,8 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
   if (c.min_bytes > c.max_bytes)
     throw UsageError("-b/--min-bytes (" + a.min_bytes + ") is larger than -e/--max-bytes (" + a.max_bytes + ")");
   c.step_factor = static_cast<std::uint64_t>(parse_int(a.step_factor, "-f/--step-factor", 2));
-  c.iters = static_cast<int>(parse_int(a.iters, "-n/--iters", 1));
-  c.warmup = static_cast<int>(parse_int(a.warmup, "-w/--warmup", 0));
+  c.iters = static_cast<int>(parse_int(a.iters, "-n/--iters", 1, kMaxIters));
+  c.warmup = static_cast<int>(parse_int(a.warmup, "-w/--warmup", 0, kMaxIters));
   c.check = a.check;
   const std::optional<RankAggregate> average = parse_rank_aggregate(a.average);
   if (!average)
@@ -128,7 +185,7 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
       if (!has_in_place(coll_op_entry(op)) && !coll_op_entry(op).one_buffer)
         throw UsageError("--inplace 1: " + std::string(to_string(op)) +
                          " has no in-place form (NCCL defines none); use --inplace 0 or 2");
-  c.graph_launches = static_cast<int>(parse_int(a.graph_launches, "-G/--graph-launches", 0));
+  c.graph_launches = static_cast<int>(parse_int(a.graph_launches, "-G/--graph-launches", 0, kMaxIters));
   if (c.graph_launches > 0 && c.blocking)
     throw UsageError(
         "-z/--blocking 1 with -G/--graph-launches: a graph launch enqueues every iteration at once; "
@@ -136,7 +193,7 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
   char* end = nullptr;
   c.min_sample_us = std::strtod(a.min_sample_us.c_str(), &end);
   if (a.min_sample_us.empty() || *end != '\0' || !std::isfinite(c.min_sample_us) || c.min_sample_us < 0 ||
-      c.min_sample_us > 1e6)
+      c.min_sample_us > kMaxMinSampleUs)
     throw UsageError("--min-sample-us: expected microseconds from 0 (every iteration its own sample) to 1e6, got '" +
                      a.min_sample_us + "'");
   end = nullptr;
@@ -189,7 +246,87 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
                            element_name(c.dtype) + " elements");
     }
   }
+  // The host's memory first: past it, no count matters (-e 1024G).
+  if (host) check_host_memory(c, *host);
+  // MPI counts elements in an int: a call of more was refused only mid-sweep, after allocating
+  // its buffers (NCCL counts in size_t). The largest call is the largest size's, split by the
+  // smallest group where the op hands each rank a block.
+  if (c.backend == Backend::cpu)
+    for (CollOp op : c.ops) {
+      const std::uint64_t count = c.max_bytes / e;
+      const std::uint64_t per_call = splits_by_rank(op) ? count / *group_sizes.begin() : count;
+      if (per_call > static_cast<std::uint64_t>(INT_MAX))
+        throw UsageError("-e/--max-bytes " + a.max_bytes + ": " + to_string(op) + " passes " +
+                         std::to_string(per_call) + " " + element_name(c.dtype) +
+                         " elements to one MPI call, more than MPI's int count (" + std::to_string(INT_MAX) +
+                         "); use a smaller -e");
+    }
   return plan;
+}
+
+std::uint64_t SweepFootprint::total() const {
+  return sat_add(sat_add(sat_add(sat_add(buffers, scratch), check), samples), trace);
+}
+
+std::size_t trace_capacity(const CollBenchConfig& c) {
+  // The batch and each sample, per size and placement.
+  const std::uint64_t sizes = sweep_sizes(c.min_bytes, c.max_bytes, c.step_factor).size();
+  const auto samples = static_cast<std::uint64_t>(c.graph_launches > 0 ? c.graph_launches : c.iters);
+  return sat_add(sat_mul(sat_mul(sat_mul(c.ops.size(), sizes), 2), samples + 1), 16);
+}
+
+SweepFootprint sweep_footprint(const CollBenchConfig& c) {
+  SweepFootprint f;
+  const bool host_buffers = c.backend == Backend::cpu;  // on CUDA they are the device's memory
+  if (host_buffers) {
+    f.buffers = sat_mul(c.max_bytes, 2);
+    f.scratch = c.max_bytes;
+  }
+  if (c.check) f.check = sat_mul(c.max_bytes, 2);
+  // A sample is at least one iteration (-G: one launch), so a size has at most -n (-G) samples.
+  const auto samples = static_cast<std::uint64_t>(c.graph_launches > 0 ? c.graph_launches : c.iters);
+  std::uint64_t rows = 0;
+  for (CollOp op : c.ops) rows += placements(coll_op_entry(op), c.inplace).size();
+  rows = sat_mul(rows, sweep_sizes(c.min_bytes, c.max_bytes, c.step_factor).size());
+  f.samples = sat_mul(samples, sat_add(kLiveBytesPerSample, sat_mul(rows, kKeptBytesPerSample)));
+  if (!c.trace_dir.empty()) f.trace = sat_mul(trace_capacity(c), sizeof(profiles::Event) + kTraceJsonBytesPerEvent);
+  return f;
+}
+
+HostMemory read_host_memory(int ranks_on_host) {
+  HostMemory h;
+  h.ranks = std::max(1, ranks_on_host);
+  h.available_bytes = meminfo_bytes("MemAvailable");
+  h.source = "MemAvailable";
+  // In a container the cgroup's limit, not the host's, is where allocations fail.
+  const std::uint64_t limit = cgroup_value("memory.max");
+  if (limit > 0) {
+    const std::uint64_t used = cgroup_value("memory.current");
+    const std::uint64_t left = limit > used ? limit - used : 0;
+    if (h.available_bytes == 0 || left < h.available_bytes) {
+      h.available_bytes = left;
+      h.source = "the cgroup's memory.max less memory.current";
+    }
+  }
+  return h;
+}
+
+void check_host_memory(const CollBenchConfig& c, const HostMemory& host) {
+  if (host.available_bytes == 0) return;
+  const SweepFootprint f = sweep_footprint(c);
+  const std::uint64_t per_rank = f.total(), all = sat_mul(per_rank, static_cast<std::uint64_t>(host.ranks));
+  if (all <= host.available_bytes) return;
+  std::string parts;
+  const std::pair<const char*, std::uint64_t> named[] = {{"send and receive buffers", f.buffers},
+                                                         {"MPI scratch", f.scratch},
+                                                         {"--check copies", f.check},
+                                                         {"samples", f.samples},
+                                                         {"trace", f.trace}};
+  for (const auto& [name, bytes] : named)
+    if (bytes > 0) parts += std::string(parts.empty() ? "" : ", ") + name + " " + amount(bytes);
+  throw UsageError("bench coll needs " + gib(per_rank) + " per rank (" + parts + ") × " + std::to_string(host.ranks) +
+                   " rank(s) on this host = " + gib(all) + ", but " + gib(host.available_bytes) + " is available (" +
+                   host.source + "): lower -e/--max-bytes or -n/--iters");
 }
 
 }  // namespace sax::harness

@@ -20,6 +20,12 @@ namespace sax::harness {
 
 using nlohmann::json;
 
+// Bounds on what bench coll's flags size (issue 17): an iteration count (-n, -w, -G) of 10^7 is
+// hours of a small collective; 10^9 allocated a timestamp per iteration and ended in
+// std::bad_alloc. --min-sample-us: a second per sample at most. Sizes (-b, -e): kMaxSize (1 TiB).
+inline constexpr std::int64_t kMaxIters = 10'000'000;
+inline constexpr double kMaxMinSampleUs = 1e6;
+
 // The command line as typed. Every field is text so that all validation happens in
 // plan_coll_bench, identically on every rank, after MPI is up.
 struct CollBenchArgs {
@@ -72,6 +78,35 @@ struct CollBenchConfig {
 // "batched" (enqueued, synchronised once).
 const char* timing_mode(Backend backend, bool blocking, int graph_launches);
 
+// The memory of the host a rank runs on, as the sweep's check before allocating sees it: what
+// the kernel says is available to new allocations (MemAvailable in /proc/meminfo, or the cgroup's
+// memory.max less its memory.current where lower) and how many ranks share it.
+struct HostMemory {
+  std::uint64_t available_bytes = 0;  // 0: unknown (no check)
+  int ranks = 1;                      // ranks on this host (MPI's shared-memory split)
+  std::string source;                 // where available_bytes came from, for the message
+};
+HostMemory read_host_memory(int ranks_on_host);
+
+// What one rank of a sweep holds at its peak, by what the flags size, in bytes (saturating: a
+// product past 2^64 reads as UINT64_MAX). Estimates on the high side, for a check before the
+// first allocation, not an account.
+struct SweepFootprint {
+  std::uint64_t buffers = 0;  // send + receive at the largest size (host memory on the CPU backend)
+  std::uint64_t scratch = 0;  // MPI's temporaries: up to one message (a reduction's partial sums)
+  std::uint64_t check = 0;    // --check's host copies: the input and the output at the largest size
+  std::uint64_t samples = 0;  // a timestamp per sample and every row's kept samples and their JSON
+  std::uint64_t trace = 0;    // --trace's events, allocated up front
+  std::uint64_t total() const;
+};
+SweepFootprint sweep_footprint(const CollBenchConfig& c);
+// The events a --trace of the sweep records at most (StepTracer's capacity).
+std::size_t trace_capacity(const CollBenchConfig& c);
+
+// A UsageError (exit 2, one line with the figures) when the ranks on the host together need more
+// than it has available; nothing when `host.available_bytes` is unknown.
+void check_host_memory(const CollBenchConfig& c, const HostMemory& host);
+
 struct CollBenchPlan {
   CollBenchConfig config;
   coll::GroupSet groups;
@@ -81,7 +116,10 @@ struct CollBenchPlan {
 
 // Bad input is a UsageError or an InputError (exit 2). `choose_backend` turns --backend into the
 // backend ("" = the default), refusing one this build or machine cannot serve (Job::choose_backend).
+// A count per MPI call past MPI's int is refused; with `host`, so is a sweep the host's memory
+// cannot hold (check_host_memory): before anything is allocated.
 CollBenchPlan plan_coll_bench(const CollBenchArgs& args, std::int64_t world_size,
-                              const std::function<Backend(const std::string&)>& choose_backend);
+                              const std::function<Backend(const std::string&)>& choose_backend,
+                              const HostMemory* host = nullptr);
 
 }  // namespace sax::harness

@@ -39,6 +39,13 @@ Job::Job() {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   SAX_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   SAX_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  // The ranks sharing this host's memory, and this rank's index among them: taken here, where
+  // every rank is (a collective), so that validation can use them without one.
+  MPI_Comm node = MPI_COMM_NULL;
+  SAX_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+  SAX_MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
+  SAX_MPI_CHECK(MPI_Comm_size(node, &local_size_));
+  SAX_MPI_CHECK(MPI_Comm_free(&node));
   cuda_ = kernels::cuda_devices();
 }
 
@@ -164,12 +171,13 @@ std::int64_t Job::sum(std::int64_t value) {
 
 void Job::barrier() { SAX_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
 
-void Job::quiet_barrier() {
+void Job::quiet_barrier(const std::function<void()>& while_waiting) {
   MPI_Request req = MPI_REQUEST_NULL;
   SAX_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
   for (int done = 0;;) {
     SAX_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (done) return;
+    if (while_waiting) while_waiting();
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
@@ -281,13 +289,7 @@ Backend Job::choose_backend(const std::string& requested) const {
 }
 
 std::unique_ptr<kernels::Device> Job::make_device(Backend backend) {
-  // The ranks sharing this host's memory, and this rank's index among them.
-  MPI_Comm node = MPI_COMM_NULL;
-  int local_rank = 0, local_size = 1;
-  SAX_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
-  SAX_MPI_CHECK(MPI_Comm_rank(node, &local_rank));
-  SAX_MPI_CHECK(MPI_Comm_size(node, &local_size));
-  SAX_MPI_CHECK(MPI_Comm_free(&node));
+  const int local_rank = local_rank_, local_size = local_size_;
   if (backend == Backend::cpu) {
     // A CPU device is the rank's share of the host's cores: OpenBLAS's default (a thread per
     // core in every rank) puts 2 threads per core on the 4-rank testbed of 2 cores, and its

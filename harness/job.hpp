@@ -55,6 +55,8 @@ class Job {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // The ranks sharing this rank's host (its memory: MPI's shared-memory split, taken at start).
+  int ranks_on_host() const { return local_size_; }
 
   // Every rank runs `validate` (which throws UsageError or InputError for bad input); then the
   // ranks compare `args_text` (the command line as typed) and their verdicts. Differing arguments,
@@ -83,8 +85,9 @@ class Job {
   std::int64_t sum(std::int64_t value);
   void barrier();
   // A barrier that waits by sleeping (100 µs between tests) instead of polling: ranks with nothing
-  // to do leave the cores to the ranks being measured.
-  void quiet_barrier();
+  // to do leave the cores to the ranks being measured. `while_waiting`, when given, runs after
+  // each test (bench coll: a waiting rank's watchdog tick).
+  void quiet_barrier(const std::function<void()>& while_waiting = nullptr);
   // This rank's clock against rank 0's, estimated by `rounds` ping-pongs between rank 0 and each
   // rank in turn (the round with the shortest round trip wins). Collective.
   ClockOffset clock_offset(int rounds = 16);
@@ -112,7 +115,8 @@ class Job {
   void announce_and_meet(bool run_error, const std::string& what);
   bool owned_ = false;
   int rank_ = 0, size_ = 1;
-  kernels::CudaDevices cuda_;  // what this build and machine offer, asked once
+  int local_rank_ = 0, local_size_ = 1;  // among the ranks on this host
+  kernels::CudaDevices cuda_;            // what this build and machine offer, asked once
 };
 
 // Which building-boundary emulation the job runs under, as `sax launch` tells its ranks

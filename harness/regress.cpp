@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -10,6 +11,7 @@
 #include "harness/coll_table.hpp"
 #include "harness/job.hpp"
 #include "harness/stats.hpp"
+#include "harness/watchdog.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
 
@@ -24,10 +26,37 @@ struct Entry {
   std::vector<double> busbw;  // per-iteration samples
 };
 
+// What a results file may hold: physical ranges, so that every sample busbw × time_us / t_i is a
+// finite, normal number (a busbw of 1e308 × a time of 1e308 overflowed to inf, its median to NaN,
+// and a NaN spun the Mann-Whitney test forever: issue 17), and integers read at the width they
+// are used at (a ranks of 4294967300 read as int became 4). Local to regress for now; the spec's
+// bounds table (issue 17 item 3) is where they belong.
+//   times (time_us, each of times_us): 1 ns (below any timer's resolution) to 1e12 µs (the
+//     longest --timeout, 1e6 s: the watchdog ends an iteration that takes longer);
+//   busbw_gbps: 0 (a one-rank group moves nothing over a bus), or 1e-15 GB/s (a byte in the
+//     longest time) to 1e5 GB/s (100 TB/s, 50x today's fastest link);
+//   bytes: 1 B to kMaxSize (1 TiB); ranks: 1 to INT_MAX (RegressRow::ranks is an int).
+constexpr double kMinTimeUs = 1e-3, kMaxTimeUs = kMaxTimeoutS * 1e6;
+constexpr double kMinBusbwGbps = 1e-15, kMaxBusbwGbps = 1e5;
+
+std::string range_text(double lo, double hi) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "from %g to %g", lo, hi);
+  return buf;
+}
+
+// A time in µs within [kMinTimeUs, kMaxTimeUs] (a denormal, zero or negative time is refused).
+bool is_time_us(const nlohmann::json& v) {
+  if (!v.is_number()) return false;
+  const double x = v.get<double>();
+  return std::isfinite(x) && x >= kMinTimeUs && x <= kMaxTimeUs;
+}
+
 // busbw_i = busbw × time_us / t_i: the same bytes and factor, each iteration's own time.
 std::vector<Entry> read_entries(const nlohmann::json& doc, const std::string& file) {
   if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
     throw InputError(file, "/results", "an array of bench coll results (a file written by sax bench coll --json)");
+  const std::string time_range = "a time in µs " + range_text(kMinTimeUs, kMaxTimeUs);
   std::vector<Entry> out;
   const auto& results = doc["results"];
   for (std::size_t i = 0; i < results.size(); ++i) {
@@ -35,18 +64,27 @@ std::vector<Entry> read_entries(const nlohmann::json& doc, const std::string& fi
     Fields f(results[i], file, path);
     Entry e;
     const std::string op = f.string("op"), group = f.string("group"), dtype = f.string("dtype");
-    const auto bytes = static_cast<std::uint64_t>(f.integer("bytes", 1));
-    const int ranks = static_cast<int>(f.integer("ranks", 1));
+    const auto bytes = static_cast<std::uint64_t>(f.integer_in("bytes", 1, kMaxSize));
+    const int ranks = static_cast<int>(f.integer_in("ranks", 1, std::numeric_limits<int>::max()));
     // A one-buffer op (broadcast) is in place whatever the file says (version 1 had no field).
     const std::optional<CollOp> parsed = parse_coll_op(op);
     const bool in_place = (parsed && coll_op_entry(*parsed).one_buffer) || f.boolean("in_place", false);
-    const double busbw = f.number("busbw_gbps"), time_us = f.number("time_us");
+    const double busbw = f.nonnegative("busbw_gbps");
+    if (busbw != 0 && (busbw < kMinBusbwGbps || busbw > kMaxBusbwGbps))
+      f.fail("busbw_gbps", "0 or a bandwidth in GB/s " + range_text(kMinBusbwGbps, kMaxBusbwGbps));
+    const nlohmann::json* time = f.optional("time_us");
+    if (!time || !is_time_us(*time)) f.fail("time_us", time_range);
+    const double time_us = time->get<double>();
     const auto& times = f.array("times_us");
     if (times.empty()) f.fail("times_us", "at least one per-iteration time");
     for (std::size_t k = 0; k < times.size(); ++k) {
-      if (!times[k].is_number() || times[k].get<double>() <= 0)
-        throw InputError(file, json_path(f.path_of("times_us"), k), "a time in µs > 0");
-      e.busbw.push_back(busbw * time_us / times[k].get<double>());
+      if (!is_time_us(times[k])) throw InputError(file, json_path(f.path_of("times_us"), k), time_range);
+      const double sample = busbw * time_us / times[k].get<double>();
+      // In range by the bounds above; kept as the test's own guard should a bound ever widen.
+      if (!std::isfinite(sample) || (sample != 0 && !std::isnormal(sample)))
+        throw InputError(file, json_path(f.path_of("times_us"), k),
+                         "a time that keeps busbw_gbps × time_us / time a finite, normal number");
+      e.busbw.push_back(sample);
     }
     e.key = Key{op, group, dtype, bytes, ranks, in_place};
     out.push_back(std::move(e));
@@ -69,11 +107,14 @@ TimingKind timing_of(const nlohmann::json& doc, const std::string& file) {
   Fields f(doc["config"], file, "/config");
   const std::optional<RankAggregate> how = parse_rank_aggregate(f.string("average"));
   if (!how) f.fail("average", "one of rank0, mean, min, max");
+  // Within what bench coll accepts (--min-sample-us, -G), so that a graph_launches of 2^32 is not
+  // read as 0 through an int.
   const double min_sample_us = f.number("min_sample_us", -1, 0);
-  if (min_sample_us < 0) f.fail("min_sample_us", "microseconds >= 0");
+  if (min_sample_us < 0 || min_sample_us > kMaxMinSampleUs)
+    f.fail("min_sample_us", "microseconds " + range_text(0, kMaxMinSampleUs));
   return {to_string(*how),
           timing_mode(cuda ? Backend::cuda : Backend::cpu, cuda && f.boolean("blocking", false),
-                      cuda ? static_cast<int>(f.integer("graph_launches", 0, 0)) : 0),
+                      cuda ? static_cast<int>(f.integer_in("graph_launches", 0, kMaxIters, 0)) : 0),
           min_sample_us};
 }
 

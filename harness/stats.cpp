@@ -6,9 +6,18 @@
 
 namespace sax::harness {
 
+namespace {
+
+// Orders NaN after every number and equal to itself: a strict weak order whatever the samples
+// hold (std::sort with `<` over a NaN is undefined behaviour and can read out of bounds). The
+// readers refuse non-finite samples; this keeps a defect elsewhere from hanging or crashing here.
+bool nan_last(double a, double b) { return std::isnan(a) ? false : std::isnan(b) || a < b; }
+
+}  // namespace
+
 double percentile(std::vector<double> xs, double q) {
   if (xs.empty()) return 0;
-  std::sort(xs.begin(), xs.end());
+  std::sort(xs.begin(), xs.end(), nan_last);
   const double pos = q * static_cast<double>(xs.size() - 1);
   const auto lo = static_cast<std::size_t>(std::floor(pos));
   const std::size_t hi = std::min(lo + 1, xs.size() - 1);
@@ -38,10 +47,12 @@ MannWhitney mann_whitney(const std::vector<double>& x, const std::vector<double>
   all.reserve(n1 + n2);
   for (double v : x) all.emplace_back(v, 0);
   for (double v : y) all.emplace_back(v, 1);
-  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return nan_last(a.first, b.first); });
   double rank_sum_x = 0, tie_term = 0;
   for (std::size_t i = 0; i < all.size();) {
-    std::size_t j = i;
+    // A run of ties starts with all[i] itself: j starts past it, so the loop advances even where
+    // all[i] equals nothing (NaN != NaN spun here forever: issue 17).
+    std::size_t j = i + 1;
     while (j < all.size() && all[j].first == all[i].first) ++j;
     const double t = static_cast<double>(j - i), mean_rank = (static_cast<double>(i + j) + 1) / 2;
     for (std::size_t k = i; k < j; ++k)

@@ -11,9 +11,7 @@ namespace sax::harness {
 
 Watchdog::Watchdog(double timeout_s, int world_rank)
     : timeout_(std::isfinite(timeout_s) && timeout_s > 0 ? std::min(timeout_s, kMaxTimeoutS) : kMaxTimeoutS),
-      world_rank_(world_rank),
-      deadline_(std::chrono::steady_clock::now() +
-                std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_)) {
+      world_rank_(world_rank) {
   thread_ = std::thread([this] { watch(); });
 }
 
@@ -29,15 +27,28 @@ Watchdog::~Watchdog() {
 void Watchdog::progress(const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
   what_ = what;
-  deadline_ =
-      std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
+  tick();
 }
 
 void Watchdog::watch() {
+  using Clock = std::chrono::steady_clock;
+  const auto timeout = std::chrono::duration_cast<Clock::duration>(timeout_);
+  const auto look_every = timeout / 8;
   std::unique_lock<std::mutex> lock(mu_);
+  // The last time the count was seen to move: progress happened at or before it, so a stall is
+  // declared only once the count has stood still for the whole timeout.
+  std::uint64_t seen = ticks_.load(std::memory_order_relaxed);
+  Clock::time_point moved = Clock::now();
   while (!stop_) {
-    if (std::chrono::steady_clock::now() >= deadline_) break;
-    cv_.wait_until(lock, deadline_);
+    const Clock::time_point now = Clock::now();
+    const std::uint64_t ticks = ticks_.load(std::memory_order_relaxed);
+    if (ticks != seen) {
+      seen = ticks;
+      moved = now;
+    } else if (now - moved >= timeout) {
+      break;
+    }
+    cv_.wait_until(lock, std::min(moved + timeout, now + look_every));
   }
   if (stop_) return;
   const std::string what = what_;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -328,4 +329,77 @@ TEST(RegressMpi, InjectedTenPercentSlowdownIsFlagged) {
   EXPECT_NE(r.err.find(" regression(s) of busbw"), std::string::npos) << r.err;
   // The file against itself: nothing.
   EXPECT_EQ(regress(t.file("base.json"), t.file("base.json")).code, 0);
+}
+
+// Issue 17, class 5: what bench coll cannot allocate ended in std::bad_alloc on every rank (exit
+// 1). Now every rank refuses it together before allocating: exit 2, one line from rank 0.
+TEST(HardeningBenchCollAllocation, UnallocatableSweepsEndWithOneLineAndExitTwo) {
+  struct Case {
+    std::string args;
+    std::vector<std::string> says;  // one of these
+  };
+  const Case cases[] = {
+      {"-n 1000000000", {"-n/--iters: expected an integer from 1 to 10000000"}},
+      {"-e 1024G", {"bench coll needs 3072.0 GiB per rank"}},
+      // Past MPI's int count on any host; past this host's memory where it has less than 4 × 24 GiB.
+      {"-e 8G",
+       {"all_reduce passes 2147483648 float32 elements to one MPI call", "bench coll needs 24.0 GiB per rank"}},
+  };
+  for (const Case& c : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    Result r = bench(c.args, "timeout 60");
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.err;
+    EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
+    const auto lines = sax_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << c.args << ": " << r.err;
+    bool said = false;
+    for (const auto& say : c.says) said = said || lines[0].find(say) != std::string::npos;
+    EXPECT_TRUE(said) << c.args << ": " << lines[0];
+    EXPECT_LT(s, 30) << c.args;  // a check, not an allocation
+  }
+}
+
+// A sweep that fits still runs: -e 1G (3 GiB per rank: the buffers and MPI's scratch) on 2 ranks,
+// where the host has room for it twice over.
+TEST(HardeningBenchCollAllocation, OneGibibyteRunsWhereTheHostHasTheMemory) {
+  std::ifstream meminfo("/proc/meminfo");
+  double available_gib = 0;
+  for (std::string key; meminfo >> key;) {
+    double kb = 0;
+    meminfo >> kb;
+    if (key == "MemAvailable:") available_gib = kb / (1 << 20);
+    meminfo.ignore(1 << 10, '\n');
+  }
+  if (available_gib < 2 * 2 * 3) GTEST_SKIP() << "needs 12 GiB available, the host has " << available_gib;
+  TempDir t;
+  Result r = bench("--op all_reduce -b 1G -e 1G -n 1 -w 0 --json " + t.file("r.json"), "timeout 300", 2);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(sax::test::slurp(t.file("r.json")));
+  ASSERT_EQ(j["results"].size(), 1u);
+  EXPECT_EQ(j["results"][0]["bytes"], 1ull << 30);
+}
+
+// Issue 17, class 6: a size longer than --timeout whose iterations are short completes; progress
+// is counted per iteration. The software link emulator puts 1 ms on every message across the
+// building boundary, so 3000 iterations last at least 3 s whatever the machine, against a 2 s
+// timeout. (A hung peer is still caught: BenchMpi.HungPeerEndsEveryRankWithExitOneByTheTimeout.)
+TEST(HardeningWatchdog, SizeLongerThanTheTimeoutOfShortIterationsCompletes) {
+  TempDir t;
+  Result r = bench("--cluster " + cluster() + " --group cross_building --op send_recv -b 8 -e 8 -n 3000 -w 1 " +
+                       "--timeout 2 --json " + t.file("r.json"),
+                   "SAX_EMULATION=software timeout 120");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(sax::test::slurp(t.file("r.json")));
+  ASSERT_EQ(j["results"].size(), 1u);
+  const auto& res = j["results"][0];
+  EXPECT_GT(res["time_us"].get<double>() * 3000, 2e6) << "the size did not outlast the timeout";
+  EXPECT_LT(res["p99_us"].get<double>(), 1e6) << "an iteration as long as the timeout";
+  // With --groups-at-once 1 the other group waits out the whole size, sleeping: its wait counts.
+  r = bench("--cluster " + cluster() + " --group cross_building --groups-at-once 1 --op send_recv -b 8 -e 8 " +
+                "-n 3000 -w 1 --timeout 2 --json " + t.file("one.json"),
+            "SAX_EMULATION=software timeout 120");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto one = nlohmann::json::parse(sax::test::slurp(t.file("one.json")));
+  EXPECT_GT(one["results"][0]["time_us"].get<double>() * 3000, 2e6) << "the size did not outlast the timeout";
 }

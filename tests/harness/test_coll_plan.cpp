@@ -146,3 +146,116 @@ TEST(Watchdog, HugeTimeoutDoesNotFireAtOnce) {
   }
   SUCCEED();
 }
+
+// Issue 17, class 5: bench coll accepted what it could not allocate (-n 1000000000, -e 1024G,
+// 8 GiB buffers past MPI's int count) and every rank ended in std::bad_alloc. The plan refuses
+// each with one line before anything is allocated.
+namespace {
+
+std::string refusal(const CollBenchArgs& a, const HostMemory* host = nullptr, std::int64_t world = 4) {
+  try {
+    plan_coll_bench(a, world, no_device, host);
+  } catch (const sax::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+constexpr std::uint64_t kGiB = 1ull << 30;
+
+}  // namespace
+
+TEST(HardeningBenchCollAllocation, AbsurdIterationCountsAreRefused) {
+  CollBenchArgs a;
+  a.iters = "1000000000";
+  EXPECT_EQ(refusal(a), "-n/--iters: expected an integer from 1 to 10000000, got '1000000000'");
+  a.iters = "10000000";
+  EXPECT_EQ(refusal(a), "");
+  a = {};
+  a.warmup = "1000000000";
+  EXPECT_NE(refusal(a).find("-w/--warmup"), std::string::npos);
+}
+
+TEST(HardeningBenchCollAllocation, CountsPastMpisIntAreRefused) {
+  CollBenchArgs a;
+  a.max_bytes = "8G";  // 2^31 float32 elements in one MPI_Allreduce
+  EXPECT_EQ(refusal(a),
+            "-e/--max-bytes 8G: all_reduce passes 2147483648 float32 elements to one MPI call, more than MPI's int "
+            "count (2147483647); use a smaller -e");
+  a.max_bytes = "4G";
+  EXPECT_EQ(refusal(a), "");
+  // An all-gather hands each of 4 ranks a quarter: 2^31 elements in all is 2^29 per call.
+  a.op = "all_gather";
+  a.max_bytes = "8G";
+  EXPECT_EQ(refusal(a), "");
+  a.max_bytes = "2048G";  // past every size a host holds
+  EXPECT_NE(refusal(a).find("at most 1024G"), std::string::npos);
+}
+
+TEST(HardeningBenchCollAllocation, SweepsPastTheHostsMemoryAreRefusedWithTheFigure) {
+  CollBenchArgs a;
+  a.min_bytes = "1K";
+  a.max_bytes = "1G";
+  CollBenchConfig c = plan(a).config;
+  const SweepFootprint f = sweep_footprint(c);
+  EXPECT_EQ(f.buffers, 2 * kGiB);  // send and receive at 1 GiB
+  EXPECT_EQ(f.scratch, kGiB);
+  EXPECT_EQ(f.check, 0u);
+  EXPECT_LT(f.samples, kGiB / 1000);  // 20 iterations: nothing next to the buffers
+  // 4 ranks × 3 GiB: 12 GiB. Fits in 64 GiB, not in 8.
+  HostMemory big{64 * kGiB, 4, "MemAvailable"}, small{8 * kGiB, 4, "MemAvailable"};
+  EXPECT_EQ(refusal(a, &big), "");
+  EXPECT_EQ(refusal(a, &small),
+            "bench coll needs 3.0 GiB per rank (send and receive buffers 2.0 GiB, MPI scratch 1.0 GiB, samples 27.5 "
+            "KiB) × 4 rank(s) on this host = 12.0 GiB, but 8.0 GiB is available (MemAvailable): lower "
+            "-e/--max-bytes or -n/--iters");
+  // -e 1024G: 3 TiB per rank (the memory is checked before MPI's int count).
+  a.max_bytes = "1024G";
+  EXPECT_NE(refusal(a, &big).find("bench coll needs 3072.0 GiB per rank"), std::string::npos) << refusal(a, &big);
+  // Many iterations over many sizes: every row keeps its samples.
+  a = {};
+  a.op = "all";
+  a.min_bytes = "4K";
+  a.max_bytes = "64K";
+  a.iters = "10000000";
+  a.inplace = "2";
+  EXPECT_NE(refusal(a, &big).find("samples"), std::string::npos);
+  // Unknown memory (no /proc/meminfo): no check.
+  HostMemory unknown{0, 4, ""};
+  EXPECT_EQ(refusal(a, &unknown), "");
+  // This machine's own figure is read.
+  EXPECT_GT(read_host_memory(4).available_bytes, 0u);
+}
+
+// Issue 17, class 6: progress was counted per size, so a healthy size longer than --timeout was
+// aborted as "a peer died or hangs". Ticks (bench coll: each completed iteration) keep a long
+// step alive; a real stall still ends the process. Each case in a child process: the watchdog
+// ends its process when it fires.
+TEST(HardeningWatchdog, TicksKeepAStepLongerThanTheTimeoutAlive) {
+  const int code = sax::test::run_in_child(
+      [] {
+        Watchdog w(0.4, 0);
+        w.progress("one long size");
+        for (int i = 0; i < 60; ++i) {  // 1.2 s of 20 ms iterations: three timeouts
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          w.tick();
+        }
+      },
+      10.0);
+  EXPECT_EQ(code, 0);
+}
+
+TEST(HardeningWatchdog, AStallOfTheTimeoutStillEndsTheProcess) {
+  const auto start = std::chrono::steady_clock::now();
+  const int code = sax::test::run_in_child(
+      [] {
+        Watchdog w(0.4, 0);
+        for (int i = 0; i < 10; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20)), w.tick();
+        std::this_thread::sleep_for(std::chrono::seconds(5));  // hung: no tick
+      },
+      10.0);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(code, 0);  // aborted (MPI_Abort without MPI, or _exit(1)), not a clean return
+  EXPECT_GE(s, 0.2 + 0.4);
+  EXPECT_LT(s, 4.0);  // well before the child's own 5 s sleep ended
+}

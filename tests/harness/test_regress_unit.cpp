@@ -3,9 +3,13 @@
 // 10 % slowdown always does, and a real results file with its times scaled by 1.1 flags.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <functional>
+#include <limits>
 #include <random>
 
 #include "harness/regress.hpp"
+#include "harness/stats.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
 #include "tests/support/run.hpp"
@@ -200,4 +204,106 @@ TEST(RegressUnit, InPlaceRowsMatchOnlyInPlaceRows) {
   auto r = compare_runs(in, "a.json", in, "b.json", o);
   ASSERT_EQ(r.rows.size(), 1u);
   EXPECT_TRUE(r.rows[0].in_place);
+}
+
+// Issue 17, class 1 (an endless loop) and class 8 (silent acceptance), for what `regress` reads.
+namespace {
+
+// The minimal file of one all_reduce row; `row` edits the row.
+nlohmann::json one_row(const std::function<void(nlohmann::json&)>& row = {}) {
+  nlohmann::json doc = results_file({500, 510, 490, 505, 495}, 1.0);
+  if (row) row(doc["results"][0]);
+  return doc;
+}
+
+// The InputError's JSON path when `current` is compared with a good baseline ("" when accepted).
+std::string refused_at(const nlohmann::json& current) {
+  try {
+    compare_runs(one_row(), "base.json", current, "cur.json", RegressOptions{});
+  } catch (const sax::InputError& e) {
+    EXPECT_EQ(e.file(), "cur.json");
+    return e.path();
+  }
+  return "";
+}
+
+}  // namespace
+
+// A NaN among the samples spun the tie loop of the rank test forever (NaN equals nothing, so the
+// run of ties never advanced). Whatever a defect elsewhere lets through, the test ends.
+TEST(HardeningEndlessLoop, RankTestAndMediansEndOnNaNAndInfinity) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(sax::test::run_in_child(
+                [&] {
+                  std::vector<double> a = {1, nan, 2, nan, inf, 3}, b = {nan, nan, 1, inf, -inf};
+                  (void)mann_whitney(a, b);
+                  (void)mann_whitney(b, a);
+                  (void)median(a);
+                  (void)compare_samples(std::vector<double>(200, nan), std::vector<double>(200, inf), RegressOptions{});
+                },
+                5.0),
+            0);
+  // Finite samples rank as before: NaN-safe ordering changed nothing for them.
+  const MannWhitney r = mann_whitney({1, 2, 3}, {4, 5, 6});
+  EXPECT_DOUBLE_EQ(r.u, 0);
+  EXPECT_LT(r.p_less, 0.05);
+}
+
+// A sample busbw_gbps × time_us / t_i that overflows (1e308 × 1e308) or divides by a denormal
+// time became inf, its median NaN: each is now refused where the file says it, exit 2.
+TEST(HardeningEndlessLoop, NonFiniteOrDenormalSamplesAreRefusedWithTheirPath) {
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["busbw_gbps"] = 1e308, r["time_us"] = 1e308; })),
+            "/results/0/busbw_gbps");
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["time_us"] = 1e308; })), "/results/0/time_us");
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["times_us"][1] = 1e-310; })), "/results/0/times_us/1");
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["times_us"][2] = 0.0; })), "/results/0/times_us/2");
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["times_us"][0] = -5.0; })), "/results/0/times_us/0");
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["busbw_gbps"] = -1.0; })), "/results/0/busbw_gbps");
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["busbw_gbps"] = 1e-310; })), "/results/0/busbw_gbps");
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["time_us"] = 1e-310; })), "/results/0/time_us");
+  EXPECT_EQ(refused_at(one_row()), "");
+  // A one-rank group moves nothing over a bus: busbw 0 is a result bench coll writes.
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["busbw_gbps"] = 0.0; })), "");
+}
+
+// The whole command on a file whose sample overflows: exit 2 with one line naming the file and
+// the field, at once (it never ended). Under `timeout` so that a regression cannot hang CI.
+TEST(HardeningEndlessLoop, RegressStopsOnOverflowingSampleWithExitTwo) {
+  sax::test::TempDir t;
+  // 200 samples: 50 blocks of 2, whose medians (inf + 0.5 × (inf − inf)) were NaN.
+  std::vector<double> times;
+  for (int i = 0; i < 200; ++i) times.push_back(500 + i % 7);
+  nlohmann::json overflow = results_file(times, 1.0);
+  const std::string base = t.write("base.json", overflow);
+  overflow["results"][0]["busbw_gbps"] = 1e308;
+  overflow["results"][0]["time_us"] = 1e308;
+  const std::string cur = t.write("cur.json", overflow);
+  const auto start = std::chrono::steady_clock::now();
+  const sax::test::Result r = sax::test::run_shell("timeout 10 " + std::string(SAX_BINARY) + " regress --baseline " +
+                                                   base + " --current " + cur);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.code, 2) << r.err;  // 124: timed out, the loop is back
+  EXPECT_LT(s, 1.0);
+  EXPECT_EQ(r.err,
+            "sax: error: " + cur + ": /results/0/busbw_gbps: expected 0 or a bandwidth in GB/s from 1e-15 to 100000\n");
+}
+
+// `ranks` 4294967300 was read through an int as 4 (and matched a 4-rank row); integers are read at
+// the width they are used at, or refused; so are counts past what bench coll accepts.
+TEST(HardeningSilentAcceptance, RegressRanksWidth) {
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["ranks"] = 4294967300ull; })), "/results/0/ranks");
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["ranks"] = 2147483648ll; })), "/results/0/ranks");
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["ranks"] = 0; })), "/results/0/ranks");
+  EXPECT_EQ(refused_at(one_row([](auto& r) { r["bytes"] = 1ull << 41; })), "/results/0/bytes");
+  const nlohmann::json widest = one_row([](auto& r) { r["ranks"] = 2147483647; });  // INT_MAX itself fits
+  EXPECT_EQ(compare_runs(widest, "a.json", widest, "b.json", RegressOptions{}).rows.at(0).ranks, 2147483647);
+  nlohmann::json graph = one_row();
+  graph["version"] = 2;
+  graph["env"] = {{"backend", "cuda"}};
+  graph["config"] = {{"average", "mean"}, {"graph_launches", 4294967296ull}};
+  EXPECT_EQ(refused_at(graph), "/config/graph_launches");
+  nlohmann::json sample = one_row();
+  sample["version"] = 2;
+  sample["config"] = {{"average", "mean"}, {"min_sample_us", 1e300}};
+  EXPECT_EQ(refused_at(sample), "/config/min_sample_us");
 }

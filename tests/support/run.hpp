@@ -1,15 +1,20 @@
 // Test helpers: run the `sax` binary and capture its exit code and output; temporary files.
 #pragma once
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 namespace sax::test {
 
@@ -55,6 +60,27 @@ inline Result run_shell(const std::string& cmd) {
   r.out = slurp(t.file("out"));
   r.err = slurp(t.file("err"));
   return r;
+}
+
+// Runs `f` in a forked child and returns its exit status, or -1 when it did not end within
+// `seconds` (it is killed) or ended by a signal: a loop that never ends fails a test instead of
+// hanging CI.
+inline int run_in_child(const std::function<void()>& f, double seconds) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    f();
+    ::_exit(0);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int status = 0;;) {
+    if (::waitpid(child, &status, WNOHANG) == child) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (std::chrono::steady_clock::now() - start > std::chrono::duration<double>(seconds)) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 // Runs `SAX_BINARY args` through the shell (args are shell words).
