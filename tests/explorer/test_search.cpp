@@ -464,3 +464,20 @@ TEST(HardeningImpossiblePredictions, TheFinalGuardNamesTheTerm) {
   p.breakdown.exposed_comm_s[static_cast<int>(Dim::pp)] = 0, p.mfu = NAN;
   EXPECT_THROW(check_figures(p), RunError);
 }
+
+// The replay's blocks (micro-batches × virtual stages) come from the input: past its bound
+// `predict --replay` exits 2 and explore keeps the closed forms' figure, both in seconds.
+TEST(HardeningUnboundedWork, TheReplayIsBoundedInBlocks) {
+  test::TempDir t;
+  json m = test::preset("models/gpt-tiny.json");
+  m["global_batch_size"] = std::int64_t{1} << 32;  // 2^31 micro-batches of 2 on DP 2
+  const std::string model = t.write("m.json", m), cluster = test::preset_path("clusters/local-2bld.json");
+  const auto r = test::run_sax("predict --cluster " + cluster + " --model " + model + " --layout " +
+                               test::preset_path("layouts/local-pp2-dp2.json") + " --replay");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("more blocks than the replay runs"), std::string::npos) << r.err;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto e = test::run_sax("explore --cluster " + cluster + " --model " + model + " --top 1");
+  EXPECT_EQ(e.code, 0) << e.err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+}
