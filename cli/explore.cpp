@@ -174,7 +174,8 @@ void add_explore(CLI::App& app) {
   cmd->add_option("--emit-rank", a->emit_rank, "Which layout --emit prints, 1 = the best (default 1)");
   cmd->add_option("--max-candidates", a->max_candidates,
                   "Refuse a search space of more candidates than this, naming its largest dimension (default " +
-                      std::to_string(explorer::SearchOptions::kDefaultMaxCandidates) + ": 11x the largest preset's space)");
+                      std::to_string(explorer::SearchOptions::kDefaultMaxCandidates) +
+                      ": 11x the largest preset's space)");
   cmd->callback([a, cmd] {
     a->emit_rank_given = cmd->count("--emit-rank") > 0;
     run_explore(*a);
