@@ -368,9 +368,14 @@ SearchSpace measure(const std::vector<Shape>& all, const Model& m, std::size_t t
   const auto [name, size] = sp.largest();
   char buf[96];
   std::snprintf(buf, sizeof buf, "%.3g", sp.candidates);
+  // The others too, short: the one that grew may not be the largest (64 technologies beside 443 shapes).
+  std::string others;
+  for (const auto& [n, k] : sp.dimensions)
+    if (n != name && k > 1)
+      others += (others.empty() ? "" : ", ") + n.substr(0, n.find(" (")) + " " + std::to_string(k);
   throw UsageError("--max-candidates: the search space has " + std::string(buf) + " candidates, more than " +
                    std::to_string(max_candidates) + "; its largest dimension is " + name + " with " +
-                   std::to_string(size) + " values: narrow it, or raise --max-candidates");
+                   std::to_string(size) + " values (the others: " + others + "): narrow it, or raise --max-candidates");
 }
 
 }  // namespace
