@@ -25,6 +25,7 @@ struct ExploreArgs {
   int emit_rank = 1;
   bool emit_rank_given = false;
   int replay_top = 50;
+  std::int64_t max_candidates = explorer::SearchOptions::kDefaultMaxCandidates;
 };
 
 void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& cm, const explorer::SearchResult& r,
@@ -44,7 +45,7 @@ void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& 
   std::cout << "  candidates: " << r.generated << " generated from " << r.factorizations << " factorizations, "
             << r.pruned_divisibility << " pruned by divisibility, " << r.evaluated << " evaluated, " << r.pruned_memory
             << " pruned by memory, " << r.feasible << " feasible; " << fmt("%.2f", r.seconds) << " s on " << r.threads
-            << " threads\n";
+            << " threads (a space of " << fmt("%.3g", r.space.candidates) << " before pruning)\n";
   const explorer::SearchBounds& bd = r.bounds;
   std::cout << "  bounds: TP <= " << bd.tensor_parallel << " (two nodes), CP <= " << bd.context_parallel
             << ", PP <= " << bd.pipeline_parallel << " (layers), VPP <= layers/PP (largest "
@@ -81,6 +82,8 @@ void run_explore(const ExploreArgs& a) {
   if (a.emit_rank < 1 || a.emit_rank > a.top)
     throw UsageError("--emit-rank: expected a rank in the list, 1 to " + std::to_string(a.top) + " (--top), got " +
                      std::to_string(a.emit_rank));
+  if (a.max_candidates < 1)
+    throw UsageError("--max-candidates: expected a number of candidates >= 1, got " + std::to_string(a.max_candidates));
   if (!a.json_file.empty()) check_writable(a.json_file);  // before the search and any output
   const Cluster c = load_cluster(a.cluster);
   const Model m = load_model(a.model);
@@ -93,6 +96,7 @@ void run_explore(const ExploreArgs& a) {
   explorer::SearchOptions o;
   o.top = std::max(a.top, a.replay_top);
   o.threads = a.threads;
+  o.max_candidates = a.max_candidates;
   explorer::SearchResult r = explorer::search(cm, c, m, o);
   // The closed forms rank every candidate; the best --replay-top are run block by block and
   // re-ranked by what their schedules give (uneven stages, zero bubble's unequal F/B/W).
@@ -136,6 +140,7 @@ void run_explore(const ExploreArgs& a) {
                 {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
                 {"cost_source", cm.params().source},
                 {"world_size", c.world_size()}}},
+              {"space", r.space.candidates},
               {"generated", r.generated},
               {"pruned_divisibility", r.pruned_divisibility},
               {"evaluated", r.evaluated},
@@ -167,6 +172,10 @@ void add_explore(CLI::App& app) {
   cmd->add_option("--emit", a->emit,
                   "Print a ranked layout as Megatron-LM arguments or a torchtitan TOML section instead of the table");
   cmd->add_option("--emit-rank", a->emit_rank, "Which layout --emit prints, 1 = the best (default 1)");
+  cmd->add_option("--max-candidates", a->max_candidates,
+                  "Refuse a search space of more candidates than this, naming its largest dimension (default " +
+                      std::to_string(explorer::SearchOptions::kDefaultMaxCandidates) +
+                      ": 11x the largest preset's space)");
   cmd->callback([a, cmd] {
     a->emit_rank_given = cmd->count("--emit-rank") > 0;
     run_explore(*a);

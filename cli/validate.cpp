@@ -29,6 +29,7 @@
 #include "cli/plots.hpp"
 #include "explorer/replay.hpp"
 #include "harness/stats.hpp"
+#include "harness/watchdog.hpp"
 #include "spec/fields.hpp"
 
 namespace sax::cli {
@@ -155,7 +156,9 @@ void run_validate(const ValidateArgs& a) {
   if (a.steps < 1) throw UsageError("--steps: expected >= 1, got " + std::to_string(a.steps));
   if (a.warmup < 0) throw UsageError("--warmup: expected >= 0, got " + std::to_string(a.warmup));
   if (a.rounds < 1) throw UsageError("--rounds: expected >= 1, got " + std::to_string(a.rounds));
-  if (!(a.timeout_s > 0)) throw UsageError("--timeout: expected seconds > 0");
+  // The range each run's --timeout takes (sax run refuses the rest, after the launch).
+  if (!(a.timeout_s >= 1 && a.timeout_s <= harness::kMaxTimeoutS))
+    throw UsageError("--timeout: expected seconds between 1 and " + fmt("%g", harness::kMaxTimeoutS));
   std::string json_file = a.json_file;
   if (json_file.empty() && !a.plots_dir.empty()) json_file = (fs::path(a.plots_dir) / "validate.json").string();
   if (!a.plots_dir.empty()) fs::create_directories(a.plots_dir);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string_view>
 
 #include "explorer/closed_forms.hpp"
@@ -67,6 +68,31 @@ LinkCost datasheet_link(const Link& l, bool apply_oversubscription, const Algori
 }
 
 }  // namespace
+
+void check_figures(const Prediction& p) {
+  auto check = [](double x, const std::string& term) {
+    if (std::isfinite(x) && x >= 0) return;
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    throw RunError("cost model: the " + term + " came out " + buf +
+                   ", not a finite figure >= 0 (a defect: the inputs were within their bounds)");
+  };
+  const Breakdown& b = p.breakdown;
+  check(p.step_time_s, "step time");
+  check(b.compute_s, "compute time");
+  check(b.recompute_s, "recompute time");
+  for (Dim d : kDims) check(b.exposed_comm_s[static_cast<int>(d)], std::string(dim_name(d)) + " communication time");
+  check(b.bubble_s, "bubble time");
+  check(b.optimizer_s, "optimizer time");
+  check(p.bubble_fraction, "bubble fraction");
+  check(p.tokens_per_s, "tokens/s");
+  check(p.mfu, "MFU");
+  check(p.memory_gib, "memory per device");
+  check(p.memory.weights_gib, "weights memory");
+  check(p.memory.gradients_gib, "gradients memory");
+  check(p.memory.optimizer_gib, "optimizer memory");
+  check(p.memory.activations_gib, "activations memory");
+}
 
 double Breakdown::total() const {
   double t = compute_s + bubble_s + optimizer_s;
@@ -694,6 +720,7 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
     v.step_time_s = md * t_mb[i] * (1 + v.bubble_fraction) + tail_s;
     v.tokens_per_s = tokens_per_step_ / v.step_time_s;
     v.mfu = training_flops_per_step_ / (v.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
+    check_figures(v);
   }
 }
 

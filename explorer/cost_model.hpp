@@ -98,6 +98,12 @@ struct Prediction {
   CollAlgorithm dp_algorithm = CollAlgorithm::ring;
 };
 
+// The final guard on every figure the cost model hands out (step time, each breakdown term,
+// tokens/s, MFU, memory): each must be finite and >= 0. The input bounds (spec/bounds.hpp) keep
+// them so; one that is not is a defect, a RunError naming the term, never printed or ranked.
+// Called where a breakdown is assembled (CostModel::time, and the replay's).
+void check_figures(const Prediction& prediction);
+
 // Where one kind of traffic runs: the link it is priced on, the ranks of each of its groups, and
 // how much slower its bytes go because other traffic shares the cross-building link (≥ 1); and,
 // for a group that crosses buildings, the NIC its members leave their nodes through (the

@@ -1,6 +1,7 @@
 #include "explorer/replay.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -57,7 +58,29 @@ PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_
   return run;
 }
 
+namespace {
+
+// The replay keeps two times per micro-batch and virtual stage and runs every block: 2^20 of them
+// take about 0.25 s and 50 MB here (explore replays 50 layouts). The number of micro-batches
+// comes from the input (up to global_batch_size), so it is bounded before anything is
+// allocated; every preset's layouts have at most 400k blocks (gpt-1t: 3072 x 128).
+constexpr std::int64_t kMaxReplayBlocks = std::int64_t{1} << 20;
+
+std::optional<std::int64_t> replay_blocks(const CostModel& cost, const Candidate& cand) {
+  const auto v = checked_mul(cand.pp, cand.vpp);
+  const auto blocks = v ? checked_mul(cost.num_microbatches(cand), *v) : std::nullopt;
+  if (!blocks || *blocks > kMaxReplayBlocks) return std::nullopt;
+  return blocks;
+}
+
+}  // namespace
+
 Replay replay(const CostModel& cost, const Candidate& cand) {
+  if (!replay_blocks(cost, cand))
+    throw UsageError("--replay: " + std::to_string(cost.num_microbatches(cand)) + " micro-batches x " +
+                     std::to_string(cand.pp) + " x " + std::to_string(cand.vpp) +
+                     " virtual stages are more blocks than the replay runs (" + std::to_string(kMaxReplayBlocks) +
+                     "): the closed forms' prediction stands without it");
   const ModelConsts& c = cost.consts();
   const std::vector<CostModel::StageTerms> stages = cost.stage_terms(cand);
   const terms::LayerTimes& lt = cost.layer_times(cand);
@@ -120,6 +143,7 @@ Prediction replayed(const CostModel& cost, const Candidate& cand, const Predicti
   p.critical_stage = r.critical_stage;
   const double busy = r.pipeline_s - r.bubble_s;
   p.bubble_fraction = busy > 0 ? r.bubble_s / busy : 0.0;
+  check_figures(p);
   return p;
 }
 
@@ -129,11 +153,15 @@ Replay replay(const CostModel& cost, const Cluster& cluster, const Layout& layou
 
 std::size_t rerank_by_replay(const CostModel& cost, std::vector<Ranked>& ranked, std::size_t count) {
   const std::size_t n = std::min(ranked.size(), count);
-  for (std::size_t i = 0; i < n; ++i) ranked[i].prediction = replayed(cost, ranked[i].candidate, ranked[i].prediction);
+  std::size_t done = 0;
+  // One with more blocks than the replay runs keeps the closed forms' prediction.
+  for (std::size_t i = 0; i < n; ++i)
+    if (replay_blocks(cost, ranked[i].candidate))
+      ranked[i].prediction = replayed(cost, ranked[i].candidate, ranked[i].prediction), ++done;
   std::stable_sort(
       ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(n),
       [](const Ranked& x, const Ranked& y) { return x.prediction.step_time_s < y.prediction.step_time_s; });
-  return n;
+  return done;
 }
 
 }  // namespace sax::explorer

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <exception>
+#include <mutex>
 #include <numeric>
 #include <thread>
 #include <tuple>
@@ -40,6 +42,7 @@ struct Shape {
   std::vector<std::int64_t> vpps;  // > 1 that divide the per-stage layer count Megatron splits
   std::vector<PipelineSplit> vsplits;
   std::vector<std::int64_t> mbss;  // every micro-batch size that divides global_batch / DP
+  std::vector<std::int64_t> eps;   // every EP degree that divides num_experts and DP (1 when dense)
   bool same_flat = false;          // without virtual stages an earlier kind's split: VPP > 1 only
 };
 
@@ -53,8 +56,22 @@ Candidate shape_candidate(std::int64_t tp, std::int64_t cp, std::int64_t pp, std
   return cand;
 }
 
-// TP stays within two nodes' NVLink (or 2 where a node has one device).
-std::int64_t max_tensor_parallel(const Cluster& cl) { return std::max<std::int64_t>(2 * cl.devices_per_node, 2); }
+// TP stays within two nodes' NVLink (or 2 where a node has one device); in int64, whatever
+// devices_per_node is.
+std::int64_t max_tensor_parallel(const Cluster& cl) {
+  return std::max<std::int64_t>(2 * std::int64_t{cl.devices_per_node}, 2);
+}
+
+// The divisors of `n` in `of` (the sorted divisors of a multiple of n): a filter, where a fresh
+// trial division would take √n steps per shape.
+std::vector<std::int64_t> divisors_among(const std::vector<std::int64_t>& of, std::int64_t n) {
+  std::vector<std::int64_t> d;
+  for (std::int64_t x : of) {
+    if (x > n) break;
+    if (n % x == 0) d.push_back(x);
+  }
+  return d;
+}
 
 // The orders worth trying: TP innermost always (it needs the fastest link); the outermost
 // dimension is the one that spans buildings. EP adjoins DP (Megatron's rank generator).
@@ -117,14 +134,18 @@ struct Counters {
 std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& c, const SearchOptions& o,
                           SearchBounds& bounds) {
   const std::int64_t world = cl.world_size(), L = m.num_layers;
+  // Each divisor list worked out once (√n steps, n up to 2^40) and filtered per shape after.
+  const std::vector<std::int64_t> world_divisors = divisors(world), batch_divisors = divisors(m.global_batch_size),
+                                  expert_divisors =
+                                      m.num_experts > 0 ? divisors(m.num_experts) : std::vector<std::int64_t>{1};
   std::vector<Shape> out;
-  for (std::int64_t tp : divisors(world)) {
+  for (std::int64_t tp : world_divisors) {
     if (tp > max_tensor_parallel(cl)) break;
     if (tensor_parallel_rule(m, tp) != LayoutRule::ok) continue;
-    for (std::int64_t cp : divisors(world / tp)) {
+    for (std::int64_t cp : divisors_among(world_divisors, world / tp)) {
       if (cp > o.max_context_parallel) break;
       if (context_parallel_rule(m, cp) != LayoutRule::ok) continue;
-      for (std::int64_t pp : divisors(world / (tp * cp))) {
+      for (std::int64_t pp : divisors_among(world_divisors, world / (tp * cp))) {
         if (pp > L) break;
         const std::int64_t dp = world / (tp * cp * pp);
         if (batch_rule(m, 1, dp) != LayoutRule::ok) continue;
@@ -147,13 +168,16 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
           for (auto [e, l] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}})
             if ((L + (e ? 1 : 0) + (l ? 1 : 0)) % pp == 0) kinds.push_back({0, 0, e, l});
         std::vector<std::int64_t> mbss;
-        for (std::int64_t b : divisors(m.global_batch_size / dp))
+        for (std::int64_t b : divisors_among(batch_divisors, m.global_batch_size / dp))
           if (o.max_micro_batch <= 0 || b <= o.max_micro_batch) mbss.push_back(b);
+        // EP: the divisors of the experts that divide DP too (so fit the world), not every value
+        // up to num_experts.
+        const std::vector<std::int64_t> eps = divisors_among(expert_divisors, std::gcd(dp, expert_divisors.back()));
         bounds.largest_micro_batch = std::max(bounds.largest_micro_batch, mbss.back());
         std::vector<std::vector<std::int64_t>> flat;  // each kind's layers per stage without VPP
         for (const SplitKind& k : kinds) {
           const Candidate flat_cand = shape_candidate(tp, cp, pp, dp, 1, k);
-          Shape s{tp, cp, pp, dp, k, PipelineSplit::of(c, flat_cand), {}, {}, mbss};
+          Shape s{tp, cp, pp, dp, k, PipelineSplit::of(c, flat_cand), {}, {}, mbss, eps};
           // account_for with one chunk per stage is the first/last split of the same counts.
           const auto layers = flat_cand.virtual_stage_layers(L);
           s.same_flat = std::find(flat.begin(), flat.end(), layers) != flat.end();
@@ -164,9 +188,8 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
             g = (L + (k.account_embedding ? 1 : 0) + (k.account_loss ? 1 : 0)) / pp;
           else
             for (const auto& st : s.split.kinds) g = std::gcd(g, st.layers());
-          for (std::int64_t v = 2; pp > 1 && v <= g && (o.max_virtual_pipeline <= 0 || v <= o.max_virtual_pipeline);
-               ++v)
-            if (g % v == 0) {
+          for (std::int64_t v : pp > 1 && g > 1 ? divisors(g) : std::vector<std::int64_t>{})
+            if (v >= 2 && (o.max_virtual_pipeline <= 0 || v <= o.max_virtual_pipeline)) {
               s.vpps.push_back(v);
               s.vsplits.push_back(PipelineSplit::of(c, shape_candidate(tp, cp, pp, dp, v, k)));
               bounds.largest_virtual_pipeline = std::max(bounds.largest_virtual_pipeline, v);
@@ -213,11 +236,10 @@ struct Twin {
 template <typename Fn>
 void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const std::vector<int>& techs, Counters& n,
                         std::ptrdiff_t only_mbs, Fn&& fn) {
-  const std::int64_t E = m.num_experts, world = cl.world_size();
+  const std::int64_t world = cl.world_size();
   static thread_local std::uint64_t next_base = 0, next_tail = 0;
   std::vector<std::array<Dim, 5>> orders;
-  for (std::int64_t ep = 1; ep <= std::max<std::int64_t>(E, 1); ++ep) {
-    if ((E == 0 && ep > 1) || (E > 0 && E % ep) || s.dp % ep) continue;
+  for (std::int64_t ep : s.eps) {
     orders_for(s, ep, orders);
     for (const auto& order : orders) {
       const Placement pl = place_groups(ClusterShape::of(cl), order, s.tp, s.cp, ep, s.dp, s.pp);
@@ -299,7 +321,76 @@ std::vector<int> technologies(const Cluster& cl) {
   return t;
 }
 
+// SearchSpace of the shapes: for_each_candidate's loops counted, not run (the `continue`s that
+// skip a DP sync or a technology are pruning, not counted off).
+SearchSpace measure(const std::vector<Shape>& all, const Model& m, std::size_t techs) {
+  SearchSpace sp;
+  std::int64_t most_eps = 0, most_orders = 0, most_mbs = 0, most_sp = 0, most_vpp_sched = 0, most_dist = 0;
+  std::vector<std::array<Dim, 5>> orders;
+  for (const Shape& s : all) {
+    std::int64_t placements = 0;  // (EP, order) pairs
+    for (std::int64_t ep : s.eps) {
+      orders_for(s, ep, orders);
+      placements += static_cast<std::int64_t>(orders.size());
+      most_orders = std::max(most_orders, static_cast<std::int64_t>(orders.size()));
+    }
+    const std::int64_t vpp_sched =
+        (s.same_flat ? 0 : (s.pp == 1 ? 1 : 3)) + static_cast<std::int64_t>(s.vpps.size());  // schedules per VPP
+    const std::int64_t dist = s.dp * s.cp > 1 ? 2 : 1;
+    double per_sp = 0;  // SP off and/or on; with SP, tp_comm_overlap off and on
+    std::int64_t sps = 0;
+    for (int on = (s.tp > 1 ? 1 : 0); on >= (m.is_moe() && s.tp > 1 ? 1 : 0); --on, ++sps)
+      per_sp += static_cast<double>(vpp_sched) * 3 * static_cast<double>(dist) * 3 * static_cast<double>(techs) *
+                (on == 1 && s.tp > 1 ? 2 : 1);
+    sp.candidates += static_cast<double>(placements) * static_cast<double>(s.mbss.size()) * per_sp;
+    most_eps = std::max(most_eps, static_cast<std::int64_t>(s.eps.size()));
+    most_mbs = std::max(most_mbs, static_cast<std::int64_t>(s.mbss.size()));
+    most_sp = std::max(most_sp, sps);
+    most_vpp_sched = std::max(most_vpp_sched, vpp_sched);
+    most_dist = std::max(most_dist, dist);
+  }
+  sp.dimensions = {
+      {"shapes (TP x CP x PP x pipeline split)", static_cast<std::int64_t>(all.size())},
+      {"expert_parallel (divisors of num_experts and DP)", most_eps},
+      {"placement order", most_orders},
+      {"micro_batch (divisors of global_batch / DP)", most_mbs},
+      {"sequence_parallel", most_sp},
+      {"virtual_pipeline x schedule", most_vpp_sched},
+      {"recompute", 3},
+      {"distributed_optimizer", most_dist},
+      {"dp_sync", 3},
+      {"network_technologies (the cluster's own link and each distinct technology)", static_cast<std::int64_t>(techs)},
+      {"tp_comm_overlap", 2}};
+  return sp;
+}
+
+[[noreturn]] void refuse(const SearchSpace& sp, std::int64_t max_candidates) {
+  const auto [name, size] = sp.largest();
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.3g", sp.candidates);
+  // The others too, short: the one that grew may not be the largest (64 technologies beside 443 shapes).
+  std::string others;
+  for (const auto& [n, k] : sp.dimensions)
+    if (n != name && k > 1)
+      others += (others.empty() ? "" : ", ") + n.substr(0, n.find(" (")) + " " + std::to_string(k);
+  throw UsageError("--max-candidates: the search space has " + std::string(buf) + " candidates, more than " +
+                   std::to_string(max_candidates) + "; its largest dimension is " + name + " with " +
+                   std::to_string(size) + " values (the others: " + others + "): narrow it, or raise --max-candidates");
+}
+
 }  // namespace
+
+std::pair<std::string, std::int64_t> SearchSpace::largest() const {
+  std::pair<std::string, std::int64_t> best{"", 0};
+  for (const auto& d : dimensions)
+    if (d.second > best.second) best = d;
+  return best;
+}
+
+SearchSpace search_space(const CostModel& cm, const Cluster& cl, const Model& m, const SearchOptions& o) {
+  SearchBounds bounds;
+  return measure(shapes(cl, m, cm.consts(), o, bounds), m, technologies(cl).size());
+}
 
 bool divisible(const Candidate& cand, const Model& m, std::int64_t world) {
   return cand.tp * cand.cp * cand.pp * cand.dp == world &&
@@ -331,6 +422,10 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
   res.bounds.pipeline_parallel = m.num_layers;
   res.factorizations = static_cast<std::int64_t>(all.size());
   const auto techs = technologies(cl);
+  // The cost in candidates, before any is costed: a space past the cap is refused, not searched.
+  res.space = measure(all, m, techs.size());
+  if (o.max_candidates > 0 && res.space.candidates > static_cast<double>(o.max_candidates))
+    refuse(res.space, o.max_candidates);
   // The threads take the work a shape and micro-batch size at a time: a shape alone can be most
   // of a search.
   std::vector<std::pair<std::size_t, std::ptrdiff_t>> items;
@@ -387,10 +482,24 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
                            return true;
                          });
   };
+  // An error in any thread (the cost model's final guard, check_figures) stops them all and is
+  // thrown here, where the caller can catch it: escaping a thread would terminate the program.
+  std::exception_ptr failed;
+  std::mutex failed_mutex;
+  auto guarded = [&](int t) {
+    try {
+      work(t);
+    } catch (...) {
+      next.store(items.size());  // the others take no more work
+      std::lock_guard<std::mutex> lock(failed_mutex);
+      if (!failed) failed = std::current_exception();
+    }
+  };
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
-  work(0);
+  for (int t = 1; t < threads; ++t) pool.emplace_back(guarded, t);
+  guarded(0);
   for (auto& th : pool) th.join();
+  if (failed) std::rethrow_exception(failed);
   TopN merged{static_cast<std::size_t>(std::max(1, o.top)), {}};
   for (std::size_t t = 0; t < tops.size(); ++t) {
     for (const auto& r : tops[t].v) merged.offer(r.candidate, r.prediction);

@@ -25,6 +25,24 @@ struct SearchOptions {
   // Virtual stages per rank: every divisor of the layers per stage, up to this (0 = no cap).
   std::int64_t max_virtual_pipeline = 0;
   bool account_for_splits = true;  // also try Megatron's account_for_{embedding,loss}_in_pipeline_split
+  // The most candidates (SearchSpace::candidates) a search takes on; a larger space is a
+  // UsageError naming its largest dimension (0 = no cap). The default is 11x the largest preset
+  // pair's space (a100-3bld with gpt3-175b: 8.85e6 candidates, searched in 2.6 s on two cores):
+  // every preset fits with room, and a space past it would take minutes.
+  std::int64_t max_candidates = kDefaultMaxCandidates;
+  static constexpr std::int64_t kDefaultMaxCandidates = 100'000'000;
+};
+
+// The space a search enumerates before any pruning: per (TP, CP, PP, pipeline split) shape the
+// product of its dimensions' sizes (EP degrees × orders × micro-batch sizes × SP × VPP and
+// schedules × recompute × distributed optimizer × DP sync × technologies × tp_comm_overlap),
+// summed over the shapes; an upper bound of SearchResult::generated. `dimensions` gives each
+// dimension's largest size over the shapes, "shapes" their count.
+struct SearchSpace {
+  double candidates = 0;
+  std::vector<std::pair<std::string, std::int64_t>> dimensions;
+  // The dimension with the most values: what to narrow where the space is too large.
+  std::pair<std::string, std::int64_t> largest() const;
 };
 
 // The bounds of the space searched: fixed caps, and the largest VPP and micro-batch size the
@@ -50,7 +68,12 @@ struct SearchResult {
   double seconds = 0;
   int threads = 1;
   SearchBounds bounds;
+  SearchSpace space;
 };
+
+// The space search() would enumerate (cheap: no candidate is costed).
+SearchSpace search_space(const CostModel& model, const Cluster& cluster, const Model& spec_model,
+                         const SearchOptions& options);
 
 // The fast divisibility check of one candidate: validate_layout's rules without exceptions.
 bool divisible(const Candidate& cand, const Model& model, std::int64_t world);

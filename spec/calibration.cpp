@@ -8,10 +8,9 @@ namespace sax {
 
 namespace {
 
-// Efficiencies are achieved / the datasheet's figure: a fraction on a device that matches its
-// datasheet, above 1 where the figure is below what the device does (the CPU testbed's nominal
-// figures); 100 times the datasheet is no longer a measurement.
-constexpr double kMaxEfficiency = 100;
+// Efficiencies are achieved / the datasheet's figure, in their row of spec/bounds.hpp: what a
+// fit from samples keeps stays readable.
+const Bound& kEfficiency = bound(Quantity::efficiency);
 
 // The median as harness::median has it (the mean of the middle two of an even count).
 double median_of(std::vector<double> xs) {
@@ -44,7 +43,7 @@ EfficiencyCurve EfficiencyCurve::from_samples(const std::vector<EfficiencyPoint>
   for (const EfficiencyPoint& p : samples)
     if (p.flops > 0 && std::isfinite(p.flops))
       bins[std::lround(std::floor(std::log10(p.flops) * 2))].push_back(
-          {p.flops, std::clamp(p.efficiency, 1e-9, kMaxEfficiency)});
+          {p.flops, std::clamp(p.efficiency, kEfficiency.min, kEfficiency.max)});
   EfficiencyCurve c;
   for (const auto& [bin, v] : bins) {
     double log_sum = 0;
@@ -97,10 +96,8 @@ EfficiencyCurve read_curve(Fields& parent, const std::string& key) {
   for (std::size_t i = 0; i < pts.size(); ++i) {
     Fields p(pts[i], f.file(), json_path(f.path_of("curve"), i));
     EfficiencyPoint e;
-    e.flops = p.number("flops", 0.0);
-    e.efficiency = p.number("efficiency", 0.0);
-    if (e.efficiency > kMaxEfficiency)
-      p.fail("efficiency", "achieved / the datasheet's peak in (0, 100], got " + std::to_string(e.efficiency));
+    e.flops = p.quantity("flops", Quantity::curve_flops);
+    e.efficiency = p.quantity("efficiency", Quantity::efficiency);
     p.finish();
     if (!c.points.empty() && e.flops <= c.points.back().flops)
       throw InputError(f.file(), p.path_of("flops"), "points in ascending order of flops");
@@ -159,8 +156,8 @@ Calibration read_calibration(const json& value, const std::string& file) {
         if (!e) continue;
         Fields ab(*e, file, ops.path_of(to_string(op)));
         AlphaBeta v;
-        v.alpha_us = ab.nonnegative("alpha_us");
-        v.beta_ns_per_byte = ab.number("beta_ns_per_byte", 0.0);
+        v.alpha_us = ab.quantity("alpha_us", Quantity::latency);
+        v.beta_ns_per_byte = ab.quantity("beta_ns_per_byte", Quantity::inverse_bandwidth);
         v.fit = read_fit(ab);
         ab.finish();
         c.links[static_cast<int>(lc)][static_cast<int>(op)] = v;
@@ -180,26 +177,22 @@ Calibration read_calibration(const json& value, const std::string& file) {
     else
       k.allow("attention");
     if (k.has("hbm_efficiency")) {
-      double e = k.number("hbm_efficiency", 0.0);
-      if (e > kMaxEfficiency)
-        k.fail("hbm_efficiency", "achieved / the datasheet's HBM bandwidth in (0, 100], got " + std::to_string(e));
-      c.hbm_efficiency = e;
+      c.hbm_efficiency = k.quantity("hbm_efficiency", Quantity::efficiency);
     } else {
       k.allow("hbm_efficiency");
     }
     k.finish();
   }
   if (f.has("overlap_slowdown"))
-    c.overlap_slowdown = f.nonnegative("overlap_slowdown");
+    c.overlap_slowdown = f.quantity("overlap_slowdown", Quantity::overlap_slowdown);
   else
     f.allow("overlap_slowdown");
   if (const json* o = f.optional("cross_oversubscription")) {
     Fields g(*o, file, f.path_of("cross_oversubscription"));
     Oversubscription v;
-    v.value = g.number("value", 0.0);
-    if (v.value < 1.0) g.fail("value", "an oversubscription >= 1, got " + std::to_string(v.value));
-    v.alone_us = g.number("alone_us", 0.0);
-    v.together_us = g.number("together_us", 0.0);
+    v.value = g.quantity("value", Quantity::oversubscription);
+    v.alone_us = g.quantity("alone_us", Quantity::measured_time);
+    v.together_us = g.quantity("together_us", Quantity::measured_time);
     v.samples = g.integer("samples", 1);
     g.finish();
     c.cross_oversubscription = v;

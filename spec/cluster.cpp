@@ -93,17 +93,13 @@ std::string boundary_pacing_key(const Cluster& c, const std::string& tech, std::
 static Link read_link(Fields& parent, const std::string& key, const std::string& file) {
   Fields f(parent.object(key), file, parent.path_of(key));
   Link l;
-  l.bandwidth_gbps = f.number("bandwidth_gbps", 0.0);
-  l.latency_us = f.nonnegative("latency_us");
-  l.oversubscription = f.number("oversubscription", 0.0, 1.0);
-  if (l.oversubscription < 1.0) f.fail("oversubscription", "a number >= 1 (1 = non-blocking)");
+  l.bandwidth_gbps = f.quantity("bandwidth_gbps", Quantity::bandwidth);
+  l.latency_us = f.quantity("latency_us", Quantity::latency);
+  l.oversubscription = f.quantity("oversubscription", Quantity::oversubscription, 1.0);
   f.allow("comment");
   f.finish();
   return l;
 }
-
-// An SM count beyond any GPU's (B200 has 148) is a typo, not a device.
-constexpr std::int64_t kMaxSmCount = 100000;
 
 bool nvlink_sharp_by_name(const std::string& name) {
   auto has = [&name](const char* word) { return name.find(word) != std::string::npos; };
@@ -126,7 +122,7 @@ Cluster read_cluster(const json& value, const std::string& file) {
     Fields b(buildings[i], file, json_path(f.path_of("buildings"), i));
     Building bl;
     bl.name = b.string("name");
-    bl.nodes = b.integer_in("nodes", 1, kMaxSize);
+    bl.nodes = b.count("nodes", Quantity::size);
     total_nodes += bl.nodes;  // both terms <= 2^40 here: the sum cannot overflow
     if (total_nodes > kMaxSize)
       b.fail("nodes", "a node count that keeps the cluster at most " + std::to_string(kMaxSize) + " nodes");
@@ -136,25 +132,26 @@ Cluster read_cluster(const json& value, const std::string& file) {
       throw InputError(file, b.path_of("name"), "a building name used once, got \"" + bl.name + "\" twice");
     c.buildings.push_back(bl);
   }
-  // An int in Cluster; the world size (nodes × devices_per_node) at most kMaxSize.
-  c.devices_per_node = static_cast<int>(f.integer_in("devices_per_node", 1, INT32_MAX));
-  if (total_nodes > kMaxSize / c.devices_per_node)
-    f.fail("devices_per_node", "a world size (" + std::to_string(total_nodes) + " nodes × devices_per_node " +
-                                   std::to_string(c.devices_per_node) + ") at most " + std::to_string(kMaxSize));
+  // An int in Cluster (at most 2^20); the world size (nodes × devices_per_node) in its row.
+  c.devices_per_node = static_cast<int>(f.count("devices_per_node", Quantity::devices_per_node));
+  const auto world = checked_mul(total_nodes, c.devices_per_node);
+  if (!world || !within(bound(Quantity::world_size), static_cast<double>(*world)))
+    f.fail("devices_per_node", describe(bound(Quantity::world_size)) + ", got " + std::to_string(total_nodes) +
+                                   " nodes x " + std::to_string(c.devices_per_node));
 
   {
     Fields d(f.object("device"), file, f.path_of("device"));
     c.device.name = d.string("name");
     Fields peak(d.object("peak_tflops"), file, d.path_of("peak_tflops"));
     for (DType dt : kDTypes)
-      if (peak.has(to_string(dt))) c.device.peak_tflops[dt] = peak.number(to_string(dt), 0.0);
+      if (peak.has(to_string(dt))) c.device.peak_tflops[dt] = peak.quantity(to_string(dt), Quantity::peak_compute);
     peak.finish();
     if (c.device.peak_tflops.empty())
       d.fail("peak_tflops", "at least one dtype's dense TFLOP/s (fp32, tf32, bf16, fp16, fp8)");
-    c.device.hbm_gib = d.number("hbm_gib", 0.0);
-    c.device.hbm_bandwidth_gbps = d.number("hbm_bandwidth_gbps", 0.0);
+    c.device.hbm_gib = d.quantity("hbm_gib", Quantity::hbm_capacity);
+    c.device.hbm_bandwidth_gbps = d.quantity("hbm_bandwidth_gbps", Quantity::hbm_bandwidth);
     c.device.nvlink_sharp = d.boolean("nvlink_sharp", nvlink_sharp_by_name(c.device.name));
-    c.device.sm_count = static_cast<int>(d.integer_in("sm_count", 1, kMaxSmCount, 0));
+    c.device.sm_count = static_cast<int>(d.count("sm_count", Quantity::sm_count, 0));
     d.allow("comment");
     d.finish();
   }
@@ -169,6 +166,11 @@ Cluster read_cluster(const json& value, const std::string& file) {
 
   if (const json* techs = f.optional("network_technologies")) {
     if (!techs->is_array()) f.fail("network_technologies", "an array, got " + json_type_name(*techs));
+    // Each technology multiplies explore's candidates: bounded before any is read.
+    if (const Bound& most = bound(Quantity::technologies); !within(most, static_cast<double>(techs->size())))
+      f.fail("network_technologies", "at most " + std::to_string(static_cast<std::int64_t>(most.max)) +
+                                         " technologies (each one multiplies explore's candidates), got " +
+                                         std::to_string(techs->size()));
     std::set<std::string> tnames;
     for (std::size_t i = 0; i < techs->size(); ++i) {
       std::string path = json_path(f.path_of("network_technologies"), i);

@@ -241,6 +241,42 @@ double Fields::nonnegative(const std::string& key) {
   return x;
 }
 
+double Fields::quantity(const std::string& key, Quantity q) {
+  const Bound& b = bound(q);
+  const json& v = require(key);
+  if (!v.is_number()) fail(key, describe(b) + ", got " + json_type_name(v));
+  const double x = v.get<double>();
+  if (!within(b, x)) fail(key, describe(b) + ", got " + v.dump());
+  return x;
+}
+
+double Fields::quantity(const std::string& key, Quantity q, double fallback) {
+  if (!has(key)) {
+    read_.insert(key);
+    return fallback;
+  }
+  return quantity(key, q);
+}
+
+std::int64_t Fields::count(const std::string& key, Quantity q) {
+  const Bound& b = bound(q);
+  const json& v = require(key);
+  if (!is_integral(v)) fail(key, describe(b) + " (an integer), got " + json_type_name(v));
+  // Compared before narrowing: 2^64 − 1 is not −1, and a huge count is not a small one.
+  const bool fits = !v.is_number_unsigned() || v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX);
+  const std::int64_t x = fits ? v.get<std::int64_t>() : INT64_MAX;
+  if (!fits || !within(b, static_cast<double>(x))) fail(key, describe(b) + ", got " + v.dump());
+  return x;
+}
+
+std::int64_t Fields::count(const std::string& key, Quantity q, std::int64_t fallback) {
+  if (!has(key)) {
+    read_.insert(key);
+    return fallback;
+  }
+  return count(key, q);
+}
+
 bool Fields::boolean(const std::string& key) {
   const json& v = require(key);
   if (!v.is_boolean()) fail(key, "true or false, got " + json_type_name(v));

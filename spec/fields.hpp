@@ -10,17 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "spec/bounds.hpp"  // kMaxDegree, kMaxSize and the table of accepted ranges
 #include "spec/error.hpp"
 
 namespace sax {
 
 using json = nlohmann::json;
-
-// Upper bounds on integer fields, so that the products the checks and the cost model form
-// (TP×CP×PP, micro_batch_size×DP, nodes×devices_per_node, hidden×ffn, ...) stay far from
-// int64 overflow: a parallel degree at most 2^31, a count or size at most 2^40.
-inline constexpr std::int64_t kMaxDegree = std::int64_t{1} << 31;
-inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 40;
 
 // The largest JSON input read (spec, calibration and result files): a parsed document costs about
 // 14× its text in memory, so 64 MiB stays under 1 GiB; the largest file sax writes itself (a
@@ -59,6 +54,13 @@ class Fields {
   double number(const std::string& key, double min_exclusive = 0.0);
   double number(const std::string& key, double min_exclusive, double fallback);
   double nonnegative(const std::string& key);  // a number >= 0
+  // A number in its quantity's accepted range (spec/bounds.hpp); outside it an InputError naming
+  // the range and the unit.
+  double quantity(const std::string& key, Quantity q);
+  double quantity(const std::string& key, Quantity q, double fallback);
+  // An integer in its quantity's accepted range (a row with `integer`).
+  std::int64_t count(const std::string& key, Quantity q);
+  std::int64_t count(const std::string& key, Quantity q, std::int64_t fallback);
   bool boolean(const std::string& key);
   bool boolean(const std::string& key, bool fallback);
   std::string string(const std::string& key);

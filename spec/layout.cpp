@@ -285,12 +285,12 @@ Layout read_layout(const json& value, const std::string& file) {
   f.allow("comment");
   f.string("name", "");  // a label only, but a string
   Layout l;
-  l.tensor_model_parallel_size = f.integer_in("tensor_model_parallel_size", 1, kMaxDegree, 1);
-  l.pipeline_model_parallel_size = f.integer_in("pipeline_model_parallel_size", 1, kMaxDegree, 1);
-  l.context_parallel_size = f.integer_in("context_parallel_size", 1, kMaxDegree, 1);
-  l.expert_model_parallel_size = f.integer_in("expert_model_parallel_size", 1, kMaxDegree, 1);
-  l.virtual_pipeline_model_parallel_size = f.integer_in("virtual_pipeline_model_parallel_size", 1, kMaxDegree, 1);
-  l.micro_batch_size = f.integer_in("micro_batch_size", 1, kMaxDegree, 1);
+  l.tensor_model_parallel_size = f.count("tensor_model_parallel_size", Quantity::degree, 1);
+  l.pipeline_model_parallel_size = f.count("pipeline_model_parallel_size", Quantity::degree, 1);
+  l.context_parallel_size = f.count("context_parallel_size", Quantity::degree, 1);
+  l.expert_model_parallel_size = f.count("expert_model_parallel_size", Quantity::degree, 1);
+  l.virtual_pipeline_model_parallel_size = f.count("virtual_pipeline_model_parallel_size", Quantity::degree, 1);
+  l.micro_batch_size = f.count("micro_batch_size", Quantity::degree, 1);
   l.sequence_parallel = f.boolean("sequence_parallel", false);
   l.tp_comm_overlap = f.boolean("tp_comm_overlap", false);
   l.recompute_granularity = pick<Recompute>(
@@ -304,8 +304,8 @@ Layout read_layout(const json& value, const std::string& file) {
                                                 {"local", AttentionBackend::local},
                                                 {"auto", AttentionBackend::auto_}},
                                                AttentionBackend::auto_);
-  l.decoder_first_pipeline_num_layers = f.integer_in("decoder_first_pipeline_num_layers", 1, kMaxDegree, 0);
-  l.decoder_last_pipeline_num_layers = f.integer_in("decoder_last_pipeline_num_layers", 1, kMaxDegree, 0);
+  l.decoder_first_pipeline_num_layers = f.count("decoder_first_pipeline_num_layers", Quantity::degree, 0);
+  l.decoder_last_pipeline_num_layers = f.count("decoder_last_pipeline_num_layers", Quantity::degree, 0);
   l.account_for_embedding_in_pipeline_split = f.boolean("account_for_embedding_in_pipeline_split", false);
   l.account_for_loss_in_pipeline_split = f.boolean("account_for_loss_in_pipeline_split", false);
   l.pipeline_model_parallel_layout = f.string("pipeline_model_parallel_layout", "");

@@ -69,6 +69,16 @@ double Model::params_active() const {
          num_moe_layers() * moe_layer_active_params();
 }
 
+std::int64_t Model::tokens_per_step() const {
+  // read_model bounds the product; a Model made in code may not have been read.
+  const auto t = checked_mul(seq_length, global_batch_size);
+  if (!t)
+    throw InputError("", "/global_batch_size",
+                     "seq_length x global_batch_size (" + std::to_string(seq_length) + " x " +
+                         std::to_string(global_batch_size) + ") that fits in 64 bits");
+  return *t;
+}
+
 double Model::forward_flops_per_token() const {
   const double h = hidden_size;
   const double q = static_cast<double>(num_attention_heads) * kv_channels;
@@ -83,10 +93,9 @@ double Model::forward_flops_per_token() const {
   return num_dense_layers() * (attn + dense_mlp) + num_moe_layers() * (attn + moe_mlp) + logits;
 }
 
-// Sizes are bounded (kMaxSize) so that the FLOP and byte counts formed from them stay finite and
-// int64 products of two or three of them do not wrap; the layer count sizes a per-layer vector,
+// Sizes are bounded (spec/bounds.hpp) so that the FLOP and byte counts formed from them stay
+// finite and int64 products of two of them do not wrap; the layer count sizes a per-layer vector,
 // so it gets a tighter bound.
-static constexpr std::int64_t kMaxLayers = std::int64_t{1} << 20;
 
 Model read_model(const json& value, const std::string& file) {
   Fields f(value, file, "");
@@ -95,15 +104,15 @@ Model read_model(const json& value, const std::string& file) {
   Model m;
   m.name = f.string("name");
   m.dtype = *parse_dtype(f.choice("dtype", dtype_names(), "bf16"));
-  m.num_layers = f.integer_in("num_layers", 1, kMaxLayers);
-  m.hidden_size = f.integer_in("hidden_size", 1, kMaxSize);
+  m.num_layers = f.count("num_layers", Quantity::layers);
+  m.hidden_size = f.count("hidden_size", Quantity::size);
   m.swiglu = f.boolean("swiglu", false);
   // Megatron's default width: 4h, or with SwiGLU two thirds of it rounded down to a multiple of 64.
   const std::int64_t default_ffn = m.swiglu ? (8 * m.hidden_size / 3) / 64 * 64 : 4 * m.hidden_size;
-  m.ffn_hidden_size = f.integer_in("ffn_hidden_size", 1, kMaxSize, default_ffn > 0 ? default_ffn : 4 * m.hidden_size);
-  m.num_attention_heads = f.integer_in("num_attention_heads", 1, kMaxSize);
-  m.num_query_groups = f.integer_in("num_query_groups", 1, kMaxSize, m.num_attention_heads);
-  m.kv_channels = f.integer_in("kv_channels", 1, kMaxSize, 0);
+  m.ffn_hidden_size = f.count("ffn_hidden_size", Quantity::size, default_ffn > 0 ? default_ffn : 4 * m.hidden_size);
+  m.num_attention_heads = f.count("num_attention_heads", Quantity::size);
+  m.num_query_groups = f.count("num_query_groups", Quantity::size, m.num_attention_heads);
+  m.kv_channels = f.count("kv_channels", Quantity::size, 0);
   if (m.kv_channels == 0) {
     if (m.hidden_size % m.num_attention_heads != 0)
       f.fail("num_attention_heads", "a divisor of hidden_size (" + std::to_string(m.hidden_size) +
@@ -113,11 +122,11 @@ Model read_model(const json& value, const std::string& file) {
   if (m.num_attention_heads % m.num_query_groups != 0)
     f.fail("num_query_groups", "a divisor of num_attention_heads (" + std::to_string(m.num_attention_heads) +
                                    "), got " + std::to_string(m.num_query_groups));
-  m.seq_length = f.integer_in("seq_length", 1, kMaxSize);
-  m.max_position_embeddings = f.integer_in("max_position_embeddings", 1, kMaxSize, m.seq_length);
+  m.seq_length = f.count("seq_length", Quantity::size);
+  m.max_position_embeddings = f.count("max_position_embeddings", Quantity::size, m.seq_length);
   if (m.max_position_embeddings < m.seq_length)
     f.fail("max_position_embeddings", "at least seq_length (" + std::to_string(m.seq_length) + ")");
-  m.vocab_size = f.integer_in("vocab_size", 1, kMaxSize);
+  m.vocab_size = f.count("vocab_size", Quantity::size);
   m.untie_embeddings_and_output_weights = f.boolean("untie_embeddings_and_output_weights", false);
   m.add_bias_linear = f.boolean("add_bias_linear", true);
   m.normalization = f.choice("normalization", {"LayerNorm", "RMSNorm"}, "LayerNorm");
@@ -125,14 +134,13 @@ Model read_model(const json& value, const std::string& file) {
       f.choice("position_embedding_type", {"learned_absolute", "rope", "none"}, "learned_absolute");
   for (auto [key, p] : {std::pair{"hidden_dropout", &m.hidden_dropout}, {"attention_dropout", &m.attention_dropout}})
     if (f.has(key)) {
-      *p = f.nonnegative(key);
-      if (!(*p < 1)) f.fail(key, "a probability in [0, 1), got " + std::to_string(*p));
+      *p = f.quantity(key, Quantity::probability);
     }
 
-  m.num_experts = f.integer_in("num_experts", 0, kMaxSize, 0);
+  m.num_experts = f.count("num_experts", Quantity::experts, 0);
   const bool moe_field = f.has("moe_router_topk") || f.has("moe_ffn_hidden_size") || f.has("moe_layer_freq");
-  m.moe_router_topk = f.integer_in("moe_router_topk", 1, kMaxSize, 2);
-  m.moe_ffn_hidden_size = f.integer_in("moe_ffn_hidden_size", 1, kMaxSize, m.ffn_hidden_size);
+  m.moe_router_topk = f.count("moe_router_topk", Quantity::size, 2);
+  m.moe_ffn_hidden_size = f.count("moe_ffn_hidden_size", Quantity::size, m.ffn_hidden_size);
   if (m.num_experts == 0) {
     if (moe_field)
       f.fail("num_experts", "a positive expert count when moe_* fields are set (0 or absent is a dense model)");
@@ -165,7 +173,12 @@ Model read_model(const json& value, const std::string& file) {
       f.fail("moe_layer_freq", "an integer >= 1 or a list of 0/1 per layer, got " + json_type_name(*freq));
     }
   }
-  m.global_batch_size = f.integer_in("global_batch_size", 1, kMaxSize);
+  m.global_batch_size = f.count("global_batch_size", Quantity::size);
+  // Both factors may be 2^40: their product (tokens_per_step) is checked, not assumed to fit.
+  const auto tokens = checked_mul(m.seq_length, m.global_batch_size);
+  if (!tokens || !within(bound(Quantity::tokens_per_step), static_cast<double>(*tokens)))
+    f.fail("global_batch_size", describe(bound(Quantity::tokens_per_step)) + ", got " + std::to_string(m.seq_length) +
+                                    " x " + std::to_string(m.global_batch_size));
   f.finish();
   return m;
 }

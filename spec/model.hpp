@@ -65,10 +65,10 @@ struct Model {
   // Model FLOPs (Megatron's convention: no recompute, causal attention counted in full).
   double forward_flops_per_token() const;
   double training_flops_per_token() const { return 3.0 * forward_flops_per_token(); }
-  double training_flops_per_step() const {
-    return training_flops_per_token() * static_cast<double>(seq_length * global_batch_size);
-  }
-  std::int64_t tokens_per_step() const { return seq_length * global_batch_size; }
+  double training_flops_per_step() const { return training_flops_per_token() * static_cast<double>(tokens_per_step()); }
+  // seq_length × global_batch_size; an InputError where it overflows int64 (read_model bounds it
+  // to Quantity::tokens_per_step).
+  std::int64_t tokens_per_step() const;
 };
 
 // Reads and validates a model file; errors name `file` and the JSON path.

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 
 #include "explorer/search.hpp"
 #include "tests/support/run.hpp"
@@ -360,4 +362,122 @@ TEST(Search, BoundsReachWhatTheModelAndBatchAllow) {
   for (const auto& [cand, split] : enumerate(cm16, meta, m, o, 1u << 22))
     found = found || (cand.pp == 16 && cand.vpp == 4 && cand.tp == 8 && cand.account_embedding && cand.account_loss);
   EXPECT_TRUE(found);
+}
+
+// EP degrees are the divisors of num_experts that divide DP, not every value up to num_experts:
+// 2^40 experts (the largest the reader allows) explore in well under a second.
+TEST(HardeningUnboundedWork, TwoToTheFortyExpertsExploreInWellUnderASecond) {
+  const Cluster c = cluster("local-2bld");
+  Model m = model("moe-tiny");
+  m.num_experts = std::int64_t{1} << 40;
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchOptions o;
+  o.threads = 1;
+  const SearchResult r = search(cm, c, m, o);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 1.0);
+  EXPECT_GT(r.generated, 0);
+  // EP takes 1, 2 and 4 at most (DP <= 4 on four devices).
+  for (const auto& [name, size] : r.space.dimensions)
+    if (name.rfind("expert_parallel", 0) == 0) EXPECT_LE(size, 3);
+}
+
+// The space counts every candidate the search generates, before pruning.
+TEST(HardeningUnboundedWork, TheSpaceBoundsWhatTheSearchGenerates) {
+  for (const auto& [cl, mo] : std::vector<std::pair<std::string, std::string>>{
+           {"local-2bld", "gpt-tiny"}, {"local-2bld", "moe-tiny"}, {"h100-3bld", "mixtral-8x7b"}}) {
+    const Cluster c = cluster(cl);
+    const Model m = model(mo);
+    const CostModel cm(c, m, CostParams::datasheet(c, m));
+    const SearchResult r = search(cm, c, m, SearchOptions{});
+    EXPECT_GE(r.space.candidates, static_cast<double>(r.generated)) << mo;
+    EXPECT_LE(r.space.candidates, 2.0 * static_cast<double>(r.generated)) << mo;  // not a loose bound
+    EXPECT_EQ(search_space(cm, c, m, SearchOptions{}).candidates, r.space.candidates);
+  }
+}
+
+TEST(HardeningUnboundedWork, MaxCandidatesRefusesNamingTheLargestDimension) {
+  const Cluster c = cluster("local-2bld");
+  const Model m = model("gpt-tiny");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  SearchOptions o;
+  o.max_candidates = 10;
+  try {
+    search(cm, c, m, o);
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--max-candidates"), std::string::npos) << what;
+    EXPECT_NE(what.find("largest dimension is " + search_space(cm, c, m, o).largest().first), std::string::npos)
+        << what;
+  }
+  const auto r = test::run_sax("explore --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +
+                               test::preset_path("models/gpt-tiny.json") + " --max-candidates 10");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("largest dimension is"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+// 64 technologies (the most a cluster file may list) make the technology the largest dimension.
+TEST(HardeningUnboundedWork, ManyTechnologiesAreTheDimensionNamed) {
+  Cluster c = cluster("local-2bld");
+  for (int i = 0; i < 64; ++i) {
+    NetworkTechnology t;
+    t.name = "t" + std::to_string(i);
+    t.link = c.cross_building;
+    t.link.latency_us += i + 1;  // distinct from the cluster's own link
+    c.network_technologies.push_back(t);
+  }
+  const Model m = model("gpt-tiny");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  EXPECT_EQ(search_space(cm, c, m, SearchOptions{}).largest().first.rfind("network_technologies", 0), 0u);
+}
+
+// The final guard: a device that bypassed the reader's bounds (a denormal peak) gives infinite
+// times; the cost model throws a RunError naming the term instead of ranking them, from any of
+// the search's threads.
+TEST(HardeningImpossiblePredictions, TheFinalGuardNamesTheTerm) {
+  Cluster c = cluster("local-2bld");
+  for (auto& [dt, tflops] : c.device.peak_tflops) tflops = 4.9e-324;
+  const Model m = model("gpt-tiny");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  SearchOptions o;
+  o.threads = 2;
+  try {
+    search(cm, c, m, o);
+    FAIL() << "no RunError";
+  } catch (const RunError& e) {
+    EXPECT_NE(std::string(e.what()).find("cost model: the step time came out inf"), std::string::npos) << e.what();
+  }
+  Prediction p;
+  p.step_time_s = 1, p.tokens_per_s = 1;
+  EXPECT_NO_THROW(check_figures(p));
+  p.breakdown.exposed_comm_s[static_cast<int>(Dim::pp)] = -1;
+  try {
+    check_figures(p);
+    FAIL() << "no RunError";
+  } catch (const RunError& e) {
+    EXPECT_NE(std::string(e.what()).find("pp communication time came out -1"), std::string::npos) << e.what();
+  }
+  p.breakdown.exposed_comm_s[static_cast<int>(Dim::pp)] = 0, p.mfu = NAN;
+  EXPECT_THROW(check_figures(p), RunError);
+}
+
+// The replay's blocks (micro-batches × virtual stages) come from the input: past its bound
+// `predict --replay` exits 2 and explore keeps the closed forms' figure, both in seconds.
+TEST(HardeningUnboundedWork, TheReplayIsBoundedInBlocks) {
+  test::TempDir t;
+  json m = test::preset("models/gpt-tiny.json");
+  m["global_batch_size"] = std::int64_t{1} << 32;  // 2^31 micro-batches of 2 on DP 2
+  const std::string model = t.write("m.json", m), cluster = test::preset_path("clusters/local-2bld.json");
+  const auto r = test::run_sax("predict --cluster " + cluster + " --model " + model + " --layout " +
+                               test::preset_path("layouts/local-pp2-dp2.json") + " --replay");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("more blocks than the replay runs"), std::string::npos) << r.err;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto e = test::run_sax("explore --cluster " + cluster + " --model " + model + " --top 1");
+  EXPECT_EQ(e.code, 0) << e.err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
 }

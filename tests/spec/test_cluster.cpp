@@ -101,7 +101,8 @@ TEST(Cluster, SmCountFromTheFileZeroWhenAbsent) {
       read_cluster(j, "c.json");
       ADD_FAILURE() << "sm_count " << bad.dump() << " accepted";
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("c.json: /device/sm_count: expected an integer"), std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("c.json: /device/sm_count: expected an SM count between 1 and 100000"),
+                std::string::npos)
           << e.what();
     }
   }
