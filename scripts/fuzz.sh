@@ -27,9 +27,10 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 CC=clang CXX=clang++ cmake -S . -B "$build" -DSAX_FUZZ=ON -DSAX_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "${launcher[@]}" >/dev/null
+have=$(cmake --build "$build" --target help)
 available=()
 for t in "${targets[@]}"; do
-  if cmake --build "$build" --target help | grep -q "fuzz_$t\$"; then
+  if grep -qx "\.\.\. fuzz_$t" <<<"$have"; then
     available+=("$t")
   else
     echo "fuzz.sh: no target fuzz_$t in this build (regress needs MPI: the harness); skipped" >&2
