@@ -88,7 +88,7 @@ for t in "${available[@]}"; do
       -artifact_prefix="$artifacts/" >"$log" 2>&1
     rc=$?
     set -e
-    n=$(awk -F: '/^stat::number_of_executed_units/ {gsub(/ /, "", $2); print $2}' "$log" | tail -1)
+    n=$(awk '/^stat::number_of_executed_units:/ {print $NF}' "$log" | tail -1)
     execs=$((execs + ${n:-0}))
     line=$(grep -E '^#[0-9]+.*cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
     if [[ -n "$line" ]]; then
