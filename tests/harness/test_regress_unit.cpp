@@ -283,7 +283,7 @@ TEST(HardeningEndlessLoop, RegressStopsOnOverflowingSampleWithExitTwo) {
                                                    base + " --current " + cur);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.code, 2) << r.err;  // 124: timed out, the loop is back
-  EXPECT_LT(s, 1.0);
+  EXPECT_LT(s, 5.0);              // 0.03 s alone; loose for a loaded CI host (a hang is 124 after 10 s)
   EXPECT_EQ(r.err,
             "sax: error: " + cur + ": /results/0/busbw_gbps: expected 0 or a bandwidth in GB/s from 1e-15 to 100000\n");
 }
