@@ -108,6 +108,12 @@ json parse_json_text(const std::string& text, const std::string& file) {
     // nlohmann's message is "[json.exception.parse_error.101] parse error at line 3, ...".
     auto pos = what.find("parse error");
     throw InputError(file, tracker.path(), "valid JSON (" + what.substr(pos == std::string::npos ? 0 : pos) + ")");
+  } catch (const json::out_of_range& e) {
+    // A number no double holds (1e400): "[json.exception.out_of_range.406] number overflow ...".
+    std::string what = e.what();
+    const auto pos = what.find("] ");
+    throw InputError(file, tracker.path(),
+                     "a number a double can hold (" + what.substr(pos == std::string::npos ? 0 : pos + 2) + ")");
   } catch (const std::exception& e) {
     throw InputError(file, tracker.path(), std::string("a readable JSON file (") + e.what() + ")");
   }

@@ -114,7 +114,8 @@ TEST(HardeningSilentAcceptance, AKeyTwiceInOneObjectIsAnErrorNamingIt) {
 TEST(HardeningSilentAcceptance, ANumberOutOfRangeNamesItsJsonPath) {
   auto e = input_error([] { parse_json_text(R"({"a": {"b": [1, 1e400]}})", "n.json"); });
   EXPECT_EQ(e.path(), "/a/b/1");
-  EXPECT_NE(e.expected().find("1e400"), std::string::npos) << e.what();
+  EXPECT_NE(e.expected().find("a number a double can hold (number overflow parsing '1e400')"), std::string::npos)
+      << e.what();
   e = input_error([] { parse_json_text(R"({"device": {"hbm_gb": -1e999}})", "n.json"); });
   EXPECT_EQ(e.path(), "/device/hbm_gb");
 }
