@@ -44,11 +44,12 @@ class PathTracker {
       case E::object_start:
       case E::array_start:
         begin_value();
-        frames_.push_back({event == E::object_start, {}, {}, 0});
+        frames_.push_back({event == E::object_start, {}, {}, false, 0});
         break;
       case E::key: {
         Frame& f = frames_.back();
         f.key = parsed.get<std::string>();
+        f.key_done = false;
         if (!f.keys.insert(f.key).second)
           throw InputError(file_, path(),
                            "each key once in an object, got \"" + safe_text(f.key, kMaxEchoValueBytes) + "\" twice");
@@ -57,22 +58,28 @@ class PathTracker {
       case E::object_end:
       case E::array_end:
         frames_.pop_back();
+        end_value();
         break;
       case E::value:
         begin_value();
+        end_value();
         break;
     }
     return true;
   }
 
   // The pointer of the value being read: in an array that holds the value, the element after the
-  // last one begun (the parser fails on a value before announcing it); in an outer one, the last.
+  // last one begun (the parser fails on a value before announcing it); in an outer one, the last;
+  // in an object, its last key's value until that value is read, then the object itself.
   std::string path() const {
     std::string p;
     for (std::size_t i = 0; i < frames_.size(); ++i) {
       const Frame& f = frames_[i];
       const bool inner = i + 1 == frames_.size();
-      p = f.object ? json_path(p, f.key) : json_path(p, inner || f.count == 0 ? f.count : f.count - 1);
+      if (f.object && !(inner && f.key_done))
+        p = json_path(p, f.key);
+      else if (!f.object)
+        p = json_path(p, inner || f.count == 0 ? f.count : f.count - 1);
     }
     return p;
   }
@@ -82,10 +89,14 @@ class PathTracker {
     bool object;
     std::set<std::string> keys;
     std::string key;
+    bool key_done;      // object: the last key's value has been read
     std::size_t count;  // array: elements begun
   };
   void begin_value() {
     if (!frames_.empty() && !frames_.back().object) ++frames_.back().count;
+  }
+  void end_value() {
+    if (!frames_.empty() && frames_.back().object) frames_.back().key_done = true;
   }
   const std::string& file_;
   std::vector<Frame> frames_;

@@ -118,6 +118,11 @@ TEST(HardeningSilentAcceptance, ANumberOutOfRangeNamesItsJsonPath) {
       << e.what();
   e = input_error([] { parse_json_text(R"({"device": {"hbm_gb": -1e999}})", "n.json"); });
   EXPECT_EQ(e.path(), "/device/hbm_gb");
+  // A syntax error after a value is read names the object (or array element) it is in.
+  e = input_error([] { parse_json_text(R"({"a": {"b": 3,,}})", "n.json"); });
+  EXPECT_EQ(e.path(), "/a");
+  e = input_error([] { parse_json_text(R"({"num_layers": 3,,})", "n.json"); });
+  EXPECT_EQ(e.path(), "");
 }
 
 TEST(HardeningSilentAcceptance, EveryReaderChecksTheFilesKind) {
