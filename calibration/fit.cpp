@@ -152,7 +152,9 @@ std::vector<CollPoint> read_bench_coll_points(const json& doc, const std::string
     // non-positive time, is refused rather than fitted.
     Fields f(r, file, at);
     const auto ranks = static_cast<int>(f.integer_in("ranks", 1, INT32_MAX));
-    const auto bytes = static_cast<double>(f.integer_in("bytes", 0, kMaxSize));
+    const double bytes = f.nonnegative("bytes");  // bench coll writes it as a number (1024.0)
+    if (bytes > static_cast<double>(kMaxSize) || bytes != std::floor(bytes))
+      f.fail("bytes", "a whole number of bytes up to 2^40, got " + json_type_name(r["bytes"]));
     points.push_back({*op, ranks, bytes, f.number("time_us", 0.0)});
   }
   return points;
