@@ -194,6 +194,11 @@ const json* Fields::optional(const std::string& key) {
 
 void Fields::allow(const std::string& key) { read_.insert(key); }
 
+bool Fields::absent(const std::string& key) {
+  read_.insert(key);
+  return !has(key);
+}
+
 static bool is_integral(const json& v) { return v.is_number_integer() || v.is_number_unsigned(); }
 
 std::int64_t Fields::integer(const std::string& key, std::int64_t min) {
@@ -207,10 +212,7 @@ std::int64_t Fields::integer(const std::string& key, std::int64_t min) {
 }
 
 std::int64_t Fields::integer(const std::string& key, std::int64_t min, std::int64_t fallback) {
-  if (!has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
+  if (absent(key)) return fallback;
   return integer(key, min);
 }
 
@@ -223,10 +225,7 @@ std::int64_t Fields::integer_in(const std::string& key, std::int64_t min, std::i
 }
 
 std::int64_t Fields::integer_in(const std::string& key, std::int64_t min, std::int64_t max, std::int64_t fallback) {
-  if (!has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
+  if (absent(key)) return fallback;
   return integer_in(key, min, max);
 }
 
@@ -243,10 +242,7 @@ double Fields::number(const std::string& key, double min_exclusive) {
 }
 
 double Fields::number(const std::string& key, double min_exclusive, double fallback) {
-  if (!has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
+  if (absent(key)) return fallback;
   return number(key, min_exclusive);
 }
 
@@ -268,10 +264,7 @@ double Fields::quantity(const std::string& key, Quantity q) {
 }
 
 double Fields::quantity(const std::string& key, Quantity q, double fallback) {
-  if (!has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
+  if (absent(key)) return fallback;
   return quantity(key, q);
 }
 
@@ -287,10 +280,7 @@ std::int64_t Fields::count(const std::string& key, Quantity q) {
 }
 
 std::int64_t Fields::count(const std::string& key, Quantity q, std::int64_t fallback) {
-  if (!has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
+  if (absent(key)) return fallback;
   return count(key, q);
 }
 
@@ -301,10 +291,7 @@ bool Fields::boolean(const std::string& key) {
 }
 
 bool Fields::boolean(const std::string& key, bool fallback) {
-  if (!has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
+  if (absent(key)) return fallback;
   return boolean(key);
 }
 
@@ -317,10 +304,7 @@ std::string Fields::string(const std::string& key) {
 }
 
 std::string Fields::string(const std::string& key, const std::string& fallback) {
-  if (!has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
+  if (absent(key)) return fallback;
   return string(key);
 }
 
@@ -341,10 +325,7 @@ std::string Fields::choice(const std::string& key, const std::vector<std::string
 
 std::string Fields::choice(const std::string& key, const std::vector<std::string>& choices,
                            const std::string& fallback) {
-  if (!has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
+  if (absent(key)) return fallback;
   return choice(key, choices);
 }
 

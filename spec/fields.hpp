@@ -83,6 +83,8 @@ class Fields {
 
  private:
   const json& require(const std::string& key);
+  // Marks `key` as read; true when the object does not have it (an optional field's fallback).
+  bool absent(const std::string& key);
   const json& value_;
   std::string file_, path_;
   std::set<std::string> read_;

@@ -10,23 +10,13 @@
 #include "spec/document.hpp"
 #include "spec/layout.hpp"
 #include "spec/model.hpp"
+#include "tests/support/input_error.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
+using sax::test::input_error;
 
 namespace {
-
-// The InputError `fn` throws: its path and its message.
-template <typename Fn>
-InputError input_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError";
-  return InputError("", "", "");
-}
 
 json local_cluster() { return test::preset("clusters/local-2bld.json"); }
 

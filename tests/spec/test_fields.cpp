@@ -12,27 +12,17 @@
 #include "spec/fields.hpp"
 #include "spec/layout.hpp"
 #include "spec/model.hpp"
+#include "tests/support/input_error.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
+using sax::test::input_error;
 using sax::test::preset;
 using sax::test::preset_path;
 using sax::test::run_sax;
 using sax::test::TempDir;
 
 namespace {
-
-// The error an expression throws, or a failure when it throws none.
-template <class F>
-InputError input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError";
-  return InputError("", "", "");
-}
 
 bool one_safe_line(const std::string& s) {
   for (char c : s)
