@@ -22,7 +22,17 @@ void print_cluster(const Cluster& c) {
   for (std::size_t i = 0; i < c.buildings.size(); ++i)
     std::cout << (i ? ", " : "") << c.buildings[i].name << " × " << c.buildings[i].nodes << " nodes";
   std::cout << "\n  world size      " << c.world_size() << " (" << c.num_nodes() << " nodes × " << c.devices_per_node
-            << " " << c.device.name << ")\n";
+            << " " << c.device.name << (c.uniform() ? "" : ", unless a building says otherwise") << ")\n";
+  for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b) {
+    const Building& bl = c.buildings[static_cast<std::size_t>(b)];
+    if (bl.device || bl.devices_per_node > 0)
+      std::cout << "  building        " << bl.name << ": " << c.devices_per_node_of(b) << " × " << c.device_of(b).name
+                << " per node\n";
+    if (bl.compute_slowdown != 1.0)
+      std::cout << "  building        " << bl.name << ": compute emulated " << bl.compute_slowdown
+                << "x slower (sax run slows its ranks' compute ops; the explorer divides its device's peak and HBM "
+                   "bandwidth)\n";
+  }
   std::cout << "  peak TFLOP/s    ";
   bool first = true;
   for (const auto& [dt, t] : c.device.peak_tflops) {
@@ -36,9 +46,18 @@ void print_cluster(const Cluster& c) {
               << l.bandwidth_gbps << " GB/s, " << l.latency_us << " µs, oversubscription " << l.oversubscription
               << "\n";
   }
+  auto names = [&c](const std::vector<int>& bs) {
+    std::string s;
+    for (int b : bs) s += (s.empty() ? "" : ", ") + c.buildings[static_cast<std::size_t>(b)].name;
+    return s;
+  };
+  for (const auto& l : c.building_links)
+    std::cout << "  between         " << names(l.buildings) << ": " << l.link.bandwidth_gbps << " GB/s, "
+              << l.link.latency_us << " µs, oversubscription " << l.link.oversubscription << "\n";
   for (const auto& t : c.network_technologies)
     std::cout << "  technology      " << t.name << ": " << t.link.bandwidth_gbps << " GB/s, " << t.link.latency_us
-              << " µs, oversubscription " << t.link.oversubscription << "\n";
+              << " µs, oversubscription " << t.link.oversubscription
+              << (t.buildings.empty() ? "" : " (between " + names(t.buildings) + ")") << "\n";
 }
 
 void print_model(const Model& m) {

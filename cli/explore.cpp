@@ -28,8 +28,30 @@ struct ExploreArgs {
   std::int64_t max_candidates = explorer::SearchOptions::kDefaultMaxCandidates;
 };
 
+// On a cluster whose buildings differ: the model that priced the best layouts stage by stage,
+// and what the balanced split and the search's rule each give for the best (the two
+// baselines: the even split, and the uniform-cluster rule's own pick).
+struct HeteroSummary {
+  const explorer::HeteroModel* model = nullptr;
+  std::string slowest;
+  double even_s = 0, uniform_pick_s = 0;
+  std::string uniform_pick;
+};
+
+std::string why(const Cluster& c, const explorer::Ranked& x, const HeteroSummary& h) {
+  std::string s = explorer::explain(x.candidate, x.prediction, c);
+  if (h.model) {
+    try {
+      s += "; " + h.model->explain(x.candidate, h.model->evaluate(x.candidate));
+    } catch (const UsageError&) {
+      // more blocks than the replay runs: priced by the uniform rule alone
+    }
+  }
+  return s;
+}
+
 void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& cm, const explorer::SearchResult& r,
-                   std::size_t replayed) {
+                   std::size_t replayed, const HeteroSummary& h) {
   std::cout << "explore " << m.name << " on " << c.name << " (" << c.world_size() << " devices, " << c.buildings.size()
             << " buildings) — " << cm.params().source << "\n";
   // The batch bounds what any layout can reach: say how thin it is spread before the ranking.
@@ -51,7 +73,12 @@ void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& 
             << ", PP <= " << bd.pipeline_parallel << " (layers), VPP <= layers/PP (largest "
             << bd.largest_virtual_pipeline << "), micro-batch <= global_batch/DP (largest " << bd.largest_micro_batch
             << "); splits even, first/last lighter, account_for_embedding/loss\n";
-  if (replayed > 0)
+  if (h.model)
+    std::cout << "  buildings differ: ranked by the uniform-cluster rule (every building on the slowest device, "
+              << h.slowest << "; every pair on the worst link), then the best " << replayed
+              << " priced stage by stage on their own devices and links, each stage at its slowest member's pace, "
+                 "layers balanced over the stages, replayed (explorer/hetero.hpp)\n";
+  else if (replayed > 0)
     std::cout << "  ranked by the closed forms, then the best " << replayed
               << " re-ranked by the event-driven replay of their schedules (explorer/replay.hpp): their step, MFU "
                  "and breakdown are the replay's\n";
@@ -65,8 +92,14 @@ void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& 
       const Layout l = x.candidate.to_layout(c);
       std::printf("  %-3zu %-10s %-6s %-8s %-44s %s — %s\n", i + 1, fmt("%.4g s", x.prediction.step_time_s).c_str(),
                   fmt("%.1f%%", 100 * x.prediction.mfu).c_str(), fmt("%.1fG", x.prediction.memory_gib).c_str(),
-                  explorer::describe_degrees(x.candidate).c_str(), options_string(l).c_str(),
-                  explorer::explain(x.candidate, x.prediction, c).c_str());
+                  explorer::describe_degrees(x.candidate).c_str(), options_string(l).c_str(), why(c, x, h).c_str());
+    }
+    if (h.model) {
+      const double best = r.top.front().prediction.step_time_s;
+      std::cout << "  best against the even split of its layers: " << fmt("%.4g s", h.even_s) << " ("
+                << fmt("%+.1f%%", 100 * (h.even_s / best - 1)) << "); against the uniform rule's pick ("
+                << h.uniform_pick << ") on this cluster: " << fmt("%.4g s", h.uniform_pick_s) << " ("
+                << fmt("%+.1f%%", 100 * (h.uniform_pick_s / best - 1)) << ")\n";
     }
   }
 }
@@ -92,15 +125,42 @@ void run_explore(const ExploreArgs& a) {
     compare = load_layout(a.compare);
     validate_layout(compare, m, c, a.compare);
   }
-  const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
+  // Buildings that differ: the search ranks on the uniform-cluster rule's view, and its best are
+  // priced stage by stage with balanced splits (explorer/hetero.hpp).
+  const bool hetero = !c.uniform();
+  const Cluster plan = hetero ? explorer::uniform_view(c, m.dtype) : c;
+  const explorer::CostModel cm(plan, m, cost_params(plan, m, a.calibration));
   explorer::SearchOptions o;
   o.top = std::max(a.top, a.replay_top);
   o.threads = a.threads;
   o.max_candidates = a.max_candidates;
-  explorer::SearchResult r = explorer::search(cm, c, m, o);
-  // The closed forms rank every candidate; the best --replay-top are run block by block and
-  // re-ranked by what their schedules give (uneven stages, zero bubble's unequal F/B/W).
-  const std::size_t replayed = explorer::rerank_by_replay(cm, r.top, static_cast<std::size_t>(a.replay_top));
+  explorer::SearchResult r = explorer::search(cm, plan, m, o);
+  std::optional<explorer::HeteroModel> hm;
+  HeteroSummary h;
+  std::size_t replayed = 0;
+  if (hetero) {
+    hm.emplace(c, m, params_for(m, a.calibration));
+    h.model = &*hm;
+    h.slowest = plan.device.name;
+    // The uniform rule's own pick (its replayed best), priced on the cluster as it is.
+    std::vector<explorer::Ranked> uniform = r.top;
+    explorer::rerank_by_replay(cm, uniform, static_cast<std::size_t>(a.replay_top));
+    replayed = explorer::rerank_heterogeneous(*hm, r.top, static_cast<std::size_t>(std::max(a.top, a.replay_top)));
+    if (!r.top.empty()) {
+      const explorer::Candidate pick = uniform.front().candidate;
+      h.uniform_pick = explorer::describe_degrees(pick) + ", " + options_string(pick.to_layout(c));
+      h.uniform_pick_s = hm->evaluate(pick).prediction.step_time_s;
+      explorer::Candidate even = r.top.front().candidate;
+      even.pipeline_layout.clear();
+      even.first_layers = even.last_layers = 0;
+      even.account_embedding = even.account_loss = false;
+      h.even_s = hm->evaluate(even).prediction.step_time_s;
+    }
+  } else {
+    // The closed forms rank every candidate; the best --replay-top are run block by block and
+    // re-ranked by what their schedules give (uneven stages, zero bubble's unequal F/B/W).
+    replayed = explorer::rerank_by_replay(cm, r.top, static_cast<std::size_t>(a.replay_top));
+  }
   if (r.top.size() > static_cast<std::size_t>(a.top)) r.top.resize(static_cast<std::size_t>(a.top));
   if (emit && static_cast<std::size_t>(a.emit_rank) > r.top.size())
     throw UsageError(r.top.empty() ? "--emit: no layout fits in " + fmt("%.1f", cm.memory_limit_gib()) +
@@ -111,13 +171,15 @@ void run_explore(const ExploreArgs& a) {
   if (emit)
     std::cout << explorer::emit(*emit, r.top[static_cast<std::size_t>(a.emit_rank - 1)].candidate.to_layout(c), m, c);
   else
-    print_ranking(c, m, cm, r, replayed);
+    print_ranking(c, m, cm, r, replayed, h);
   json compare_json = nullptr;
   if (!a.compare.empty()) {
-    const explorer::Prediction p = cm.predict(compare);
+    const explorer::Prediction p =
+        hm ? hm->evaluate(explorer::Candidate::of(compare, c)).prediction : cm.predict(compare);
     if (!emit) {
       std::cout << "compare " << a.compare << ":\n";
-      print_prediction(explorer::Candidate::of(compare, c), compare, p, cm, c);
+      print_prediction(explorer::Candidate::of(compare, c), compare, p, cm, c,
+                       explorer::explain(explorer::Candidate::of(compare, c), p, c));
     }
     if (!r.top.empty()) {
       const double speedup = p.step_time_s / r.top.front().prediction.step_time_s;
@@ -132,7 +194,7 @@ void run_explore(const ExploreArgs& a) {
     for (const auto& x : r.top)
       cands.push_back({{"layout", to_json(x.candidate.to_layout(c))},
                        {"predicted", explorer::to_json(x.prediction)},
-                       {"why", explorer::explain(x.candidate, x.prediction, c)}});
+                       {"why", why(c, x, h)}});
     json j = {{"version", 1},
               {"inputs",
                {{"cluster", a.cluster},
@@ -151,6 +213,11 @@ void run_explore(const ExploreArgs& a) {
               {"threads", r.threads},
               {"candidates", cands}};
     if (!compare_json.is_null()) j["compare"] = compare_json;
+    if (hetero && !r.top.empty())
+      j["heterogeneous"] = {{"uniform_rule_device", h.slowest},
+                            {"even_split_step_time_s", h.even_s},
+                            {"uniform_rule_pick", h.uniform_pick},
+                            {"uniform_rule_pick_step_time_s", h.uniform_pick_s}};
     write_json_file(a.json_file, j);
   }
 }

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "cli/format.hpp"
 #include "explorer/cost_model.hpp"
 #include "explorer/emit.hpp"
+#include "explorer/hetero.hpp"
 #include "explorer/report.hpp"
 #include "explorer/search.hpp"
 #include "spec/calibration.hpp"
@@ -21,6 +23,29 @@ namespace sax::cli {
 inline explorer::CostParams cost_params(const Cluster& c, const Model& m, const std::string& calibration_file) {
   if (calibration_file.empty()) return explorer::CostParams::datasheet(c, m);
   return explorer::CostParams::calibrated(c, m, load_calibration(calibration_file), calibration_file);
+}
+
+// The cost parameters of any view of the cluster (explorer/hetero.hpp), from the same source.
+inline explorer::HeteroModel::ParamsFor params_for(const Model& m, const std::string& calibration_file) {
+  std::shared_ptr<const Calibration> k;
+  if (!calibration_file.empty()) k = std::make_shared<const Calibration>(load_calibration(calibration_file));
+  return [&m, k, calibration_file](const Cluster& view) {
+    return k ? explorer::CostParams::calibrated(view, m, *k, calibration_file)
+             : explorer::CostParams::datasheet(view, m);
+  };
+}
+
+// A cluster whose buildings differ, stage by stage (HeteroModel::Result).
+inline void print_stages(const Cluster& c, const explorer::HeteroModel::Result& r) {
+  for (std::size_t i = 0; i < r.stages.size(); ++i) {
+    const auto& s = r.stages[i];
+    std::string where;
+    for (int b : s.buildings) where += (where.empty() ? "" : "+") + c.buildings[static_cast<std::size_t>(b)].name;
+    std::cout << "  stage " << i << std::string(i < 10 ? 7 : 6, ' ') << where << ", " << s.device << ": " << s.layers
+              << " layers, " << fmt("%.4g s", s.microbatch_s) << " per micro-batch, memory "
+              << fmt("%.1f", s.memory_gib) << " of " << fmt("%.1f GiB", s.limit_gib)
+              << (s.memory_gib > s.limit_gib ? " — does not fit" : "") << "\n";
+  }
 }
 
 // `--emit`'s value: none when empty, else a format or a UsageError naming the flag.
@@ -41,7 +66,7 @@ inline std::string options_string(const Layout& l) {
 }
 
 inline void print_prediction(const explorer::Candidate& k, const Layout& l, const explorer::Prediction& p,
-                             const explorer::CostModel& cm, const Cluster& c) {
+                             const explorer::CostModel& cm, const Cluster& c, const std::string& why) {
   auto f = [](double x, const char* format) { return fmt(format, x); };
   std::cout << "  layout        " << explorer::describe_degrees(k) << "; " << options_string(l) << "\n";
   std::cout << "  placement     ";
@@ -64,7 +89,7 @@ inline void print_prediction(const explorer::Candidate& k, const Layout& l, cons
   for (Dim d : kDims)
     std::cout << ", " << dim_name(d) << " comm " << f(b.exposed_comm_s[static_cast<int>(d)], "%.3g s");
   std::cout << ", optimizer " << f(b.optimizer_s, "%.3g s") << "\n";
-  std::cout << "  why           " << explorer::explain(k, p, c) << "\n";
+  std::cout << "  why           " << why << "\n";
 }
 
 }  // namespace sax::cli

@@ -23,7 +23,7 @@ struct PredictArgs {
 };
 
 void print_report(const PredictArgs& a, const Cluster& c, const Model& m, const Layout& l,
-                  const explorer::CostModel& cm, const explorer::Prediction& p) {
+                  const explorer::CostModel& cm, const explorer::Prediction& p, const std::string& why) {
   std::cout << "prediction for " << a.layout << " on " << c.name << " (" << c.world_size() << " devices) with "
             << m.name << " — " << cm.params().source << "\n";
   auto list = [](const std::vector<std::string>& terms) {
@@ -53,7 +53,7 @@ void print_report(const PredictArgs& a, const Cluster& c, const Model& m, const 
         k.calibrated_terms.end())
       outside("attention", k.attention, r.attention_lo, r.attention_hi);
   }
-  print_prediction(explorer::Candidate::of(l, c), l, p, cm, c);
+  print_prediction(explorer::Candidate::of(l, c), l, p, cm, c, why);
 }
 
 void run_predict(const PredictArgs& a) {
@@ -63,16 +63,45 @@ void run_predict(const PredictArgs& a) {
   const Layout l = load_layout(a.layout);
   validate_layout(l, m, c, a.layout);
   if (!a.json_file.empty()) check_writable(a.json_file);  // before anything is printed
-  const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
+  // Buildings that differ: the uniform-cluster rule's model (explorer/hetero.hpp) for the closed
+  // forms, and the prediction stage by stage on each stage's own devices and links.
+  const bool hetero = !c.uniform();
+  const Cluster plan = hetero ? explorer::uniform_view(c, m.dtype) : c;
+  const explorer::CostModel cm(plan, m, cost_params(plan, m, a.calibration));
   const explorer::Prediction closed = cm.predict(l);
+  std::optional<explorer::HeteroModel> hm;
+  explorer::HeteroModel::Result stages, balanced;
+  explorer::Candidate balanced_cand = explorer::Candidate::of(l, c);
+  if (hetero) {
+    hm.emplace(c, m, params_for(m, a.calibration));
+    stages = hm->evaluate(explorer::Candidate::of(l, c));
+    balanced = hm->balance(balanced_cand);
+  }
   // --replay: the schedule run block by block (explorer/replay.hpp) in place of the closed forms.
-  const explorer::Prediction p = a.replay ? explorer::replayed(cm, explorer::Candidate::of(l, c), closed) : closed;
+  const explorer::Prediction p = hetero     ? stages.prediction
+                                 : a.replay ? explorer::replayed(cm, explorer::Candidate::of(l, c), closed)
+                                            : closed;
+  const std::string why = explorer::explain(explorer::Candidate::of(l, c), p, c) +
+                          (hetero ? "; " + hm->explain(explorer::Candidate::of(l, c), stages) : "");
   if (emit) {
     // The settings alone on stdout, to paste or redirect; --json still gets the prediction.
     std::cout << explorer::emit(*emit, l, m, c);
   } else {
-    print_report(a, c, m, l, cm, p);
-    if (a.replay)
+    print_report(a, c, m, l, cm, p, why);
+    if (hetero) {
+      std::printf(
+          "  buildings     differ: the uniform-cluster rule (every building on the slowest device, %s; every pair "
+          "on the worst link) "
+          "gives %.4g s; stage by stage on their own devices and links, replayed:\n",
+          plan.device.name.c_str(), closed.step_time_s);
+      print_stages(c, stages);
+      if (balanced_cand.pipeline_layout != explorer::Candidate::of(l, c).pipeline_layout)
+        std::printf("  balanced      pipeline_model_parallel_layout \"%s\": %.4g s (%+.1f%% against this split)\n",
+                    balanced_cand.pipeline_layout.c_str(), balanced.prediction.step_time_s,
+                    100 * (balanced.prediction.step_time_s / p.step_time_s - 1));
+      else
+        std::printf("  balanced      no other split of the layers over the stages is faster\n");
+    } else if (a.replay)
       std::printf(
           "  replay        step %.4g s against the closed forms' %.4g s (%+.1f%%): each stage's blocks "
           "in the schedule's order, critical stage %lld\n",
@@ -91,9 +120,25 @@ void run_predict(const PredictArgs& a) {
                 {"datasheet_terms", cm.params().datasheet_terms}}},
               {"layout", to_json(l)},
               {"predicted", explorer::to_json(p)},
-              {"method", a.replay ? "replay" : "closed forms"},
+              {"method", hetero     ? "stages on their own devices, replayed"
+                         : a.replay ? "replay"
+                                    : "closed forms"},
               {"closed_form_step_time_s", closed.step_time_s},
-              {"why", explorer::explain(explorer::Candidate::of(l, c), p, c)}};
+              {"why", why}};
+    if (hetero) {
+      json st = json::array();
+      for (const auto& s : stages.stages)
+        st.push_back({{"buildings", s.buildings},
+                      {"device", s.device},
+                      {"layers", s.layers},
+                      {"microbatch_s", s.microbatch_s},
+                      {"memory_gib", s.memory_gib},
+                      {"limit_gib", s.limit_gib}});
+      j["heterogeneous"] = {{"uniform_rule_step_time_s", closed.step_time_s},
+                            {"stages", st},
+                            {"balanced_pipeline_layout", balanced_cand.pipeline_layout},
+                            {"balanced_step_time_s", balanced.prediction.step_time_s}};
+    }
     write_json_file(a.json_file, j);
   }
 }

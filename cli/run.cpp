@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/json_out.hpp"
 #include "explorer/cost_model.hpp"
+#include "explorer/hetero.hpp"
 #include "spec/error.hpp"
 
 namespace sax::cli {
@@ -18,6 +19,20 @@ namespace {
 // The layout's memory per device (the explorer's figure, on the fullest device) against the
 // cluster device's usable memory.
 void check_memory(const Cluster& c, const Model& m, const Layout& l) {
+  if (!c.uniform()) {
+    // Buildings that differ: each stage against its own (slowest) device.
+    const explorer::HeteroModel h(c, m, [&m](const Cluster& v) { return explorer::CostParams::datasheet(v, m); });
+    const explorer::HeteroModel::Result r = h.evaluate(explorer::Candidate::of(l, c));
+    for (std::size_t i = 0; i < r.stages.size(); ++i)
+      if (r.stages[i].memory_gib > r.stages[i].limit_gib) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf,
+                      "run: pipeline stage %zu needs %.2f GiB per device and its %s has %.2f GiB usable", i,
+                      r.stages[i].memory_gib, r.stages[i].device.c_str(), r.stages[i].limit_gib);
+        throw UsageError(buf);
+      }
+    return;
+  }
   const explorer::CostParams params = explorer::CostParams::datasheet(c, m);
   const explorer::CostModel cm(c, m, params);
   const explorer::Prediction p = cm.predict(l);

@@ -184,12 +184,22 @@ void run_validate(const ValidateArgs& a) {
   const NetworkTechnology* emulated = c.technology(a.technology);
   const int technology = emulated ? static_cast<int>(emulated - c.network_technologies.data()) : -1;
 
-  const explorer::CostModel cm(c, m, cost_params(c, m, a.calibration));
+  // Buildings that differ: the search on the uniform-cluster rule, its best priced stage by stage
+  // (explorer/hetero.hpp), as explore ranks them.
+  const bool hetero = !c.uniform();
+  const Cluster uniform = hetero ? explorer::uniform_view(c, m.dtype) : c;
+  const explorer::CostModel cm(uniform, m, cost_params(uniform, m, a.calibration));
   explorer::SearchOptions o;
   o.top = kMaxRanking;
-  explorer::SearchResult r = explorer::search(cm, c, m, o);
+  explorer::SearchResult r = explorer::search(cm, uniform, m, o);
   std::erase_if(r.top, [&](const explorer::Ranked& x) { return x.candidate.technology != technology; });
-  explorer::rerank_by_replay(cm, r.top, kReplayTop);
+  std::optional<explorer::HeteroModel> hm;
+  if (hetero) {
+    hm.emplace(c, m, params_for(m, a.calibration));
+    explorer::rerank_heterogeneous(*hm, r.top, kReplayTop);
+  } else {
+    explorer::rerank_by_replay(cm, r.top, kReplayTop);
+  }
 
   std::vector<Entry> entries;
   for (std::size_t i : v::pick(r.top.size(), static_cast<std::size_t>(a.top), static_cast<std::size_t>(a.spread))) {
@@ -214,7 +224,7 @@ void run_validate(const ValidateArgs& a) {
                      (a.technology.empty() ? "" : " with " + a.technology) + "; an order needs two");
   // Every layout run is predicted by the replay of its schedule, the explorer's finer figure.
   for (Entry& e : entries) {
-    e.predicted = explorer::replayed(cm, e.candidate, cm.predict(e.layout));
+    e.predicted = hm ? hm->evaluate(e.candidate).prediction : explorer::replayed(cm, e.candidate, cm.predict(e.layout));
     e.predicted_parts = v::predicted_parts(e.predicted);
   }
 

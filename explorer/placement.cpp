@@ -1,6 +1,7 @@
 #include "explorer/placement.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -13,11 +14,15 @@ void Placement::not_placed(GroupKind g) {
 ClusterShape ClusterShape::of(const Cluster& c) {
   ClusterShape s;
   s.world = c.world_size();
-  s.node = c.devices_per_node;
+  // Nodes of different sizes (buildings with their own devices_per_node): every node boundary
+  // falls on a multiple of their gcd, so a group inside a gcd-aligned block stays in a node.
+  s.node = 0;
   s.buildings = static_cast<std::int64_t>(c.buildings.size());
-  s.building = c.buildings.front().nodes * c.devices_per_node;
-  for (const auto& b : c.buildings)
-    if (b.nodes * c.devices_per_node != s.building) s.building = 0;
+  s.building = c.building_ranks(0);
+  for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b) {
+    s.node = std::gcd(s.node, std::int64_t{c.devices_per_node_of(b)});
+    if (c.building_ranks(b) != s.building) s.building = 0;
+  }
   return s;
 }
 

@@ -75,15 +75,34 @@ std::optional<std::int64_t> replay_blocks(const CostModel& cost, const Candidate
 
 }  // namespace
 
+bool replayable(const CostModel& cost, const Candidate& cand) { return replay_blocks(cost, cand).has_value(); }
+
 Replay replay(const CostModel& cost, const Candidate& cand) {
+  return replay(std::vector<const CostModel*>(static_cast<std::size_t>(cand.pp), &cost), cand);
+}
+
+Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand) {
+  const CostModel& cost = *costs.front();
   if (!replay_blocks(cost, cand))
     throw UsageError("--replay: " + std::to_string(cost.num_microbatches(cand)) + " micro-batches x " +
                      std::to_string(cand.pp) + " x " + std::to_string(cand.vpp) +
                      " virtual stages are more blocks than the replay runs (" + std::to_string(kMaxReplayBlocks) +
                      "): the closed forms' prediction stands without it");
   const ModelConsts& c = cost.consts();
-  const std::vector<CostModel::StageTerms> stages = cost.stage_terms(cand);
-  const terms::LayerTimes& lt = cost.layer_times(cand);
+  // Each stage's terms and layer times by its own cost model (worked out once per model; the
+  // layer times copied, as layer_times() hands out a per-thread cache's entry that another
+  // model's call may reuse).
+  std::vector<CostModel::StageTerms> stages(static_cast<std::size_t>(cand.pp));
+  std::vector<terms::LayerTimes> times(stages.size());
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const std::size_t same = static_cast<std::size_t>(std::find(costs.begin(), costs.end(), costs[i]) - costs.begin());
+    if (same == i) {
+      const std::vector<CostModel::StageTerms> all = costs[i]->stage_terms(cand);
+      for (std::size_t j = i; j < stages.size(); ++j)
+        if (costs[j] == costs[i]) stages[j] = all[j];
+    }
+    times[i] = costs[i]->layer_times(cand);
+  }
   const std::vector<std::int64_t> layers = cand.virtual_stage_layers(c.layers);
   const std::int64_t pp = cand.pp, vpp = cand.vpp, V = pp * vpp;
   const bool zb = cand.pipeline == PipelineSchedule::zero_bubble;
@@ -98,6 +117,7 @@ Replay replay(const CostModel& cost, const Candidate& cand) {
     StageLayers chunk;
     chunk.stage = v % pp, chunk.moe = moe, chunk.dense = n - moe, chunk.first = v == 0, chunk.last = v == V - 1;
     const terms::Microbatch& mb = stages[static_cast<std::size_t>(v % pp)].microbatch;
+    const terms::LayerTimes& lt = times[static_cast<std::size_t>(v % pp)];
     const double work = mb.compute + mb.recompute, k = work > 0 ? mb.total() / work : 1.0;
     const double w = zb ? lt.weight(chunk) : 0.0;
     blocks[static_cast<std::size_t>(v)] = {k * lt.forward(chunk),
@@ -128,7 +148,8 @@ Replay replay(const CostModel& cost, const Candidate& cand) {
   b.exposed_comm_s[static_cast<int>(Dim::dp)] = crit.tail.dp;
   b.bubble_s = r.bubble_s;
   b.optimizer_s = crit.tail.optimizer;
-  r.closed_form_step_s = cost.evaluate(cand, PipelineSplit::of(c, cand)).step_time_s;
+  r.closed_form_step_s =
+      costs[static_cast<std::size_t>(r.critical_stage)]->evaluate(cand, PipelineSplit::of(c, cand)).step_time_s;
   return r;
 }
 

@@ -45,6 +45,12 @@ struct Replay {
 // The replay of `layout` (valid for the cost model's model and cluster).
 Replay replay(const CostModel& cost, const Cluster& cluster, const Layout& layout);
 Replay replay(const CostModel& cost, const Candidate& cand);
+// The replay with stage i's blocks and tail priced by costs[i] (pp of them; one model and
+// candidate, clusters that differ in their devices and links: explorer/hetero.hpp); the
+// breakdown is the critical stage's, by its own cost model.
+Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand);
+// Whether the replay runs the candidate's blocks (at most 2^20; else replay() throws).
+bool replayable(const CostModel& cost, const Candidate& cand);
 // `closed` (evaluate()'s prediction of `cand`) with the replay's step time, breakdown, critical
 // stage, bubble fraction, tokens/s and MFU.
 Prediction replayed(const CostModel& cost, const Candidate& cand, const Prediction& closed);

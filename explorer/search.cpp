@@ -59,7 +59,10 @@ Candidate shape_candidate(std::int64_t tp, std::int64_t cp, std::int64_t pp, std
 // TP stays within two nodes' NVLink (or 2 where a node has one device); in int64, whatever
 // devices_per_node is.
 std::int64_t max_tensor_parallel(const Cluster& cl) {
-  return std::max<std::int64_t>(2 * std::int64_t{cl.devices_per_node}, 2);
+  std::int64_t most = cl.devices_per_node;
+  for (int b = 0; b < static_cast<int>(cl.buildings.size()); ++b)
+    most = std::max<std::int64_t>(most, cl.devices_per_node_of(b));
+  return std::max<std::int64_t>(2 * most, 2);
 }
 
 // The divisors of `n` in `of` (the sorted divisors of a multiple of n): a filter, where a fresh

@@ -120,6 +120,7 @@ StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Lay
                            const OpRunnerOptions& options, Watchdog* watchdog)
     : w_(std::move(w)), device_(&device), watchdog_(watchdog) {
   act_dtype_ = model.dtype;
+  slowdown_ = cluster.buildings[static_cast<std::size_t>(cluster.place(w_.rank).building)].compute_slowdown;
   idle_drain_ = profiles::process_names().intern("waiting for sends to complete");
   step_name_ = profiles::process_names().intern("step");
   for (GroupKind k : kinds) {
@@ -408,7 +409,15 @@ StepRecord StepExecutor::run_step(int step) {
     const std::int64_t t0 = now_ns();
     runners_[static_cast<std::size_t>(runner_of_[i])]->run();
     if (cuda) device_->synchronize(stream);
-    const std::int64_t t1 = now_ns();
+    std::int64_t t1 = now_ns();
+    // An emulated slower generation (the building's compute_slowdown): the op's own time again
+    // (s - 1) times over, spinning as a busy device would (the host core held, no MPI progress,
+    // as while the op ran).
+    if (slowdown_ > 1.0) {
+      const auto until = t1 + static_cast<std::int64_t>((slowdown_ - 1.0) * static_cast<double>(t1 - t0));
+      while ((t1 = now_ns()) < until) {
+      }
+    }
     double& into = o.phase == Phase::forward     ? rec.forward_s
                    : o.phase == Phase::recompute ? rec.recompute_s
                    : o.phase == Phase::optimizer ? rec.optimizer_s

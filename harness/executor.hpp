@@ -79,6 +79,8 @@ class StepExecutor {
   double buffer_bytes() const;
   void allocate();
   StepRecord run_step(int step);
+  // The building's compute_slowdown this rank's compute ops run at (1: none).
+  double compute_slowdown() const { return slowdown_; }
   const workload::Workload& workload() const { return w_; }
   // Records every timed span of the following steps on `tracer` (null: stops recording). With
   // `device` (CUPTI is recording), each op's device work is tagged with the op's id (CUPTI's
@@ -105,6 +107,7 @@ class StepExecutor {
   void lifetime(int dim, const char* name, std::int64_t t0, std::int64_t t1, double bytes);
 
   workload::Workload w_;
+  double slowdown_ = 1.0;
   kernels::Device* device_;
   Watchdog* watchdog_;
   std::map<GroupKind, coll::GroupCommunicator> comms_;

@@ -224,14 +224,16 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
                             {"time_s", step_s[s]},
                             {"rank_time_s", records[s].time_s},
                             {"breakdown_s", breakdown_json(records[s], step_s[s])}});
-    const json mine_json = {{"rank", job.rank()},
-                            {"building", grid.building(job.rank())},
-                            {"stage", grid.stage(job.rank())},
-                            {"time_s", records[at].time_s},
-                            {"breakdown_s", breakdown_json(records[at], step_s[at])},
-                            {"bytes", bytes_json(records[at])},
-                            {"peak_rss_gib", peak_rss_gib()},
-                            {"steps", steps_json}};
+    const json mine_json = {
+        {"rank", job.rank()},
+        {"building", grid.building(job.rank())},
+        {"stage", grid.stage(job.rank())},
+        {"compute_slowdown", cluster->buildings[static_cast<std::size_t>(grid.building(job.rank()))].compute_slowdown},
+        {"time_s", records[at].time_s},
+        {"breakdown_s", breakdown_json(records[at], step_s[at])},
+        {"bytes", bytes_json(records[at])},
+        {"peak_rss_gib", peak_rss_gib()},
+        {"steps", steps_json}};
     const std::vector<std::string> all = job.all_gather(mine_json.dump());
     if (job.rank() == 0) {
       json ranks = json::array();
@@ -256,6 +258,10 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
       }
       std::printf(
           "(compute includes recompute; idle = waiting for a peer: the pipeline bubble and the slowest rank)\n");
+      for (std::size_t b = 0; b < cluster->buildings.size(); ++b)
+        if (cluster->buildings[b].compute_slowdown != 1.0)
+          std::printf("(building %zu %s: every compute op emulated %gx slower, as its compute_slowdown says)\n", b,
+                      cluster->buildings[b].name.c_str(), cluster->buildings[b].compute_slowdown);
       std::fflush(stdout);
       if (!a.json_file.empty()) {
         char when[32];

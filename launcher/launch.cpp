@@ -192,6 +192,11 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
       throw UsageError(
           "--emulate netns emulates buildings on one host; inside a Slurm allocation use --emulate "
           "software (or shape the real NICs)");
+    for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b)
+      if (c.devices_per_node_of(b) != c.devices_per_node)
+        throw UsageError("cluster " + c.name + ": building " + c.buildings[static_cast<std::size_t>(b)].name +
+                         " has its own devices_per_node, which srun's one --ntasks-per-node cannot place; run "
+                         "under mpirun with a host file");
     p.argv = {"srun", "--ntasks", std::to_string(n), "--ntasks-per-node", std::to_string(c.devices_per_node)};
   } else {
     if (o.root)

@@ -41,6 +41,7 @@ enum class Quantity {
   tokens_per_step,    // seq_length × global_batch_size
   sm_count,           // a device's streaming multiprocessors
   technologies,       // a cluster's network technologies
+  compute_slowdown,   // the testbed's emulated slower generation
 };
 
 struct Bound {

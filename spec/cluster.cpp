@@ -1,6 +1,8 @@
 #include "spec/cluster.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <iterator>
 #include <set>
 
@@ -32,17 +34,87 @@ std::int64_t Cluster::num_nodes() const {
   return n;
 }
 
+std::int64_t Cluster::world_size() const {
+  std::int64_t n = 0;
+  for (std::size_t b = 0; b < buildings.size(); ++b) n += building_ranks(static_cast<int>(b));
+  return n;
+}
+
+Device Cluster::device_of(int b) const {
+  const Building& bl = buildings_at(b);
+  Device d = bl.device ? *bl.device : device;
+  if (bl.compute_slowdown != 1.0) {
+    for (auto& [dt, tflops] : d.peak_tflops) tflops /= bl.compute_slowdown;
+    d.hbm_bandwidth_gbps /= bl.compute_slowdown;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " at 1/%g speed", bl.compute_slowdown);
+    d.name += buf;
+  }
+  return d;
+}
+
+int Cluster::devices_per_node_of(int b) const {
+  const Building& bl = buildings_at(b);
+  return bl.devices_per_node > 0 ? bl.devices_per_node : devices_per_node;
+}
+
+bool Cluster::uniform() const {
+  for (const auto& b : buildings)
+    if (b.device || (b.devices_per_node > 0 && b.devices_per_node != devices_per_node) || b.compute_slowdown != 1.0)
+      return false;
+  if (!building_links.empty()) return false;
+  for (const auto& t : network_technologies)
+    if (!t.buildings.empty()) return false;
+  return true;
+}
+
+bool NetworkTechnology::carries(int a, int b) const {
+  if (buildings.empty()) return true;
+  auto in = [this](int x) { return std::find(buildings.begin(), buildings.end(), x) != buildings.end(); };
+  return in(a) && in(b);
+}
+
+Link Cluster::cross_link(int a, int b, const std::string& tech) const {
+  if (!tech.empty()) {
+    const NetworkTechnology* t = technology(tech);
+    if (!t) throw RunError("cluster " + name + " has no network technology \"" + tech + "\"");
+    if (t->carries(a, b)) return t->link;
+  }
+  for (const BuildingLink& l : building_links) {
+    NetworkTechnology pair;
+    pair.buildings = l.buildings;
+    if (pair.carries(a, b)) return l.link;
+  }
+  return cross_building;
+}
+
+Link Cluster::worst_cross_link(const std::string& tech, const std::vector<int>& among) const {
+  std::vector<int> bs = among;
+  if (bs.size() < 2) {
+    bs.resize(buildings.size());
+    for (std::size_t b = 0; b < bs.size(); ++b) bs[b] = static_cast<int>(b);
+  }
+  if (bs.size() < 2) return cross_building_link(tech);
+  Link w = cross_link(bs[0], bs[1], tech);
+  for (std::size_t a = 0; a < bs.size(); ++a)
+    for (std::size_t b = a + 1; b < bs.size(); ++b) w = worse_link(w, cross_link(bs[a], bs[b], tech));
+  return w;
+}
+
 RankPlace Cluster::place(std::int64_t rank) const {
   RankPlace p;
-  p.node = rank / devices_per_node;
-  p.local_device = static_cast<int>(rank % devices_per_node);
-  std::int64_t first = 0;
+  std::int64_t first = 0, first_node = 0;  // the building's first rank and node
   for (std::size_t b = 0; b < buildings.size(); ++b) {
-    if (p.node < first + buildings[b].nodes) {
+    const std::int64_t ranks = building_ranks(static_cast<int>(b));
+    if (rank >= 0 && rank < first + ranks) {
+      const int per_node = devices_per_node_of(static_cast<int>(b));
       p.building = static_cast<int>(b);
+      p.node = first_node + (rank - first) / per_node;
+      p.local_device = static_cast<int>((rank - first) % per_node);
       return p;
     }
-    first += buildings[b].nodes;
+    first += ranks;
+    first_node += buildings[b].nodes;
   }
   throw RunError("rank " + std::to_string(rank) + " is outside cluster " + name + " (world size " +
                  std::to_string(world_size()) + ")");
@@ -81,24 +153,76 @@ const Link& Cluster::cross_building_link(const std::string& tech) const {
 }
 
 BuildingBoundary Cluster::boundary(int building, const std::string& tech) const {
-  return {cross_building_link(tech),
-          static_cast<int>(buildings.at(static_cast<std::size_t>(building)).nodes * devices_per_node),
-          intra_building.bandwidth_gbps};
+  Link worst = cross_building_link(tech);
+  bool first = true;
+  for (int other = 0; other < static_cast<int>(buildings.size()); ++other) {
+    if (other == building) continue;
+    const Link l = cross_link(building, other, tech);
+    worst = first ? l : worse_link(worst, l);
+    first = false;
+  }
+  return {worst, static_cast<int>(building_ranks(building)), intra_building.bandwidth_gbps};
 }
 
 std::string boundary_pacing_key(const Cluster& c, const std::string& tech, std::int64_t job) {
   return c.name + "-" + (tech.empty() ? "own" : tech) + "-" + std::to_string(job);
 }
 
-static Link read_link(Fields& parent, const std::string& key, const std::string& file) {
-  Fields f(parent.object(key), file, parent.path_of(key));
+// A link's fields in the object `f` reads (the caller finishes it).
+static Link read_link_fields(Fields& f) {
   Link l;
   l.bandwidth_gbps = f.quantity("bandwidth_gbps", Quantity::bandwidth);
   l.latency_us = f.quantity("latency_us", Quantity::latency);
   l.oversubscription = f.quantity("oversubscription", Quantity::oversubscription, 1.0);
   f.allow("comment");
+  return l;
+}
+
+static Link read_link(Fields& parent, const std::string& key, const std::string& file) {
+  Fields f(parent.object(key), file, parent.path_of(key));
+  const Link l = read_link_fields(f);
   f.finish();
   return l;
+}
+
+static Device read_device(Fields& parent, const std::string& key, const std::string& file) {
+  Fields d(parent.object(key), file, parent.path_of(key));
+  Device dev;
+  dev.name = d.string("name");
+  Fields peak(d.object("peak_tflops"), file, d.path_of("peak_tflops"));
+  for (DType dt : kDTypes)
+    if (peak.has(to_string(dt))) dev.peak_tflops[dt] = peak.quantity(to_string(dt), Quantity::peak_compute);
+  peak.finish();
+  if (dev.peak_tflops.empty())
+    d.fail("peak_tflops", "at least one dtype's dense TFLOP/s (fp32, tf32, bf16, fp16, fp8)");
+  dev.hbm_gib = d.quantity("hbm_gib", Quantity::hbm_capacity);
+  dev.hbm_bandwidth_gbps = d.quantity("hbm_bandwidth_gbps", Quantity::hbm_bandwidth);
+  dev.nvlink_sharp = d.boolean("nvlink_sharp", nvlink_sharp_by_name(dev.name));
+  dev.sm_count = static_cast<int>(d.count("sm_count", Quantity::sm_count, 0));
+  d.allow("comment");
+  d.finish();
+  return dev;
+}
+
+// Building names at `key` of `f` (an array of at least two, each a building of the cluster, once):
+// their indices.
+static std::vector<int> read_building_names(Fields& f, const std::string& key, const std::vector<Building>& buildings) {
+  const json& names = f.array(key);
+  if (names.size() < 2) f.fail(key, "at least two building names");
+  std::vector<int> out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string path = json_path(f.path_of(key), i);
+    if (!names[i].is_string()) throw InputError(f.file(), path, "a building name, got " + json_type_name(names[i]));
+    const std::string n = names[i].get<std::string>();
+    auto it = std::find_if(buildings.begin(), buildings.end(), [&n](const Building& b) { return b.name == n; });
+    if (it == buildings.end())
+      throw InputError(f.file(), path, "one of the cluster's building names, got \"" + n + "\"");
+    const int b = static_cast<int>(it - buildings.begin());
+    if (std::find(out.begin(), out.end(), b) != out.end())
+      throw InputError(f.file(), path, "each building once, got \"" + n + "\" twice");
+    out.push_back(b);
+  }
+  return out;
 }
 
 bool nvlink_sharp_by_name(const std::string& name) {
@@ -126,6 +250,9 @@ Cluster read_cluster(const json& value, const std::string& file) {
     total_nodes += bl.nodes;  // both terms <= 2^40 here: the sum cannot overflow
     if (total_nodes > kMaxSize)
       b.fail("nodes", "a node count that keeps the cluster at most " + std::to_string(kMaxSize) + " nodes");
+    if (b.has("device")) bl.device = read_device(b, "device", file);
+    bl.devices_per_node = static_cast<int>(b.count("devices_per_node", Quantity::devices_per_node, 0));
+    bl.compute_slowdown = b.quantity("compute_slowdown", Quantity::compute_slowdown, 1.0);
     b.allow("comment");
     b.finish();
     if (!names.insert(bl.name).second)
@@ -134,27 +261,16 @@ Cluster read_cluster(const json& value, const std::string& file) {
   }
   // An int in Cluster (at most 2^20); the world size (nodes × devices_per_node) in its row.
   c.devices_per_node = static_cast<int>(f.count("devices_per_node", Quantity::devices_per_node));
-  const auto world = checked_mul(total_nodes, c.devices_per_node);
-  if (!world || !within(bound(Quantity::world_size), static_cast<double>(*world)))
-    f.fail("devices_per_node", describe(bound(Quantity::world_size)) + ", got " + std::to_string(total_nodes) +
-                                   " nodes x " + std::to_string(c.devices_per_node));
-
-  {
-    Fields d(f.object("device"), file, f.path_of("device"));
-    c.device.name = d.string("name");
-    Fields peak(d.object("peak_tflops"), file, d.path_of("peak_tflops"));
-    for (DType dt : kDTypes)
-      if (peak.has(to_string(dt))) c.device.peak_tflops[dt] = peak.quantity(to_string(dt), Quantity::peak_compute);
-    peak.finish();
-    if (c.device.peak_tflops.empty())
-      d.fail("peak_tflops", "at least one dtype's dense TFLOP/s (fp32, tf32, bf16, fp16, fp8)");
-    c.device.hbm_gib = d.quantity("hbm_gib", Quantity::hbm_capacity);
-    c.device.hbm_bandwidth_gbps = d.quantity("hbm_bandwidth_gbps", Quantity::hbm_bandwidth);
-    c.device.nvlink_sharp = d.boolean("nvlink_sharp", nvlink_sharp_by_name(c.device.name));
-    c.device.sm_count = static_cast<int>(d.count("sm_count", Quantity::sm_count, 0));
-    d.allow("comment");
-    d.finish();
+  // Each building's ranks (its nodes x its devices per node, each factor <= 2^40 and 2^20) summed
+  // stay within the world-size row.
+  std::int64_t world = 0;
+  for (const Building& b : c.buildings) {
+    world += b.nodes * (b.devices_per_node > 0 ? b.devices_per_node : c.devices_per_node);
+    if (!within(bound(Quantity::world_size), static_cast<double>(world)))
+      f.fail("devices_per_node", describe(bound(Quantity::world_size)) + ", got " + std::to_string(total_nodes) +
+                                     " nodes x " + std::to_string(c.devices_per_node) + " (with the buildings' own)");
   }
+  c.device = read_device(f, "device", file);
 
   {
     Fields links(f.object("links"), file, f.path_of("links"));
@@ -179,10 +295,31 @@ Cluster read_cluster(const json& value, const std::string& file) {
       nt.name = t.string("name");
       nt.description = t.string("description", "");
       nt.link = read_link(t, "cross_building", file);
+      if (t.has("buildings")) nt.buildings = read_building_names(t, "buildings", c.buildings);
       t.finish();
       if (!tnames.insert(nt.name).second)
         throw InputError(file, t.path_of("name"), "a technology name used once, got \"" + nt.name + "\" twice");
       c.network_technologies.push_back(nt);
+    }
+  }
+  if (const json* links = f.optional("building_links")) {
+    if (!links->is_array()) f.fail("building_links", "an array, got " + json_type_name(*links));
+    std::set<std::pair<int, int>> pairs;
+    for (std::size_t i = 0; i < links->size(); ++i) {
+      Fields l((*links)[i], file, json_path(f.path_of("building_links"), i));
+      BuildingLink bl;
+      bl.buildings = read_building_names(l, "buildings", c.buildings);
+      bl.link = read_link_fields(l);
+      l.finish();
+      for (std::size_t a = 0; a < bl.buildings.size(); ++a)
+        for (std::size_t b = a + 1; b < bl.buildings.size(); ++b) {
+          const auto pair = std::minmax(bl.buildings[a], bl.buildings[b]);
+          if (!pairs.insert({pair.first, pair.second}).second)
+            l.fail("buildings", "each pair of buildings in one entry, got " +
+                                    c.buildings[static_cast<std::size_t>(pair.first)].name + " and " +
+                                    c.buildings[static_cast<std::size_t>(pair.second)].name + " again");
+        }
+      c.building_links.push_back(bl);
     }
   }
   f.finish();
@@ -195,28 +332,55 @@ static json to_json(const Link& l) {
   return {{"bandwidth_gbps", l.bandwidth_gbps}, {"latency_us", l.latency_us}, {"oversubscription", l.oversubscription}};
 }
 
+static json to_json(const Device& d) {
+  json peak = json::object();
+  for (const auto& [dt, tflops] : d.peak_tflops) peak[to_string(dt)] = tflops;
+  json j = {{"name", d.name},
+            {"peak_tflops", peak},
+            {"hbm_gib", d.hbm_gib},
+            {"hbm_bandwidth_gbps", d.hbm_bandwidth_gbps},
+            {"nvlink_sharp", d.nvlink_sharp}};
+  if (d.sm_count > 0) j["sm_count"] = d.sm_count;
+  return j;
+}
+
+static json names_json(const Cluster& c, const std::vector<int>& buildings) {
+  json out = json::array();
+  for (int b : buildings) out.push_back(c.buildings[static_cast<std::size_t>(b)].name);
+  return out;
+}
+
 json to_json(const Cluster& c) {
   json j;
   j["name"] = c.name;
   j["backend"] = to_string(c.backend);
   j["buildings"] = json::array();
-  for (const auto& b : c.buildings) j["buildings"].push_back({{"name", b.name}, {"nodes", b.nodes}});
+  for (const auto& b : c.buildings) {
+    json jb = {{"name", b.name}, {"nodes", b.nodes}};
+    if (b.device) jb["device"] = to_json(*b.device);
+    if (b.devices_per_node > 0) jb["devices_per_node"] = b.devices_per_node;
+    if (b.compute_slowdown != 1.0) jb["compute_slowdown"] = b.compute_slowdown;
+    j["buildings"].push_back(jb);
+  }
   j["devices_per_node"] = c.devices_per_node;
-  json peak = json::object();
-  for (const auto& [dt, tflops] : c.device.peak_tflops) peak[to_string(dt)] = tflops;
-  j["device"] = {{"name", c.device.name},
-                 {"peak_tflops", peak},
-                 {"hbm_gib", c.device.hbm_gib},
-                 {"hbm_bandwidth_gbps", c.device.hbm_bandwidth_gbps},
-                 {"nvlink_sharp", c.device.nvlink_sharp}};
-  if (c.device.sm_count > 0) j["device"]["sm_count"] = c.device.sm_count;
+  j["device"] = to_json(c.device);
   j["links"] = {{"intra_node", to_json(c.intra_node)},
                 {"intra_building", to_json(c.intra_building)},
                 {"cross_building", to_json(c.cross_building)}};
   j["network_technologies"] = json::array();
-  for (const auto& t : c.network_technologies)
-    j["network_technologies"].push_back(
-        {{"name", t.name}, {"description", t.description}, {"cross_building", to_json(t.link)}});
+  for (const auto& t : c.network_technologies) {
+    json jt = {{"name", t.name}, {"description", t.description}, {"cross_building", to_json(t.link)}};
+    if (!t.buildings.empty()) jt["buildings"] = names_json(c, t.buildings);
+    j["network_technologies"].push_back(jt);
+  }
+  if (!c.building_links.empty()) {
+    j["building_links"] = json::array();
+    for (const auto& l : c.building_links) {
+      json jl = to_json(l.link);
+      jl["buildings"] = names_json(c, l.buildings);
+      j["building_links"].push_back(jl);
+    }
+  }
   return j;
 }
 

@@ -33,15 +33,23 @@ struct Link {
   double effective_bandwidth_gbps() const { return bandwidth_gbps / oversubscription; }
 };
 
+// `a` made no better than `b`, field by field: the lesser bandwidth, the longer latency, the
+// higher oversubscription (a path through both is no faster than the worse of each).
+inline Link worse_link(Link a, const Link& b) {
+  a.bandwidth_gbps = b.bandwidth_gbps < a.bandwidth_gbps ? b.bandwidth_gbps : a.bandwidth_gbps;
+  a.latency_us = b.latency_us > a.latency_us ? b.latency_us : a.latency_us;
+  a.oversubscription = b.oversubscription > a.oversubscription ? b.oversubscription : a.oversubscription;
+  return a;
+}
+
 struct NetworkTechnology {
   std::string name;
   std::string description;
   Link link;  // replaces the cross-building link when chosen
-};
-
-struct Building {
-  std::string name;
-  std::int64_t nodes = 0;
+  // The buildings whose pairs it carries (the file's `buildings`, names); empty: every pair. The
+  // other pairs keep their own link when it is chosen.
+  std::vector<int> buildings;
+  bool carries(int a, int b) const;
 };
 
 // One building's side of the cross-building link as every emulation of it takes it (the software
@@ -75,6 +83,28 @@ struct Device {
   }
 };
 
+// A building: its nodes, and where it differs from the rest (another GPU generation) its own
+// device and devices per node; absent, the cluster's.
+struct Building {
+  std::string name;
+  std::int64_t nodes = 0;
+  std::optional<Device> device;  // the file's `device` in the building; absent: the cluster's
+  int devices_per_node = 0;      // the file's `devices_per_node` in the building; 0: the cluster's
+  // An emulated slower generation (`compute_slowdown`, >= 1): on the testbed every compute op of
+  // this building's ranks takes this many times its own time (`sax run`, harness/); to the
+  // planner the building's device has its peaks and HBM bandwidth divided by it (device_of), so
+  // the one figure is both what the testbed does and what the explorer prices.
+  double compute_slowdown = 1.0;
+};
+
+// A link between buildings given per pair, or per group of buildings (every pair among
+// `buildings`): in place of the cluster's cross_building link for those pairs. A pair is in at
+// most one entry.
+struct BuildingLink {
+  std::vector<int> buildings;  // indices into Cluster::buildings, >= 2, distinct
+  Link link;
+};
+
 // Where a rank sits. Ranks fill devices of a node, nodes of a building, buildings in order.
 struct RankPlace {
   int building = 0;
@@ -90,9 +120,27 @@ struct Cluster {
   Device device;
   Link intra_node, intra_building, cross_building;
   std::vector<NetworkTechnology> network_technologies;
+  std::vector<BuildingLink> building_links;  // per pair; a pair not listed has cross_building
 
   std::int64_t num_nodes() const;
-  std::int64_t world_size() const { return num_nodes() * devices_per_node; }
+  std::int64_t world_size() const;
+  // A building's device (its own, else the cluster's; slowed by its compute_slowdown) and devices
+  // per node (its own, else the cluster's).
+  Device device_of(int building) const;
+  int devices_per_node_of(int building) const;
+  std::int64_t building_ranks(int building) const {
+    return buildings_at(building).nodes * devices_per_node_of(building);
+  }
+  // True when every building has the cluster's device (and no slowdown) and devices per node, no
+  // pair has its own link and every technology carries every pair: one device and one boundary.
+  bool uniform() const;
+  // The link between two buildings (a != b) under a technology ("" = their own): the
+  // technology's where it carries the pair, else the pair's building_links entry, else
+  // cross_building.
+  Link cross_link(int a, int b, const std::string& technology) const;
+  // The worst link between two buildings of `among` (every building when it names fewer than
+  // two) under a technology, by worse_link (cross_building_link itself where every pair has it).
+  Link worst_cross_link(const std::string& technology, const std::vector<int>& among = {}) const;
   RankPlace place(std::int64_t rank) const;
   // The link class traffic between two ranks crosses.
   LinkClass link_between(std::int64_t a, std::int64_t b) const;
@@ -101,7 +149,11 @@ struct Cluster {
   const Link& cross_building_link(const std::string& technology) const;
   const NetworkTechnology* technology(const std::string& name) const;
   // Building `building`'s boundary under a technology ("" = the cluster's own link).
+  // Its link is the worst (as worst_cross_link) of the building's pairs under the technology.
   BuildingBoundary boundary(int building, const std::string& technology) const;
+
+ private:
+  const Building& buildings_at(int b) const { return buildings.at(static_cast<std::size_t>(b)); }
 };
 
 // The name of the pacing state every device on an emulated boundary shares: the cluster, the

@@ -88,9 +88,9 @@ RankGrid::RankGrid(const Layout& l, std::int64_t world) : world_(world), ep_(l.e
 
 RankGrid::RankGrid(const Layout& l, const Cluster& c) : RankGrid(l, c.world_size()) {
   std::int64_t first = 0;
-  for (const Building& b : c.buildings) {
+  for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b) {
     building_start_.push_back(first);
-    first += b.nodes * c.devices_per_node;
+    first += c.building_ranks(b);
   }
   building_start_.push_back(first);
 }

@@ -2,6 +2,7 @@
 
 #include "spec/cluster.hpp"
 #include "spec/document.hpp"
+#include "tests/support/input_error.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
@@ -114,4 +115,142 @@ TEST(Document, KindFromContent) {
   EXPECT_EQ(load_document(preset_path("layouts/local-tp2-pp2.json")).kind, DocumentKind::layout);
   EXPECT_THROW(detect_kind(json::object({{"hello", 1}}), "x.json"), InputError);
   EXPECT_EQ(detect_kind(json::object({{"kind", "layout"}}), "x.json"), DocumentKind::layout);
+}
+
+// Issue 18: buildings that differ (a GPU generation and devices per node of their own, a link per
+// pair of buildings, technologies on named pairs, an emulated slower generation).
+namespace {
+
+json two_generations() {
+  json c = load_json_file(preset_path("clusters/mixed-3bld.json"));
+  return c;
+}
+
+std::string error_path(const json& j) {
+  return sax::test::input_error([&] { read_cluster(j, "c.json"); }).path();
+}
+
+}  // namespace
+
+TEST(ClusterBuildings, EveryOtherPresetIsUniformAndKeepsItsShape) {
+  for (const char* p : {"a100-3bld", "h100-3bld", "h100-8bld-1m", "h200-1node", "local-2bld"}) {
+    const Cluster c = load_cluster(preset_path(std::string("clusters/") + p + ".json"));
+    EXPECT_TRUE(c.uniform()) << p;
+    EXPECT_EQ(c.world_size(), c.num_nodes() * c.devices_per_node) << p;
+    for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b) {
+      EXPECT_EQ(c.device_of(b).name, c.device.name) << p;
+      const BuildingBoundary own = c.boundary(b, "");
+      EXPECT_DOUBLE_EQ(own.link.bandwidth_gbps, c.cross_building.bandwidth_gbps) << p;
+      EXPECT_DOUBLE_EQ(own.link.latency_us, c.cross_building.latency_us) << p;
+    }
+    EXPECT_DOUBLE_EQ(c.worst_cross_link("").latency_us, c.cross_building.latency_us) << p;
+  }
+}
+
+TEST(ClusterBuildings, ABuildingsOwnDeviceAndPairLinks) {
+  const Cluster c = load_cluster(preset_path("clusters/mixed-3bld.json"));
+  EXPECT_FALSE(c.uniform());
+  EXPECT_EQ(c.world_size(), 3 * 1024 * 8);
+  EXPECT_DOUBLE_EQ(c.device_of(0).peak_tflops_for(DType::bf16), 989.4);
+  EXPECT_DOUBLE_EQ(c.device_of(2).peak_tflops_for(DType::bf16), 312);
+  // The campus pair keeps the cluster's cross_building; the A100 building's pairs their own.
+  EXPECT_DOUBLE_EQ(c.cross_link(0, 1, "").latency_us, 25);
+  EXPECT_DOUBLE_EQ(c.cross_link(2, 0, "").latency_us, 250);
+  EXPECT_DOUBLE_EQ(c.cross_link(1, 2, "").bandwidth_gbps, 25);
+  // A technology on a named pair replaces that pair's link only.
+  EXPECT_DOUBLE_EQ(c.cross_link(0, 1, "campus-nonblocking").oversubscription, 1);
+  EXPECT_DOUBLE_EQ(c.cross_link(0, 2, "campus-nonblocking").oversubscription, 4);
+  EXPECT_DOUBLE_EQ(c.cross_link(0, 2, "metro-1to1").oversubscription, 1);
+  EXPECT_DOUBLE_EQ(c.cross_link(1, 2, "metro-1to1").oversubscription, 4);
+  // Worst, field by field: 25 GB/s, 250 us, 4:1.
+  const Link w = c.worst_cross_link("");
+  EXPECT_DOUBLE_EQ(w.bandwidth_gbps, 25);
+  EXPECT_DOUBLE_EQ(w.latency_us, 250);
+  EXPECT_DOUBLE_EQ(w.oversubscription, 4);
+  EXPECT_DOUBLE_EQ(c.worst_cross_link("", {0, 1}).latency_us, 25);
+  // A building's boundary is its worst pair.
+  EXPECT_DOUBLE_EQ(c.boundary(0, "").link.latency_us, 250);
+  EXPECT_DOUBLE_EQ(c.boundary(2, "").link.bandwidth_gbps, 25);
+}
+
+TEST(ClusterBuildings, DevicesPerNodeOfTheirOwnPlaceRanksBuildingByBuilding) {
+  json j = load_json_file(preset_path("clusters/local-2bld.json"));
+  j["buildings"][1]["devices_per_node"] = 4;
+  j["buildings"][1]["nodes"] = 2;
+  const Cluster c = read_cluster(j, "c.json");
+  EXPECT_FALSE(c.uniform());
+  EXPECT_EQ(c.world_size(), 2 + 8);
+  EXPECT_EQ(c.place(1).building, 0);
+  EXPECT_EQ(c.place(2).building, 1);
+  EXPECT_EQ(c.place(2).node, 1);
+  EXPECT_EQ(c.place(5).local_device, 3);
+  EXPECT_EQ(c.place(6).node, 2);
+  EXPECT_EQ(c.place(6).local_device, 0);
+  EXPECT_EQ(c.link_between(6, 9), LinkClass::intra_node);
+  EXPECT_EQ(c.link_between(5, 6), LinkClass::intra_building);
+  EXPECT_EQ(c.boundary(1, "").devices_in_building, 8);
+  EXPECT_THROW(c.place(10), RunError);
+}
+
+TEST(ClusterBuildings, AComputeSlowdownIsTheTestbedsAndThePlannersSlowerDevice) {
+  const Cluster c = load_cluster(preset_path("clusters/local-2bld-slow.json"));
+  EXPECT_FALSE(c.uniform());
+  EXPECT_DOUBLE_EQ(c.buildings[1].compute_slowdown, 2);
+  EXPECT_DOUBLE_EQ(c.device_of(1).peak_tflops_for(DType::fp32), c.device.peak_tflops_for(DType::fp32) / 2);
+  EXPECT_DOUBLE_EQ(c.device_of(1).hbm_bandwidth_gbps, c.device.hbm_bandwidth_gbps / 2);
+  EXPECT_DOUBLE_EQ(c.device_of(1).hbm_gib, c.device.hbm_gib);
+  EXPECT_DOUBLE_EQ(c.device_of(0).peak_tflops_for(DType::fp32), c.device.peak_tflops_for(DType::fp32));
+}
+
+TEST(ClusterBuildings, NewFieldsRoundTripThroughJson) {
+  for (const char* p : {"clusters/mixed-3bld.json", "clusters/local-2bld-slow.json"}) {
+    const Cluster c = load_cluster(preset_path(p));
+    const Cluster back = read_cluster(to_json(c), "back.json");
+    EXPECT_EQ(to_json(back), to_json(c)) << p;
+    EXPECT_EQ(back.building_links.size(), c.building_links.size());
+    EXPECT_EQ(back.world_size(), c.world_size());
+  }
+}
+
+TEST(ClusterBuildings, EveryNewFieldsBadValueNamesItsPath) {
+  auto with = [](auto edit) {
+    json j = two_generations();
+    edit(j);
+    return error_path(j);
+  };
+  EXPECT_EQ(with([](json& j) { j["buildings"][2]["device"]["peak_tflops"]["bf16"] = -1; }),
+            "/buildings/2/device/peak_tflops/bf16");
+  EXPECT_EQ(with([](json& j) { j["buildings"][2]["device"].erase("hbm_gib"); }), "/buildings/2/device/hbm_gib");
+  EXPECT_EQ(with([](json& j) { j["buildings"][2]["device"]["colour"] = "green"; }), "/buildings/2/device/colour");
+  EXPECT_EQ(with([](json& j) { j["buildings"][2]["device"] = 3; }), "/buildings/2/device");
+  EXPECT_EQ(with([](json& j) { j["buildings"][0]["devices_per_node"] = 0; }), "/buildings/0/devices_per_node");
+  EXPECT_EQ(with([](json& j) { j["buildings"][0]["devices_per_node"] = 2.5; }), "/buildings/0/devices_per_node");
+  EXPECT_EQ(with([](json& j) { j["buildings"][1]["compute_slowdown"] = 0.5; }), "/buildings/1/compute_slowdown");
+  EXPECT_EQ(with([](json& j) { j["buildings"][1]["compute_slowdown"] = "2x"; }), "/buildings/1/compute_slowdown");
+  EXPECT_EQ(with([](json& j) { j["building_links"] = json::object(); }), "/building_links");
+  EXPECT_EQ(with([](json& j) { j["building_links"][0]["buildings"] = json::array({"bld-a"}); }),
+            "/building_links/0/buildings");
+  EXPECT_EQ(with([](json& j) { j["building_links"][0]["buildings"][1] = "bld-z"; }), "/building_links/0/buildings/1");
+  EXPECT_EQ(with([](json& j) { j["building_links"][0]["buildings"][1] = "bld-a"; }), "/building_links/0/buildings/1");
+  EXPECT_EQ(with([](json& j) { j["building_links"][0]["buildings"][1] = 7; }), "/building_links/0/buildings/1");
+  EXPECT_EQ(with([](json& j) {
+              j["building_links"][1]["buildings"] = json::array({"bld-c", "bld-a"});
+            }),
+            "/building_links/1/buildings");  // the pair again
+  EXPECT_EQ(with([](json& j) { j["building_links"][0].erase("latency_us"); }), "/building_links/0/latency_us");
+  EXPECT_EQ(with([](json& j) { j["building_links"][0]["bandwidth_gbps"] = 0; }), "/building_links/0/bandwidth_gbps");
+  EXPECT_EQ(with([](json& j) { j["building_links"][0]["oversubscription"] = 0.5; }),
+            "/building_links/0/oversubscription");
+  EXPECT_EQ(with([](json& j) { j["building_links"][0]["speed"] = 1; }), "/building_links/0/speed");
+  EXPECT_EQ(with([](json& j) { j["network_technologies"][0]["buildings"] = "bld-a"; }),
+            "/network_technologies/0/buildings");
+  EXPECT_EQ(with([](json& j) { j["network_technologies"][0]["buildings"][0] = "nowhere"; }),
+            "/network_technologies/0/buildings/0");
+  const InputError e = sax::test::input_error([] {
+    json j = two_generations();
+    j["building_links"][0]["buildings"][1] = "bld-z";
+    read_cluster(j, "c.json");
+  });
+  EXPECT_NE(std::string(e.what()).find("one of the cluster's building names, got \"bld-z\""), std::string::npos)
+      << e.what();
 }
