@@ -165,6 +165,33 @@ const Case kCases[] = {
     {"FlashAttentionOnFp32Model", "model",
      [](json& m) { m["dtype"] = "fp32"; },  // the base layout asks for flash attention
      "/attention_backend"},
+    // Buildings that differ (issue 18).
+    {"BuildingDeviceWithoutPeak", "cluster",
+     [](json& c) {
+       c["buildings"][1]["device"] = c["device"];
+       c["buildings"][1]["device"]["peak_tflops"] = json::object();
+     },
+     "/buildings/1/device/peak_tflops"},
+    {"BuildingDevicesPerNodeZero", "cluster", [](json& c) { c["buildings"][0]["devices_per_node"] = 0; },
+     "/buildings/0/devices_per_node"},
+    {"ComputeSlowdownBelowOne", "cluster", [](json& c) { c["buildings"][2]["compute_slowdown"] = 0.5; },
+     "/buildings/2/compute_slowdown"},
+    {"BuildingLinkToAnUnknownBuilding", "cluster",
+     [](json& c) {
+       c["building_links"] =
+           json::array({{{"buildings", {"bld-a", "bld-x"}}, {"bandwidth_gbps", 25}, {"latency_us", 250}}});
+     },
+     "/building_links/0/buildings/1"},
+    {"BuildingLinkWithoutLatency", "cluster",
+     [](json& c) {
+       c["building_links"] = json::array({{{"buildings", {"bld-a", "bld-c"}}, {"bandwidth_gbps", 25}}});
+     },
+     "/building_links/0/latency_us"},
+    {"TechnologyOnAnUnknownBuilding", "cluster",
+     [](json& c) {
+       c["network_technologies"][0]["buildings"] = {"bld-a", "bld-x"};
+     },
+     "/network_technologies/0/buildings/1"},
 };
 
 // gtest prints a parameter's bytes unless told otherwise.

@@ -171,6 +171,47 @@ TEST(RunMpi, ALayoutThatDoesNotFitTheDeviceIsRefusedWithTheFigures) {
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
+// A building emulated at a slower generation (local-2bld-slow: bld-b's compute_slowdown 2): on DP4
+// every rank runs the same ops, and bld-b's ranks take about twice bld-a's compute time; each rank
+// reports its slowdown.
+TEST(RunMpi, ASlowedBuildingsRanksComputeThatManyTimesSlower) {
+  TempDir t;
+  const std::string out = t.file("run.json");
+  Result r = sh(kMpirun + " -np 4 " + SAX_BINARY + " run --cluster " + preset_path("clusters/local-2bld-slow.json") +
+                " --model " + preset_path("models/gpt-tiny.json") + " --layout " +
+                preset_path("layouts/local-dp4.json") + " --steps 3 --json " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("building 1 bld-b: every compute op emulated 2x slower"), std::string::npos) << r.out;
+  const json j = json::parse(sax::test::slurp(out));
+  double fast = 0, slow = 0;
+  for (const json& rank : j["ranks"]) {
+    const int b = rank["building"].get<int>();
+    EXPECT_DOUBLE_EQ(rank["compute_slowdown"].get<double>(), b == 1 ? 2.0 : 1.0);
+    (b == 1 ? slow : fast) += rank["breakdown_s"]["compute"].get<double>();
+  }
+  // Each op spins (s - 1) times its own time after it: 2x of its own time. On 2 cores the spinning
+  // ranks hold their cores while bld-a's wait in the all-reduce and yield theirs, so the slowed
+  // ranks' own op times come out shorter: 1.54, 2.25 and 1.57x in three runs here.
+  EXPECT_GT(slow / fast, 1.25) << "bld-a compute " << fast << " s, bld-b " << slow << " s";
+  EXPECT_LT(slow / fast, 3.0) << "bld-a compute " << fast << " s, bld-b " << slow << " s";
+}
+
+// Buildings that differ: each pipeline stage's memory against its own building's device.
+TEST(RunMpi, AStageThatDoesNotFitItsBuildingsDeviceIsRefused) {
+  TempDir t;
+  json c = json::parse(sax::test::slurp(preset_path("clusters/local-2bld-slow.json")));
+  c["buildings"][1]["device"] = c["device"];
+  c["buildings"][1]["device"]["name"] = "small-rank";
+  c["buildings"][1]["device"]["hbm_gib"] = 0.01;
+  const std::string small = t.write("small.json", c);
+  Result r = sh(kMpirun + " -np 4 " + SAX_BINARY + " run --cluster " + small + " --model " +
+                preset_path("models/gpt-tiny.json") + " --layout " + preset_path("layouts/local-pp2-dp2.json"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("pipeline stage 1 needs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("small-rank at 1/2 speed has 0.01 GiB usable"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
 TEST(RunMpi, BadStepsAreRefusedWithOneLine) {
   Result r = run(preset_path("models/gpt-tiny.json"), preset_path("layouts/local-tp2-pp2.json"), "--steps 0");
   EXPECT_EQ(r.code, 2) << r.err;
