@@ -150,11 +150,7 @@ void run_explore(const ExploreArgs& a) {
       const explorer::Candidate pick = uniform.front().candidate;
       h.uniform_pick = explorer::describe_degrees(pick) + ", " + options_string(pick.to_layout(c));
       h.uniform_pick_s = hm->evaluate(pick).prediction.step_time_s;
-      explorer::Candidate even = r.top.front().candidate;
-      even.pipeline_layout.clear();
-      even.first_layers = even.last_layers = 0;
-      even.account_embedding = even.account_loss = false;
-      h.even_s = hm->evaluate(even).prediction.step_time_s;
+      h.even_s = hm->evaluate(explorer::with_even_split(r.top.front().candidate)).prediction.step_time_s;
     }
   } else {
     // The closed forms rank every candidate; the best --replay-top are run block by block and

@@ -87,6 +87,13 @@ std::vector<std::vector<int>> stage_buildings(const Cluster& c, const Candidate&
   return out;
 }
 
+Candidate with_even_split(Candidate cand) {
+  cand.pipeline_layout.clear();
+  cand.first_layers = cand.last_layers = 0;
+  cand.account_embedding = cand.account_loss = false;
+  return cand;
+}
+
 std::string pipeline_layout_string(const std::vector<std::int64_t>& layers) {
   std::string s;
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -180,16 +187,17 @@ HeteroModel::Result HeteroModel::evaluate(const Candidate& cand) const {
 
 namespace {
 
-bool better(const HeteroModel::Result& a, const HeteroModel::Result& b) {
-  if (a.prediction.feasible != b.prediction.feasible) return a.prediction.feasible;
-  return a.prediction.step_time_s < b.prediction.step_time_s;
+// A layout that fits first, then the shorter step.
+bool faster(const Prediction& a, const Prediction& b) {
+  if (a.feasible != b.feasible) return a.feasible;
+  return a.step_time_s < b.step_time_s;
 }
+bool better(const HeteroModel::Result& a, const HeteroModel::Result& b) { return faster(a.prediction, b.prediction); }
 
-Candidate with_split(Candidate cand, const std::vector<std::int64_t>& layers) {
-  cand.pipeline_layout = pipeline_layout_string(layers);
-  cand.first_layers = cand.last_layers = 0;
-  cand.account_embedding = cand.account_loss = false;
-  return cand;
+Candidate with_split(const Candidate& cand, const std::vector<std::int64_t>& layers) {
+  Candidate k = with_even_split(cand);
+  k.pipeline_layout = pipeline_layout_string(layers);
+  return k;
 }
 
 // `total` layers (at least one per stage) in proportion to `weight` by largest remainder; a stage
@@ -308,10 +316,7 @@ std::size_t rerank_heterogeneous(const HeteroModel& hetero, std::vector<Ranked>&
     }
   }
   std::stable_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(n),
-                   [](const Ranked& x, const Ranked& y) {
-                     if (x.prediction.feasible != y.prediction.feasible) return x.prediction.feasible;
-                     return x.prediction.step_time_s < y.prediction.step_time_s;
-                   });
+                   [](const Ranked& x, const Ranked& y) { return faster(x.prediction, y.prediction); });
   return done;
 }
 

@@ -43,6 +43,10 @@ Cluster uniform_view(const Cluster& cluster, DType dtype);
 // The buildings each pipeline stage's ranks are in (sorted), by the candidate's placement order.
 std::vector<std::vector<int>> stage_buildings(const Cluster& cluster, const Candidate& cand);
 
+// The candidate with the even split of its layers (no layout string, first/last counts or
+// account_for_* flags): the baseline a balanced split is measured against.
+Candidate with_even_split(Candidate cand);
+
 // Megatron's pipeline_model_parallel_layout for one layer count per stage (VPP 1): the embedding
 // first in stage 0, the loss last in the last stage ("E,t*9|t*12|t*11,L").
 std::string pipeline_layout_string(const std::vector<std::int64_t>& stage_layers);
