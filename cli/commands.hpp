@@ -13,6 +13,7 @@ void add_check(CLI::App& app);
 // `explore` (the search) and `predict` (one layout's step time with its breakdown).
 void add_explore(CLI::App& app);
 void add_predict(CLI::App& app);
+void add_codesign(CLI::App& app);
 // `bench coll` (collective sweeps under mpirun) and `regress` (the busbw regression gate).
 void add_bench(CLI::App& app);
 void add_regress(CLI::App& app);

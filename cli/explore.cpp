@@ -125,37 +125,31 @@ void run_explore(const ExploreArgs& a) {
     compare = load_layout(a.compare);
     validate_layout(compare, m, c, a.compare);
   }
-  // Buildings that differ: the search ranks on the uniform-cluster rule's view, and its best are
-  // priced stage by stage with balanced splits (explorer/hetero.hpp).
+  // The closed forms rank every candidate; the best --replay-top are run block by block and
+  // re-ranked by what their schedules give (uneven stages, zero bubble's unequal F/B/W). Buildings
+  // that differ: the search ranks on the uniform-cluster rule's view, and its best (at least the
+  // --top shown) are priced stage by stage with balanced splits (explorer/hetero.hpp).
   const bool hetero = !c.uniform();
-  const Cluster plan = hetero ? explorer::uniform_view(c, m.dtype) : c;
-  const explorer::CostModel cm(plan, m, cost_params(plan, m, a.calibration));
   explorer::SearchOptions o;
   o.top = std::max(a.top, a.replay_top);
   o.threads = a.threads;
   o.max_candidates = a.max_candidates;
-  explorer::SearchResult r = explorer::search(cm, plan, m, o);
-  std::optional<explorer::HeteroModel> hm;
+  const auto ranking =
+      explorer::rank_layouts(c, m, params_for(m, a.calibration), o,
+                             static_cast<std::size_t>(hetero ? std::max(a.top, a.replay_top) : a.replay_top));
+  const explorer::CostModel& cm = *ranking->cost;
+  explorer::SearchResult& r = ranking->result;
+  const explorer::HeteroModel* hm = ranking->hetero.get();
+  const std::size_t replayed = ranking->replayed;
   HeteroSummary h;
-  std::size_t replayed = 0;
-  if (hetero) {
-    hm.emplace(c, m, params_for(m, a.calibration));
-    h.model = &*hm;
-    h.slowest = plan.device.name;
+  if (hm && !r.top.empty()) {
+    h.model = hm;
+    h.slowest = ranking->plan.device.name;
     // The uniform rule's own pick (its replayed best), priced on the cluster as it is.
-    std::vector<explorer::Ranked> uniform = r.top;
-    explorer::rerank_by_replay(cm, uniform, static_cast<std::size_t>(a.replay_top));
-    replayed = explorer::rerank_heterogeneous(*hm, r.top, static_cast<std::size_t>(std::max(a.top, a.replay_top)));
-    if (!r.top.empty()) {
-      const explorer::Candidate pick = uniform.front().candidate;
-      h.uniform_pick = explorer::describe_degrees(pick) + ", " + options_string(pick.to_layout(c));
-      h.uniform_pick_s = hm->evaluate(pick).prediction.step_time_s;
-      h.even_s = hm->evaluate(explorer::with_even_split(r.top.front().candidate)).prediction.step_time_s;
-    }
-  } else {
-    // The closed forms rank every candidate; the best --replay-top are run block by block and
-    // re-ranked by what their schedules give (uneven stages, zero bubble's unequal F/B/W).
-    replayed = explorer::rerank_by_replay(cm, r.top, static_cast<std::size_t>(a.replay_top));
+    const explorer::Candidate pick = ranking->uniform_top.front().candidate;
+    h.uniform_pick = explorer::describe_degrees(pick) + ", " + options_string(pick.to_layout(c));
+    h.uniform_pick_s = hm->evaluate(pick).prediction.step_time_s;
+    h.even_s = hm->evaluate(explorer::with_even_split(r.top.front().candidate)).prediction.step_time_s;
   }
   if (r.top.size() > static_cast<std::size_t>(a.top)) r.top.resize(static_cast<std::size_t>(a.top));
   if (emit && static_cast<std::size_t>(a.emit_rank) > r.top.size())

@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
 #endif
   add_explore(app);
   add_predict(app);
+  add_codesign(app);
 #if defined(SAX_HAVE_TESTBED) && defined(SAX_HAVE_KERNEL_BENCH)
   add_validate(app);
 #elif defined(SAX_HAVE_TESTBED)

@@ -184,22 +184,16 @@ void run_validate(const ValidateArgs& a) {
   const NetworkTechnology* emulated = c.technology(a.technology);
   const int technology = emulated ? static_cast<int>(emulated - c.network_technologies.data()) : -1;
 
-  // Buildings that differ: the search on the uniform-cluster rule, its best priced stage by stage
-  // (explorer/hetero.hpp), as explore ranks them.
-  const bool hetero = !c.uniform();
-  const Cluster uniform = hetero ? explorer::uniform_view(c, m.dtype) : c;
-  const explorer::CostModel cm(uniform, m, cost_params(uniform, m, a.calibration));
+  // The ranking as explore gives it (where buildings differ, priced stage by stage:
+  // explorer/hetero.hpp), of the layouts on the emulated technology.
   explorer::SearchOptions o;
   o.top = kMaxRanking;
-  explorer::SearchResult r = explorer::search(cm, uniform, m, o);
-  std::erase_if(r.top, [&](const explorer::Ranked& x) { return x.candidate.technology != technology; });
-  std::optional<explorer::HeteroModel> hm;
-  if (hetero) {
-    hm.emplace(c, m, params_for(m, a.calibration));
-    explorer::rerank_heterogeneous(*hm, r.top, kReplayTop);
-  } else {
-    explorer::rerank_by_replay(cm, r.top, kReplayTop);
-  }
+  const auto ranking =
+      explorer::rank_layouts(c, m, params_for(m, a.calibration), o, kReplayTop,
+                             [&](const explorer::Ranked& x) { return x.candidate.technology != technology; });
+  const explorer::CostModel& cm = *ranking->cost;
+  explorer::SearchResult& r = ranking->result;
+  const explorer::HeteroModel* hm = ranking->hetero.get();
 
   std::vector<Entry> entries;
   for (std::size_t i : v::pick(r.top.size(), static_cast<std::size_t>(a.top), static_cast<std::size_t>(a.spread))) {

@@ -303,6 +303,26 @@ std::string HeteroModel::explain(const Candidate& cand, const Result& r) const {
   return s;
 }
 
+std::unique_ptr<Ranking> rank_layouts(const Cluster& c, const Model& m, const HeteroModel::ParamsFor& params,
+                                      const SearchOptions& options, std::size_t replay_top,
+                                      const std::function<bool(const Ranked&)>& drop) {
+  auto r = std::make_unique<Ranking>();
+  const bool hetero = !c.uniform();
+  r->plan = hetero ? uniform_view(c, m.dtype) : c;
+  r->cost = std::make_unique<CostModel>(r->plan, m, params(r->plan));
+  r->result = search(*r->cost, r->plan, m, options);
+  if (drop) std::erase_if(r->result.top, drop);
+  if (hetero) {
+    r->hetero = std::make_unique<HeteroModel>(c, m, params);
+    r->uniform_top = r->result.top;
+    rerank_by_replay(*r->cost, r->uniform_top, replay_top);
+    r->replayed = rerank_heterogeneous(*r->hetero, r->result.top, replay_top);
+  } else {
+    r->replayed = rerank_by_replay(*r->cost, r->result.top, replay_top);
+  }
+  return r;
+}
+
 std::size_t rerank_heterogeneous(const HeteroModel& hetero, std::vector<Ranked>& ranked, std::size_t count) {
   const std::size_t n = std::min(ranked.size(), count);
   std::size_t done = 0;

@@ -544,6 +544,14 @@ std::string describe_degrees(const Candidate& cand) {
   return s;
 }
 
+std::vector<std::pair<double, std::string>> breakdown_terms(const Breakdown& b) {
+  std::vector<std::pair<double, std::string>> terms = {
+      {b.compute_s, "compute"}, {b.bubble_s, "bubble"}, {b.optimizer_s, "optimizer"}};
+  for (int d = 0; d < 5; ++d) terms.push_back({b.exposed_comm_s[d], std::string(dim_name(kDims[d])) + " comm"});
+  std::stable_sort(terms.begin(), terms.end(), [](const auto& a, const auto& c) { return a.first > c.first; });
+  return terms;
+}
+
 std::string explain(const Candidate& cand, const Prediction& p, const Cluster& cl) {
   // Where each dimension sits, then the largest costs.
   std::string s;
@@ -560,10 +568,7 @@ std::string explain(const Candidate& cand, const Prediction& p, const Cluster& c
   if (cand.dp * cand.cp > 1 && p.dp_algorithm != CollAlgorithm::ring)
     s += std::string(", DP sync by NCCL ") + to_string(p.dp_algorithm);
   const Breakdown& b = p.breakdown;
-  std::vector<std::pair<double, std::string>> terms = {
-      {b.compute_s, "compute"}, {b.bubble_s, "bubble"}, {b.optimizer_s, "optimizer"}};
-  for (int d = 0; d < 5; ++d) terms.push_back({b.exposed_comm_s[d], std::string(dim_name(kDims[d])) + " comm"});
-  std::sort(terms.begin(), terms.end(), [](const auto& a, const auto& c) { return a.first > c.first; });
+  const std::vector<std::pair<double, std::string>> terms = breakdown_terms(b);
   s += "; ";
   for (int i = 0; i < 3 && terms[i].first > 0; ++i) {
     char buf[64];

@@ -88,6 +88,9 @@ std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& mode
 
 // A short sentence on where a layout's time goes and why its placement works.
 std::string explain(const Candidate& cand, const Prediction& p, const Cluster& cluster);
+// A breakdown's terms by name ("compute", "bubble", "optimizer", "tp comm", ...), largest first:
+// what explain lists, and the dominant term codesign reports.
+std::vector<std::pair<double, std::string>> breakdown_terms(const Breakdown& b);
 // "TP8 CP1 EP1 PP16 (VPP1) DP768 mbs1" and "order tp-cp-ep-dp-pp, 1f1b, overlapped"
 std::string describe_degrees(const Candidate& cand);
 

@@ -9,6 +9,10 @@ that shows them.
   plots.py timeline MERGED_TRACE --out FILE.png [--step N]
                                                 one step of a merged trace (sax trace merge), a row
                                                 per rank and communication lane
+  plots.py codesign CODESIGN_JSON --out FILE.png
+                                                the MoE variants of sax codesign --json: tokens/s
+                                                (or predicted loss) against total parameters, the
+                                                Pareto set joined
   plots.py report DIR [--title T]               DIR/index.html: validate*.json tables, every PNG,
                                                 links to the JSON files and merged traces
 
@@ -475,6 +479,66 @@ def cmd_validate(a):
     out = out_dir(a.out)
     for f in plot_validate(v, out):
         print(f"# wrote {f}")
+
+
+# ---------------------------------------------------------------------------------------------
+# codesign: the MoE variants of sax codesign, and the Pareto set.
+
+def read_codesign(file):
+    doc = Reader(load_json(file, "a sax codesign --json file"), file)
+    if not isinstance(doc.value, dict) or doc.value.get("version") != 1 or "variants" not in doc.value:
+        raise InputError(file, "/version", "1 (a sax codesign --json file)")
+    inputs = doc.obj("inputs")
+    axes = doc.array("pareto_axes")
+    with_loss = bool(axes) and axes[0].value.startswith("predicted_loss")
+    rows = []
+    for v in doc.array("variants"):
+        e, k = int(v.number("experts", minimum=1)), int(v.number("topk", minimum=1))
+        pred = v.obj("predicted", optional=True)
+        if pred is None:
+            continue  # left out: no variant, over the cap, or nothing fits
+        rows.append({
+            "name": f"E{e} k{k}",
+            "total": v.number("total_params", minimum=0),
+            "tokens_per_s": pred.number("tokens_per_s", minimum=0),
+            "loss": v.number("predicted_loss") if with_loss else None,
+            "pareto": bool(v.get("pareto")),
+            "dominant": v.string("dominant_term"),
+        })
+    if not rows:
+        raise InputError(file, "/variants", "at least one variant with a prediction")
+    return {"model": inputs.string("model"), "cluster": inputs.string("cluster"), "with_loss": with_loss, "rows": rows}
+
+
+def plot_codesign(c, out):
+    plt = import_pyplot()
+    fig, ax = plt.subplots(figsize=(9, 6.5))
+    ykey = "loss" if c["with_loss"] else "tokens_per_s"
+    ylabel = "predicted loss (lower is better)" if c["with_loss"] else "tokens/s (higher is better)"
+    xs = [r["total"] / 1e9 for r in c["rows"]]
+    ys = [r[ykey] for r in c["rows"]]
+    others = [(x, y) for x, y, r in zip(xs, ys, c["rows"]) if not r["pareto"]]
+    front = sorted((x, y) for x, y, r in zip(xs, ys, c["rows"]) if r["pareto"])
+    if others:
+        ax.scatter([p[0] for p in others], [p[1] for p in others], s=36, color="#8c8c8c", label="variant", zorder=2)
+    ax.plot([p[0] for p in front], [p[1] for p in front], "-o", color="#dd8452", ms=8, lw=1.5,
+            label="Pareto set", zorder=3)
+    ax.set_xscale("log")
+    ax.set_xlabel("total parameters (billions, log)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(f"{os.path.basename(c['model'])} on {os.path.basename(c['cluster'])}: MoE variants on one budget",
+                 fontsize=11)
+    place_labels(ax, fig, list(zip(xs, ys)), [r["name"] for r in c["rows"]], fontsize=8)
+    ax.legend(loc="best", fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, out)
+    return out
+
+
+def cmd_codesign(a):
+    c = read_codesign(a.codesign_json)
+    print(f"# wrote {plot_codesign(c, a.out)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1054,12 +1118,16 @@ def main():
     t.add_argument("merged_trace")
     t.add_argument("--out", required=True, help="the PNG to write")
     t.add_argument("--step", type=int, help="measured step, from 1 (default: the one nearest the median)")
+    d = sub.add_parser("codesign", help="the variants of sax codesign --json and their Pareto set")
+    d.add_argument("codesign_json")
+    d.add_argument("--out", required=True, help="the PNG to write")
     r = sub.add_parser("report", help="DIR/index.html over what DIR holds")
     r.add_argument("dir")
     r.add_argument("--title")
     a = p.parse_args()
     try:
-        {"validate": cmd_validate, "coll": cmd_coll, "timeline": cmd_timeline, "report": cmd_report}[a.cmd](a)
+        {"validate": cmd_validate, "coll": cmd_coll, "timeline": cmd_timeline, "codesign": cmd_codesign,
+         "report": cmd_report}[a.cmd](a)
     except InputError as e:
         fail(2, f"error: {e}")
     except MatplotlibMissing as e:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/plots.py (issue 15) on tests/data/validate_sample.json: `validate` writes two valid PNGs
-# of real size, `report` an index.html that names every layout and fetches nothing; `coll` and
-# `timeline` draw from small inputs made here; bad input exits 2 with one line naming the file
+# of real size, `report` an index.html that names every layout and fetches nothing; `coll`,
+# `timeline` and `codesign` draw from small inputs made here; bad input exits 2 with one line naming the file
 # and writes nothing. Skips (exit 77) where matplotlib is not importable: the figures need it.
 set -uo pipefail
 src=${1:?usage: test_plots.sh SOURCE_DIR}
@@ -88,6 +88,28 @@ PY
 "$py" "$plots" timeline "$tmp/trace.json" --out "$out/timeline.png" --step 2 >/dev/null || fail "timeline exited $?"
 [ -f "$out/timeline.png" ] && is_png "$out/timeline.png" || fail "timeline: no PNG of real size"
 
+# codesign → the variants against total parameters, the Pareto set joined (a grid made here)
+"$py" - "$tmp" <<'PY'
+import json, sys
+t = sys.argv[1]
+vs = []
+for i, e in enumerate((8, 16, 32, 64)):
+    for k in (1, 2):
+        total = 1e10 * e / k
+        vs.append({"experts": e, "topk": k, "pareto": k == 2, "total_params": total, "active_params": 1e9,
+                   "predicted": {"tokens_per_s": 1e7 / (1 + i) * (1.2 if k == 2 else 1.0)}, "dominant_term": "compute"})
+vs.append({"experts": 2, "topk": 4, "pareto": False, "excluded": "top-4 of 2 experts"})
+json.dump({"version": 1, "inputs": {"model": "m.json", "cluster": "c.json"},
+           "pareto_axes": ["tokens_per_s (higher)", "total_params (higher)"], "variants": vs},
+          open(f"{t}/codesign.json", "w"))
+bad = json.load(open(f"{t}/codesign.json"))
+del bad["variants"][0]["total_params"]
+json.dump(bad, open(f"{t}/codesign-bad.json", "w"))
+PY
+mkdir -p "$tmp/cd"
+"$py" "$plots" codesign "$tmp/codesign.json" --out "$tmp/cd/codesign.png" >/dev/null || fail "codesign exited $?"
+[ -f "$tmp/cd/codesign.png" ] && is_png "$tmp/cd/codesign.png" || fail "codesign: no PNG of real size"
+
 # report → index.html with each layout, the summary, every PNG embedded, nothing fetched
 cp "$fixture" "$out/validate.json"
 cp "$tmp/trace.json" "$out/merged-trace.json"
@@ -130,6 +152,10 @@ expect_bad "bench file given as validate" "$tmp/coll.json: /version" "$py" "$plo
 expect_bad "validate file given to coll" "$fixture: /version: expected 2" "$py" "$plots" coll "$fixture" --out "$bad/c.png"
 expect_bad "not a trace" "$fixture: /traceEvents" "$py" "$plots" timeline "$fixture" --out "$bad/t.png"
 expect_bad "step out of range" "--step between 1 and 2" "$py" "$plots" timeline "$tmp/trace.json" --step 3 --out "$bad/t.png"
+expect_bad "validate file given to codesign" "$fixture: /version: expected 1 (a sax codesign" \
+  "$py" "$plots" codesign "$fixture" --out "$bad/d.png"
+expect_bad "a variant without its size" "$tmp/codesign-bad.json: /variants/0/total_params" \
+  "$py" "$plots" codesign "$tmp/codesign-bad.json" --out "$bad/d.png"
 expect_bad "report of no directory" "$bad/nodir" "$py" "$plots" report "$bad/nodir"
 cp "$bad/v7.json" "$bad/validate-x.json"
 expect_bad "report of a bad validate file" "$bad/validate-x.json" "$py" "$plots" report "$bad"
@@ -137,4 +163,4 @@ expect_bad "report of a bad validate file" "$bad/validate-x.json" "$py" "$plots"
 ls "$bad" | grep -qE '\.png$|index\.html' && fail "bad input left a figure or page in $bad"
 
 [ "$failures" -eq 0 ] || exit 1
-echo "plots.py: validate, coll, timeline, report and bad input as expected"
+echo "plots.py: validate, coll, timeline, codesign, report and bad input as expected"
