@@ -171,7 +171,7 @@ void run_codesign(const CodesignArgs& a) {
     const std::string name = "E" + std::to_string(r.variant.experts) + " k" + std::to_string(r.variant.topk);
     if (!r.fits) {
       std::printf("  %-3s %-9s %s\n", "", name.c_str(),
-                  (r.variant.model ? "(" + human(r.variant.model->params_total()) + " total) " : std::string())
+                  (r.searched ? "(" + human(r.variant.model->params_total()) + " total) " : std::string())
                       .append("excluded: " + r.excluded)
                       .c_str());
       continue;
