@@ -33,20 +33,17 @@ struct ExploreArgs {
 // baselines: the even split, and the uniform-cluster rule's own pick).
 struct HeteroSummary {
   const explorer::HeteroModel* model = nullptr;
+  const std::vector<std::string>* stage_why = nullptr;  // the ranking's, beside r.top
   std::string slowest;
   double even_s = 0, uniform_pick_s = 0;
   std::string uniform_pick;
 };
 
-std::string why(const Cluster& c, const explorer::Ranked& x, const HeteroSummary& h) {
+// The i-th shown layout's why: the closed forms' reasons, and where buildings differ what its
+// stages say (as the ranking priced them; nothing where the uniform rule's price stands).
+std::string why(const Cluster& c, const explorer::Ranked& x, std::size_t i, const HeteroSummary& h) {
   std::string s = explorer::explain(x.candidate, x.prediction, c);
-  if (h.model) {
-    try {
-      s += "; " + h.model->explain(x.candidate, h.model->evaluate(x.candidate));
-    } catch (const UsageError&) {
-      // more blocks than the replay runs: priced by the uniform rule alone
-    }
-  }
+  if (h.stage_why && i < h.stage_why->size() && !(*h.stage_why)[i].empty()) s += "; " + (*h.stage_why)[i];
   return s;
 }
 
@@ -92,7 +89,7 @@ void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& 
       const Layout l = x.candidate.to_layout(c);
       std::printf("  %-3zu %-10s %-6s %-8s %-44s %s — %s\n", i + 1, fmt("%.4g s", x.prediction.step_time_s).c_str(),
                   fmt("%.1f%%", 100 * x.prediction.mfu).c_str(), fmt("%.1fG", x.prediction.memory_gib).c_str(),
-                  explorer::describe_degrees(x.candidate).c_str(), options_string(l).c_str(), why(c, x, h).c_str());
+                  explorer::describe_degrees(x.candidate).c_str(), options_string(l).c_str(), why(c, x, i, h).c_str());
     }
     if (h.model) {
       const double best = r.top.front().prediction.step_time_s;
@@ -144,6 +141,7 @@ void run_explore(const ExploreArgs& a) {
   HeteroSummary h;
   if (hm && !r.top.empty()) {
     h.model = hm;
+    h.stage_why = &ranking->stage_why;
     h.slowest = ranking->plan.device.name;
     // The uniform rule's own pick (its replayed best), priced on the cluster as it is.
     const explorer::Candidate pick = ranking->uniform_top.front().candidate;
@@ -181,10 +179,10 @@ void run_explore(const ExploreArgs& a) {
   }
   if (!a.json_file.empty()) {
     json cands = json::array();
-    for (const auto& x : r.top)
-      cands.push_back({{"layout", to_json(x.candidate.to_layout(c))},
-                       {"predicted", explorer::to_json(x.prediction)},
-                       {"why", why(c, x, h)}});
+    for (std::size_t i = 0; i < r.top.size(); ++i)
+      cands.push_back({{"layout", to_json(r.top[i].candidate.to_layout(c))},
+                       {"predicted", explorer::to_json(r.top[i].prediction)},
+                       {"why", why(c, r.top[i], i, h)}});
     json j = {{"version", 1},
               {"inputs",
                {{"cluster", a.cluster},

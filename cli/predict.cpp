@@ -81,8 +81,8 @@ void run_predict(const PredictArgs& a) {
   const explorer::Prediction p = hetero     ? stages.prediction
                                  : a.replay ? explorer::replayed(cm, explorer::Candidate::of(l, c), closed)
                                             : closed;
-  const std::string why = explorer::explain(explorer::Candidate::of(l, c), p, c) +
-                          (hetero ? "; " + hm->explain(explorer::Candidate::of(l, c), stages) : "");
+  const std::string why =
+      explorer::explain(explorer::Candidate::of(l, c), p, c) + (hetero ? "; " + hm->explain(stages) : "");
   if (emit) {
     // The settings alone on stdout, to paste or redirect; --json still gets the prediction.
     std::cout << explorer::emit(*emit, l, m, c);

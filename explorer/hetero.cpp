@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "explorer/quantities.hpp"
 #include "explorer/replay.hpp"
@@ -41,8 +42,7 @@ Cluster uniform_view(const Cluster& c, const std::vector<int>& device_buildings,
                      DType dtype) {
   Cluster v = c;
   v.device = slowest_device(c, device_buildings, dtype);
-  int node = 0;
-  for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b) node = std::gcd(node, c.devices_per_node_of(b));
+  const int node = c.node_gcd();
   for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b) {
     Building& bl = v.buildings[static_cast<std::size_t>(b)];
     bl.nodes = c.building_ranks(b) / node;
@@ -144,11 +144,6 @@ HeteroModel::Result HeteroModel::evaluate(const Candidate& cand) const {
   const std::int64_t m = costs.front()->num_microbatches(cand);
   const std::vector<StageLayers> layers = stage_layers(c, cand.pp, cand.virtual_stage_layers(c.layers));
   const MicroShape x = MicroShape::of(c, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
-  const std::vector<CostModel::StageTerms> terms = [&] {
-    std::vector<CostModel::StageTerms> t;
-    for (std::size_t i = 0; i < costs.size(); ++i) t.push_back(costs[i]->stage_terms(cand)[i]);
-    return t;
-  }();
   const double gib = 1.0 / static_cast<double>(1ull << 30);
   p.feasible = true;
   double fullest = -1;
@@ -158,7 +153,7 @@ HeteroModel::Result HeteroModel::evaluate(const Candidate& cand) const {
     s.buildings = sites[i];
     s.device = slowest_device(cluster_, sites[i], model_.dtype).name;
     s.layers = layers[i].layers();
-    s.microbatch_s = terms[i].microbatch.total();
+    s.microbatch_s = rp.stage_microbatch_s[i];
     s.memory_gib = mem.total() * gib;
     s.limit_gib = costs[i]->memory_limit_gib();
     if (s.memory_gib > s.limit_gib) p.feasible = false;
@@ -271,8 +266,7 @@ HeteroModel::Result HeteroModel::balance(Candidate& cand) const {
   return best;
 }
 
-std::string HeteroModel::explain(const Candidate& cand, const Result& r) const {
-  (void)cand;
+std::string HeteroModel::explain(const Result& r) const {
   auto names = [this](const std::vector<int>& bs) {
     std::string s;
     for (int b : bs) s += (s.empty() ? "" : "+") + cluster_.buildings[static_cast<std::size_t>(b)].name;
@@ -316,27 +310,36 @@ std::unique_ptr<Ranking> rank_layouts(const Cluster& c, const Model& m, const He
     r->hetero = std::make_unique<HeteroModel>(c, m, params);
     r->uniform_top = r->result.top;
     rerank_by_replay(*r->cost, r->uniform_top, replay_top);
-    r->replayed = rerank_heterogeneous(*r->hetero, r->result.top, replay_top);
+    r->replayed = rerank_heterogeneous(*r->hetero, r->result.top, replay_top, &r->stage_why);
   } else {
     r->replayed = rerank_by_replay(*r->cost, r->result.top, replay_top);
   }
   return r;
 }
 
-std::size_t rerank_heterogeneous(const HeteroModel& hetero, std::vector<Ranked>& ranked, std::size_t count) {
+std::size_t rerank_heterogeneous(const HeteroModel& hetero, std::vector<Ranked>& ranked, std::size_t count,
+                                 std::vector<std::string>* why) {
   const std::size_t n = std::min(ranked.size(), count);
+  std::vector<std::pair<Ranked, std::string>> priced;
   std::size_t done = 0;
   for (std::size_t i = 0; i < n; ++i) {
+    priced.emplace_back(std::move(ranked[i]), std::string());
     try {
-      const HeteroModel::Result r = hetero.balance(ranked[i].candidate);
-      ranked[i].prediction = r.prediction;
+      const HeteroModel::Result r = hetero.balance(priced.back().first.candidate);
+      priced.back().first.prediction = r.prediction;
+      priced.back().second = hetero.explain(r);
       ++done;
     } catch (const UsageError&) {
       // More blocks than the replay runs: the uniform rule's prediction stands.
     }
   }
-  std::stable_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(n),
-                   [](const Ranked& x, const Ranked& y) { return faster(x.prediction, y.prediction); });
+  std::stable_sort(priced.begin(), priced.end(),
+                   [](const auto& x, const auto& y) { return faster(x.first.prediction, y.first.prediction); });
+  if (why) why->assign(ranked.size(), std::string());
+  for (std::size_t i = 0; i < n; ++i) {
+    ranked[i] = std::move(priced[i].first);
+    if (why) (*why)[i] = std::move(priced[i].second);
+  }
   return done;
 }
 

@@ -77,7 +77,7 @@ class HeteroModel {
   Result balance(Candidate& cand) const;
   // What the candidate's stages say about the cluster, for "why": the device that sets the
   // pace, groups that span generations, the layers per stage.
-  std::string explain(const Candidate& cand, const Result& r) const;
+  std::string explain(const Result& r) const;
 
   const Cluster& cluster() const { return cluster_; }
 
@@ -108,6 +108,9 @@ struct Ranking {
   std::unique_ptr<HeteroModel> hetero;  // where buildings differ
   SearchResult result;                  // result.top re-ranked
   std::vector<Ranked> uniform_top;      // where buildings differ
+  // Where buildings differ: HeteroModel::explain of result.top[i]'s stages ("" where the uniform
+  // rule's prediction stands), beside it in the same order.
+  std::vector<std::string> stage_why;
   std::size_t replayed = 0;
 };
 std::unique_ptr<Ranking> rank_layouts(const Cluster& cluster, const Model& model, const HeteroModel::ParamsFor& params,
@@ -115,7 +118,9 @@ std::unique_ptr<Ranking> rank_layouts(const Cluster& cluster, const Model& model
                                       const std::function<bool(const Ranked&)>& drop = {});
 
 // explore's re-ranking on a cluster whose buildings differ: the best `count` of `ranked` priced
-// by `hetero` with balanced splits, then sorted again. Returns how many were re-priced.
-std::size_t rerank_heterogeneous(const HeteroModel& hetero, std::vector<Ranked>& ranked, std::size_t count);
+// by `hetero` with balanced splits, then sorted again. Returns how many were re-priced. `why`, if
+// given, receives each layout's HeteroModel::explain in the new order ("" where not re-priced).
+std::size_t rerank_heterogeneous(const HeteroModel& hetero, std::vector<Ranked>& ranked, std::size_t count,
+                                 std::vector<std::string>* why = nullptr);
 
 }  // namespace sax::explorer

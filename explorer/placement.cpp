@@ -16,13 +16,11 @@ ClusterShape ClusterShape::of(const Cluster& c) {
   s.world = c.world_size();
   // Nodes of different sizes (buildings with their own devices_per_node): every node boundary
   // falls on a multiple of their gcd, so a group inside a gcd-aligned block stays in a node.
-  s.node = 0;
+  s.node = c.node_gcd();
   s.buildings = static_cast<std::int64_t>(c.buildings.size());
   s.building = c.building_ranks(0);
-  for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b) {
-    s.node = std::gcd(s.node, std::int64_t{c.devices_per_node_of(b)});
+  for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b)
     if (c.building_ranks(b) != s.building) s.building = 0;
-  }
   return s;
 }
 

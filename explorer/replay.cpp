@@ -127,6 +127,7 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand)
   const PipelineRun run = run_pipeline(cand.pipeline, pp, vpp, m, blocks);
   Replay r;
   r.num_microbatches = m;
+  for (const CostModel::StageTerms& st : stages) r.stage_microbatch_s.push_back(st.microbatch.total());
   r.step_time_s = -1;
   for (std::int64_t i = 0; i < pp; ++i) {
     const auto si = static_cast<std::size_t>(i);

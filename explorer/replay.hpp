@@ -37,6 +37,8 @@ struct Replay {
   double tail_s = 0;      // the critical stage's tail
   std::int64_t critical_stage = 0;
   std::int64_t num_microbatches = 0;
+  // Each stage's one micro-batch (compute and exposed communication) by its own cost model.
+  std::vector<double> stage_microbatch_s;
   double closed_form_step_s = 0;  // evaluate()'s, beside it
   // The critical stage's step, term by term: its micro-batches' compute and exposed
   // communication, its idle time in the pipeline (bubble_s) and its tail; adds up to step_time_s.

@@ -58,6 +58,12 @@ int Cluster::devices_per_node_of(int b) const {
   return bl.devices_per_node > 0 ? bl.devices_per_node : devices_per_node;
 }
 
+int Cluster::node_gcd() const {
+  int g = 0;
+  for (int b = 0; b < static_cast<int>(buildings.size()); ++b) g = std::gcd(g, devices_per_node_of(b));
+  return g;
+}
+
 bool Cluster::uniform() const {
   for (const auto& b : buildings)
     if (b.device || (b.devices_per_node > 0 && b.devices_per_node != devices_per_node) || b.compute_slowdown != 1.0)
@@ -68,11 +74,13 @@ bool Cluster::uniform() const {
   return true;
 }
 
-bool NetworkTechnology::carries(int a, int b) const {
+bool pair_within(const std::vector<int>& buildings, int a, int b) {
   if (buildings.empty()) return true;
-  auto in = [this](int x) { return std::find(buildings.begin(), buildings.end(), x) != buildings.end(); };
+  auto in = [&buildings](int x) { return std::find(buildings.begin(), buildings.end(), x) != buildings.end(); };
   return in(a) && in(b);
 }
+
+bool NetworkTechnology::carries(int a, int b) const { return pair_within(buildings, a, b); }
 
 Link Cluster::cross_link(int a, int b, const std::string& tech) const {
   if (!tech.empty()) {
@@ -80,11 +88,8 @@ Link Cluster::cross_link(int a, int b, const std::string& tech) const {
     if (!t) throw RunError("cluster " + name + " has no network technology \"" + tech + "\"");
     if (t->carries(a, b)) return t->link;
   }
-  for (const BuildingLink& l : building_links) {
-    NetworkTechnology pair;
-    pair.buildings = l.buildings;
-    if (pair.carries(a, b)) return l.link;
-  }
+  for (const BuildingLink& l : building_links)
+    if (pair_within(l.buildings, a, b)) return l.link;
   return cross_building;
 }
 

@@ -52,6 +52,10 @@ struct NetworkTechnology {
   bool carries(int a, int b) const;
 };
 
+// Whether both buildings a and b are among `buildings` (empty: every building): the pairs a
+// technology's or a building_links entry's list names.
+bool pair_within(const std::vector<int>& buildings, int a, int b);
+
 // One building's side of the cross-building link as every emulation of it takes it (the software
 // link emulator, the NCCL net plugin): the link under a technology, the devices that share the
 // building's boundary, and a device's NIC (the intra-building link), which bounds a device too.
@@ -128,6 +132,8 @@ struct Cluster {
   // per node (its own, else the cluster's).
   Device device_of(int building) const;
   int devices_per_node_of(int building) const;
+  // The gcd of the buildings' devices per node: every node boundary falls on a multiple of it.
+  int node_gcd() const;
   std::int64_t building_ranks(int building) const {
     return buildings_at(building).nodes * devices_per_node_of(building);
   }

@@ -91,7 +91,7 @@ TEST(Hetero, BalancingPutsMoreLayersOnTheFasterBuilding) {
   EXPECT_EQ(layers_of(balanced), (std::vector<std::int64_t>{3, 1}));
   EXPECT_EQ(cand.pipeline_layout, "E,t*3|t*1,L");
   EXPECT_LT(balanced.prediction.step_time_s, even.prediction.step_time_s);
-  EXPECT_NE(h.explain(cand, balanced).find("layers per stage 3/1"), std::string::npos) << h.explain(cand, balanced);
+  EXPECT_NE(h.explain(balanced).find("layers per stage 3/1"), std::string::npos) << h.explain(balanced);
 }
 
 // 8 layers, a vocabulary small enough that the logits are 7 % of a layer, the second building 3x
@@ -131,7 +131,7 @@ TEST(Hetero, AStageSpanningGenerationsRunsAtTheSlowestMembersPace) {
   const CostModel cm(slow, m, CostParams::datasheet(slow, m));
   EXPECT_NEAR(r.prediction.step_time_s, replay(cm, cand).step_time_s, 1e-12);
   for (const auto& s : r.stages) EXPECT_EQ(s.device, slow.device.name);
-  EXPECT_NE(h.explain(cand, r).find("spans 2 generations"), std::string::npos) << h.explain(cand, r);
+  EXPECT_NE(h.explain(r).find("spans 2 generations"), std::string::npos) << h.explain(r);
 }
 
 // A uniform cluster priced stage by stage is the replay of the one cost model, to the last bit.
