@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <sstream>
 
 #include "spec/error.hpp"
 
@@ -44,6 +45,13 @@ std::string shell_line(const std::vector<std::string>& argv) {
   std::string l;
   for (const auto& w : argv) l += (l.empty() ? "" : " ") + shell_quote(w);
   return l;
+}
+
+std::string num(double v) {
+  std::ostringstream s;
+  s.precision(12);
+  s << v;
+  return s.str();
 }
 
 std::vector<char*> c_argv(const std::vector<std::string>& argv) {

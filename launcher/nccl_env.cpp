@@ -11,13 +11,6 @@ namespace sax::launcher {
 
 namespace {
 
-std::string num(double v) {
-  std::ostringstream s;
-  s.precision(12);
-  s << v;
-  return s.str();
-}
-
 bool in_environment(const std::string& name) { return std::getenv(name.c_str()) != nullptr; }
 
 // The veth a building's namespace has (launcher/netns.cpp names it): the only interface NCCL may

@@ -36,13 +36,6 @@ constexpr int kQueueBase = 31000;
 // Ethernet), so the wire rate is the payload rate × 1514/1448.
 constexpr double kFraming = 1514.0 / 1448.0;
 
-std::string num(double v) {
-  std::ostringstream s;
-  s.precision(12);
-  s << v;
-  return s.str();
-}
-
 std::string host_link(int slot, int b) { return netns_prefix(slot) + "h" + std::to_string(b); }
 std::string ns_link(int slot, int b) { return netns_prefix(slot) + "n" + std::to_string(b); }
 std::string bridge(int slot) { return netns_prefix(slot) + "br"; }

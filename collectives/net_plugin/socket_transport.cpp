@@ -38,7 +38,7 @@ std::string to_string(const sockaddr_in& a) {
   return std::string(text) + ":" + std::to_string(ntohs(a.sin_port));
 }
 
-struct Connecting {
+struct SocketConnecting {
   int fd = -1;
 };
 
@@ -46,7 +46,7 @@ struct Connecting {
 struct SocketHandle {
   std::uint32_t magic;
   sockaddr_in address;
-  Connecting* connecting;  // the connector's own copy: its connect in progress
+  SocketConnecting* connecting;  // the connector's own copy: its connect in progress
 };
 static_assert(sizeof(SocketHandle) <= kInnerHandleBytes);
 
@@ -251,7 +251,7 @@ Comm* SocketTransport::connect(int /*dev*/, void* handle) {
       errno = e;
       fail("connect to " + to_string(h->address));
     }
-    h->connecting = new Connecting{fd};
+    h->connecting = new SocketConnecting{fd};
   }
   const int fd = h->connecting->fd;
   pollfd p{fd, POLLOUT, 0};
