@@ -10,6 +10,7 @@
 #include "collectives/factory.hpp"
 #include "collectives/mpi/mpi_communicator.hpp"
 #include "spec/checks/mpi.hpp"
+#include "tests/support/mpi_main.hpp"
 
 using namespace sax::coll;
 
@@ -93,7 +94,7 @@ TEST_P(Mpi, AllToAllVMoeDispatch) {
   // Rank s sends s+d+1 elements to rank d, each valued 10·s + d.
   std::vector<std::size_t> sc(n), sd(n), rc(n), rd(n);
   for (int d = 0; d < n; ++d)
-    sc[d] = static_cast<std::size_t>(me + d + 1), rc[d] = static_cast<std::size_t>(d + me + 1);
+    sc[d] = static_cast<std::size_t>(me) + d + 1, rc[d] = static_cast<std::size_t>(d) + me + 1;
   std::exclusive_scan(sc.begin(), sc.end(), sd.begin(), std::size_t{0});
   std::exclusive_scan(rc.begin(), rc.end(), rd.begin(), std::size_t{0});
   std::vector<float> in(sd.back() + sc.back()), out(rd.back() + rc.back(), -1);
@@ -204,11 +205,5 @@ TEST(MpiChecks, FailedCallIsAnMpiError) {
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
-  if (world_rank() != 0)
-    delete ::testing::UnitTest::GetInstance()->listeners().Release(
-        ::testing::UnitTest::GetInstance()->listeners().default_result_printer());
-  int failed = RUN_ALL_TESTS() != 0, any = 0;
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any;
+  return sax::test::run_on_every_rank();
 }

@@ -4,6 +4,7 @@
 
 #include "explorer/closed_forms.hpp"
 #include "spec/groups.hpp"
+#include "tests/support/presets.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
@@ -11,7 +12,6 @@ using namespace sax::explorer;
 
 namespace {
 Cluster h100() { return read_cluster(test::preset("clusters/h100-3bld.json"), "h100-3bld.json"); }
-Model model(const std::string& name) { return read_model(test::preset("models/" + name + ".json"), name); }
 }  // namespace
 
 TEST(ClosedForms, BubbleFractionsAreTheScheduleFormulas) {
@@ -46,7 +46,7 @@ TEST(ClosedForms, FlopsSumToTheModelsTrainingFlops) {
                                          {"llama3-70b", 8, 2, 8, 2, 1, 0, 0},
                                          {"gpt3-175b", 4, 1, 16, 3, 1, 0, 0},
                                          {"mixtral-8x7b", 2, 2, 4, 1, 8, 0, 0}}) {
-    const Model m = model(k.model);
+    const Model m = test::preset_model(k.model);
     Layout l;
     l.tensor_model_parallel_size = k.tp;
     l.context_parallel_size = k.cp;

@@ -7,14 +7,13 @@
 
 #include "explorer/cost_model.hpp"
 #include "explorer/search.hpp"
+#include "tests/support/presets.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
 using namespace sax::explorer;
 
 namespace {
-Cluster cluster(const std::string& name) { return read_cluster(test::preset("clusters/" + name + ".json"), name); }
-Model model(const std::string& name) { return read_model(test::preset("models/" + name + ".json"), name); }
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 }  // namespace
 
@@ -23,8 +22,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // micro-batches 1F1B holds on each stage, plus 2 + 4 bytes of weights and gradients per
 // parameter and 12 bytes of optimizer state sharded over DP (Megatron's table).
 TEST(CostModel, MemoryMatchesHandComputedTotalsGpt3) {
-  const Cluster c = cluster("h100-3bld");
-  const Model m = model("gpt3-175b");
+  const Cluster c = test::preset_cluster("h100-3bld");
+  const Model m = test::preset_model("gpt3-175b");
   Layout l;
   l.tensor_model_parallel_size = 8;
   l.pipeline_model_parallel_size = 16;
@@ -52,8 +51,8 @@ TEST(CostModel, MemoryMatchesHandComputedTotalsGpt3) {
 // optimizer: 18 bytes per parameter, 2·s·b·h bytes per layer held (the layer inputs), one
 // layer rebuilt in full during its backward, fp32 logits.
 TEST(CostModel, MemoryMatchesHandComputedTotalsLlama8bFullRecompute) {
-  const Cluster c = cluster("h200-1node");
-  const Model m = model("llama3-8b");
+  const Cluster c = test::preset_cluster("h200-1node");
+  const Model m = test::preset_model("llama3-8b");
   Layout l;
   l.recompute_granularity = Recompute::full;
   l.use_distributed_optimizer = false;
@@ -80,9 +79,9 @@ TEST(CostModel, MemoryMatchesHandComputedTotalsLlama8bFullRecompute) {
 }
 
 TEST(CostModel, BreakdownAddsUpAndMfuIsModelFlopsOverPeak) {
-  const Cluster c = cluster("h100-3bld");
+  const Cluster c = test::preset_cluster("h100-3bld");
   for (const std::string name : {"llama3-405b", "mixtral-8x7b"}) {
-    const Model m = model(name);
+    const Model m = test::preset_model(name);
     Layout l;
     l.tensor_model_parallel_size = 8;
     l.pipeline_model_parallel_size = 12;
@@ -113,8 +112,8 @@ TEST(CostModel, BreakdownAddsUpAndMfuIsModelFlopsOverPeak) {
 // than over a 4:1 one, slower still 40 km away, fastest non-blocking; hierarchical sync beats
 // flat blocking sync across buildings. Monotonicity checks that catch sign errors.
 TEST(CostModel, CrossBuildingTechnologyAndOversubscriptionMatter) {
-  const Cluster c = cluster("h100-3bld");
-  const Model m = model("llama3-70b");
+  const Cluster c = test::preset_cluster("h100-3bld");
+  const Model m = test::preset_model("llama3-70b");
   Layout l;
   l.tensor_model_parallel_size = 8;
   l.pipeline_model_parallel_size = 8;
@@ -147,7 +146,7 @@ TEST(CostModel, CrossBuildingTechnologyAndOversubscriptionMatter) {
 // than the NIC does not make the DP sync faster than the NIC allows (issue 14: DP sync fell from
 // 0.63 to 0.05 s as that link went from 25 to 300 GB/s with the NIC at 25).
 TEST(CostModel, ACrossingGroupIsBoundedByTheNicsItLeavesThrough) {
-  Cluster s = cluster("a100-3bld");  // NIC (intra_building) 25 GB/s per GPU
+  Cluster s = test::preset_cluster("a100-3bld");  // NIC (intra_building) 25 GB/s per GPU
   s.buildings = {{"a", 16}, {"b", 16}, {"c", 16}};
   const double nic = s.intra_building.bandwidth_gbps;
   auto tech = [&](const std::string& name, double gbps) {
@@ -160,7 +159,7 @@ TEST(CostModel, ACrossingGroupIsBoundedByTheNicsItLeavesThrough) {
     return t;
   };
   s.network_technologies = {tech("at-nic", nic), tech("12x-nic", 12 * nic), tech("half-nic", nic / 2)};
-  const Model m = model("llama3-8b");
+  const Model m = test::preset_model("llama3-8b");
   Layout l;
   l.tensor_model_parallel_size = 8;
   l.schedule.dp_sync = DpSync::blocking;
@@ -185,8 +184,8 @@ TEST(CostModel, ACrossingGroupIsBoundedByTheNicsItLeavesThrough) {
 // On the CPU testbed (1 Gbit/s between buildings, shared memory inside), hierarchical DP sync
 // sends a third of what a flat ring sends across: it must win.
 TEST(CostModel, HierarchicalSyncWinsWhereTheCrossBuildingLinkIsTheBottleneck) {
-  const Cluster c = cluster("local-2bld");
-  const Model m = model("gpt-tiny");
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
   Layout l;  // DP 4 = 2 per building
   l.schedule.dp_sync = DpSync::blocking;
   validate_layout(l, m, c, "dp4");
@@ -199,8 +198,8 @@ TEST(CostModel, HierarchicalSyncWinsWhereTheCrossBuildingLinkIsTheBottleneck) {
 }
 
 TEST(CostModel, CalibrationReplacesDatasheetValues) {
-  const Cluster c = cluster("h100-3bld");
-  const Model m = model("llama3-8b");
+  const Cluster c = test::preset_cluster("h100-3bld");
+  const Model m = test::preset_model("llama3-8b");
   Layout l;
   l.tensor_model_parallel_size = 8;
   l.pipeline_model_parallel_size = 4;
@@ -231,9 +230,9 @@ TEST(CostModel, CalibrationReplacesDatasheetValues) {
 // the cluster's oversubscription is not applied again; a measured oversubscription is applied
 // to the link's own β (calibrate --cluster writes both).
 TEST(CostModel, CalibratedCrossBuildingSharingIsAppliedOnce) {
-  Cluster c = cluster("h100-3bld");
+  Cluster c = test::preset_cluster("h100-3bld");
   c.cross_building.oversubscription = 4;
-  const Model m = model("llama3-8b");
+  const Model m = test::preset_model("llama3-8b");
   Calibration k;
   k.provenance.cluster = "h100";
   EXPECT_DOUBLE_EQ(CostParams::calibrated(c, m, k, "k.json").links[2].oversubscription, 4);  // nothing fitted
@@ -248,8 +247,8 @@ TEST(CostModel, CalibratedCrossBuildingSharingIsAppliedOnce) {
 // the equivalent layout string. (On h100-3bld DP is 768: the batch is DP × 16 micro-batches so
 // that it divides and interleaving has a multiple of PP.)
 TEST(CostModel, Llama405bProductionLayoutIsPriced) {
-  const Cluster c = cluster("h100-3bld");
-  Model m = model("llama3-405b");
+  const Cluster c = test::preset_cluster("h100-3bld");
+  Model m = test::preset_model("llama3-405b");
   m.global_batch_size = 768 * 16;
   const Layout flags = load_layout(test::preset_path("layouts/llama3-405b-production.json"));
   validate_layout(flags, m, c, "prod.json");
@@ -316,8 +315,8 @@ TEST(CostModel, TunerPicksTreeForSmallAndRingForLargeMessagesAtScale) {
 // rings alone. The datasheet's achievable busbw is nccl-tests': ring 370 of NVLink 4's 450 GB/s,
 // NVLS all-reduce 480, the network 47 of 50.
 TEST(CostModel, NvlsOnlyWhereAvailableAndDatasheetBusbwAsNcclTests) {
-  const Model m = model("llama3-8b");
-  const Cluster h = cluster("h100-3bld");
+  const Model m = test::preset_model("llama3-8b");
+  const Cluster h = test::preset_cluster("h100-3bld");
   const CostParams hp = CostParams::datasheet(h, m);
   EXPECT_NEAR(1.0 / hp.links[0].beta(CollOp::all_reduce), 370e9, 1);
   EXPECT_NEAR(1.0 / hp.links[1].beta(CollOp::all_reduce), 47e9, 1e-3);
@@ -339,7 +338,7 @@ TEST(CostModel, NvlsOnlyWhereAvailableAndDatasheetBusbwAsNcclTests) {
   for (const Channel& ch : {Channel(&hp.links[1], 8, 1.0), Channel(&hp.links[2], 8, 1.0, &hp.links[1])})
     for (double S : {1e3, 1e9}) EXPECT_NE(terms::price(CollOp::all_reduce, ch).fastest({1, S}), CollAlgorithm::nvls);
   // A100: NVLink 3 at 235 of 300 GB/s, no NVLS.
-  const Cluster a = cluster("a100-3bld");
+  const Cluster a = test::preset_cluster("a100-3bld");
   const CostParams ap = CostParams::datasheet(a, m);
   EXPECT_NEAR(1.0 / ap.links[0].beta(CollOp::all_reduce), 235e9, 1);
   EXPECT_FALSE(ap.links[0].has(CollAlgorithm::nvls));
@@ -349,8 +348,8 @@ TEST(CostModel, NvlsOnlyWhereAvailableAndDatasheetBusbwAsNcclTests) {
   no.device.nvlink_sharp = false;
   EXPECT_FALSE(CostParams::datasheet(no, m).links[0].has(CollAlgorithm::nvls));
   // The CPU testbed: rings at the cluster's own figures, nothing else.
-  const Cluster l = cluster("local-2bld");
-  const CostParams lp = CostParams::datasheet(l, model("gpt-tiny"));
+  const Cluster l = test::preset_cluster("local-2bld");
+  const CostParams lp = CostParams::datasheet(l, test::preset_model("gpt-tiny"));
   for (const LinkCost& link : lp.links) {
     EXPECT_FALSE(link.has(CollAlgorithm::tree));
     EXPECT_FALSE(link.has(CollAlgorithm::nvls));
@@ -361,8 +360,8 @@ TEST(CostModel, NvlsOnlyWhereAvailableAndDatasheetBusbwAsNcclTests) {
 // A calibration's α-β is the ring's (fitted with ring_algorithm); the other algorithms keep
 // their published ratio to it.
 TEST(CostModel, CalibrationSetsTheRingAndTheOthersFollowIt) {
-  const Cluster c = cluster("h100-3bld");
-  const Model m = model("llama3-8b");
+  const Cluster c = test::preset_cluster("h100-3bld");
+  const Model m = test::preset_model("llama3-8b");
   Calibration k;
   k.provenance.cluster = "h100";
   k.links[1][static_cast<int>(CollOp::all_reduce)] = AlphaBeta{10, 0.05, {}};  // 20 GB/s busbw
@@ -377,8 +376,8 @@ TEST(CostModel, CalibrationSetsTheRingAndTheOthersFollowIt) {
 // At 98K GPUs the per-layer all-reduce of an overlapped DP sync over ~1000 ranks is priced by
 // tree, and the prediction says so; the blocking sync's one large message may still be a ring's.
 TEST(CostModel, PredictionNamesTheAlgorithmOfTheDpSync) {
-  const Cluster c = cluster("h100-3bld");
-  Model m = model("llama3-405b");
+  const Cluster c = test::preset_cluster("h100-3bld");
+  Model m = test::preset_model("llama3-405b");
   m.global_batch_size = 1536;  // DP 768 × 2 micro-batches
   Layout l;
   l.tensor_model_parallel_size = 8;
@@ -422,8 +421,8 @@ TEST(CostModel, TpOverlapTermHidesWhatTheGemmCovers) {
 // embedding and output layer (not Transformer Engine linears) stay exposed: the TP time is 4/324
 // of the blocking one; with the default slowdown it lies between, and the step is faster.
 TEST(CostModel, TpCommOverlapHidesALayersTpMessagesBehindItsGemms) {
-  const Cluster c = cluster("h200-1node");
-  const Model m = model("llama3-8b");
+  const Cluster c = test::preset_cluster("h200-1node");
+  const Model m = test::preset_model("llama3-8b");
   Layout l;
   l.tensor_model_parallel_size = 2;
   l.sequence_parallel = true;
@@ -453,8 +452,8 @@ TEST(CostModel, TpCommOverlapHidesALayersTpMessagesBehindItsGemms) {
 // same prediction evaluate gives it alone, for every candidate of a small search (fitting or not).
 TEST(CostModel, EvaluatingTpOverlapOffAndOnTogetherIsEvaluatingEach) {
   for (auto [cn, mn] : {std::pair{"local-2bld", "gpt-tiny"}, {"local-2bld", "moe-tiny"}, {"h200-1node", "llama3-8b"}}) {
-    const Cluster c = cluster(cn);
-    const Model m = model(mn);
+    const Cluster c = test::preset_cluster(cn);
+    const Model m = test::preset_model(mn);
     const CostModel cm(c, m, CostParams::datasheet(c, m));
     int checked = 0;
     for (const auto& [cand, split] : enumerate(cm, c, m, SearchOptions{}, 1u << 30)) {
@@ -490,7 +489,7 @@ TEST(CostModel, EvaluatingTpOverlapOffAndOnTogetherIsEvaluatingEach) {
 // its predictions are those of before the quantization (sax predict at commit c819a17, the
 // figures below as its --json wrote them).
 TEST(CostModel, CpuTestbedPredictionsAreUnchangedByTheQuantization) {
-  const Cluster c = cluster("local-2bld");
+  const Cluster c = test::preset_cluster("local-2bld");
   const struct {
     const char* layout;
     const char* model;
@@ -501,13 +500,13 @@ TEST(CostModel, CpuTestbedPredictionsAreUnchangedByTheQuantization) {
                 {"local-tp2-dp2", "gpt-tiny", 2.5756422383294053},
                 {"local-ep2-dp4", "moe-tiny", 3.1607571094543085}};
   for (const auto& b : before) {
-    const Model m = model(b.model);
+    const Model m = test::preset_model(b.model);
     const Layout l = read_layout(test::preset(std::string("layouts/") + b.layout + ".json"), b.layout);
     const CostParams p = CostParams::datasheet(c, m);
     EXPECT_EQ(p.sm_count, 0);
     EXPECT_NEAR(CostModel(c, m, p).predict(l).step_time_s, b.step_time_s, 1e-12 * b.step_time_s) << b.layout;
   }
-  const CostParams p = CostParams::datasheet(c, model("gpt-tiny"));
+  const CostParams p = CostParams::datasheet(c, test::preset_model("gpt-tiny"));
   ASSERT_EQ(p.gemm.points.size(), 5u);
   EXPECT_DOUBLE_EQ(p.gemm.points.back().efficiency, 0.75);
   EXPECT_DOUBLE_EQ(p.attention.points.back().efficiency, 0.50);
@@ -518,8 +517,8 @@ TEST(CostModel, CpuTestbedPredictionsAreUnchangedByTheQuantization) {
 // schedules 4356 64×64 slots for 4225 columns' worth (spec's gemm_quantization). Its input
 // gradient (4096×8192, the same for both) is not; its weight gradient (8192×4225) is.
 TEST(CostModel, OnH100AGemmOneColumnPastWholeTilesIsSlowerPerFlop) {
-  const Cluster h = cluster("h100-3bld");
-  const Model m = model("llama3-8b");
+  const Cluster h = test::preset_cluster("h100-3bld");
+  const Model m = test::preset_model("llama3-8b");
   const CostParams p = CostParams::datasheet(h, m);
   ASSERT_EQ(p.sm_count, 132);
   const workload::LayerOp whole{"whole", workload::ComputeKind::gemm, 4096, 4224, 8192, 1};
@@ -552,26 +551,26 @@ TEST(CostModel, OnH100AGemmOneColumnPastWholeTilesIsSlowerPerFlop) {
 // Achievable Matmul FLOPS (ml-engineering's table); fused attention is FlashAttention-2's forward
 // + backward, causal, in sax's unhalved FLOPs (12/7 of FA-2's count).
 TEST(CostModel, DatasheetCurvesOnGpusAreThePublishedMeasurements) {
-  const Model bf16 = model("llama3-8b");
+  const Model bf16 = test::preset_model("llama3-8b");
   auto top = [](const EfficiencyCurve& c) {
     double t = 0;
     for (const auto& pt : c.points) t = std::max(t, pt.efficiency);
     return t;
   };
-  const CostParams h = CostParams::datasheet(cluster("h100-3bld"), bf16);
+  const CostParams h = CostParams::datasheet(test::preset_cluster("h100-3bld"), bf16);
   EXPECT_NEAR(top(h.gemm), 794.5 / 989, 1e-12);
   EXPECT_NEAR(h.gemm.points.back().efficiency, 794.5 / 989, 1e-12);
-  EXPECT_NEAR(top(CostParams::datasheet(cluster("h200-1node"), bf16).gemm), 794.5 / 989, 1e-12);
-  EXPECT_NEAR(top(CostParams::datasheet(cluster("a100-3bld"), bf16).gemm), 271.2 / 312, 1e-12);
+  EXPECT_NEAR(top(CostParams::datasheet(test::preset_cluster("h200-1node"), bf16).gemm), 794.5 / 989, 1e-12);
+  EXPECT_NEAR(top(CostParams::datasheet(test::preset_cluster("a100-3bld"), bf16).gemm), 271.2 / 312, 1e-12);
   Model fp8 = bf16;
   fp8.dtype = DType::fp8;
-  EXPECT_NEAR(top(CostParams::datasheet(cluster("h100-3bld"), fp8).gemm), 1402.6 / 1979, 1e-12);
+  EXPECT_NEAR(top(CostParams::datasheet(test::preset_cluster("h100-3bld"), fp8).gemm), 1402.6 / 1979, 1e-12);
   // Small GEMMs far below large ones, as the sweep measured (2048³ and up: 60 % of the top or more).
   EXPECT_LT(h.gemm.at(2.0 * 512 * 512 * 512), 0.25 * top(h.gemm));
   EXPECT_GT(h.gemm.at(2.0 * 2048 * 2048 * 2048), 0.6 * top(h.gemm));
   // A device the table does not name keeps NVIDIA's A100 sweep as published: 8192³ at 291 of
   // 312 TFLOP/s (its quantization on 108 SMs 0.998), the top.
-  Cluster other = cluster("h100-3bld");
+  Cluster other = test::preset_cluster("h100-3bld");
   other.device.name = "X1 accelerator";
   const CostParams o = CostParams::datasheet(other, bf16);
   EXPECT_NEAR(o.gemm.points.back().efficiency, 291.0 / 312 / gemm_quantization(8192, 8192, 1, 108), 1e-12);
@@ -581,11 +580,11 @@ TEST(CostModel, DatasheetCurvesOnGpusAreThePublishedMeasurements) {
   EXPECT_NEAR(h.attention.points.back().flops, 4.0 * 16384 * 16384 * 16 * 128, 1);
   EXPECT_NEAR(h.attention.points.back().efficiency, 12.0 / 7.0 * 328 / 989.4, 1e-12);
   EXPECT_NEAR(h.attention.points.front().efficiency, 12.0 / 7.0 * 163 / 989.4, 1e-12);
-  EXPECT_NEAR(CostParams::datasheet(cluster("a100-3bld"), bf16).attention.points.back().efficiency,
+  EXPECT_NEAR(CostParams::datasheet(test::preset_cluster("a100-3bld"), bf16).attention.points.back().efficiency,
               12.0 / 7.0 * 189 / 312, 1e-12);
   // No published figure for that device's attention, nor for fp32 GEMMs: the assumed curves.
   EXPECT_DOUBLE_EQ(o.attention.points.back().efficiency, 0.50);
   Model fp32 = bf16;
   fp32.dtype = DType::fp32;
-  EXPECT_DOUBLE_EQ(CostParams::datasheet(cluster("h100-3bld"), fp32).gemm.points.back().efficiency, 0.75);
+  EXPECT_DOUBLE_EQ(CostParams::datasheet(test::preset_cluster("h100-3bld"), fp32).gemm.points.back().efficiency, 0.75);
 }

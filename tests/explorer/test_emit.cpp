@@ -9,15 +9,13 @@
 #include <sstream>
 
 #include "explorer/emit.hpp"
+#include "tests/support/presets.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
 using namespace sax::explorer;
 
 namespace {
-
-Cluster cluster(const std::string& name) { return read_cluster(test::preset("clusters/" + name + ".json"), name); }
-Model model(const std::string& name) { return read_model(test::preset("models/" + name + ".json"), name); }
 
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;
@@ -84,8 +82,8 @@ Layout tp2_pp2_vpp2() {
 }  // namespace
 
 TEST(Emit, MegatronFlagsOfAHandBuiltLayout) {
-  const Cluster c = cluster("local-2bld");
-  const Model m = model("gpt-tiny");
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
   const Layout l = tp2_pp2_vpp2();
   ASSERT_NO_THROW(validate_layout(l, m, c, "hand-built"));
   const std::string text = megatron_args(l, m, c);
@@ -110,8 +108,8 @@ TEST(Emit, MegatronFlagsOfAHandBuiltLayout) {
 }
 
 TEST(Emit, MegatronRankOrders) {
-  const Cluster c = cluster("local-2bld");
-  const Model m = model("gpt-tiny");
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
   Layout l;
   l.pipeline_model_parallel_size = 2;  // DP 2
   l.micro_batch_size = 2;
@@ -143,8 +141,8 @@ TEST(Emit, MegatronRankOrders) {
 // Uneven stages, zero bubble and a hierarchical sync: real flags where Megatron has them,
 // comments where it has none (and no invented flag).
 TEST(Emit, WhatTheFrameworksLackIsACommentNotAFlag) {
-  const Cluster c = cluster("local-2bld");
-  const Model m = model("gpt-tiny");
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
   Layout l;
   l.pipeline_model_parallel_size = 2;
   l.decoder_first_pipeline_num_layers = 1;
@@ -180,8 +178,8 @@ TEST(Emit, WhatTheFrameworksLackIsACommentNotAFlag) {
 }
 
 TEST(Emit, TorchtitanKeys) {
-  const Cluster c = cluster("local-2bld");
-  const Model m = model("gpt-tiny");
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
   const std::string text = torchtitan_toml(tp2_pp2_vpp2(), m, c);
   const auto t = toml(text);
   // Every key is one of torchtitan's JobConfig (torchtitan/config/job_config.py, v0.2.2).
@@ -230,8 +228,8 @@ TEST(Emit, TorchtitanKeys) {
 // torchtitan's async TP with the [compile] section torchtitan refuses it without (v0.2.2:
 // torchtitan/distributed/tensor_parallel.py, maybe_enable_async_tp).
 TEST(Emit, TpCommOverlapIsMegatronsFlagAndTorchtitansAsyncTp) {
-  const Cluster c = cluster("local-2bld");
-  const Model m = model("gpt-tiny");
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
   Layout l = tp2_pp2_vpp2();
   const auto off = megatron_flags(megatron_args(l, m, c));
   EXPECT_EQ(std::count(off.begin(), off.end(), "--tp-comm-overlap"), 0) << megatron_args(l, m, c);

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "spec/groups.hpp"
+#include "tests/support/presets.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
@@ -10,12 +11,11 @@ using sax::test::preset_path;
 
 namespace {
 using Groups = std::vector<std::vector<std::int64_t>>;
-Layout layout(const json& j) { return read_layout(j, "l.json"); }
 }  // namespace
 
 TEST(RankGrid, MegatronDefaultOrderOnSixteenRanks) {
   // TP 2, CP 1, PP 2, world 16 → DP 4; order tp-cp-ep-dp-pp (tp fastest, pp slowest).
-  RankGrid g(layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}}), 16);
+  RankGrid g(test::layout_of({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}}), 16);
   EXPECT_EQ(g.all_groups(GroupKind::tp),
             (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
   EXPECT_EQ(g.group(0, GroupKind::dp), (std::vector<std::int64_t>{0, 2, 4, 6}));
@@ -26,20 +26,21 @@ TEST(RankGrid, MegatronDefaultOrderOnSixteenRanks) {
 }
 
 TEST(RankGrid, OrderDecidesWhichDimensionIsContiguous) {
-  RankGrid g(
-      layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}, {"order", "tp-pp-cp-ep-dp"}}), 8);
+  RankGrid g(test::layout_of(
+                 {{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}, {"order", "tp-pp-cp-ep-dp"}}),
+             8);
   EXPECT_EQ(g.group(0, GroupKind::pp), (std::vector<std::int64_t>{0, 2}));
   EXPECT_EQ(g.group(0, GroupKind::dp), (std::vector<std::int64_t>{0, 4}));
 }
 
 TEST(RankGrid, ExpertGroupsSplitDataParallel) {
   // world 16, TP 2 → DP 8; EP 4: ep-dp puts EP on consecutive DP coordinates.
-  Layout inner = layout({{"tensor_model_parallel_size", 2}, {"expert_model_parallel_size", 4}});
+  Layout inner = test::layout_of({{"tensor_model_parallel_size", 2}, {"expert_model_parallel_size", 4}});
   RankGrid a(inner, 16);
   EXPECT_EQ(a.group(0, GroupKind::ep), (std::vector<std::int64_t>{0, 2, 4, 6}));
   EXPECT_EQ(a.group(0, GroupKind::expert_dp), (std::vector<std::int64_t>{0, 8}));
-  Layout outer =
-      layout({{"tensor_model_parallel_size", 2}, {"expert_model_parallel_size", 4}, {"order", "tp-cp-dp-ep-pp"}});
+  Layout outer = test::layout_of(
+      {{"tensor_model_parallel_size", 2}, {"expert_model_parallel_size", 4}, {"order", "tp-cp-dp-ep-pp"}});
   RankGrid b(outer, 16);
   EXPECT_EQ(b.group(0, GroupKind::ep), (std::vector<std::int64_t>{0, 4, 8, 12}));
   EXPECT_EQ(b.group(0, GroupKind::expert_dp), (std::vector<std::int64_t>{0, 2}));
@@ -47,11 +48,11 @@ TEST(RankGrid, ExpertGroupsSplitDataParallel) {
 
 TEST(RankGrid, EveryKindPartitionsTheRanksAndCoordinatesMatchPositions) {
   for (const char* order : {"tp-cp-ep-dp-pp", "tp-pp-dp-ep-cp", "pp-dp-ep-cp-tp", "cp-ep-dp-tp-pp"}) {
-    Layout l = layout({{"tensor_model_parallel_size", 2},
-                       {"context_parallel_size", 2},
-                       {"pipeline_model_parallel_size", 2},
-                       {"expert_model_parallel_size", 2},
-                       {"order", order}});
+    Layout l = test::layout_of({{"tensor_model_parallel_size", 2},
+                                {"context_parallel_size", 2},
+                                {"pipeline_model_parallel_size", 2},
+                                {"expert_model_parallel_size", 2},
+                                {"order", order}});
     RankGrid g(l, 32);  // DP 4
     for (GroupKind k : {GroupKind::tp, GroupKind::cp, GroupKind::ep, GroupKind::dp, GroupKind::pp, GroupKind::expert_dp,
                         GroupKind::dp_cp, GroupKind::expert_dp_cp}) {
@@ -71,8 +72,9 @@ TEST(RankGrid, EveryKindPartitionsTheRanksAndCoordinatesMatchPositions) {
 
 TEST(RankGrid, GradientGroupsJoinDataAndContextParallel) {
   // TP 2, CP 2, world 16 → DP 4; dp_cp groups hold the 8 ranks that share a TP coordinate.
-  RankGrid g(
-      layout({{"tensor_model_parallel_size", 2}, {"context_parallel_size", 2}, {"expert_model_parallel_size", 2}}), 16);
+  RankGrid g(test::layout_of(
+                 {{"tensor_model_parallel_size", 2}, {"context_parallel_size", 2}, {"expert_model_parallel_size", 2}}),
+             16);
   EXPECT_EQ(g.size(GroupKind::dp_cp), 8);
   EXPECT_EQ(g.group(0, GroupKind::dp_cp), (std::vector<std::int64_t>{0, 2, 4, 6, 8, 10, 12, 14}));
   EXPECT_EQ(g.size(GroupKind::expert_dp_cp), 4);
@@ -81,11 +83,12 @@ TEST(RankGrid, GradientGroupsJoinDataAndContextParallel) {
 
 TEST(RankGrid, LinkClassOfGroupsOnTheLocalTestbed) {
   Cluster c = load_cluster(preset_path("clusters/local-2bld.json"));  // 2 buildings × 1 node × 2
-  RankGrid g(layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}}), 4);
+  RankGrid g(test::layout_of({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}}), 4);
   EXPECT_EQ(group_link_class(c, g.group(0, GroupKind::tp)), LinkClass::intra_node);
   EXPECT_EQ(group_link_class(c, g.group(0, GroupKind::pp)), LinkClass::cross_building);
-  RankGrid h(
-      layout({{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}, {"order", "pp-tp-cp-ep-dp"}}), 4);
+  RankGrid h(test::layout_of(
+                 {{"tensor_model_parallel_size", 2}, {"pipeline_model_parallel_size", 2}, {"order", "pp-tp-cp-ep-dp"}}),
+             4);
   EXPECT_EQ(group_link_class(c, h.group(0, GroupKind::tp)), LinkClass::cross_building);
   EXPECT_EQ(group_link_class(c, h.group(0, GroupKind::pp)), LinkClass::intra_node);
 }
@@ -96,11 +99,11 @@ TEST(RankGrid, EveryKindHasANameAndPartitionsTheRanksOnACluster) {
   cj["buildings"] = json::array({{{"name", "a"}, {"nodes", 2}}, {{"name", "b"}, {"nodes", 2}}});
   cj["devices_per_node"] = 4;  // 16 ranks: 2 buildings × 2 nodes × 4
   const Cluster c = read_cluster(cj, "c.json");
-  const Layout l = layout({{"tensor_model_parallel_size", 2},
-                           {"context_parallel_size", 2},
-                           {"pipeline_model_parallel_size", 2},
-                           {"expert_model_parallel_size", 2},
-                           {"order", "tp-cp-ep-dp-pp"}});
+  const Layout l = test::layout_of({{"tensor_model_parallel_size", 2},
+                                    {"context_parallel_size", 2},
+                                    {"pipeline_model_parallel_size", 2},
+                                    {"expert_model_parallel_size", 2},
+                                    {"order", "tp-cp-ep-dp-pp"}});
   RankGrid g(l, c);
   for (int i = 0; i < kNumGroupKinds; ++i) {
     const GroupKind k = static_cast<GroupKind>(i);
@@ -135,7 +138,7 @@ TEST(RankGrid, BuildingHalvesOfTheGradientGroupAndTheEmbeddingGroup) {
   EXPECT_EQ(dp.group(2, GroupKind::world), (std::vector<std::int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(dp.building(3), 1);
   // PP 4 on 4 ranks: the first and last stage share the tied embedding; middle stages are alone.
-  RankGrid pp(layout({{"pipeline_model_parallel_size", 4}}), c);
+  RankGrid pp(test::layout_of({{"pipeline_model_parallel_size", 4}}), c);
   EXPECT_EQ(pp.group(0, GroupKind::embedding), (std::vector<std::int64_t>{0, 3}));
   EXPECT_EQ(pp.group(3, GroupKind::embedding), (std::vector<std::int64_t>{0, 3}));
   EXPECT_EQ(pp.group(1, GroupKind::embedding), (std::vector<std::int64_t>{1}));

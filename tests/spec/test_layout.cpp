@@ -2,6 +2,7 @@
 
 #include "spec/layout.hpp"
 #include "spec/pipeline_layout.hpp"
+#include "tests/support/presets.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
@@ -10,12 +11,11 @@ using sax::test::preset_path;
 namespace {
 Model llama70() { return load_model(preset_path("models/llama3-70b.json")); }
 Cluster h100() { return load_cluster(preset_path("clusters/h100-3bld.json")); }
-Layout layout(const json& j) { return read_layout(j, "l.json"); }
 
 // Returns the JSON path of the InputError a layout raises against a model and cluster, or "".
 std::string error_path(const json& j, const Model& m, const Cluster& c) {
   try {
-    validate_layout(layout(j), m, c, "l.json");
+    validate_layout(test::layout_of(j), m, c, "l.json");
   } catch (const InputError& e) {
     return e.path();
   }
@@ -24,7 +24,7 @@ std::string error_path(const json& j, const Model& m, const Cluster& c) {
 }  // namespace
 
 TEST(Layout, DefaultsFollowMegatron) {
-  Layout l = layout(json::object({{"micro_batch_size", 1}}));
+  Layout l = test::layout_of(json::object({{"micro_batch_size", 1}}));
   EXPECT_EQ(l.tensor_model_parallel_size, 1);
   EXPECT_EQ(l.order_string(), "tp-cp-ep-dp-pp");
   EXPECT_EQ(l.schedule.pipeline, PipelineSchedule::one_f_one_b);
@@ -32,8 +32,8 @@ TEST(Layout, DefaultsFollowMegatron) {
 }
 
 TEST(Layout, DataParallelSizeIsDerivedFromWorld) {
-  Layout l =
-      layout({{"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 4}, {"context_parallel_size", 2}});
+  Layout l = test::layout_of(
+      {{"tensor_model_parallel_size", 8}, {"pipeline_model_parallel_size", 4}, {"context_parallel_size", 2}});
   EXPECT_EQ(l.data_parallel_size(98304), 98304 / 64);
   EXPECT_EQ(l.size(Dim::dp, 98304), 1536);
 }
@@ -41,11 +41,11 @@ TEST(Layout, DataParallelSizeIsDerivedFromWorld) {
 TEST(Layout, EvenAndUnevenStageSplits) {
   Model m = llama70();  // 80 layers
   m.global_batch_size = 1536;
-  Layout even = layout({{"pipeline_model_parallel_size", 8}});
+  Layout even = test::layout_of({{"pipeline_model_parallel_size", 8}});
   EXPECT_EQ(even.stage_layers(m), std::vector<std::int64_t>(8, 10));
-  Layout uneven = layout({{"pipeline_model_parallel_size", 8},
-                          {"decoder_first_pipeline_num_layers", 3},
-                          {"decoder_last_pipeline_num_layers", 5}});
+  Layout uneven = test::layout_of({{"pipeline_model_parallel_size", 8},
+                                   {"decoder_first_pipeline_num_layers", 3},
+                                   {"decoder_last_pipeline_num_layers", 5}});
   auto s = uneven.stage_layers(m);
   ASSERT_EQ(s.size(), 8u);
   EXPECT_EQ(s.front(), 3);
@@ -130,13 +130,13 @@ TEST(Layout, MoeRules) {
 TEST(Layout, TpCommOverlapNeedsSequenceParallelism) {
   auto error_of = [](const json& j) {
     try {
-      layout(j);
+      test::layout_of(j);
     } catch (const InputError& e) {
       return e.path() + ": " + e.expected();
     }
     return std::string();
   };
-  EXPECT_EQ(layout({{"tensor_model_parallel_size", 8}, {"sequence_parallel", true}}).tp_comm_overlap, false);
+  EXPECT_EQ(test::layout_of({{"tensor_model_parallel_size", 8}, {"sequence_parallel", true}}).tp_comm_overlap, false);
   EXPECT_EQ(error_of({{"tensor_model_parallel_size", 8}, {"sequence_parallel", true}, {"tp_comm_overlap", true}}), "");
   for (const json& j :
        {json{{"tp_comm_overlap", "yes"}}, json{{"tp_comm_overlap", 1}},
@@ -168,7 +168,7 @@ TEST(Layout, TpCommOverlapNeedsSequenceParallelism) {
 TEST(Layout, FieldErrorsNameTheField) {
   auto path_of = [](const json& j) {
     try {
-      layout(j);
+      test::layout_of(j);
     } catch (const InputError& e) {
       return e.path();
     }
@@ -204,9 +204,9 @@ TEST(Layout, RoundTripsThroughJson) {
             {"sequence_parallel", true},
             {"tp_comm_overlap", true},
             {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "hierarchical"}, {"network_technology", "x"}}}};
-  Layout a = layout(j);
+  Layout a = test::layout_of(j);
   json back = to_json(a);
-  Layout b = layout(back);
+  Layout b = test::layout_of(back);
   EXPECT_EQ(to_json(b), back);
   EXPECT_EQ(b.order_string(), "tp-cp-dp-ep-pp");
   EXPECT_EQ(b.decoder_first_pipeline_num_layers, 4);
@@ -218,7 +218,7 @@ TEST(Layout, RoundTripsThroughJson) {
 // every virtual stage (virtual stage c·pp + i is chunk c of stage i).
 namespace {
 Model llama405() { return load_model(preset_path("models/llama3-405b.json")); }  // 126 layers
-std::vector<std::int64_t> chunks(const json& j, const Model& m) { return layout(j).virtual_stage_layers(m); }
+std::vector<std::int64_t> chunks(const json& j, const Model& m) { return test::layout_of(j).virtual_stage_layers(m); }
 }  // namespace
 
 TEST(PipelineLayout, ParsesMegatronSyntaxIntoVirtualStages) {
@@ -229,9 +229,9 @@ TEST(PipelineLayout, ParsesMegatronSyntaxIntoVirtualStages) {
             (std::vector<std::int64_t>{2, 1, 1, 1, 0}));
   // 4 stages × VPP 2, derived from the string as Megatron does; uneven chunks.
   m.num_layers = 10;
-  const Layout l = layout({{"pipeline_model_parallel_size", 4},
-                           {"pipeline_model_parallel_layout", "Et|tt|t|tt|t|tt|t|L"},
-                           {"schedule", {{"pipeline", "interleaved"}}}});
+  const Layout l = test::layout_of({{"pipeline_model_parallel_size", 4},
+                                    {"pipeline_model_parallel_layout", "Et|tt|t|tt|t|tt|t|L"},
+                                    {"schedule", {{"pipeline", "interleaved"}}}});
   EXPECT_EQ(l.virtual_pipeline_model_parallel_size, 2);
   EXPECT_EQ(l.virtual_stage_layers(m), (std::vector<std::int64_t>{1, 2, 1, 2, 1, 2, 1, 0}));
   EXPECT_EQ(l.stage_layers(m), (std::vector<std::int64_t>{2, 4, 2, 2}));
@@ -256,8 +256,8 @@ TEST(PipelineLayout, Llama405bProductionSplitBothWays) {
   EXPECT_EQ(chunks(str, m), want);
   std::vector<std::int64_t> stages(16, 8);
   stages.front() = stages.back() = 7;
-  EXPECT_EQ(layout(flags).stage_layers(m), stages);
-  EXPECT_EQ(layout(str).stage_layers(m), stages);
+  EXPECT_EQ(test::layout_of(flags).stage_layers(m), stages);
+  EXPECT_EQ(test::layout_of(str).stage_layers(m), stages);
   // The shipped layout file (TP8 CP1 PP16 as Meta's Table 4) against a batch DP × 16 micro-batches divides.
   Model big = m;
   big.global_batch_size = 768 * 16;
@@ -281,7 +281,7 @@ std::string field_of(const json& j) {
   Model m = llama405();
   m.global_batch_size = 768 * 16;
   try {
-    validate_layout(layout(j), m, h100(), "l.json");
+    validate_layout(test::layout_of(j), m, h100(), "l.json");
   } catch (const InputError& e) {
     return e.path();
   }
@@ -331,11 +331,11 @@ TEST(PipelineLayout, BadStringsAndFlagsNameTheirField) {
 }
 
 TEST(PipelineLayout, RoundTripsThroughJson) {
-  const Layout a = layout(pp16({{"pipeline_model_parallel_layout", "Et|(tt|)*62tL"}}));
+  const Layout a = test::layout_of(pp16({{"pipeline_model_parallel_layout", "Et|(tt|)*62tL"}}));
   const Layout b = read_layout(to_json(a), "b.json");
   EXPECT_EQ(b.pipeline_model_parallel_layout, a.pipeline_model_parallel_layout);
-  const Layout c =
-      layout(pp16({{"account_for_embedding_in_pipeline_split", true}, {"account_for_loss_in_pipeline_split", true}}));
+  const Layout c = test::layout_of(
+      pp16({{"account_for_embedding_in_pipeline_split", true}, {"account_for_loss_in_pipeline_split", true}}));
   const Layout d = read_layout(to_json(c), "d.json");
   EXPECT_TRUE(d.account_for_embedding_in_pipeline_split && d.account_for_loss_in_pipeline_split);
 }
