@@ -1,4 +1,4 @@
-# Sanitizer builds (issue 17), each in a build dir of its own:
+# Sanitizer builds, each in a build dir of its own:
 # - SAX_FUZZ=ON (scripts/fuzz.sh, build-fuzz): clang only; every library instrumented for
 #   libFuzzer's coverage and checked by AddressSanitizer and UndefinedBehaviorSanitizer, the
 #   targets in tests/fuzz/ linked with libFuzzer.
@@ -23,4 +23,24 @@ if(SAX_FUZZ)
 elseif(SAX_SANITIZE)
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${_sax_sanitizers}>")
   add_link_options(-fsanitize=address,undefined)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    # clang links its ASan runtime statically into executables only, so a shared library (the NCCL
+    # net plugin, linked --no-undefined) finds it nowhere: every target takes the shared runtime,
+    # found through an rpath (gcc does both by default).
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libclang_rt.asan-x86_64.so
+                    OUTPUT_VARIABLE _sax_asan_rt OUTPUT_STRIP_TRAILING_WHITESPACE)
+    get_filename_component(_sax_asan_dir "${_sax_asan_rt}" DIRECTORY)
+    add_link_options(-shared-libsan -Wl,-rpath,${_sax_asan_dir})
+  endif()
 endif()
+
+# The explorer's and the workload's tests search and build thousands of layouts: with their
+# libraries at -O0 under ASan those few tests were most of the sanitizer run, so these two are
+# built at -O1 in a sanitizer build whatever its level (the rest stays at the build's level).
+function(sax_sanitize_at_o1)
+  if(SAX_SANITIZE)
+    foreach(target ${ARGN})
+      target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O1>)
+    endforeach()
+  endif()
+endfunction()
