@@ -4,9 +4,12 @@
 // a points file of another sweep refused with exit 2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "spec/calibration.hpp"
 #include "tests/support/run.hpp"
@@ -43,13 +46,33 @@ TEST(CalibrateSweep, FitsEveryPricedOpPerLinkClassAndResumesPointByPoint) {
   EXPECT_NE(r.err.find("33 points (0 measured before, 33 to measure)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("ETA"), std::string::npos) << r.err;
   const sax::Calibration k = sax::load_calibration(out);
+  // Every priced op is fitted on both link classes: a row of the fit table each, and a fit in the
+  // file unless the row says why not. (Three sizes on a busy host can take about as long as one
+  // another: the fit then resolves no bandwidth and leaves the datasheet's, as it must. That
+  // refusal is the fitter's, tested on made points in test_fit.cpp; here it must only be said.)
+  std::vector<std::string> out_lines;
+  std::istringstream out_text(r.out);
+  for (std::string l; std::getline(out_text, l);) out_lines.push_back(l);
+  int written = 0;
   for (sax::LinkClass lc : {sax::LinkClass::intra_node, sax::LinkClass::cross_building})
     for (sax::CollOp op : sax::kPricedCollOps) {
+      const std::string what = std::string(sax::link_class_name(lc)) + " " + sax::to_string(op);
+      // Its row of the table, and the line after it: "#   (not written: ...)" where refused.
+      const auto row = std::find_if(out_lines.begin(), out_lines.end(), [&](const std::string& l) {
+        std::istringstream words(l);
+        std::string a, b;
+        return words >> a >> b && a == sax::link_class_name(lc) && b == sax::to_string(op);
+      });
+      ASSERT_NE(row, out_lines.end()) << what << " has no row:\n" << r.out;
+      const bool refused = row + 1 != out_lines.end() && row[1].rfind("#   (not written:", 0) == 0;
       const auto& ab = k.links[static_cast<int>(lc)][static_cast<int>(op)];
-      ASSERT_TRUE(ab.has_value()) << sax::link_class_name(lc) << " " << sax::to_string(op);
-      EXPECT_EQ(ab->fit.samples, 3);
-      EXPECT_GT(ab->beta_ns_per_byte, 0);
+      EXPECT_EQ(ab.has_value(), !refused) << what << ": the file and the table disagree\n" << r.out;
+      if (!ab) continue;
+      ++written;
+      EXPECT_EQ(ab->fit.samples, 3) << what;
+      EXPECT_GT(ab->beta_ns_per_byte, 0) << what;
     }
+  std::printf("%d of %zu link fits resolved a bandwidth\n", written, 2 * std::size(sax::kPricedCollOps));
   EXPECT_FALSE(k.links[static_cast<int>(sax::LinkClass::intra_building)][0].has_value());
   ASSERT_TRUE(k.cross_oversubscription.has_value());
   EXPECT_GE(k.cross_oversubscription->value, 1.0);

@@ -35,9 +35,14 @@ using sax::coll::net::testing::FakeTransport;
 
 namespace {
 
-constexpr double kLatencyUs = 1000;       // the boundary: 1 ms ...
+constexpr double kLatencyUs = 1000;       // the boundary: 1 ms ...
 constexpr double kBandwidthGbps = 0.125;  // ... and 1 Gbit/s
 constexpr std::size_t kMiB = 1 << 20;
+// The hold is a floor and the link's rate a ceiling, checked tightly: a busy host only makes a
+// message later. The other side depends on how late a sleeping thread wakes, so it is generous
+// and still catches what would be wrong: a latency held twice (2x), a rate halved (0.5x).
+constexpr double kLateFactor = 1.5;  // a median latency at most this many times the hold
+constexpr double kRateFloor = 0.75;  // a held stream gets at least this fraction of the link
 
 std::string key(const char* test) { return std::string("test-net-plugin-") + test + "-" + std::to_string(getpid()); }
 
@@ -176,7 +181,7 @@ TEST(NetPluginBoundary, ASmallMessageToAnotherBuildingArrivesAfterTheLatency) {
   std::printf("64 B across the boundary: median %.1f us (min %.1f, max %.1f), configured %.1f us\n", median(us),
               *std::min_element(us.begin(), us.end()), *std::max_element(us.begin(), us.end()), expected_us);
   EXPECT_GE(median(us), expected_us - 2);
-  EXPECT_LE(median(us), expected_us * 1.05);
+  EXPECT_LE(median(us), expected_us * kLateFactor);
   close(sender, receiver, c);
 }
 
@@ -189,7 +194,7 @@ TEST(NetPluginBoundary, LargeMessagesBackToBackGetTheBandwidth) {
   std::printf("16 x 4 MiB across the boundary: %.4f GB/s (%.3f Gbit/s), configured %.4f GB/s\n", gbps, gbps * 8,
               kBandwidthGbps);
   EXPECT_LE(gbps, kBandwidthGbps * 1.001);  // never faster than the link
-  EXPECT_GE(gbps, kBandwidthGbps * 0.95);
+  EXPECT_GE(gbps, kBandwidthGbps * kRateFloor);
   close(sender, receiver, c);
 }
 
@@ -201,7 +206,7 @@ TEST(NetPluginBoundary, MessagesWithinABuildingAreNotHeld) {
   const std::vector<double> us = small_message_times(sender, receiver, c, 21);
   std::printf("64 B within a building: median %.1f us (max %.1f)\n", median(us),
               *std::max_element(us.begin(), us.end()));
-  EXPECT_LT(median(us), 0.1 * kLatencyUs);
+  EXPECT_LT(median(us), 0.5 * kLatencyUs);  // far below a hold, whatever the load
   const double gbps = throughput_gbps({{&sender, &receiver}}, {c}, 4, 4 * kMiB);
   std::printf("4 x 4 MiB within a building: %.2f GB/s\n", gbps);
   EXPECT_GT(gbps, 1.2 * kBandwidthGbps);  // a held stream never beats the link; this is the fake's copying
@@ -224,7 +229,7 @@ TEST(NetPluginBoundary, ConnectionsOnOneBoundaryShareIt) {
               devices_gbps, connections_gbps, kBandwidthGbps);
   for (double gbps : {devices_gbps, connections_gbps}) {
     EXPECT_LE(gbps, kBandwidthGbps * 1.001);
-    EXPECT_GE(gbps, kBandwidthGbps * 0.95);
+    EXPECT_GE(gbps, kBandwidthGbps * kRateFloor);  // shared, not each halved
   }
   close(a, to_a, ca);
   close(a, to_a, ca2);
@@ -356,9 +361,9 @@ TEST(NetPluginSocket, TheBoundaryHoldsOverLoopbackToo) {
   std::printf("over loopback sockets: 64 B median %.1f us (configured %.1f); 16 x 1 MiB %.4f GB/s (configured %.4f)\n",
               median(us), expected_us, gbps, kBandwidthGbps);
   EXPECT_GE(median(us), expected_us - 2);
-  EXPECT_LE(median(us), expected_us * 1.05 + 200);
+  EXPECT_LE(median(us), expected_us * kLateFactor + 200);
   EXPECT_LE(gbps, kBandwidthGbps * 1.001);
-  EXPECT_GE(gbps, kBandwidthGbps * 0.95);
+  EXPECT_GE(gbps, kBandwidthGbps * kRateFloor);
   close(sender, receiver, c);
 }
 
@@ -423,9 +428,9 @@ TEST(NetPluginInner, TheBoundaryHoldsOverAnotherPluginToo) {
   std::printf("over another plugin: 64 B median %.1f us (configured %.1f); 16 x 1 MiB %.4f GB/s (configured %.4f)\n",
               median(us), expected_us, gbps, kBandwidthGbps);
   EXPECT_GE(median(us), expected_us - 2);
-  EXPECT_LE(median(us), expected_us * 1.05 + 200);
+  EXPECT_LE(median(us), expected_us * kLateFactor + 200);
   EXPECT_LE(gbps, kBandwidthGbps * 1.001);
-  EXPECT_GE(gbps, kBandwidthGbps * 0.95);
+  EXPECT_GE(gbps, kBandwidthGbps * kRateFloor);
   expect_order_and_sizes(sender, receiver, c);
   close(sender, receiver, c);
   unsetenv(kEnvSocketIfname);

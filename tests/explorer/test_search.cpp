@@ -8,15 +8,13 @@
 #include <cmath>
 
 #include "explorer/search.hpp"
+#include "tests/support/presets.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
 using namespace sax::explorer;
 
-namespace {
-Cluster cluster(const std::string& name) { return read_cluster(test::preset("clusters/" + name + ".json"), name); }
-Model model(const std::string& name) { return read_model(test::preset("models/" + name + ".json"), name); }
-}  // namespace
+namespace {}  // namespace
 
 TEST(Search, EveryEmittedCandidatePassesValidateLayout) {
   struct Case {
@@ -28,8 +26,8 @@ TEST(Search, EveryEmittedCandidatePassesValidateLayout) {
                                          {"h100-3bld", "llama3-405b", 60000},
                                          {"h100-3bld", "mixtral-8x7b", 60000},
                                          {"a100-3bld", "gpt3-175b", 60000}}) {
-    const Cluster c = cluster(k.cluster);
-    const Model m = model(k.model);
+    const Cluster c = test::preset_cluster(k.cluster);
+    const Model m = test::preset_model(k.model);
     const CostModel cm(c, m, CostParams::datasheet(c, m));
     const auto all = enumerate(cm, c, m, SearchOptions{}, k.limit);
     ASSERT_FALSE(all.empty()) << k.model;
@@ -45,9 +43,9 @@ TEST(Search, EveryEmittedCandidatePassesValidateLayout) {
 
 // The fast divisibility check says no exactly where validate_layout throws.
 TEST(Search, DivisibilityCheckAgreesWithValidateLayout) {
-  const Cluster c = cluster("local-2bld");
+  const Cluster c = test::preset_cluster("local-2bld");
   for (const std::string name : {"gpt-tiny", "moe-tiny"}) {
-    const Model m = model(name);
+    const Model m = test::preset_model(name);
     int checked = 0;
     for (std::int64_t tp : {1, 2, 3, 4})
       for (std::int64_t cp : {1, 2})
@@ -80,8 +78,8 @@ TEST(Search, DivisibilityCheckAgreesWithValidateLayout) {
 }
 
 TEST(Search, LayoutsThatDoNotFitArePruned) {
-  const Cluster c = cluster("h200-1node");
-  const Model m = model("llama3-8b");
+  const Cluster c = test::preset_cluster("h200-1node");
+  const Model m = test::preset_model("llama3-8b");
   const CostModel cm(c, m, CostParams::datasheet(c, m));
   const SearchResult r = search(cm, c, m, SearchOptions{});
   EXPECT_GT(r.pruned_memory, 0);
@@ -96,7 +94,7 @@ TEST(Search, LayoutsThatDoNotFitArePruned) {
   for (const auto& x : r.top)
     EXPECT_FALSE(x.candidate.tp == 1 && x.candidate.pp == 1 && !x.candidate.distributed_optimizer);
   // Llama 3 405B does not fit on one node at all.
-  const Model big = model("llama3-405b");
+  const Model big = test::preset_model("llama3-405b");
   const CostModel cm2(c, big, CostParams::datasheet(c, big));
   const SearchResult none = search(cm2, c, big, SearchOptions{});
   EXPECT_TRUE(none.top.empty());
@@ -109,8 +107,8 @@ TEST(Search, TensorParallelismIsNeverPlacedAcrossBuildingsWhenAnotherLayoutFits)
                         {"local-2bld", "moe-tiny"},
                         {"h100-3bld", "llama3-8b"},
                         {"a100-3bld", "llama3-70b"}}) {
-    const Cluster c = cluster(cn);
-    const Model m = model(mn);
+    const Cluster c = test::preset_cluster(cn);
+    const Model m = test::preset_model(mn);
     const CostModel cm(c, m, CostParams::datasheet(c, m));
     SearchOptions o;
     o.top = 20;
@@ -121,8 +119,8 @@ TEST(Search, TensorParallelismIsNeverPlacedAcrossBuildingsWhenAnotherLayoutFits)
           << mn << " on " << cn << ": " << describe_degrees(x.candidate);
   }
   // And the search does try TP across buildings (TP 4 on 2 buildings of 2 ranks).
-  const Cluster c = cluster("local-2bld");
-  const Model m = model("gpt-tiny");
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
   const CostModel cm(c, m, CostParams::datasheet(c, m));
   bool tried = false;
   for (const auto& [k, split] : enumerate(cm, c, m, SearchOptions{}, 1u << 30)) tried = tried || k.tp == 4;
@@ -133,8 +131,8 @@ TEST(Search, TensorParallelismIsNeverPlacedAcrossBuildingsWhenAnotherLayoutFits)
 // each such candidate comes off and on, no other does; on the H200 node's NVLink the TP
 // messages of Llama 3 8B hide behind their GEMMs, so the best layouts with TP overlap them.
 TEST(Search, TriesTpCommOverlapOffAndOnWhereSequenceParallel) {
-  const Cluster c = cluster("local-2bld");
-  const Model m = model("gpt-tiny");
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
   const CostModel cm(c, m, CostParams::datasheet(c, m));
   std::int64_t on = 0, sp_off = 0;
   for (const auto& [k, split] : enumerate(cm, c, m, SearchOptions{}, 1u << 30)) {
@@ -145,8 +143,8 @@ TEST(Search, TriesTpCommOverlapOffAndOnWhereSequenceParallel) {
   EXPECT_GT(on, 0);
   EXPECT_EQ(on, sp_off);
 
-  const Cluster h200 = cluster("h200-1node");
-  const Model llama = model("llama3-8b");
+  const Cluster h200 = test::preset_cluster("h200-1node");
+  const Model llama = test::preset_model("llama3-8b");
   const CostModel cm8(h200, llama, CostParams::datasheet(h200, llama));
   SearchOptions o;
   o.top = 10000;
@@ -180,8 +178,8 @@ TEST(Search, TriesTpCommOverlapOffAndOnWhereSequenceParallel) {
 }
 
 TEST(Search, ResultsAreTheSameOnOneThreadAndMany) {
-  const Cluster c = cluster("h100-3bld");
-  const Model m = model("llama3-70b");
+  const Cluster c = test::preset_cluster("h100-3bld");
+  const Model m = test::preset_model("llama3-70b");
   const CostModel cm(c, m, CostParams::datasheet(c, m));
   SearchOptions one, many;
   one.threads = 1;
@@ -200,8 +198,8 @@ TEST(Search, ResultsAreTheSameOnOneThreadAndMany) {
 TEST(Search, SharingWorkGivesWhatEvaluatingEachCandidateAloneGives) {
   for (const auto& [cl, md] : {std::pair{"local-2bld", "moe-tiny"}, std::pair{"h100-8bld-1m", "mixtral-8x7b"},
                                std::pair{"h100-8bld-1m", "llama3-70b"}}) {
-    const Cluster c = cluster(cl);
-    const Model m = model(md);
+    const Cluster c = test::preset_cluster(cl);
+    const Model m = test::preset_model(md);
     const CostModel cm(c, m, CostParams::datasheet(c, m));
     SearchOptions o;
     o.top = 5000;
@@ -240,7 +238,7 @@ TEST(Search, SharingWorkGivesWhatEvaluatingEachCandidateAloneGives) {
 TEST(ExploreCli, UnwritableJsonPathIsFoundFirst) {
   const std::string inputs = " --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +
                              test::preset_path("models/moe-tiny.json");
-  for (const std::string cmd :
+  for (const std::string& cmd :
        {"explore" + inputs, "predict" + inputs + " --layout " + test::preset_path("layouts/local-ep2-dp4.json")}) {
     const auto r = test::run_sax(cmd + " --json /nonexistent-dir/out.json");
     EXPECT_EQ(r.code, 2) << cmd << "\n" << r.err;
@@ -262,8 +260,8 @@ TEST(ExploreCli, JsonCandidatesAreValidLayoutFiles) {
   const auto j = nlohmann::json::parse(test::slurp(out));
   for (const char* key : {"version", "inputs", "evaluated", "feasible", "search_seconds", "candidates", "compare"})
     EXPECT_TRUE(j.contains(key)) << key;
-  const Cluster c = cluster("local-2bld");
-  const Model m = model("moe-tiny");
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("moe-tiny");
   ASSERT_EQ(j["candidates"].size(), 5u);
   double last = 0;
   for (const auto& cand : j["candidates"]) {
@@ -365,10 +363,11 @@ TEST(Search, BoundsReachWhatTheModelAndBatchAllow) {
 }
 
 // EP degrees are the divisors of num_experts that divide DP, not every value up to num_experts:
-// 2^40 experts (the largest the reader allows) explore in well under a second.
-TEST(HardeningUnboundedWork, TwoToTheFortyExpertsExploreInWellUnderASecond) {
-  const Cluster c = cluster("local-2bld");
-  Model m = model("moe-tiny");
+// 2^40 experts (the largest the reader allows) explore at once: the EP values checked below are the
+// proof; the time only has to be far from the hours an enumeration up to 2^40 would take.
+TEST(HardeningUnboundedWork, TwoToTheFortyExpertsExploreOnlyTheirDivisors) {
+  const Cluster c = test::preset_cluster("local-2bld");
+  Model m = test::preset_model("moe-tiny");
   m.num_experts = std::int64_t{1} << 40;
   const CostModel cm(c, m, CostParams::datasheet(c, m));
   const auto t0 = std::chrono::steady_clock::now();
@@ -376,7 +375,7 @@ TEST(HardeningUnboundedWork, TwoToTheFortyExpertsExploreInWellUnderASecond) {
   o.threads = 1;
   const SearchResult r = search(cm, c, m, o);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(s, 1.0);
+  EXPECT_LT(s, 30.0);  // 0.1 s alone here; a sanitizer build on a busy host takes several
   EXPECT_GT(r.generated, 0);
   // EP takes 1, 2 and 4 at most (DP <= 4 on four devices).
   for (const auto& [name, size] : r.space.dimensions)
@@ -387,8 +386,8 @@ TEST(HardeningUnboundedWork, TwoToTheFortyExpertsExploreInWellUnderASecond) {
 TEST(HardeningUnboundedWork, TheSpaceBoundsWhatTheSearchGenerates) {
   for (const auto& [cl, mo] : std::vector<std::pair<std::string, std::string>>{
            {"local-2bld", "gpt-tiny"}, {"local-2bld", "moe-tiny"}, {"h100-3bld", "mixtral-8x7b"}}) {
-    const Cluster c = cluster(cl);
-    const Model m = model(mo);
+    const Cluster c = test::preset_cluster(cl);
+    const Model m = test::preset_model(mo);
     const CostModel cm(c, m, CostParams::datasheet(c, m));
     const SearchResult r = search(cm, c, m, SearchOptions{});
     EXPECT_GE(r.space.candidates, static_cast<double>(r.generated)) << mo;
@@ -398,8 +397,8 @@ TEST(HardeningUnboundedWork, TheSpaceBoundsWhatTheSearchGenerates) {
 }
 
 TEST(HardeningUnboundedWork, MaxCandidatesRefusesNamingTheLargestDimension) {
-  const Cluster c = cluster("local-2bld");
-  const Model m = model("gpt-tiny");
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
   const CostModel cm(c, m, CostParams::datasheet(c, m));
   SearchOptions o;
   o.max_candidates = 10;
@@ -422,7 +421,7 @@ TEST(HardeningUnboundedWork, MaxCandidatesRefusesNamingTheLargestDimension) {
 
 // 64 technologies (the most a cluster file may list) make the technology the largest dimension.
 TEST(HardeningUnboundedWork, ManyTechnologiesAreTheDimensionNamed) {
-  Cluster c = cluster("local-2bld");
+  Cluster c = test::preset_cluster("local-2bld");
   for (int i = 0; i < 64; ++i) {
     NetworkTechnology t;
     t.name = "t" + std::to_string(i);
@@ -430,7 +429,7 @@ TEST(HardeningUnboundedWork, ManyTechnologiesAreTheDimensionNamed) {
     t.link.latency_us += i + 1;  // distinct from the cluster's own link
     c.network_technologies.push_back(t);
   }
-  const Model m = model("gpt-tiny");
+  const Model m = test::preset_model("gpt-tiny");
   const CostModel cm(c, m, CostParams::datasheet(c, m));
   EXPECT_EQ(search_space(cm, c, m, SearchOptions{}).largest().first.rfind("network_technologies", 0), 0u);
 }
@@ -439,9 +438,9 @@ TEST(HardeningUnboundedWork, ManyTechnologiesAreTheDimensionNamed) {
 // times; the cost model throws a RunError naming the term instead of ranking them, from any of
 // the search's threads.
 TEST(HardeningImpossiblePredictions, TheFinalGuardNamesTheTerm) {
-  Cluster c = cluster("local-2bld");
+  Cluster c = test::preset_cluster("local-2bld");
   for (auto& [dt, tflops] : c.device.peak_tflops) tflops = 4.9e-324;
-  const Model m = model("gpt-tiny");
+  const Model m = test::preset_model("gpt-tiny");
   const CostModel cm(c, m, CostParams::datasheet(c, m));
   SearchOptions o;
   o.threads = 2;
