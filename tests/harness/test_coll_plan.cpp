@@ -135,6 +135,62 @@ TEST(CollPlan, RefusesBadInput) {
   EXPECT_FALSE(refuses([](auto&) {}));
 }
 
+namespace {
+
+struct Refusal {
+  const char* name;
+  std::function<void(CollBenchArgs&)> mutate;
+  const char* says;
+};
+void PrintTo(const Refusal& r, std::ostream* os) { *os << r.name; }
+
+}  // namespace
+
+// What `sax bench coll` says of each bad value, as every rank's plan refuses it (rank 0 prints the
+// line: test_bench_mpi.cpp runs such refusals end to end under mpirun).
+class CollPlanRefusal : public ::testing::TestWithParam<Refusal> {};
+
+TEST_P(CollPlanRefusal, NamesWhatIsWrong) {
+  CollBenchArgs a;
+  GetParam().mutate(a);
+  try {
+    plan(a);
+    ADD_FAILURE() << "accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(GetParam().says), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CollPlanRefusal,
+    ::testing::Values(
+        Refusal{"UnknownOp", [](auto& a) { a.op = "all_reduse"; }, "unknown operation 'all_reduse'"},
+        Refusal{"UnknownDtype", [](auto& a) { a.dtype = "int8"; }, "unknown type 'int8'"},
+        Refusal{"MinAboveMax", [](auto& a) { a.min_bytes = "2M", a.max_bytes = "1M"; }, "larger than"},
+        Refusal{"SizeNotDividingGroup", [](auto& a) { a.op = "reduce_scatter", a.min_bytes = a.max_bytes = "1000"; },
+                "does not divide into 4 ranks"},
+        Refusal{"GroupNotInLayout",
+                [](auto& a) {
+                  a.group = "dp", a.cluster_file = sax::test::preset_path("clusters/local-2bld.json");
+                  a.layout_file = sax::test::preset_path("layouts/local-tp2-pp2.json");
+                },
+                "group dp has a group of 1 rank"},
+        Refusal{"UnknownGroup", [](auto& a) { a.group = "tensor"; }, "unknown group 'tensor'"},
+        Refusal{"BadLayoutFile", [](auto& a) { a.group = "tp", a.layout_file = "/nonexistent/l.json"; },
+                "/nonexistent/l.json"},
+        Refusal{"NotAnInteger", [](auto& a) { a.iters = "many"; }, "-n/--iters"},
+        Refusal{"UnknownAggregation", [](auto& a) { a.average = "4"; },
+                "-a/--average: expected 0 (rank 0), 1 (mean over ranks)"},
+        Refusal{"InPlaceWithoutAForm", [](auto& a) { a.op = "all_to_all", a.inplace = "1"; },
+                "--inplace 1: all_to_all has no in-place form"},
+        Refusal{"InPlaceOutOfRange", [](auto& a) { a.inplace = "3"; }, "--inplace: expected 0 (out of place)"},
+        Refusal{"GraphOnCpu", [](auto& a) { a.backend = "cpu", a.graph_launches = "2"; },
+                "CUDA graphs need --backend cuda"},
+        Refusal{"BlockingNotZeroOrOne", [](auto& a) { a.blocking = "yes"; }, "-z/--blocking: expected 0"},
+        Refusal{"BlockingWithGraph", [](auto& a) { a.blocking = "1", a.graph_launches = "2"; },
+                "-z/--blocking 1 with -G/--graph-launches"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 // The watchdog clamps a timeout beyond steady_clock's range instead of firing at once (it would
 // call MPI_Abort, without MPI started here, and end this test program).
 TEST(Watchdog, HugeTimeoutDoesNotFireAtOnce) {
@@ -234,14 +290,16 @@ TEST(HardeningBenchCollAllocation, SweepsPastTheHostsMemoryAreRefusedWithTheFigu
 TEST(HardeningWatchdog, TicksKeepAStepLongerThanTheTimeoutAlive) {
   const int code = sax::test::run_in_child(
       [] {
-        Watchdog w(0.4, 0);
+        // A timeout of 1 s against ticks every 20 ms: a busy host would have to leave this
+        // thread unscheduled 50 times over to fire it.
+        Watchdog w(1.0, 0);
         w.progress("one long size");
-        for (int i = 0; i < 60; ++i) {  // 1.2 s of 20 ms iterations: three timeouts
+        for (int i = 0; i < 150; ++i) {  // 3 s of 20 ms iterations: three timeouts
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
           w.tick();
         }
       },
-      10.0);
+      30.0);
   EXPECT_EQ(code, 0);
 }
 
@@ -251,11 +309,13 @@ TEST(HardeningWatchdog, AStallOfTheTimeoutStillEndsTheProcess) {
       [] {
         Watchdog w(0.4, 0);
         for (int i = 0; i < 10; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20)), w.tick();
-        std::this_thread::sleep_for(std::chrono::seconds(5));  // hung: no tick
+        std::this_thread::sleep_for(std::chrono::seconds(60));  // hung: no tick
       },
-      10.0);
+      30.0);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(code, 0);  // aborted (MPI_Abort without MPI, or _exit(1)), not a clean return
   EXPECT_GE(s, 0.2 + 0.4);
-  EXPECT_LT(s, 4.0);  // well before the child's own 5 s sleep ended
+  // The watchdog's doing, at about 0.6 s: not the child's own end (60 s) nor run_in_child's kill
+  // (30 s), whatever a busy host adds to a wake-up.
+  EXPECT_LT(s, 20.0);
 }
