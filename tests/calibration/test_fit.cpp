@@ -234,7 +234,7 @@ TEST(HardeningSilentAcceptance, CalibrationPointsReadCountsAtTheirWidth) {
     }
     return "(accepted)";
   };
-  for (const sax::json ranks : {sax::json(4294967300LL), sax::json(1e30), sax::json(2.5), sax::json(0)}) {
+  for (const sax::json& ranks : {sax::json(4294967300LL), sax::json(1e30), sax::json(2.5), sax::json(0)}) {
     const sax::json doc = {{"version", 2},
                            {"results", {{{"op", "all_reduce"}, {"ranks", ranks}, {"bytes", 1024}, {"time_us", 10.5}}}}};
     EXPECT_EQ(path_of_error([&] { sax::calibration::read_bench_coll_points(doc, "b.json"); }), "/results/0/ranks")

@@ -81,7 +81,7 @@ class LaunchNcclMode : public ::testing::TestWithParam<std::string> {};
 TEST_P(LaunchNcclMode, DryRunShowsEachNodesHostIdAndTheModesVariables) {
   TempDir t;
   const std::string file = t.write("local-2x2.json", two_by_two());
-  const std::string mode = GetParam();
+  const std::string& mode = GetParam();
   Result r = run_sax("launch --cluster " + file + " --emulate " + mode + " --dry-run -- bench coll --cluster " + file);
   ASSERT_EQ(r.code, 0) << r.err;
   // One NCCL_HOSTID per node, by building: the same for a node's ranks, different across buildings.
