@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh [SECONDS]: fuzzes every reader of sax's input files (issue 17).
+# scripts/fuzz.sh [SECONDS]: fuzzes every reader of sax's input files.
 # Builds the libFuzzer targets of tests/fuzz/ with clang, AddressSanitizer and UBSan into
 # build-fuzz (-DSAX_FUZZ=ON, no CUDA; ccache when installed) and runs each for SECONDS (default 120)
 # on one core, seeded from configs/ and tests/fuzz/seeds/ (copied here at run time). An input
@@ -23,10 +23,7 @@ for tool in clang clang++ cmake; do
 done
 
 # Build: the fuzz targets only (and what they link).
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-CC=clang CXX=clang++ cmake -S . -B "$build" -DSAX_FUZZ=ON -DSAX_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "${launcher[@]}" >/dev/null
+CC=clang CXX=clang++ cmake -S . -B "$build" -DSAX_FUZZ=ON -DSAX_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 have=$(cmake --build "$build" --target help)
 available=()
 for t in "${targets[@]}"; do
