@@ -1091,7 +1091,8 @@ class CudaOps final : public Ops {
       const std::int64_t rows = std::min<std::int64_t>(kWarps, n - x0);
       const std::int64_t span =
           by_key ? s.sq - std::max<std::int64_t>(0, x0 - offset) / 32 * 32 : std::min(s.sk, offset + x0 + rows);
-      pairs += static_cast<double>(rows * ((span + 31) / 32) * 32);
+      const std::int64_t padded = (span + 31) / 32 * 32;  // whole 32-key tiles
+      pairs += static_cast<double>(rows * padded);
     }
     return pairs * static_cast<double>(s.b * s.heads);
   }

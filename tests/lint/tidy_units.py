@@ -10,6 +10,8 @@ TIDY's version, when there is one, and given to the test files (it halves their 
 other files get one of the standard headers and nlohmann_json that most of them include (a fifth
 off their parse).
 
+A CUDA file is read as the clang of TIDY's version compiles CUDA, with nvcc's includes and macros.
+
 count SRC OUT: from the logs of the runs (OUT/logs/*.log, clang-tidy's -H listing), which files of
 the tree were read; prints the count and every file that was not; exit 1 when one is missing.
 """
@@ -19,6 +21,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -145,6 +148,42 @@ def prelude_pch(tidy, args, directory, outdir, made, uses):
     return made[key]
 
 
+def cuda_command(tidy, entry, path):
+    """nvcc's command for a .cu file as the clang of TIDY's version compiles CUDA (the same
+    includes, macros, standard and GPU architecture), or None where there is no such clang."""
+    clang = clang_for(tidy)
+    args = arguments(entry)
+    nvcc = shutil.which(args[0]) or args[0]
+    if not clang:
+        return None
+    cuda_root = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    flags, i = [], 1
+    while i < len(args):
+        a = args[i]
+        if a == "--options-file" and i + 1 < len(args):
+            with open(os.path.join(entry["directory"], args[i + 1])) as f:
+                flags += [x for x in shlex.split(f.read()) if x.startswith(("-I", "-isystem", "-D"))]
+            i += 2
+            continue
+        if a in ("-isystem", "-I") and i + 1 < len(args):
+            flags += [a, args[i + 1]]
+            i += 2
+            continue
+        if a.startswith(("-I", "-D", "-std=")):
+            flags.append(a)
+        m = re.search(r"arch=compute_(\d+)", a)
+        if m:
+            flags.append(f"--cuda-gpu-arch=sm_{m.group(1)}")
+        i += 1
+    cccl = os.path.join(cuda_root, "include", "cccl")  # nvcc's own include path (CUB, Thrust)
+    if os.path.isdir(cccl):
+        flags += ["-isystem", cccl]
+    # Newer toolkits than this clang knows are read as the newest it knows.
+    return {"directory": entry["directory"], "file": path,
+            "arguments": [clang, "-x", "cuda", f"--cuda-path={cuda_root}", "-Wno-unknown-cuda-version", *flags,
+                          "-c", path]}
+
+
 def arguments(entry):
     return entry["arguments"] if "arguments" in entry else shlex.split(entry["command"])
 
@@ -181,12 +220,18 @@ def plan(src, build, outdir, tidy):
         if gcc_pch(arguments(e)):
             pch = make_pch(tidy, {**e, "arguments": arguments(e)}, gcc_pch(arguments(e)), outdir)
             break
-    db_out, units, reached, by_dir, preludes = [], [], set(), {}, {}
+    db_out, units, reached, by_dir, preludes, cuda_read = [], [], set(), {}, {}, set()
     uses = collections.Counter(pch_flags(clean(arguments(e), pch)) for e in db)
     for e in db:
         path = os.path.realpath(os.path.join(e["directory"], e["file"]))
         if path.endswith(".cu"):
-            continue  # nvcc's command; tidy_exclude.txt says why
+            cuda = cuda_command(tidy, e, path)
+            if cuda:
+                db_out.append(cuda)
+                units.append(path)
+                reached.add(os.path.relpath(path, src))
+                cuda_read.add(os.path.relpath(path, src))
+            continue
         members = []
         if re.search(r"/Unity/unity_\d+_cxx\.cxx$", path):
             with open(path) as u:
@@ -227,6 +272,10 @@ def plan(src, build, outdir, tidy):
         f.write("\n".join(units) + "\n")
     with open(os.path.join(outdir, "flags_by_dir.json"), "w") as f:
         json.dump({d: es[0] for d, es in by_dir.items()}, f)
+    # CUDA sources where this build compiles no CUDA (no toolkit) or no clang of TIDY's version
+    # can read it: said, not counted as missing.
+    with open(os.path.join(outdir, "not_built"), "w") as f:
+        f.write("".join(rel + "\n" for rel in files if rel.endswith(".cu") and rel not in cuda_read))
 
 
 def read_files(src, outdir):
@@ -278,11 +327,17 @@ def count(src, outdir):
     pairs = exclusions(src)
     files = tree(src)
     seen = read_files(src, outdir)
+    with open(os.path.join(outdir, "not_built")) as f:
+        not_built = set(f.read().split())
     skipped = [f for f in files if excluded(f, pairs)]
-    missing = [f for f in files if f not in seen and not excluded(f, pairs)]
+    unbuilt = [f for f in files if f in not_built and f not in seen]
+    missing = [f for f in files if f not in seen and not excluded(f, pairs) and f not in not_built]
     read = len([f for f in files if f in seen])
     print(f"clang-tidy: read {read} of the tree's {len(files)} sources; {len(skipped)} excluded by {EXCLUDE}"
           + (f" ({', '.join(skipped)})" if skipped else ""))
+    if unbuilt:
+        print(f"clang-tidy: {len(unbuilt)} CUDA sources not read: this build compiles no CUDA, or no clang of "
+              f"clang-tidy's version is installed ({', '.join(unbuilt)})")
     if missing:
         print(f"clang-tidy: {len(missing)} sources not read:")
         for f in missing:
