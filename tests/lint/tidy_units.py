@@ -208,6 +208,14 @@ def retarget(entry, path):
     return {"directory": entry["directory"], "file": path, "arguments": out + ["-c", path]}
 
 
+def flags_dir(rel, by_dir):
+    """The folder whose compiled files lend rel their flags: its own or the nearest one up."""
+    d = os.path.dirname(rel)
+    while d not in by_dir and d:
+        d = os.path.dirname(d)
+    return d if d in by_dir else None
+
+
 def plan(src, build, outdir, tidy):
     src = os.path.realpath(src)
     with open(os.path.join(build, "compile_commands.json")) as f:
@@ -257,10 +265,8 @@ def plan(src, build, outdir, tidy):
     for rel in files:
         if rel in reached or excluded(rel, pairs) or not rel.endswith((".cpp", ".cc")):
             continue
-        d = os.path.dirname(rel)
-        while d not in by_dir and d:
-            d = os.path.dirname(d)
-        if d not in by_dir:
+        d = flags_dir(rel, by_dir)
+        if d is None:
             print(f"tidy: no flags to read {rel} with (no compiled file in its folder or above)", file=sys.stderr)
             continue
         entry = retarget(by_dir[d][0], os.path.join(src, rel))
@@ -307,10 +313,8 @@ def headers(src, outdir):
     for rel in tree(src):
         if rel in seen or excluded(rel, pairs) or not rel.endswith((".hpp", ".h")):
             continue
-        d = os.path.dirname(rel)
-        while d not in by_dir and d:
-            d = os.path.dirname(d)
-        if d not in by_dir:
+        d = flags_dir(rel, by_dir)
+        if d is None:
             continue
         entry = retarget(by_dir[d], os.path.join(src, rel))
         entry["arguments"] = entry["arguments"][:-2] + ["-x", "c++-header", "-c", entry["file"]]
