@@ -1,4 +1,4 @@
-// The CPU layer ops against the yardsticks issue #9 names, in one run:
+// The CPU layer ops against its yardsticks, in one run:
 //   - GEMM through kernels/cpu/ops.hpp against a bare cblas_sgemm loop on the same shapes and
 //     buffers, alternated ABBA, median ratio of times (≥ 0.95 expected: the layer adds one call);
 //   - every memory-bound op's achieved bandwidth (its own bytes read + written / time) against

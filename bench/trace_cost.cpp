@@ -1,4 +1,4 @@
-// What one recorded event costs the executor (issue 12): StepTracer::span (a span of the
+// What one recorded event costs the executor: StepTracer::span (a span of the
 // executor's thread) and StepTracer::lifetime (a message on its dimension's lanes), against
 // profiles::now_ns (the clock reading every timed span pays with or without --trace). Multiplied
 // by the events a step records (`sax run --json`: trace.events_max / steps) it bounds what

@@ -1,4 +1,4 @@
-// The calibration's link fits (issue 13): per link class and op, the α-β coefficients of the
+// The calibration's link fits: per link class and op, the α-β coefficients of the
 // cost model's one collective formula (spec/collective.hpp),
 //     time = steps(op, n) · α + bus_factor(op, n) · bytes · β,
 // from measured (op, ranks, bytes, time) points, e.g. `sax bench coll --json` results.

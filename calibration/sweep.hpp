@@ -1,4 +1,4 @@
-// `sax calibrate --cluster C`: the calibration sweep (issue 13), run under mpirun or `sax launch`
+// `sax calibrate --cluster C`: the calibration sweep, run under mpirun or `sax launch`
 // with the cluster's ranks. Through the `bench coll` engine (harness/coll_engine.hpp) it times
 // every op the cost model prices (kPricedCollOps) at log-spaced sizes on the groups of each link
 // class the cluster has: `intra_building` (ranks of one building: link class intra_node where a

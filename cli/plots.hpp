@@ -1,4 +1,4 @@
-// The seam to scripts/plots.py (issue 15): figures are drawn by matplotlib in Python, which the
+// The seam to scripts/plots.py: figures are drawn by matplotlib in Python, which the
 // `sax` program starts as a child process and waits for. Plots are an extra beside results that
 // are already written, so a machine without Python or matplotlib skips them with one line rather
 // than failing the command.

@@ -20,7 +20,7 @@ namespace sax::harness {
 
 using nlohmann::json;
 
-// Bounds on what bench coll's flags size (issue 17): an iteration count (-n, -w, -G) of 10^7 is
+// Bounds on what bench coll's flags size: an iteration count (-n, -w, -G) of 10^7 is
 // hours of a small collective; 10^9 allocated a timestamp per iteration and ended in
 // std::bad_alloc. --min-sample-us: a second per sample at most. Sizes (-b, -e): kMaxSize (1 TiB).
 inline constexpr std::int64_t kMaxIters = 10'000'000;

@@ -28,9 +28,9 @@ struct Entry {
 
 // What a results file may hold: physical ranges, so that every sample busbw × time_us / t_i is a
 // finite, normal number (a busbw of 1e308 × a time of 1e308 overflowed to inf, its median to NaN,
-// and a NaN spun the Mann-Whitney test forever: issue 17), and integers read at the width they
+// and a NaN spun the Mann-Whitney test forever), and integers read at the width they
 // are used at (a ranks of 4294967300 read as int became 4). Local to regress for now; the spec's
-// bounds table (issue 17 item 3) is where they belong.
+// bounds table is where they belong.
 //   times (time_us, each of times_us): 1 ns (below any timer's resolution) to 1e12 µs (the
 //     longest --timeout, 1e6 s: the watchdog ends an iteration that takes longer);
 //   busbw_gbps: 0 (a one-rank group moves nothing over a bus), or 1e-15 GB/s (a byte in the

@@ -51,7 +51,7 @@ MannWhitney mann_whitney(const std::vector<double>& x, const std::vector<double>
   double rank_sum_x = 0, tie_term = 0;
   for (std::size_t i = 0; i < all.size();) {
     // A run of ties starts with all[i] itself: j starts past it, so the loop advances even where
-    // all[i] equals nothing (NaN != NaN spun here forever: issue 17).
+    // all[i] equals nothing (NaN != NaN spun here forever).
     std::size_t j = i + 1;
     while (j < all.size() && all[j].first == all[i].first) ++j;
     const double t = static_cast<double>(j - i), mean_rank = (static_cast<double>(i + j) + 1) / 2;

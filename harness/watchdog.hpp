@@ -5,7 +5,7 @@
 //
 // Progress is whatever the caller counts: a step named by progress(), or a tick() — bench coll
 // ticks every completed iteration, so a healthy size that lasts longer than the timeout is not
-// taken for a hang (it was, when progress was counted per size: issue 17). A tick is one relaxed
+// taken for a hang (it was, when progress was counted per size). A tick is one relaxed
 // atomic increment, cheap enough for a timed loop; the thread looks every timeout / 8, so a stall
 // is reported after between timeout and 1.125 × timeout.
 #pragma once

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proves the GPU path in a few minutes wherever a GPU is lent (issue 16): builds sax with CUDA,
+# Proves the GPU path in a few minutes wherever a GPU is lent: builds sax with CUDA,
 # runs every test that needs a GPU, and measures cuBLAS bf16 GEMM TFLOP/s (4096³, 8192³), the
 # attention kernel, NCCL all_reduce busbw, the CUPTI trace of one traced step (kernels and NCCL
 # kernels present, dropped records 0), and the NCCL net plugin's emulated building boundary

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 18 on the CPU testbed: one building emulated 2x slower (local-2bld-slow), the balanced
+"""Buildings that differ, on the CPU testbed: one building emulated 2x slower (local-2bld-slow), the balanced
 pipeline split measured against the even split, beside the prediction.
 
 Calibrates the testbed as it is (local-2bld: no building slowed, so the fitted efficiencies are

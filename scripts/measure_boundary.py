@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measures the emulated building boundary back (issue 11's "must show").
+"""Measures the emulated building boundary back.
 
 For each emulation and network technology of a cluster, runs `sax bench coll --op send_recv`
 through `sax launch` on the pipeline groups (every pair crosses the boundary) and inside the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The figures of sax's results (issue 15), as PNG files drawn by matplotlib, and one HTML page
+"""The figures of sax's results, as PNG files drawn by matplotlib, and one HTML page
 that shows them.
 
   plots.py validate VALIDATE_JSON --out DIR     DIR/scatter.png, DIR/breakdown.png (sax validate --json)

@@ -4,7 +4,7 @@
 For each layout the MPI tests of `sax run` cover, runs `mpirun -np 4 sax run` (median of
 --steps measured steps after one warm-up) and `sax predict`, and prints measured and predicted
 step time with the error, and the measured breakdown (mean over ranks of each category). Then the
-two comparisons issue 10 asks for, from the same runs: exposed DP communication, blocking against
+two comparisons that matter, from the same runs: exposed DP communication, blocking against
 overlapped DP sync (DP4); idle time, 1F1B against interleaved (PP2 x DP2, same micro-batches).
 
 With --emulate E the runs start through `sax launch --emulate E` (netns: each building's ranks

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What `--trace DIR` costs a `sax run` step (issue 12: at most 3 %).
+"""What `--trace DIR` costs a `sax run` step (the budget: at most 3 %).
 
 Runs `mpirun -np 4 sax run` on the built-in two-building testbed (local-2bld) in pairs, one run
 with `--trace` and one without, alternating which goes first, and prints per pair the median step

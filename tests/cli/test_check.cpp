@@ -165,7 +165,7 @@ const Case kCases[] = {
     {"FlashAttentionOnFp32Model", "model",
      [](json& m) { m["dtype"] = "fp32"; },  // the base layout asks for flash attention
      "/attention_backend"},
-    // Buildings that differ (issue 18).
+    // Buildings that differ.
     {"BuildingDeviceWithoutPeak", "cluster",
      [](json& c) {
        c["buildings"][1]["device"] = c["device"];

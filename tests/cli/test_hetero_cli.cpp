@@ -1,4 +1,4 @@
-// `sax explore` and `sax predict` on clusters whose buildings differ (issue 18): the balanced
+// `sax explore` and `sax predict` on clusters whose buildings differ: the balanced
 // split, the stages, and the two baselines the explorer sets the best beside.
 #include <gtest/gtest.h>
 

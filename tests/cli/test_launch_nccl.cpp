@@ -1,4 +1,4 @@
-// `sax launch` and NCCL (issue 16 part 2): on a cluster of 2 buildings × 2 nodes × 2 devices, each
+// `sax launch` and NCCL: on a cluster of 2 buildings × 2 nodes × 2 devices, each
 // mode's --dry-run shows the variables that keep NCCL on the emulated boundary — an NCCL_HOSTID per
 // node (the same on a node's ranks, never the same across a building), NCCL_NET_PLUGIN and the
 // plugin's link (the cluster's cross-building link, as the software emulator takes it) in plugin

@@ -143,7 +143,7 @@ TEST(CostModel, CrossBuildingTechnologyAndOversubscriptionMatter) {
 }
 
 // A group that crosses buildings leaves its nodes through the NICs: a cross-building link faster
-// than the NIC does not make the DP sync faster than the NIC allows (issue 14: DP sync fell from
+// than the NIC does not make the DP sync faster than the NIC allows (DP sync fell from
 // 0.63 to 0.05 s as that link went from 25 to 300 GB/s with the NIC at 25).
 TEST(CostModel, ACrossingGroupIsBoundedByTheNicsItLeavesThrough) {
   Cluster s = test::preset_cluster("a100-3bld");  // NIC (intra_building) 25 GB/s per GPU

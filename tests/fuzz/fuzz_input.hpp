@@ -1,4 +1,4 @@
-// tests/fuzz/ (issue 17): one libFuzzer target per reader of sax's input files. Each target is a
+// tests/fuzz/: one libFuzzer target per reader of sax's input files. Each target is a
 // LLVMFuzzerTestOneInput: with -DSAX_FUZZ=ON (clang) it links libFuzzer (scripts/fuzz.sh runs it);
 // in every other build it links replay_main.cpp and CTest replays the kept inputs
 // (tests/fuzz/regressions/<target>/) and the seeds through it, so a finding stays fixed.

@@ -298,7 +298,7 @@ TEST_F(RegressMpi, ARealResultsFileTwiceAsSlowIsFlaggedAtEverySize) {
   EXPECT_NE(r.err.find("3 regression(s) of busbw"), std::string::npos) << r.err;
 }
 
-// Issue 17, class 5: what bench coll cannot allocate ended in std::bad_alloc on every rank (exit
+// What bench coll cannot allocate ended in std::bad_alloc on every rank (exit
 // 1). Now every rank refuses it together before allocating: exit 2, one line from rank 0.
 TEST(HardeningBenchCollAllocation, UnallocatableSweepsEndWithOneLineAndExitTwo) {
   struct Case {
@@ -347,7 +347,7 @@ TEST(HardeningBenchCollAllocation, OneGibibyteRunsWhereTheHostHasTheMemory) {
   EXPECT_EQ(j["results"][0]["bytes"], 1ull << 30);
 }
 
-// Issue 17, class 6: a size longer than --timeout whose iterations are short completes; progress
+// A size longer than --timeout whose iterations are short completes; progress
 // is counted per iteration. The software link emulator puts 1 ms on every message across the
 // building boundary, so 3000 iterations last at least 3 s whatever the machine, against a 2 s
 // timeout. (A hung peer is still caught: BenchMpi.HungPeerEndsEveryRankWithExitOneByTheTimeout.)

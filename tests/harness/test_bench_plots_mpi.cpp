@@ -1,4 +1,4 @@
-// `sax bench coll --plots DIR` end to end under mpirun -np 2 (issue 15): rank 0 draws DIR/coll.png
+// `sax bench coll --plots DIR` end to end under mpirun -np 2: rank 0 draws DIR/coll.png
 // from the results once they are written (from --json, or DIR/coll.json written for it); no
 // script or no matplotlib skips with one line and exit 0; a failing script fails every rank with
 // exit 1; a DIR that cannot be made is refused before the sweep with exit 2.

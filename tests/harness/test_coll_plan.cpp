@@ -203,7 +203,7 @@ TEST(Watchdog, HugeTimeoutDoesNotFireAtOnce) {
   SUCCEED();
 }
 
-// Issue 17, class 5: bench coll accepted what it could not allocate (-n 1000000000, -e 1024G,
+// Bench coll accepted what it could not allocate (-n 1000000000, -e 1024G,
 // 8 GiB buffers past MPI's int count) and every rank ended in std::bad_alloc. The plan refuses
 // each with one line before anything is allocated.
 namespace {
@@ -283,7 +283,7 @@ TEST(HardeningBenchCollAllocation, SweepsPastTheHostsMemoryAreRefusedWithTheFigu
   EXPECT_GT(read_host_memory(4).available_bytes, 0u);
 }
 
-// Issue 17, class 6: progress was counted per size, so a healthy size longer than --timeout was
+// Progress was counted per size, so a healthy size longer than --timeout was
 // aborted as "a peer died or hangs". Ticks (bench coll: each completed iteration) keep a long
 // step alive; a real stall still ends the process. Each case in a child process: the watchdog
 // ends its process when it fires.

@@ -206,7 +206,7 @@ TEST(RegressUnit, InPlaceRowsMatchOnlyInPlaceRows) {
   EXPECT_TRUE(r.rows[0].in_place);
 }
 
-// Issue 17, class 1 (an endless loop) and class 8 (silent acceptance), for what `regress` reads.
+// Endless loops and silent acceptance, for what `regress` reads.
 namespace {
 
 // The minimal file of one all_reduce row; `row` edits the row.

@@ -237,7 +237,7 @@ TEST(RunMpi, AHungRankEndsTheJobWithExitOneWithinTheTimeout) {
 
 // `--trace DIR`: every rank's timeline, merged, read back by `sax trace summary` in the run's own
 // categories. The summary rebuilds each rank's breakdown from the events alone; it must agree
-// with the run's JSON within 5 % per category (issue 12), on TP2×PP2 (pipeline bubble, TP
+// with the run's JSON within 5 % per category, on TP2×PP2 (pipeline bubble, TP
 // collectives), on DP4 with the gradient sync overlapped and on TP2×DP2 with the TP messages
 // behind their GEMMs (tp_comm_overlap).
 class TracedLayouts : public ::testing::TestWithParam<Case> {};

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh and scripts/sanitize.sh (issue 17): both parse, and fuzz.sh refuses a bad
+# scripts/fuzz.sh and scripts/sanitize.sh: both parse, and fuzz.sh refuses a bad
 # SECONDS with its usage and exit 2 before it configures or builds anything (fuzzing itself is a
 # run of minutes: scripts/fuzz.sh, not CTest; the targets' kept inputs are the fuzz_replay_* tests).
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh (issue 16) on the build it is given: its CPU-side parts pass (the net
+# scripts/gpu-check.sh on the build it is given: its CPU-side parts pass (the net
 # plugin's tests, the plugin mode's launch plan) and, without a GPU, every GPU step is listed as
 # skipped with the reason, in the table and in summary.json; with a GPU every step must pass. A
 # build without the plugin's tests fails the check (exit 1), naming the step.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/nic-shaping.sh (issue 16 part 3). Everywhere: bad input and the refusals (no --nic, no
+# scripts/nic-shaping.sh. Everywhere: bad input and the refusals (no --nic, no
 # confirmation, a NIC that does not exist) exit 2 with one line and touch nothing. As root where
 # network namespaces are permitted, for real on a veth pair between two throwaway namespaces:
 # apply puts the htb root, the shaped class and the destination filters on the named NIC only,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/plots.py (issue 15) on tests/data/validate_sample.json: `validate` writes two valid PNGs
+# scripts/plots.py on tests/data/validate_sample.json: `validate` writes two valid PNGs
 # of real size, `report` an index.html that names every layout and fetches nothing; `coll`,
 # `timeline` and `codesign` draw from small inputs made here; bad input exits 2 with one line naming the file
 # and writes nothing. Skips (exit 77) where matplotlib is not importable: the figures need it.

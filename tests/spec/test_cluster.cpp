@@ -117,7 +117,7 @@ TEST(Document, KindFromContent) {
   EXPECT_EQ(detect_kind(json::object({{"kind", "layout"}}), "x.json"), DocumentKind::layout);
 }
 
-// Issue 18: buildings that differ (a GPU generation and devices per node of their own, a link per
+// Buildings that differ (a GPU generation and devices per node of their own, a link per
 // pair of buildings, technologies on named pairs, an emulated slower generation).
 namespace {
 

@@ -1,4 +1,4 @@
-// Reading JSON input: error lines that are safe to print (issue 17, class 7) and input that used
+// Reading JSON input: error lines that are safe to print and input that used
 // to be accepted silently (class 8): keys given twice, a file's kind, a layout's name, numbers out
 // of range, oversized files.
 #include <gtest/gtest.h>
