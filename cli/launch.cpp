@@ -47,8 +47,20 @@ launcher::LaunchOptions launch_options(const std::string& emulate, const std::st
   o.linkdelay = o.sax_binary.substr(0, o.sax_binary.rfind('/') + 1) + "sax-linkdelay";
   o.slot = std::max(0, launcher::netns_free_slot());
   o.nccl_net_plugin = o.sax_binary.substr(0, o.sax_binary.rfind('/') + 1) + launcher::nccl_plugin::kLibrary;
-  o.job = ::getpid();
+  o.job = launcher::random_job_id();
   return o;
+}
+
+void use_testbed(launcher::LaunchOptions& o, const launcher::NetnsTestbed& t) {
+  o.slot = t.slot();
+  o.state_dir = t.dir();
+  o.watch = {static_cast<int>(::getpid())};
+  o.watch.insert(o.watch.end(), t.helpers().begin(), t.helpers().end());
+}
+
+std::function<std::string()> boundary_watch(launcher::NetnsTestbed* t) {
+  if (!t) return {};
+  return [t] { return t->broken(); };
 }
 
 void add_launch(CLI::App& app) {
@@ -78,11 +90,11 @@ void add_launch(CLI::App& app) {
     std::unique_ptr<launcher::NetnsTestbed> testbed;
     if (plan.emulation == launcher::Emulation::netns) {
       testbed = std::make_unique<launcher::NetnsTestbed>(plan.netns);
-      o.slot = testbed->slot();
+      use_testbed(o, *testbed);
       plan = launcher::plan_launch(c, a->cluster, o);
     }
     std::cout << plan.text(false) << std::flush;
-    const int rc = launcher::run_plan(plan);
+    const int rc = launcher::run_plan(plan, boundary_watch(testbed.get()));
     testbed.reset();
     if (rc != 0) std::exit(rc);  // the command said why; pass its code through
   });

@@ -1,14 +1,22 @@
 // What `sax launch` and `sax validate` share to start a command on the testbed's ranks.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "launcher/launch.hpp"
+#include "launcher/netns.hpp"
 
 namespace sax::cli {
 
 // The options `sax launch` starts a command with: this program for the ranks, its sax-linkdelay
 // beside it, srun inside a Slurm allocation, root allowed when root, a free netns slot.
 launcher::LaunchOptions launch_options(const std::string& emulate, const std::string& technology);
+
+// The options of a launch on a built testbed: its slot and directory, and the processes its
+// boundary needs (this launcher, the delay helpers) for the ranks to watch.
+void use_testbed(launcher::LaunchOptions& options, const launcher::NetnsTestbed& testbed);
+// What run_plan asks while the job runs: whether the testbed still holds (none without one).
+std::function<std::string()> boundary_watch(launcher::NetnsTestbed* testbed);
 
 }  // namespace sax::cli

@@ -73,7 +73,7 @@ struct Entry {
 bool ran(const Entry& e) { return e.exit_code == 0; }
 
 // Runs `plan`'s command with its output in `log` (the testbed's tables stay out of validate's).
-int run_quietly(const launcher::LaunchPlan& plan, const fs::path& log) {
+int run_quietly(const launcher::LaunchPlan& plan, const fs::path& log, const std::function<std::string()>& broken) {
   std::fflush(stdout);
   std::fflush(stderr);
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -94,7 +94,7 @@ int run_quietly(const launcher::LaunchPlan& plan, const fs::path& log) {
     }
   } redirect(fd);
   ::close(fd);
-  return launcher::run_plan(plan);
+  return launcher::run_plan(plan, broken);
 }
 
 std::string tail_of(const fs::path& file, std::size_t lines) {
@@ -260,7 +260,7 @@ void run_validate(const ValidateArgs& a) {
   std::unique_ptr<launcher::NetnsTestbed> testbed;
   if (plan.emulation == launcher::Emulation::netns) {
     testbed = std::make_unique<launcher::NetnsTestbed>(plan.netns);
-    lo.slot = testbed->slot();
+    use_testbed(lo, *testbed);
   }
   const auto start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -307,7 +307,7 @@ void run_validate(const ValidateArgs& a) {
       if (round == 0) lo.command.insert(lo.command.end(), {"--trace", (e.dir / "trace").string()});
       const launcher::LaunchPlan p = launcher::plan_launch(c, a.cluster, lo);
       const fs::path log = e.dir / ("run" + suffix + ".log");
-      e.exit_code = run_quietly(p, log);
+      e.exit_code = run_quietly(p, log, boundary_watch(testbed.get()));
       if (launcher::InterruptGuard::interrupted()) throw RunError("validate: interrupted");
       if (ran(e)) {
         add_run(e, e.dir / ("run" + suffix + ".json"));

@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <limits>
+#include <sstream>
 #include <thread>
 
 #ifdef SAX_HAVE_KERNEL_BENCH
@@ -18,6 +20,7 @@
 #endif
 #include "profiles/host_recorder.hpp"
 #include "spec/checks/mpi.hpp"
+#include "spec/env.hpp"
 
 namespace sax::harness {
 
@@ -94,7 +97,26 @@ void Job::abort(const std::exception& e) {
   _exit(1);  // MPI_Abort does not return; if it ever does, still never hang
 }
 
+namespace {
+// Whether a process runs: present and neither a zombie nor dead (/proc/<pid>/stat's state).
+bool process_runs(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  const auto close = stat.rfind(')');  // the name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
+}
+}  // namespace
+
 nlohmann::json emulation_record() {
+  if (const char* watch = std::getenv(kEnvEmulationWatch); watch && *watch) {
+    std::istringstream ids(watch);
+    std::string id;
+    while (std::getline(ids, id, ','))
+      if (const long pid = std::strtol(id.c_str(), nullptr, 10); pid <= 0 || !process_runs(pid))
+        throw RunError(std::string("the emulated boundary no longer holds: process ") + id + " of " +
+                       kEnvEmulationWatch + " (the launcher or a delay helper) has ended; no result claims it");
+  }
   const char* e = std::getenv("SAX_EMULATION");
   const char* t = std::getenv("SAX_TECHNOLOGY");
   return {{"emulation", e && *e ? e : "none"}, {"technology", t && *t ? nlohmann::json(t) : nlohmann::json(nullptr)}};

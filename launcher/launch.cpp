@@ -1,18 +1,22 @@
 #include "launcher/launch.hpp"
 
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <sstream>
+#include <thread>
 
+#include "spec/env.hpp"
 #include "spec/error.hpp"
 
 extern char** environ;
@@ -41,6 +45,13 @@ std::string g(double v) {
 }
 }  // namespace
 
+std::int64_t random_job_id() {
+  std::uint64_t v = 0;
+  if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v))
+    throw RunError(std::string("launch: getrandom: ") + std::strerror(errno));
+  return static_cast<std::int64_t>(v >> 1);  // positive: it is printed in names
+}
+
 std::string shell_line(const std::vector<std::string>& argv) {
   std::string l;
   for (const auto& w : argv) l += (l.empty() ? "" : " ") + shell_quote(w);
@@ -63,24 +74,27 @@ std::vector<char*> c_argv(const std::vector<std::string>& argv) {
 
 std::string LaunchPlan::text(bool commands) const {
   std::string t = "# sax launch: " + std::to_string(places.size()) + " ranks, emulation " + to_string(emulation) +
-                  (technology.empty() ? "" : ", technology " + technology) + "\n#rank building node device\n";
+                  (technology.empty() ? "" : ", technology " + safe_text(technology)) +
+                  "\n#rank building node device\n";
   for (std::size_t r = 0; r < places.size(); ++r) {
     const RankPlace& p = places[r];
-    t += " " + std::to_string(r) + " " + building_names[static_cast<std::size_t>(p.building)] + " " +
+    t += "# " + std::to_string(r) + " " + safe_text(building_names[static_cast<std::size_t>(p.building)]) + " " +
          std::to_string(p.node) + " " + std::to_string(p.local_device) + "\n";
   }
-  if (!emulation_note.empty()) t += "# emulation: " + emulation_note + "\n";
+  // Whatever a comment line shows from a file or the environment is escaped (safe_text): a newline
+  // in it would end the comment, and the plan is meant to be read, or piped to a shell.
+  if (!emulation_note.empty()) t += "# emulation: " + safe_text(emulation_note) + "\n";
   if (nccl.per_rank()) {
     t += "# NCCL, per node (each rank's from the wrapper before the command):\n";
     for (std::size_t r = 0; r < places.size();) {
       std::size_t end = r;
       while (end < places.size() && places[end].node == places[r].node) ++end;
       const auto b = static_cast<std::size_t>(places[r].building);
-      t += "#   node " + std::to_string(places[r].node) + " (" + building_names[b] + ", ranks " + std::to_string(r) +
-           (end - r > 1 ? "-" + std::to_string(end - 1) : "") + "):";
-      for (const auto& [k, v] : nccl.per_building[b]) t += " " + k + "=" + shell_quote(v);
+      t += "#   node " + std::to_string(places[r].node) + " (" + safe_text(building_names[b]) + ", ranks " +
+           std::to_string(r) + (end - r > 1 ? "-" + std::to_string(end - 1) : "") + "):";
+      for (const auto& [k, v] : nccl.per_building[b]) t += " " + k + "=" + safe_text(shell_quote(v));
       if (!nccl.hostid_prefix.empty())
-        t += " NCCL_HOSTID=" + shell_quote(nccl.hostid_prefix[b] + std::to_string(places[r].node));
+        t += " NCCL_HOSTID=" + safe_text(shell_quote(nccl.hostid_prefix[b] + std::to_string(places[r].node)));
       t += "\n";
       r = end;
     }
@@ -89,15 +103,15 @@ std::string LaunchPlan::text(bool commands) const {
     t += "# kept from the environment:";
     for (const auto& k : nccl.kept) {
       const char* v = std::getenv(k.c_str());
-      t += " " + k + "=" + shell_quote(v ? v : "");
+      t += " " + k + "=" + safe_text(shell_quote(v ? v : ""));
     }
     t += "\n";
   }
   if (emulation == Emulation::netns) {
     t += "# testbed " + netns_prefix(netns.slot) + "* (namespace per building, boundary GB/s:";
     for (std::size_t b = 0; b < netns.boundary_gbps.size(); ++b)
-      t +=
-          " " + building_names[b] + "=" + netns_name(netns.slot, static_cast<int>(b)) + " " + g(netns.boundary_gbps[b]);
+      t += " " + safe_text(building_names[b]) + "=" + netns_name(netns.slot, static_cast<int>(b)) + " " +
+           g(netns.boundary_gbps[b]);
     t += "; one-way latency " + g(netns.latency_us) + " us)" + (commands ? ", built by:" : "") + "\n";
     if (commands) {
       for (const auto& cmd : netns_setup_commands(netns)) t += "#   " + shell_line(cmd) + "\n";
@@ -170,9 +184,23 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
                      "): the emulated link comes from it");
   for (const auto& b : c.buildings) p.building_names.push_back(b.name);
   const std::int64_t n = c.world_size();
+  if (!o.slurm) {
+    // mpirun starts every rank on this host (a hostfile's namespaces are this host too).
+    const long cores = o.host_cores > 0 ? o.host_cores : std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+    if (n > kMaxRanksPerCore * cores)
+      throw UsageError(cluster_file + ": a launch here starts all " + std::to_string(n) + " ranks on this host of " +
+                       std::to_string(cores) + " cores; at most " + std::to_string(kMaxRanksPerCore) +
+                       " ranks per core (" + std::to_string(kMaxRanksPerCore * cores) +
+                       ") are accepted (plan bigger clusters with explore/predict)");
+  }
   for (std::int64_t r = 0; r < n; ++r) p.places.push_back(c.place(r));
   p.env.emplace_back("SAX_EMULATION", to_string(p.emulation));
   if (!p.technology.empty()) p.env.emplace_back("SAX_TECHNOLOGY", p.technology);
+  if (!o.watch.empty()) {
+    std::string pids;
+    for (int pid : o.watch) pids += (pids.empty() ? "" : ",") + std::to_string(pid);
+    p.env.emplace_back(kEnvEmulationWatch, pids);
+  }
   // Open MPI's collectives take the ring algorithms the cost model prices (spec::ring_algorithm:
   // 2(n-1) steps of alpha for all_reduce, n-1 for all_gather and reduce_scatter, pairwise
   // all_to_all), as NCCL does for large messages, so that a calibration fits the model's terms
@@ -224,7 +252,10 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
       // (send_recv 1.1 -> 3.3 ms) and bent every calibration fit; NCCL's network transport has no
       // such handshake per message.
       p.netns = netns_config(c, p.technology, o.linkdelay, o.slot);
-      const std::string subnet = netns_subnet(o.slot), dir = netns_dir(o.slot);
+      if (const std::string why = netns_host_problem(p.netns); !why.empty())
+        throw UsageError("--emulate netns: " + why);
+      const std::string subnet = netns_subnet(o.slot),
+                        dir = o.state_dir.empty() ? netns_dir_pattern(o.slot) : o.state_dir;
       const std::vector<std::string> more = {"--hostfile",
                                              dir + "/hostfile",
                                              "--mca",
@@ -292,7 +323,7 @@ InterruptGuard::~InterruptGuard() {
 
 bool InterruptGuard::interrupted() { return g_interrupted != 0; }
 
-int run_plan(const LaunchPlan& plan) {
+int run_plan(const LaunchPlan& plan, const std::function<std::string()>& broken) {
   if (plan.emulation == Emulation::plugin && plugin_missing(plan.nccl_net_plugin))
     throw UsageError("--emulate plugin: the NCCL net plugin " + plan.nccl_net_plugin +
                      " is not built (the build makes it beside sax)");
@@ -300,16 +331,44 @@ int run_plan(const LaunchPlan& plan) {
   std::vector<char*> args = c_argv(plan.argv);
   const InterruptGuard guard;
   if (InterruptGuard::interrupted()) return 130;
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ);
-  if (rc != 0) {
-    throw RunError(std::string("launch: cannot start ") + args[0] + ": " + std::strerror(rc));
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw RunError(std::string("launch: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    // The job must not outlive the launcher: a SIGKILLed launcher cannot tear down or keep its
+    // boundary, so mpirun (and through it every rank) ends with it.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(129);
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "sax: launch: cannot start %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
   }
   g_child = pid;
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  std::string why;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, broken ? WNOHANG : 0);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) break;
+    if (broken && why.empty() && !(why = broken()).empty()) {
+      // The job runs on without its boundary: what it measured from here on is not what it says.
+      std::fprintf(stderr, "sax: launch: %s; stopping the job\n", why.c_str());
+      ::kill(pid, SIGTERM);
+      for (int i = 0; i < 100 && ::waitpid(pid, &status, WNOHANG) == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (::waitpid(pid, &status, WNOHANG) == 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+      }
+      break;
+    }
+    if (broken) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   g_child = 0;
+  if (!why.empty()) throw RunError("launch: " + why + " (the job was stopped; no result of it claims the emulation)");
+  // A helper that ended as the job did: the job's results were not shaped to its end.
+  if (broken && !(why = broken()).empty())
+    throw RunError("launch: " + why + " before the job ended: its results do not hold the emulation they name");
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,8 +56,21 @@ struct LaunchOptions {
   std::string linkdelay;             // the sax-linkdelay program (netns)
   int slot = 0;                      // the netns testbed's slot (NetnsTestbed picks it)
   std::string nccl_net_plugin;       // the NCCL net plugin (plugin); "" = its name, found by dlopen
-  std::int64_t job = 0;              // names the plugin's pacing (the launcher's process id)
+  std::int64_t job = 0;              // names the plugin's pacing: random per launch (random_job_id)
+  std::string state_dir;             // netns: the launch's own directory ("" = as planned, not made yet)
+  // netns: the processes the boundary needs (the launcher, its delay helpers); each rank is told
+  // them, and a result is labelled netns only while every one still runs (harness/job.hpp).
+  std::vector<int> watch;
+  int host_cores = 0;  // this host's cores, for the plan's check (0: asked of the host)
 };
+
+// At most this many ranks per core of the one host a mpirun launch starts every rank on: beyond
+// it a rank's share of a core is too small for a step to mean anything (and a typo of 10^6 ranks
+// must not start 10^6 processes).
+inline constexpr int kMaxRanksPerCore = 32;
+
+// A job identifier no other user can guess (names the pacing state the ranks share).
+std::int64_t random_job_id();
 
 // The netns testbed a cluster asks for: ranks per building, each building's boundary (devices ×
 // per-device bandwidth / oversubscription of the cross-building link or the technology's), the
@@ -80,9 +94,12 @@ class InterruptGuard {
 LaunchPlan plan_launch(const Cluster& cluster, const std::string& cluster_file, const LaunchOptions& options);
 
 // Runs the plan's command and waits for it: its exit code (128 + signal when it was killed).
-// SIGINT and SIGTERM received meanwhile are passed on to it (an InterruptGuard is held). Under
-// plugin, a plugin that is not built is a UsageError (--dry-run still shows the plan).
-int run_plan(const LaunchPlan& plan);
+// SIGINT and SIGTERM received meanwhile are passed on to it (an InterruptGuard is held). The
+// command dies with the launcher, however the launcher ends (its parent-death signal). `broken`,
+// when given, is asked every 100 ms whether the emulation still holds ("" while it does): when it
+// says why not, the command is stopped (SIGTERM, then SIGKILL) and run_plan throws RunError with
+// that reason. Under plugin, a plugin that is not built is a UsageError (--dry-run still shows the plan).
+int run_plan(const LaunchPlan& plan, const std::function<std::string()>& broken = {});
 
 // A word as a POSIX shell reads it back (single quotes where needed), and a command as one line of
 // such words.

@@ -13,9 +13,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -123,12 +123,80 @@ std::vector<std::string> entries_with_prefix(const std::string& dir, const std::
   return names;
 }
 
+std::string lock_path(int slot) { return std::string(kStateBase) + "/slot-" + std::to_string(slot) + ".lock"; }
+
+// Removes a launch directory under kStateBase: its regular files, then itself — only when it is a
+// directory of this user (not a link) and, when `dev`/`ino` are given, the very inode that was made.
+void remove_private_dir(const std::string& path, unsigned long dev, unsigned long ino) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid() || (ino != 0 && (st.st_dev != dev || st.st_ino != ino))) {
+    ::close(fd);
+    return;
+  }
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    const std::string name = e.path().filename().string();
+    struct stat f {};
+    if (::fstatat(fd, name.c_str(), &f, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(f.st_mode))
+      ::unlinkat(fd, name.c_str(), 0);
+  }
+  ::close(fd);
+  ::rmdir(path.c_str());
+}
+
+// Writes a new file in the directory `dirfd` (never an existing one, never through a link).
+void write_new_file(int dirfd, const std::string& dir, const char* name, const std::string& text, mode_t mode) {
+  const int fd = ::openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) throw RunError("--emulate netns: cannot create " + dir + "/" + name + ": " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      throw RunError("--emulate netns: cannot write " + dir + "/" + name + ": " + std::strerror(errno));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::fchmod(fd, mode);  // the umask does not decide whether the agent can run
+  ::close(fd);
+}
+
 }  // namespace
 
 std::string netns_prefix(int slot) { return "sax-" + std::to_string(slot) + "-"; }
 std::string netns_name(int slot, int b) { return netns_prefix(slot) + "b" + std::to_string(b); }
 std::string netns_subnet(int slot) { return address(slot, 0) + "/24"; }
-std::string netns_dir(int slot) { return (fs::temp_directory_path() / (netns_prefix(slot) + "launch")).string(); }
+std::string netns_dir_pattern(int slot) { return std::string(kStateBase) + "/" + netns_prefix(slot) + "XXXXXX"; }
+
+std::string netns_state_base_problem() {
+  const std::string base = kStateBase;
+  if (::mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) return base + ": cannot create it: " + std::strerror(errno);
+  struct stat st {};
+  if (::lstat(base.c_str(), &st) != 0) return base + ": " + std::strerror(errno);
+  if (!S_ISDIR(st.st_mode))
+    return base + ": expected a directory, it is " + (S_ISLNK(st.st_mode) ? "a link" : "not one");
+  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return base + ": expected a directory only uid " + std::to_string(::geteuid()) +
+           " can use (mode 0700), it is owned by uid " + std::to_string(st.st_uid) + " with mode " + mode;
+  }
+  return "";
+}
+
+std::string netns_host_problem(const NetnsConfig& c) {
+  if (c.slots_per_building.size() > static_cast<std::size_t>(kMaxNetnsBuildings))
+    return "a testbed on one host has at most " + std::to_string(kMaxNetnsBuildings) + " buildings (this cluster has " +
+           std::to_string(c.slots_per_building.size()) + "); use --emulate software";
+  for (std::size_t b = 0; b < c.boundary_gbps.size(); ++b)
+    if (c.boundary_gbps[b] > kMaxNetnsBoundaryGbps)
+      return "building " + std::to_string(b) + "'s boundary is " + num(c.boundary_gbps[b]) +
+             " GB/s, beyond what tc shapes (at most " + num(kMaxNetnsBoundaryGbps) + " GB/s); use --emulate software";
+  return "";
+}
 
 std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c) {
   const int s = c.slot, n = static_cast<int>(c.slots_per_building.size());
@@ -220,8 +288,7 @@ std::string netns_unavailable(const std::string& linkdelay) {
 
 int netns_free_slot() {
   for (int s = 0; s < kSlots; ++s) {
-    const std::string lock = "/run/lock/sax-netns-" + std::to_string(s) + ".lock";
-    const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(lock_path(s).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return s;  // never used
     const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
     ::close(fd);
@@ -250,19 +317,47 @@ void NetnsTestbed::teardown(int slot) {
   for (const std::string& link : entries_with_prefix("/sys/class/net", p))
     if (link != p + "br") run_capture({"ip", "link", "delete", link}, nullptr);
   if (fs::exists("/sys/class/net/" + p + "br")) run_capture({"ip", "link", "delete", p + "br"}, nullptr);
-  std::error_code ec;
-  for (const std::string& d : entries_with_prefix(fs::temp_directory_path().string(), p))
-    fs::remove_all(fs::temp_directory_path() / d, ec);
+  // A killed launcher's directory of this slot (the slot's lock is held: no live launch owns one).
+  if (netns_state_base_problem().empty())
+    for (const std::string& d : entries_with_prefix(kStateBase, p))
+      remove_private_dir(std::string(kStateBase) + "/" + d, 0, 0);
+}
+
+std::string NetnsTestbed::broken() {
+  if (!broken_.empty()) return broken_;
+  for (int& pid : helpers_) {
+    if (pid <= 0) continue;
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) != pid) continue;
+    const std::size_t b = static_cast<std::size_t>(&pid - helpers_.data());
+    pid = 0;  // reaped
+    return broken_ = "the delay helper of " + netns_name(config_.slot, static_cast<int>(b)) + " (" +
+                     (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                          : "exit " + std::to_string(WEXITSTATUS(status))) +
+                     ") ended: the boundary's latency no longer holds";
+  }
+  return "";
+}
+
+void NetnsTestbed::remove_own_dir() {
+  if (!dir_.empty()) remove_private_dir(dir_, dir_dev_, dir_ino_);
+  dir_.clear();
 }
 
 NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
   if (const std::string why = netns_unavailable(config_.linkdelay); !why.empty())
     throw UsageError("--emulate netns: " + why);
-  ::mkdir("/run/lock", 0755);
+  if (const std::string why = netns_host_problem(config_); !why.empty()) throw UsageError("--emulate netns: " + why);
+  if (const std::string why = netns_state_base_problem(); !why.empty()) throw UsageError("--emulate netns: " + why);
   for (int s = 0; s < kSlots && lock_fd_ < 0; ++s) {
-    const std::string lock = "/run/lock/sax-netns-" + std::to_string(s) + ".lock";
-    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const std::string lock = lock_path(s);
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+      ::close(fd);  // not a lock this launcher made: never one to hold
+      continue;
+    }
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
       lock_fd_ = fd;
       config_.slot = s;
@@ -272,7 +367,7 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
   }
   if (lock_fd_ < 0)
     throw RunError("--emulate netns: all " + std::to_string(kSlots) +
-                   " testbed slots are in use by other sax launches (/run/lock/sax-netns-*.lock)");
+                   " testbed slots are in use by other sax launches (" + lock_path(0) + " ...)");
   try {
     teardown(config_.slot);  // what a killed launcher left on this slot
     for (const auto& cmd : netns_setup_commands(config_)) {
@@ -286,10 +381,21 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
         throw RunError(msg);
       }
     }
-    fs::create_directories(netns_dir(config_.slot));
-    std::ofstream(hostfile()) << netns_hostfile(config_);
-    std::ofstream(agent()) << netns_agent_script(config_.slot);
-    ::chmod(agent().c_str(), 0755);
+    std::string pattern = netns_dir_pattern(config_.slot);
+    if (!::mkdtemp(pattern.data())) throw RunError("--emulate netns: mkdtemp " + pattern + ": " + std::strerror(errno));
+    dir_ = pattern;
+    const int dirfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st {};
+    if (dirfd < 0 || ::fstat(dirfd, &st) != 0) throw RunError("--emulate netns: cannot open " + dir_);
+    dir_dev_ = st.st_dev, dir_ino_ = st.st_ino;
+    try {
+      write_new_file(dirfd, dir_, "hostfile", netns_hostfile(config_), 0600);
+      write_new_file(dirfd, dir_, "agent.sh", netns_agent_script(config_.slot), 0700);
+    } catch (...) {
+      ::close(dirfd);
+      throw;
+    }
+    ::close(dirfd);
     if (config_.latency_us > 0)
       for (int b = 0; b < static_cast<int>(config_.slots_per_building.size()); ++b) {
         const std::vector<std::string> cmd = netns_delay_command(config_, b);
@@ -306,7 +412,9 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
                          shell_line(cmd) + "')");
       }
   } catch (...) {
-    for (int pid : helpers_) kill_and_reap(pid);
+    for (int pid : helpers_)
+      if (pid > 0) kill_and_reap(pid);
+    remove_own_dir();
     teardown(config_.slot);
     ::close(lock_fd_);
     throw;
@@ -314,7 +422,9 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
 }
 
 NetnsTestbed::~NetnsTestbed() {
-  for (int pid : helpers_) kill_and_reap(pid);
+  for (int pid : helpers_)
+    if (pid > 0) kill_and_reap(pid);
+  remove_own_dir();
   teardown(config_.slot);
   ::close(lock_fd_);
 }

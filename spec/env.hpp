@@ -7,6 +7,11 @@
 
 namespace sax {
 
+// `sax launch` → its ranks: the process ids (comma-separated) an emulated boundary needs alive —
+// the launcher and its delay helpers under netns. A rank labels a result with the emulation only
+// while every one of them runs (harness/job.hpp emulation_record).
+inline constexpr const char* kEnvEmulationWatch = "SAX_EMULATION_WATCH";
+
 // nullopt when the variable is unset or empty; otherwise an integer in [min, max].
 std::optional<std::int64_t> env_integer(const char* name, std::int64_t min, std::int64_t max);
 // nullopt when unset or empty; otherwise a finite number in [min, max].

@@ -9,10 +9,12 @@
 
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 
 #include "launcher/launch.hpp"
 #include "launcher/netns.hpp"
 #include "spec/cluster.hpp"
+#include "spec/error.hpp"
 #include "tests/support/run.hpp"
 
 using sax::test::Result;
@@ -27,7 +29,7 @@ std::string cluster(const std::string& name) { return sax::test::preset_path("cl
 // Everything a testbed makes, by its prefix: namespaces, links, helper processes, launch dirs.
 std::string leftovers() {
   return run_shell(
-             "{ ls /run/netns 2>/dev/null; ls /sys/class/net; pgrep -a sax-linkdelay; ls -d /tmp/sax-*-launch "
+             "{ ls /run/netns 2>/dev/null; ls /sys/class/net; pgrep -a sax-linkdelay; ls -d /run/sax/sax-* "
              "2>/dev/null; } | grep -E '(^|/| )sax-[0-9]' || true")
       .out;
 }
@@ -105,7 +107,7 @@ TEST(NetnsPlan, DryRunShowsTheTestbedAndTheCommands) {
   EXPECT_NE(r.out.find("emulation netns"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ip netns add sax-"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sax-linkdelay --queue"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("--mca plm_rsh_agent /tmp/sax-"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--mca plm_rsh_agent /run/sax/sax-"), std::string::npos) << r.out;
   EXPECT_EQ(leftovers(), "");  // a dry run builds nothing
 }
 
@@ -121,6 +123,74 @@ TEST(NetnsPlan, WithoutRootNetnsExitsTwoAndAutoFallsBackToNone) {
   EXPECT_NE(r.out.find("# emulation: none: netns is not permitted here (network namespaces and tc need root)"),
             std::string::npos)
       << r.out;
+}
+
+namespace {
+sax::launcher::LaunchOptions plan_options(const std::string& emulate) {
+  sax::launcher::LaunchOptions o;
+  o.emulate = emulate;
+  o.sax_binary = "/x/sax";
+  o.linkdelay = "/x/sax-linkdelay";
+  o.command = {"bench", "coll"};
+  o.host_cores = 2;
+  return o;
+}
+}  // namespace
+
+TEST(LaunchPlanSafety, ANewlineInANameStaysInsideThePlansComments) {
+  // A name the spec reader would refuse, given to the planner directly: what the plan prints of
+  // it is escaped, so only the last line (the command) is not a comment.
+  sax::Cluster c = load("local-2bld.json");
+  c.buildings[0].name = "bld\ntouch /tmp/sax-owned #";
+  const std::string text = sax::launcher::plan_launch(c, "c.json", plan_options("none")).text();
+  // Comments up to the command, which starts with its environment (a newline inside its quotes is sh's).
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line) && line.rfind("#", 0) == 0) {
+  }
+  EXPECT_EQ(line.rfind("SAX_EMULATION=none ", 0), 0u) << "a line outside the comments: " << line;
+  EXPECT_NE(text.find("bld\\ntouch"), std::string::npos) << text;
+}
+
+TEST(LaunchPlanSafety, APlanBeyondTheHostIsRefusedBeforeAnythingIsMade) {
+  sax::Cluster c = load("local-2bld.json");
+  c.buildings[0].nodes = 500000;  // 10^6 ranks on a 2-core host
+  try {
+    sax::launcher::plan_launch(c, "big.json", plan_options("none"));
+    ADD_FAILURE() << "planned 10^6 ranks on 2 cores";
+  } catch (const sax::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 32 ranks per core"), std::string::npos) << e.what();
+  }
+  // The testbed's own limits: buildings (delay rules grow as their square) and what tc can shape.
+  sax::launcher::NetnsConfig n = sax::launcher::netns_config(load("local-2bld.json"), "", "/x", 0);
+  EXPECT_EQ(sax::launcher::netns_host_problem(n), "");
+  n.boundary_gbps[1] = 2e5;
+  EXPECT_NE(sax::launcher::netns_host_problem(n).find("beyond what tc shapes"), std::string::npos);
+  n = sax::launcher::netns_config(load("local-2bld.json"), "", "/x", 0);
+  n.slots_per_building.assign(1200, 1), n.boundary_gbps.assign(1200, 1);
+  EXPECT_NE(sax::launcher::netns_host_problem(n).find("at most 32 buildings"), std::string::npos);
+}
+
+TEST(LaunchPlanSafety, JobIdentifiersCannotBePredicted) {
+  const std::int64_t a = sax::launcher::random_job_id(), b = sax::launcher::random_job_id();
+  EXPECT_GT(a, 0);
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, static_cast<std::int64_t>(::getpid()));
+}
+
+TEST(LaunchPlanSafety, AResultIsNotLabelledWithABoundaryWhoseProcessesEnded) {
+  // What a rank does when the launcher or a delay helper is gone: no result names the emulation.
+  TempDir t;
+  Result r = run_shell("SAX_EMULATION=netns SAX_EMULATION_WATCH=" + std::to_string(::getpid()) + ",999999999 " +
+                       std::string(SAX_BINARY) + " bench coll -b 8 -e 8 -n 1 -w 0 --json " + t.file("r.json"));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("the emulated boundary no longer holds: process 999999999"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("r.json")));
+  r = run_shell("SAX_EMULATION=netns SAX_EMULATION_WATCH=" + std::to_string(::getpid()) + " " +
+                "mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1" +
+                " -np 2 -x SAX_EMULATION -x SAX_EMULATION_WATCH " + std::string(SAX_BINARY) +
+                " bench coll -b 8 -e 8 -n 1 -w 0 --json " + t.file("r.json"));
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 #ifdef SAX_HAVE_TESTBED_TESTS
@@ -223,6 +293,77 @@ TEST(NetnsLaunch, TwoTestbedsAtOnceAreIsolated) {
   ASSERT_TRUE(std::regex_search(a, ma, std::regex("# testbed (sax-[0-9]-)")));
   ASSERT_TRUE(std::regex_search(b, mb, std::regex("# testbed (sax-[0-9]-)")));
   EXPECT_NE(ma[1], mb[1]) << "two testbeds on one slot";
+  EXPECT_EQ(leftovers(), "");
+}
+
+TEST(NetnsLaunch, AKilledDelayHelperStopsTheJobAndNoResultClaimsTheEmulation) {
+  SKIP_UNLESS_PERMITTED();
+  TempDir t;
+  const std::string c = cluster("local-2bld.json");
+  Result r = run_shell("{ " + std::string(SAX_BINARY) + " launch --cluster " + c +
+                       " --emulate netns -- bench coll -b 8 -e 8 -n 100000 --timeout 60 --json " + t.file("r.json") +
+                       " > " + t.file("out") + " 2>&1 & L=$!; for i in $(seq 300); do [ $(pgrep -fc '" + ranks() +
+                       "') -ge 4 ] && break; sleep 0.1; done; sleep 0.5; pkill -9 -x sax-linkdelay; wait $L; "
+                       "echo rc=$?; cat " +
+                       t.file("out") + " >&2; }");
+  EXPECT_NE(r.out.find("rc=1"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("the delay helper of sax-"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("r.json"))) << "a result claims a boundary that did not hold";
+  EXPECT_EQ(run_shell("pgrep -fc '" + ranks() + "'").out, "0\n") << "ranks left running";
+  EXPECT_EQ(leftovers(), "");
+}
+
+TEST(NetnsLaunch, AKilledLauncherTakesItsJobWithIt) {
+  SKIP_UNLESS_PERMITTED();
+  Result r = long_launch_and("kill -9 $L; sleep 3");
+  EXPECT_NE(r.out.find("rc=137"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(run_shell("pgrep -fc '" + ranks() + "'").out, "0\n") << "ranks outlived their launcher";
+  EXPECT_EQ(run_shell("pgrep -x mpirun").out, "") << "mpirun outlived its launcher";
+  for (int slot = 0; slot < 8; ++slot) sax::launcher::NetnsTestbed::teardown(slot);  // what SIGKILL left
+  EXPECT_EQ(leftovers(), "");
+}
+
+// An unprivileged user (uid 65534) who plants, as fast as it can, what the launcher once used in
+// shared directories: a launch directory of every slot with its own agent.sh (run as root, it would
+// create `owned`), a link from each to a root-only directory, and the slot lock files, held.
+TEST(NetnsSafety, AnUnprivilegedUserRacingTheLaunchGetsNoCodeRunAndLosesNoFile) {
+  SKIP_UNLESS_PERMITTED();
+  if (run_shell("setpriv --reuid=65534 --regid=65534 --clear-groups true").code != 0) GTEST_SKIP() << "no setpriv";
+  TempDir t;
+  ASSERT_EQ(run_shell("chmod 0777 " + t.file("") + " && mkdir -m 0700 " + t.file("rootonly")).code, 0);
+  // $1: the directory of the marker files (writable by the user), $2: a root-only directory.
+  const std::string script = t.write_text("attack.sh", R"(
+for s in 0 1 2 3 4 5 6 7; do (flock -n /run/lock/sax-netns-$s.lock sleep 30 &) 2>/dev/null; done
+while [ ! -e "$1/stop" ]; do
+  for s in 0 1 2 3 4 5 6 7; do
+    d=/tmp/sax-$s-launch
+    mkdir -p $d 2>/dev/null
+    printf '#!/bin/sh\ntouch %s/owned\n' "$1" > $d/.a && chmod 755 $d/.a && mv -f $d/.a $d/agent.sh
+    ln -sfn "$2" /tmp/sax-$s-launch-link 2>/dev/null
+  done
+done
+)");
+  const std::string attack = "setpriv --reuid=65534 --regid=65534 --clear-groups sh " + script + " " + t.file("") +
+                             " " + t.file("rootonly") + " ";
+  Result r = run_shell("{ " + attack + "& A=$!; sleep 0.3; TMPDIR='" + t.file("with space") + "' " +
+                       std::string(SAX_BINARY) + " launch --cluster " + cluster("local-2bld.json") +
+                       " --emulate netns -- bench coll -b 1K -e 1K -n 2 -w 0; echo rc=$?; touch " + t.file("stop") +
+                       "; wait $A; }");
+  EXPECT_NE(r.out.find("rc=0"), std::string::npos) << r.out << r.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("owned"))) << "root ran the user's agent";
+  EXPECT_TRUE(std::filesystem::is_empty(t.file("rootonly"))) << "root wrote through the user's link";
+  EXPECT_TRUE(std::filesystem::exists("/tmp/sax-0-launch/agent.sh")) << "the user's file was removed";
+  run_shell("pkill -u 65534 -f 'sleep 30'; rm -rf /tmp/sax-[0-7]-launch /tmp/sax-[0-7]-launch-link");
+  EXPECT_EQ(leftovers(), "");
+}
+
+TEST(NetnsSafety, AStateBaseOthersCanWriteIsRefused) {
+  SKIP_UNLESS_PERMITTED();
+  ASSERT_EQ(run_shell("mkdir -p -m 0700 /run/sax && chmod 0777 /run/sax").code, 0);
+  Result r = run_sax("launch --cluster " + cluster("local-2bld.json") + " --emulate netns -- bench coll -n 1");
+  run_shell("chmod 0700 /run/sax");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("/run/sax: expected a directory only uid 0 can use (mode 0700)"), std::string::npos) << r.err;
   EXPECT_EQ(leftovers(), "");
 }
 #endif
