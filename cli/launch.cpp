@@ -47,7 +47,7 @@ launcher::LaunchOptions launch_options(const std::string& emulate, const std::st
   o.linkdelay = o.sax_binary.substr(0, o.sax_binary.rfind('/') + 1) + "sax-linkdelay";
   o.slot = std::max(0, launcher::netns_free_slot());
   o.nccl_net_plugin = o.sax_binary.substr(0, o.sax_binary.rfind('/') + 1) + launcher::nccl_plugin::kLibrary;
-  o.job = launcher::random_job_id();
+  o.job = random_job_id();
   return o;
 }
 

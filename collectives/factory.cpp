@@ -39,12 +39,13 @@ class Factory final : public CommunicatorFactory {
 
  private:
   // Wraps the group's communicator when its members sit in different buildings. The pacing key
-  // names the cluster, the technology and the job (rank 0's process id, agreed the first time:
-  // make is collective), so that jobs sharing a host do not share a link.
+  // names the cluster, the technology and the job (rank 0's random job id, agreed the first time:
+  // make is collective), so that jobs sharing a host do not share a link and no other user can
+  // plant the job's pacing state before it exists.
   void emulate(GroupCommunicator& g, int rank) {
     const Cluster& c = emulation_->cluster;
     if (key_.empty()) {  // on every rank, before any returns
-      std::int64_t job = getpid();
+      std::int64_t job = random_job_id();
       SAX_MPI_CHECK(MPI_Bcast(&job, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
       key_ = boundary_pacing_key(c, emulation_->technology, job);
     }

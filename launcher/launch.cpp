@@ -2,7 +2,6 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,13 +43,6 @@ std::string g(double v) {
   return b;
 }
 }  // namespace
-
-std::int64_t random_job_id() {
-  std::uint64_t v = 0;
-  if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v))
-    throw RunError(std::string("launch: getrandom: ") + std::strerror(errno));
-  return static_cast<std::int64_t>(v >> 1);  // positive: it is printed in names
-}
 
 std::string shell_line(const std::vector<std::string>& argv) {
   std::string l;

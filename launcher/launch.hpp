@@ -56,7 +56,7 @@ struct LaunchOptions {
   std::string linkdelay;             // the sax-linkdelay program (netns)
   int slot = 0;                      // the netns testbed's slot (NetnsTestbed picks it)
   std::string nccl_net_plugin;       // the NCCL net plugin (plugin); "" = its name, found by dlopen
-  std::int64_t job = 0;              // names the plugin's pacing: random per launch (random_job_id)
+  std::int64_t job = 0;              // names the plugin's pacing: random per launch (spec's random_job_id)
   std::string state_dir;             // netns: the launch's own directory ("" = as planned, not made yet)
   // netns: the processes the boundary needs (the launcher, its delay helpers); each rank is told
   // them, and a result is labelled netns only while every one still runs (harness/job.hpp).
@@ -68,9 +68,6 @@ struct LaunchOptions {
 // it a rank's share of a core is too small for a step to mean anything (and a typo of 10^6 ranks
 // must not start 10^6 processes).
 inline constexpr int kMaxRanksPerCore = 32;
-
-// A job identifier no other user can guess (names the pacing state the ranks share).
-std::int64_t random_job_id();
 
 // The netns testbed a cluster asks for: ranks per building, each building's boundary (devices ×
 // per-device bandwidth / oversubscription of the cross-building link or the technology's), the

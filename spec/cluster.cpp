@@ -1,8 +1,12 @@
 #include "spec/cluster.hpp"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <iterator>
 #include <set>
 
@@ -167,6 +171,13 @@ BuildingBoundary Cluster::boundary(int building, const std::string& tech) const 
     first = false;
   }
   return {worst, static_cast<int>(building_ranks(building)), intra_building.bandwidth_gbps};
+}
+
+std::int64_t random_job_id() {
+  std::uint64_t v = 0;
+  if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v))
+    throw RunError(std::string("getrandom: ") + std::strerror(errno));
+  return static_cast<std::int64_t>(v >> 1);  // positive: it is printed in names
 }
 
 std::string boundary_pacing_key(const Cluster& c, const std::string& tech, std::int64_t job) {

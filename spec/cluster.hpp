@@ -166,6 +166,9 @@ struct Cluster {
 // technology ("own" for the cluster's link) and the job, so that jobs sharing a host do not
 // share a link.
 std::string boundary_pacing_key(const Cluster& cluster, const std::string& technology, std::int64_t job);
+// A job identifier for that key which no other user of the host can predict (so cannot plant the
+// pacing state before the job makes it): 63 random bits from the kernel.
+std::int64_t random_job_id();
 
 // Third-generation NVSwitch (HGX/DGX H100, H200) and later have NVLink SHARP; A100's and PCIe
 // parts have not: true for an H100, H200 or B200 name that says SXM, HGX or DGX.

@@ -172,7 +172,7 @@ TEST(LaunchPlanSafety, APlanBeyondTheHostIsRefusedBeforeAnythingIsMade) {
 }
 
 TEST(LaunchPlanSafety, JobIdentifiersCannotBePredicted) {
-  const std::int64_t a = sax::launcher::random_job_id(), b = sax::launcher::random_job_id();
+  const std::int64_t a = sax::random_job_id(), b = sax::random_job_id();
   EXPECT_GT(a, 0);
   EXPECT_NE(a, b);
   EXPECT_NE(a, static_cast<std::int64_t>(::getpid()));
