@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -342,6 +343,31 @@ TEST_F(PluginEnv, BadOrMissingValuesNameTheVariable) {
     else
       setenv(name, good.c_str(), 1);
   }
+}
+
+// SAX_NET_BANDWIDTH_GBPS=1e-300 was taken, and the link then not held at all: each link figure
+// obeys the bounds a cluster file's link fields do (spec/bounds.hpp), named in the refusal.
+TEST_F(PluginEnv, TheLinkIsReadThroughTheBoundsTable) {
+  setenv(kEnvBuilding, "0", 1);
+  setenv(kEnvLatencyUs, "1000", 1);
+  setenv(kEnvBandwidthGbps, "0.125", 1);
+  const std::pair<const char*, const char*> out_of_range[] = {
+      {kEnvBandwidthGbps, "1e-300"}, {kEnvBandwidthGbps, "1e6"},    {kEnvLatencyUs, "1e8"},
+      {kEnvNicGbps, "1e-300"},       {kEnvOversubscription, "1e9"}, {kEnvDevicesInBuilding, "4294967296"}};
+  for (const auto& [name, value] : out_of_range) {
+    const std::string good = std::getenv(name) ? std::getenv(name) : "";
+    setenv(name, value, 1);
+    const std::string why = refusal();
+    EXPECT_NE(why.find(name), std::string::npos) << name << "=" << value << ": " << why;
+    EXPECT_NE(why.find(" between "), std::string::npos) << name << "=" << value << ": " << why;
+    if (good.empty())
+      unsetenv(name);
+    else
+      setenv(name, good.c_str(), 1);
+  }
+  EXPECT_EQ(refusal(), "");
+  setenv(kEnvBandwidthGbps, "1e-300", 1);
+  EXPECT_NE(refusal().find("a bandwidth between 0.001 and 100000 GB/s"), std::string::npos) << refusal();
 }
 
 // The plugin's own stack, boundary over the socket transport, on loopback in one thread: the same

@@ -309,7 +309,7 @@ TEST(NetPluginAbiDeathTest, ABadValueFailsInitNamingTheVariable) {
     std::exit(first == again ? first : 101);
   };
   EXPECT_EXIT(init_with("SAX_NET_LATENCY_US", "1ms"), ::testing::ExitedWithCode(nccl_abi::kInvalidUsage),
-              "sax net plugin: environment variable SAX_NET_LATENCY_US: expected a number");
+              "sax net plugin: environment variable SAX_NET_LATENCY_US: expected a latency between");
   EXPECT_EXIT(init_with("SAX_NET_BUILDING", "east"), ::testing::ExitedWithCode(nccl_abi::kInvalidUsage),
               "SAX_NET_BUILDING");
   EXPECT_EXIT(init_with("NCCL_SOCKET_IFNAME", "no-such-interface"), ::testing::ExitedWithCode(nccl_abi::kInvalidUsage),
