@@ -275,6 +275,25 @@ TEST(NetPluginBoundary, RefusesAHandleItDidNotMake) {
   EXPECT_THROW(b.connect(0, handle), UsageError);
 }
 
+// The connector keeps its connect's state behind a pointer in its copy of the handle (bytes 16 to
+// 24); a peer that sends a handle with that field set must not make this process follow it.
+TEST(NetPluginBoundary, RefusesAForgedHandleWithAConnectingPointer) {
+  auto network = std::make_shared<FakeNetwork>();
+  Boundary listener(fake(network), in_building(0, key("forged"))), connector(fake(network), BoundaryConfig{});
+  unsigned char handle[kHandleBytes] = {};
+  ListenComm* listen = listener.listen(0, handle);
+  unsigned char forged[kHandleBytes];
+  std::memcpy(forged, handle, kHandleBytes);
+  const std::uintptr_t bogus = 0x5341'5800'0000;
+  std::memcpy(forged + 16, &bogus, sizeof bogus);
+  EXPECT_THROW(connector.connect(0, forged), UsageError);
+  std::memcpy(forged, handle, kHandleBytes);
+  const std::int32_t building = 1 << 20;  // bytes 8 to 12: the listener's building
+  std::memcpy(forged + 8, &building, sizeof building);
+  EXPECT_THROW(connector.connect(0, forged), UsageError);
+  listener.close_listen(listen);
+}
+
 namespace {
 
 // Sets the plugin's variables for one test and unsets them after.

@@ -289,6 +289,24 @@ TEST(NetPluginAbi, ExportsOnlyThePluginStructs) {
   EXPECT_STREQ(*symbol<const char*>("ncclNetPlugin_v11"), "sax");    // the name NCCL_NET=sax selects
 }
 
+// The handle NCCL gives connect() comes from the peer. One whose connect-state pointer (bytes 16 to
+// 24, zero as listen() writes it) is set is refused with an error code, never followed.
+TEST(NetPluginAbi, AForgedHandleIsRefusedNotACrash) {
+  const Api a = api(11);
+  ASSERT_TRUE(a.init);
+  ASSERT_EQ(a.init(), nccl_abi::kSuccess);
+  unsigned char handle[kHandleBytes] = {};
+  void* listen = nullptr;
+  ASSERT_EQ(a.listen(handle, &listen), nccl_abi::kSuccess);
+  const std::uintptr_t bogus = 0x5341'5800'0000;
+  std::memcpy(handle + 16, &bogus, sizeof bogus);
+  void* send = nullptr;
+  EXPECT_EQ(a.connect(handle, &send), nccl_abi::kInvalidUsage);
+  EXPECT_EQ(send, nullptr);
+  EXPECT_EQ(a.close_listen(listen), nccl_abi::kSuccess);
+  EXPECT_EQ(a.finalize(), nccl_abi::kSuccess);
+}
+
 // NCCL reports a failed plugin init only at INFO and falls back to its own transports unless
 // NCCL_NET names the plugin; the plugin says why on stderr, naming the variable. In a fresh
 // process (the environment is read once per process).
