@@ -307,6 +307,37 @@ TEST(NetPluginAbi, AForgedHandleIsRefusedNotACrash) {
   EXPECT_EQ(a.finalize(), nccl_abi::kSuccess);
 }
 
+// NCCL before 2.28 (ncclNet_v6 to v10) never finalizes a plugin: each version's pacing segment is
+// still removed when the process exits, in a fresh process that initialises through that version
+// alone (v11 too, for a process that ends without finalizing).
+class NetPluginAbiRelease : public ::testing::TestWithParam<int> {};
+
+TEST_P(NetPluginAbiRelease, EveryVersionRemovesItsSegmentAtExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // The death test's child runs this body again: it takes the parent's key from the environment.
+  const std::string variable = "SAX_TEST_RELEASE_KEY_V" + std::to_string(GetParam());
+  if (!std::getenv(variable.c_str()))
+    setenv(variable.c_str(),
+           ("test-net-plugin-release-v" + std::to_string(GetParam()) + "-" + std::to_string(getpid())).c_str(), 1);
+  const std::string key = std::getenv(variable.c_str());
+  const std::string segment = "/dev/shm/sax-" + key + "-" + std::to_string(geteuid());
+  const auto run = [&] {
+    const Api a = api(GetParam());          // loads the library, which sets this test binary's environment
+    setenv("SAX_NET_KEY", key.c_str(), 1);  // read at the first init
+    if (!a.init || a.init() != nccl_abi::kSuccess) std::exit(100);
+    unsigned char handle[kHandleBytes] = {};
+    void* listen = nullptr;
+    if (a.listen(handle, &listen) != nccl_abi::kSuccess || a.close_listen(listen) != nccl_abi::kSuccess) std::exit(101);
+    std::exit(access(segment.c_str(), F_OK) == 0 ? 0 : 102);  // made, and left to the exit
+  };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(0), "");
+  EXPECT_NE(access(segment.c_str(), F_OK), 0) << segment << " left behind";
+  unlink(segment.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryExportedVersion, NetPluginAbiRelease, ::testing::Values(11, 10, 9, 8, 7, 6),
+                         [](const ::testing::TestParamInfo<int>& p) { return "v" + std::to_string(p.param); });
+
 // NCCL reports a failed plugin init only at INFO and falls back to its own transports unless
 // NCCL_NET names the plugin; the plugin says why on stderr, naming the variable. In a fresh
 // process (the environment is read once per process).
