@@ -1,6 +1,7 @@
 #include "collectives/link_pacer.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 
@@ -29,22 +31,69 @@ void sleep_until_ns(std::int64_t deadline_ns) {
   }
 }
 
-namespace {
-
-std::string shm_name(const std::string& key) {
+std::string pacing_segment_name(const std::string& key) {
   std::string name = "/sax-";
   for (char c : key.substr(0, 200))
     name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
-  return name + "-" + std::to_string(getuid());
+  return name + "-" + std::to_string(geteuid());
 }
 
+namespace {
+
+// glibc's shm_open makes "/name" at /dev/shm/name; errors name that path, the one a person removes.
+std::string path_of(const std::string& name) { return "/dev/shm" + name; }
+
 [[noreturn]] void fail(const std::string& call, const std::string& name) {
-  throw RunError("link pacing: " + call + "(" + name + ") failed: " + std::strerror(errno));
+  throw RunError("link pacing: " + call + "(" + path_of(name) + ") failed: " + std::strerror(errno));
+}
+
+void lock(int fd, int how, const std::string& name) {
+  while (flock(fd, how) != 0)
+    if (errno != EINTR) fail("flock", name);
+}
+
+bool stat_of(int fd, struct stat& st) { return fstat(fd, &st) == 0; }
+
+// Whether the name still refers to the file `fd` has open: the last user of a segment may unlink
+// it between another's open and its lock, and a later job may have made a new one since.
+bool still_named(const std::string& name, int fd) {
+  struct stat mine {
+  }, named{};
+  return stat_of(fd, mine) && lstat(path_of(name).c_str(), &named) == 0 && named.st_dev == mine.st_dev &&
+         named.st_ino == mine.st_ino;
+}
+
+// Refuses a file at the name that this user's pacers could not have made (the header says why).
+// A size of 0 passes: its creator may not have sized it yet.
+void check_made_here(int fd, const std::string& name) {
+  struct stat st {};
+  if (!stat_of(fd, st)) fail("fstat", name);
+  if (S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 07777) == 0600 && st.st_nlink == 1 &&
+      (st.st_size == 0 || st.st_size == static_cast<off_t>(LinkPacer::kSegmentBytes)))
+    return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  throw RunError("link pacing: refusing " + path_of(name) + " (" + (S_ISREG(st.st_mode) ? "" : "not a regular file, ") +
+                 "owner uid " + std::to_string(st.st_uid) + ", mode " + mode + ", " + std::to_string(st.st_nlink) +
+                 " link(s), " + std::to_string(st.st_size) + " bytes): a pacing segment is a regular file of uid " +
+                 std::to_string(geteuid()) + ", mode 0600, one link, " + std::to_string(LinkPacer::kSegmentBytes) +
+                 " bytes; remove it or use another key");
+}
+
+// The size of the segment at `fd`, waiting up to a second while it is 0: a rank that has just
+// made it sizes it next.
+off_t settled_size(int fd, const std::string& name) {
+  struct stat st {};
+  for (int waited_ms = 0;; ++waited_ms) {
+    if (!stat_of(fd, st)) fail("fstat", name);
+    if (st.st_size != 0 || waited_ms == 1000) return st.st_size;
+    sleep_until_ns(monotonic_ns() + 1'000'000);
+  }
 }
 
 }  // namespace
 
-LinkPacer::LinkPacer(const LinkEmulation& e, int building) : link_(e.link), name_(shm_name(e.pacing_key)) {
+LinkPacer::LinkPacer(const LinkEmulation& e, int building) : link_(e.link), name_(pacing_segment_name(e.pacing_key)) {
   if (!(link_.bandwidth_gbps > 0) || e.devices_in_building < 1)
     throw UsageError("link pacing: needs a link with bandwidth and a building with devices");
   if (building < 0 || building >= kMaxBuildings)
@@ -54,29 +103,78 @@ LinkPacer::LinkPacer(const LinkEmulation& e, int building) : link_(e.link), name
   // A device's bytes leave through its NIC too: the slower of the two paces it (as the cost
   // model's channels, explorer/cost_model.hpp).
   device_gbps_ = e.nic_gbps > 0 ? std::min(link_.bandwidth_gbps, e.nic_gbps) : link_.bandwidth_gbps;
-  const int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
-  if (fd < 0) fail("shm_open", name_);
-  struct stat st {};
-  // Every user sizes it alike (ftruncate zero-fills): a slot nobody wrote says "free since boot".
-  if (fstat(fd, &st) != 0 ||
-      (st.st_size < static_cast<off_t>(sizeof(Segment)) && ftruncate(fd, sizeof(Segment)) != 0)) {
-    close(fd);
-    fail("ftruncate", name_);
+  // Another user's unlink can take the name from under an open; a few tries always get past it.
+  for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
+    int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+      // Exactly 0600 whatever the umask, and sized before any lock so that a rank that finds it
+      // locked finds it sized.
+      if (fchmod(fd, 0600) != 0 || ftruncate(fd, kSegmentBytes) != 0) {
+        const int error = errno;
+        shm_unlink(name_.c_str());
+        close(fd);
+        errno = error;
+        fail("ftruncate", name_);
+      }
+    } else if (errno != EEXIST || (fd = shm_open(name_.c_str(), O_RDWR | O_NOFOLLOW, 0)) < 0) {
+      if (errno == ENOENT) continue;  // unlinked since: make it anew
+      fail("shm_open", name_);
+    }
+    try {
+      check_made_here(fd, name_);
+      const off_t size = settled_size(fd, name_);
+      if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        // No process holds it: a dead job's, or one its creator died before sizing. Its times are
+        // no one's, and left as they are a killed job's reservations would hold this job back.
+        if (size == 0 && ftruncate(fd, kSegmentBytes) != 0) fail("ftruncate", name_);
+        void* p = mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) fail("mmap", name_);
+        std::memset(p, 0, kSegmentBytes);
+        munmap(p, kSegmentBytes);
+      } else if (errno != EWOULDBLOCK) {
+        fail("flock", name_);
+      } else if (size == 0) {
+        throw RunError("link pacing: refusing " + path_of(name_) + ": in use, but no process sized it");
+      }
+      lock(fd, LOCK_SH, name_);
+    } catch (...) {
+      close(fd);
+      throw;
+    }
+    if (still_named(name_, fd))
+      fd_ = fd;
+    else
+      close(fd);
   }
-  void* p = mmap(nullptr, sizeof(Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) fail("mmap", name_);
+  if (fd_ < 0) throw RunError("link pacing: " + path_of(name_) + " was removed under every attempt to open it");
+  void* p = mmap(nullptr, kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) {
+    const int error = errno;
+    close(fd_);
+    errno = error;
+    fail("mmap", name_);
+  }
   segment_ = static_cast<Segment*>(p);
   static_assert(std::atomic_ref<std::int64_t>::is_always_lock_free);
-  std::atomic_ref<std::int64_t>(segment_->users).fetch_add(1);
   slot_ = &segment_->link_free[building];
 }
 
+void LinkPacer::release_name() {
+  if (name_released_) return;
+  // Exclusive only when no other process holds it. A failed upgrade drops the shared lock, so it
+  // is taken again: this process still uses the segment.
+  if (flock(fd_, LOCK_EX | LOCK_NB) == 0 && still_named(name_, fd_)) {
+    shm_unlink(name_.c_str());
+    name_released_ = true;
+  }
+  while (flock(fd_, LOCK_SH) != 0 && errno == EINTR) {
+  }
+}
+
 LinkPacer::~LinkPacer() {
-  // The last user on the host removes the name. One opening it in that instant may get a segment
-  // of its own, unshared (pacing then under-counts sharing); a crashed user leaves only past times.
-  if (std::atomic_ref<std::int64_t>(segment_->users).fetch_sub(1) == 1) shm_unlink(name_.c_str());
-  munmap(segment_, sizeof(Segment));
+  release_name();
+  munmap(segment_, kSegmentBytes);
+  close(fd_);
 }
 
 std::int64_t LinkPacer::reserve(double wire_bytes, double latency_steps, std::int64_t now_ns) {

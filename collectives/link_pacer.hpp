@@ -4,13 +4,23 @@
 //
 // Pacing (LinkPacer): a device sends at most link.bandwidth_gbps; the boundary of a building
 // carries C = devices × bandwidth / oversubscription. Each rank keeps its device's "free at" time;
-// each building's egress "free at" time lives in a POSIX shared-memory segment ("/sax-<key>-<uid>",
-// one atomic slot per building, reserved by compare-and-swap, CLOCK_MONOTONIC nanoseconds), so
-// one flow alone gets the device's rate and devices sending at once share C. The segment is
-// per host: ranks on different hosts pace their building's link separately. The last user on a
-// host unlinks it; a stale one (a crashed job) only holds times in the past, which change nothing.
+// each building's egress "free at" time lives in a POSIX shared-memory segment
+// (pacing_segment_name(), one atomic slot per building, reserved by compare-and-swap,
+// CLOCK_MONOTONIC nanoseconds), so one flow alone gets the device's rate and devices sending at
+// once share C. The segment is per host: ranks on different hosts pace their building's link
+// separately.
+//
+// The segment is this user's alone: made exclusively with mode 0600, and one found at the name is
+// used only if this euid owns it, no one else may read or write it, it is a regular file with one
+// link, and it has the segment's size; otherwise the pacer refuses naming the path (a segment
+// another user planted would stall the job; one they could truncate would kill it with SIGBUS).
+// Each user holds a shared flock on it while it lives, which the kernel drops when the process
+// dies however it dies: a pacer that finds no other holder knows the times in it are a dead job's
+// (a killed job leaves reservations up to minutes ahead) and zeroes them. The last user unlinks the
+// name; the launcher also unlinks a job's at teardown, in case its last user was killed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -25,16 +35,23 @@ struct LinkEmulation {
   double nic_gbps = 0;          // a device's NIC (intra_building link), which also bounds it; 0: none
 };
 
+// The shared-memory name (for shm_open/shm_unlink) of the pacing segment of `pacing_key` for this
+// effective user: "/sax-<key>-<euid>", the key's characters other than [A-Za-z0-9.-] as '_'. The
+// launcher unlinks a job's segment at teardown by it.
+std::string pacing_segment_name(const std::string& pacing_key);
+
 // CLOCK_MONOTONIC in nanoseconds, and an absolute sleep on it.
 std::int64_t monotonic_ns();
 void sleep_until_ns(std::int64_t deadline_ns);
 
 // One rank's pacing of its building's egress link. Not thread-safe (one per rank; the shared
-// slots are atomic). Throws RunError when the segment cannot be made, UsageError for a building
-// beyond kMaxBuildings or a link without bandwidth.
+// slots are atomic). Throws RunError naming the path when the segment cannot be made or one at its
+// name is refused (above), UsageError for a building beyond kMaxBuildings or a link without
+// bandwidth.
 class LinkPacer {
  public:
   static constexpr int kMaxBuildings = 510;  // slots in one 4 KiB page
+  static constexpr std::size_t kSegmentBytes = kMaxBuildings * sizeof(std::int64_t);
   LinkPacer(const LinkEmulation& emulation, int building);
   ~LinkPacer();
   LinkPacer(const LinkPacer&) = delete;
@@ -47,20 +64,26 @@ class LinkPacer {
     return reserve(wire_bytes, latency_steps, monotonic_ns());
   }
   const std::string& segment_name() const { return name_; }
+  // Unlinks the segment's name if no other process uses it, keeping this pacer's mapping: for a
+  // process whose pacer is never destroyed (the net plugin under NCCL versions without finalize),
+  // at its exit.
+  void release_name();
   // What one flow of this device alone gets (the link, or its NIC where slower), GB/s; and α.
   double device_gbps() const { return device_gbps_; }
   double latency_us() const { return link_.latency_us; }
 
  private:
   struct Segment {  // zero-filled by ftruncate; every field accessed through std::atomic_ref
-    std::int64_t users;
     std::int64_t link_free[kMaxBuildings];
   };
+  static_assert(sizeof(Segment) == kSegmentBytes);
   Link link_;
   double capacity_gbps_;  // C: the building's boundary, GB/s = bytes per ns
   double device_gbps_;    // a device alone: the link, or its NIC where slower
   std::int64_t device_free_ = 0;
   std::string name_;
+  int fd_ = -1;  // kept open: it holds the shared flock that says this process uses the segment
+  bool name_released_ = false;
   Segment* segment_ = nullptr;
   std::int64_t* slot_ = nullptr;
 };

@@ -15,14 +15,14 @@ constexpr double kSize = static_cast<double>(kMaxSize);
 constexpr std::array kTable = {
     Bound{Quantity::bandwidth, "a bandwidth", "GB/s", 1e-3, 1e5, false, false,
           "cluster links.*.bandwidth_gbps, network_technologies[].cross_building.bandwidth_gbps, "
-          "building_links[].bandwidth_gbps",
+          "building_links[].bandwidth_gbps; the NCCL net plugin's SAX_NET_BANDWIDTH_GBPS, SAX_NET_NIC_GBPS",
           "1 MB/s is below any network sax models (1 GbE is 0.125 GB/s); 100 TB/s per device is over 50x NVLink 5"},
     Bound{Quantity::latency, "a latency", "us", 0, 1e7, false, false,
-          "cluster links.*.latency_us, building_links[].latency_us; calibration links.*.*.alpha_us",
+          "cluster links.*.latency_us, building_links[].latency_us; calibration links.*.*.alpha_us; SAX_NET_LATENCY_US",
           "0 is an ideal link; 10 s one way is 50x light's time around the Earth in fibre"},
     Bound{Quantity::oversubscription, "an oversubscription", "x", 1, 1e3, false, false,
           "cluster links.*.oversubscription, building_links[].oversubscription; calibration "
-          "cross_oversubscription.value",
+          "cross_oversubscription.value; SAX_NET_OVERSUBSCRIPTION",
           "1 is non-blocking; at 1000:1 a device gets 0.1 % of its link, no longer a network to plan on"},
     Bound{Quantity::peak_compute, "a peak", "TFLOP/s", 1e-3, 1e6, false, false,
           "cluster device.peak_tflops.*, buildings[].device.peak_tflops.*",
@@ -67,7 +67,8 @@ constexpr std::array kTable = {
           "2^20: the largest NVLink domain has 576 devices; 2 x devices_per_node (the search's TP bound) fits an "
           "int"},
     Bound{Quantity::world_size, "a world size (nodes x devices_per_node)", "devices", 1, kSize, false, true,
-          "cluster buildings[].nodes x devices_per_node (the building's own where given), summed",
+          "cluster buildings[].nodes x devices_per_node (the building's own where given), summed; "
+          "SAX_NET_DEVICES_IN_BUILDING (at most 2^31 - 1)",
           "2^40: a million times today's largest clusters"},
     Bound{Quantity::tokens_per_step, "tokens per step (seq_length x global_batch_size)", "tokens", 1, kSize, false,
           true, "model seq_length x global_batch_size",

@@ -15,6 +15,7 @@ constexpr std::uint32_t kVersion = 1;          // of the handle and the hello
 
 // A connect in progress: the inner connection, then the hello on it.
 struct Connecting {
+  const void* handle_at = nullptr;  // the handle buffer whose connect this is
   // The inner transport's handle as its listen() wrote it, zero after that: all of NCCL's size,
   // kept here across connect() calls (transport.hpp).
   unsigned char handle[kHandleBytes] = {};
@@ -33,7 +34,9 @@ struct BoundaryHandle {
   std::uint32_t version;
   std::int32_t building;  // the listener's; -1: none
   std::int32_t reserved;
-  Connecting* connecting;  // the connector's own copy: its connect in progress
+  // The connector's own copy: its connect in progress; null as listen() writes it. The peer sends
+  // these bytes, so connect() follows only a pointer it made itself for this very buffer.
+  Connecting* connecting;
   unsigned char inner[kInnerHandleBytes];
 };
 static_assert(sizeof(BoundaryHandle) <= kHandleBytes);
@@ -44,6 +47,9 @@ struct BoundaryListen final : ListenComm {
   Request* hello_received = nullptr;
   Hello hello{};
 };
+
+// A building as a peer tells it (handle or hello): none (-1) or one a pacer has.
+bool valid_building(std::int32_t building) { return building >= -1 && building < LinkPacer::kMaxBuildings; }
 
 }  // namespace
 
@@ -73,7 +79,13 @@ Boundary::Boundary(std::unique_ptr<Transport> inner, const BoundaryConfig& confi
   pacer_ = std::make_unique<LinkPacer>(config.emulation, building_);
 }
 
-Boundary::~Boundary() = default;
+Boundary::~Boundary() {
+  for (const void* k : connecting_) delete static_cast<const Connecting*>(k);  // connects NCCL never finished
+}
+
+void Boundary::release_pacing_name() {
+  if (pacer_) pacer_->release_name();
+}
 
 Properties Boundary::properties(int dev) {
   Properties p = inner_->properties(dev);
@@ -100,9 +112,21 @@ Comm* Boundary::connect(int dev, void* handle) {
   auto* h = static_cast<BoundaryHandle*>(handle);
   if (h->magic != kMagic || h->version != kVersion)
     throw UsageError("sax net plugin: a handle its listen() did not make (another plugin or version)");
-  if (!h->connecting) {
-    h->connecting = new Connecting;
-    std::memcpy(h->connecting->handle, h->inner, sizeof h->inner);
+  if (!valid_building(h->building) || h->reserved != 0)
+    throw UsageError("sax net plugin: a handle with building " + std::to_string(h->building) + " and reserved " +
+                     std::to_string(h->reserved) + " (expected -1 to " + std::to_string(LinkPacer::kMaxBuildings - 1) +
+                     " and 0): not one listen() made");
+  {
+    const std::lock_guard<std::mutex> lock(connecting_mutex_);
+    if (!h->connecting) {
+      auto k = std::make_unique<Connecting>();
+      k->handle_at = h;
+      std::memcpy(k->handle, h->inner, sizeof h->inner);
+      connecting_.insert(k.get());
+      h->connecting = k.release();
+    } else if (!connecting_.contains(h->connecting) || h->connecting->handle_at != h) {
+      throw UsageError("sax net plugin: a handle whose connect state this process did not make (forged or corrupt)");
+    }
   }
   Connecting& k = *h->connecting;
   try {
@@ -114,7 +138,7 @@ Comm* Boundary::connect(int dev, void* handle) {
     if (!inner_->test(k.hello_sent, nullptr)) return nullptr;
   } catch (...) {
     if (k.inner) inner_->close_send(k.inner);
-    delete h->connecting;
+    forget(h->connecting);
     h->connecting = nullptr;
     throw;
   }
@@ -123,9 +147,17 @@ Comm* Boundary::connect(int dev, void* handle) {
   c->sending = true;
   c->peer_building = h->building;
   c->held = pacer_ && h->building >= 0 && h->building != building_;
-  delete h->connecting;
+  forget(h->connecting);
   h->connecting = nullptr;
   return c;
+}
+
+void Boundary::forget(void* connecting) {
+  {
+    const std::lock_guard<std::mutex> lock(connecting_mutex_);
+    connecting_.erase(connecting);
+  }
+  delete static_cast<Connecting*>(connecting);
 }
 
 Comm* Boundary::accept(ListenComm* listen) {
@@ -136,7 +168,8 @@ Comm* Boundary::accept(ListenComm* listen) {
   std::size_t size = 0;
   if (!inner_->test(l.hello_received, &size)) return nullptr;
   l.hello_received = nullptr;
-  if (size != sizeof l.hello || l.hello.magic != kMagic || l.hello.version != kVersion)
+  if (size != sizeof l.hello || l.hello.magic != kMagic || l.hello.version != kVersion ||
+      !valid_building(l.hello.building) || l.hello.reserved != 0)
     throw RunError("sax net plugin: a peer that is not this plugin (or another version of it) connected");
   auto* c = new BoundaryComm;
   c->inner = l.accepted;

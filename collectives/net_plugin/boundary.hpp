@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_set>
 
 #include "collectives/link_pacer.hpp"
 #include "collectives/net_plugin/transport.hpp"
@@ -59,16 +60,24 @@ class Boundary final : public Transport {
   static bool holds(const Comm* comm);
   static int peer_building(const Comm* comm);
 
+  // Unlinks the pacer's segment name if no other process uses it (LinkPacer::release_name), for a
+  // process that ends without destroying this.
+  void release_pacing_name();
+
  private:
   struct BoundaryComm;
   struct BoundaryRequest;
   void post_due(BoundaryComm& c);  // hands the sends whose time has come to the inner transport
+  void forget(void* connecting);   // a connect done or failed: no longer one to follow
   static Request* wrap(BoundaryComm& c, Request* inner);
 
   std::unique_ptr<Transport> inner_;
   int building_ = -1;
   std::unique_ptr<LinkPacer> pacer_;
   std::mutex pacer_mutex_;  // comms of several NCCL proxy threads share the one device
+  // The connects in progress, so that connect() follows only a handle's pointer that it made.
+  std::mutex connecting_mutex_;
+  std::unordered_set<const void*> connecting_;
 };
 
 }  // namespace sax::coll::net

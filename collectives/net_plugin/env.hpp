@@ -2,7 +2,9 @@
 // launcher (`sax launch --emulate plugin` sets these for every rank), each with its default or
 // "required". Read once, at the plugin's first init. Without SAX_NET_BUILDING there is no
 // boundary: every message passes straight through. A value that is not what its variable takes
-// fails the plugin's init with one line naming the variable (spec/env.hpp's strict readers).
+// fails the plugin's init with one line naming the variable (spec/env.hpp's strict readers); the
+// link's figures take what a cluster file's link fields take (spec/bounds.hpp's rows), with the
+// range in that line.
 #pragma once
 
 #include <string>

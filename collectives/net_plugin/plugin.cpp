@@ -8,7 +8,9 @@
 // fails, init fails with one line on stderr naming the variable. Under ncclNet_v11 NCCL calls init
 // and finalize once per communicator: the boundary (with its pacer's shared-memory segment) is
 // released when the last context is finalized and no comm of it is open, and made again by a
-// later init. The older versions have no finalize, so there it lives until the process ends.
+// later init. The older versions have no finalize, so there it lives until the process ends; as
+// the library unloads (at exit, under every version) the pacer's shared-memory segment is unlinked
+// if no other process uses it, so that a job on NCCL before 2.28 leaves no segment behind.
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -150,6 +152,15 @@ void release_if_unused(Plugin& p) {
   if (p.legacy || p.contexts > 0 || p.objects.load() > 0 || !p.owner) return;
   p.net.store(nullptr, std::memory_order_release);
   p.owner.reset();
+}
+
+// Unlinks the segment's name only: the boundary stays, as NCCL's proxy threads may still call in
+// while the process exits. An init or finalize holding the lock now is left to finish; the
+// launcher unlinks a job's segment at teardown too.
+__attribute__((destructor)) void release_pacing_name_at_unload() {
+  Plugin& p = plugin();
+  const std::unique_lock<std::mutex> lock(p.mutex, std::try_to_lock);
+  if (lock.owns_lock() && p.owner) p.owner->release_pacing_name();
 }
 
 void opened() { ++plugin().objects; }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -274,6 +275,25 @@ TEST(NetPluginBoundary, RefusesAHandleItDidNotMake) {
   EXPECT_THROW(b.connect(0, handle), UsageError);
 }
 
+// The connector keeps its connect's state behind a pointer in its copy of the handle (bytes 16 to
+// 24); a peer that sends a handle with that field set must not make this process follow it.
+TEST(NetPluginBoundary, RefusesAForgedHandleWithAConnectingPointer) {
+  auto network = std::make_shared<FakeNetwork>();
+  Boundary listener(fake(network), in_building(0, key("forged"))), connector(fake(network), BoundaryConfig{});
+  unsigned char handle[kHandleBytes] = {};
+  ListenComm* listen = listener.listen(0, handle);
+  unsigned char forged[kHandleBytes];
+  std::memcpy(forged, handle, kHandleBytes);
+  const std::uintptr_t bogus = 0x5341'5800'0000;
+  std::memcpy(forged + 16, &bogus, sizeof bogus);
+  EXPECT_THROW(connector.connect(0, forged), UsageError);
+  std::memcpy(forged, handle, kHandleBytes);
+  const std::int32_t building = 1 << 20;  // bytes 8 to 12: the listener's building
+  std::memcpy(forged + 8, &building, sizeof building);
+  EXPECT_THROW(connector.connect(0, forged), UsageError);
+  listener.close_listen(listen);
+}
+
 namespace {
 
 // Sets the plugin's variables for one test and unsets them after.
@@ -342,6 +362,31 @@ TEST_F(PluginEnv, BadOrMissingValuesNameTheVariable) {
     else
       setenv(name, good.c_str(), 1);
   }
+}
+
+// SAX_NET_BANDWIDTH_GBPS=1e-300 was taken, and the link then not held at all: each link figure
+// obeys the bounds a cluster file's link fields do (spec/bounds.hpp), named in the refusal.
+TEST_F(PluginEnv, TheLinkIsReadThroughTheBoundsTable) {
+  setenv(kEnvBuilding, "0", 1);
+  setenv(kEnvLatencyUs, "1000", 1);
+  setenv(kEnvBandwidthGbps, "0.125", 1);
+  const std::pair<const char*, const char*> out_of_range[] = {
+      {kEnvBandwidthGbps, "1e-300"}, {kEnvBandwidthGbps, "1e6"},    {kEnvLatencyUs, "1e8"},
+      {kEnvNicGbps, "1e-300"},       {kEnvOversubscription, "1e9"}, {kEnvDevicesInBuilding, "4294967296"}};
+  for (const auto& [name, value] : out_of_range) {
+    const std::string good = std::getenv(name) ? std::getenv(name) : "";
+    setenv(name, value, 1);
+    const std::string why = refusal();
+    EXPECT_NE(why.find(name), std::string::npos) << name << "=" << value << ": " << why;
+    EXPECT_NE(why.find(" between "), std::string::npos) << name << "=" << value << ": " << why;
+    if (good.empty())
+      unsetenv(name);
+    else
+      setenv(name, good.c_str(), 1);
+  }
+  EXPECT_EQ(refusal(), "");
+  setenv(kEnvBandwidthGbps, "1e-300", 1);
+  EXPECT_NE(refusal().find("a bandwidth between 0.001 and 100000 GB/s"), std::string::npos) << refusal();
 }
 
 // The plugin's own stack, boundary over the socket transport, on loopback in one thread: the same

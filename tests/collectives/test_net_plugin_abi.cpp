@@ -289,6 +289,55 @@ TEST(NetPluginAbi, ExportsOnlyThePluginStructs) {
   EXPECT_STREQ(*symbol<const char*>("ncclNetPlugin_v11"), "sax");    // the name NCCL_NET=sax selects
 }
 
+// The handle NCCL gives connect() comes from the peer. One whose connect-state pointer (bytes 16 to
+// 24, zero as listen() writes it) is set is refused with an error code, never followed.
+TEST(NetPluginAbi, AForgedHandleIsRefusedNotACrash) {
+  const Api a = api(11);
+  ASSERT_TRUE(a.init);
+  ASSERT_EQ(a.init(), nccl_abi::kSuccess);
+  unsigned char handle[kHandleBytes] = {};
+  void* listen = nullptr;
+  ASSERT_EQ(a.listen(handle, &listen), nccl_abi::kSuccess);
+  const std::uintptr_t bogus = 0x5341'5800'0000;
+  std::memcpy(handle + 16, &bogus, sizeof bogus);
+  void* send = nullptr;
+  EXPECT_EQ(a.connect(handle, &send), nccl_abi::kInvalidUsage);
+  EXPECT_EQ(send, nullptr);
+  EXPECT_EQ(a.close_listen(listen), nccl_abi::kSuccess);
+  EXPECT_EQ(a.finalize(), nccl_abi::kSuccess);
+}
+
+// NCCL before 2.28 (ncclNet_v6 to v10) never finalizes a plugin: each version's pacing segment is
+// still removed when the process exits, in a fresh process that initialises through that version
+// alone (v11 too, for a process that ends without finalizing).
+class NetPluginAbiRelease : public ::testing::TestWithParam<int> {};
+
+TEST_P(NetPluginAbiRelease, EveryVersionRemovesItsSegmentAtExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // The death test's child runs this body again: it takes the parent's key from the environment.
+  const std::string variable = "SAX_TEST_RELEASE_KEY_V" + std::to_string(GetParam());
+  if (!std::getenv(variable.c_str()))
+    setenv(variable.c_str(),
+           ("test-net-plugin-release-v" + std::to_string(GetParam()) + "-" + std::to_string(getpid())).c_str(), 1);
+  const std::string key = std::getenv(variable.c_str());
+  const std::string segment = "/dev/shm/sax-" + key + "-" + std::to_string(geteuid());
+  const auto run = [&] {
+    const Api a = api(GetParam());          // loads the library, which sets this test binary's environment
+    setenv("SAX_NET_KEY", key.c_str(), 1);  // read at the first init
+    if (!a.init || a.init() != nccl_abi::kSuccess) std::exit(100);
+    unsigned char handle[kHandleBytes] = {};
+    void* listen = nullptr;
+    if (a.listen(handle, &listen) != nccl_abi::kSuccess || a.close_listen(listen) != nccl_abi::kSuccess) std::exit(101);
+    std::exit(access(segment.c_str(), F_OK) == 0 ? 0 : 102);  // made, and left to the exit
+  };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(0), "");
+  EXPECT_NE(access(segment.c_str(), F_OK), 0) << segment << " left behind";
+  unlink(segment.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryExportedVersion, NetPluginAbiRelease, ::testing::Values(11, 10, 9, 8, 7, 6),
+                         [](const ::testing::TestParamInfo<int>& p) { return "v" + std::to_string(p.param); });
+
 // NCCL reports a failed plugin init only at INFO and falls back to its own transports unless
 // NCCL_NET names the plugin; the plugin says why on stderr, naming the variable. In a fresh
 // process (the environment is read once per process).
@@ -309,7 +358,7 @@ TEST(NetPluginAbiDeathTest, ABadValueFailsInitNamingTheVariable) {
     std::exit(first == again ? first : 101);
   };
   EXPECT_EXIT(init_with("SAX_NET_LATENCY_US", "1ms"), ::testing::ExitedWithCode(nccl_abi::kInvalidUsage),
-              "sax net plugin: environment variable SAX_NET_LATENCY_US: expected a number");
+              "sax net plugin: environment variable SAX_NET_LATENCY_US: expected a latency between");
   EXPECT_EXIT(init_with("SAX_NET_BUILDING", "east"), ::testing::ExitedWithCode(nccl_abi::kInvalidUsage),
               "SAX_NET_BUILDING");
   EXPECT_EXIT(init_with("NCCL_SOCKET_IFNAME", "no-such-interface"), ::testing::ExitedWithCode(nccl_abi::kInvalidUsage),
