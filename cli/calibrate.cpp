@@ -95,6 +95,7 @@ void run_fit(const FitArgs& a) {
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   cal.provenance.date = when;
   cal.provenance.tool = "sax calibrate fit " + joined(std::set<std::string>(a.files.begin(), a.files.end()));
+  calibration::check_readable(cal, joined(std::set<std::string>(a.files.begin(), a.files.end())));
   write_json_file(a.out, to_json(cal));
   std::printf("# wrote %s\n", a.out.c_str());
 }
