@@ -78,10 +78,12 @@ Export astra_sim_network(const Calibration& k, const Cluster& c) {
                       f.source);
   }
   if (topology.empty()) throw UsageError("calibrate export --astra-sim: cluster " + c.name + " has a single device");
-  e.text = "# ASTRA-sim analytical network of " + c.name + " from sax calibrate (" + k.provenance.date + ", " +
-           k.provenance.emulation + "): per dimension, GB/s of 2^30 bytes per link and direction, ns per hop\n" +
-           "topology: [ " + topology + " ]\nnpus_count: [ " + npus + " ]\nbandwidth: [ " + bandwidth +
-           " ]  # GB/s\nlatency: [ " + latency + " ]  # ns\n";
+  // The copied names are escaped as error lines are (a newline would end the comment and start a key).
+  e.text = "# ASTRA-sim analytical network of " + safe_text(c.name) + " from sax calibrate (" +
+           safe_text(k.provenance.date) + ", " + safe_text(k.provenance.emulation) +
+           "): per dimension, GB/s of 2^30 bytes per link and direction, ns per hop\n" + "topology: [ " + topology +
+           " ]\nnpus_count: [ " + npus + " ]\nbandwidth: [ " + bandwidth + " ]  # GB/s\nlatency: [ " + latency +
+           " ]  # ns\n";
   return e;
 }
 

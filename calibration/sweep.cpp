@@ -1,9 +1,16 @@
 #include "calibration/sweep.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +34,7 @@
 #include "harness/watchdog.hpp"
 #include "sax_version.hpp"
 #include "spec/error.hpp"
+#include "spec/fields.hpp"
 #include "workload/layer_ops.hpp"
 
 namespace sax::calibration {
@@ -96,51 +104,131 @@ std::vector<CollOp> parse_ops(const std::string& text) {
   return ops;
 }
 
-// The points file: its first line names the sweep; each further line is one point. A last line
-// cut short by an interruption is dropped: `whole` is where the whole lines end (the caller cuts
-// the file back there once it has accepted the header). A file with anything else in it is
-// refused, never overwritten.
-struct PointsFile {
-  json header;
-  std::vector<json> points;
-  std::uintmax_t whole = 0;
-};
-
 void check_point(const json& p, const std::string& what, const std::string& at);
 
-std::optional<PointsFile> read_points_file(const std::string& file) {
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) return std::nullopt;
-  if (std::filesystem::is_directory(file, ec)) throw InputError(file, "", "a points file (it is a directory)");
-  std::ifstream in(file);
-  if (!in) throw InputError(file, "", "a points file this process can read");
-  PointsFile f;
-  std::string line;
-  bool first = true;
-  while (std::getline(in, line)) {
-    const bool cut = in.eof();  // no newline at the end
-    json j = json::parse(line, nullptr, false);
-    const bool bad = j.is_discarded() || !j.is_object();
-    if (cut || bad) {
-      if (in.peek() == EOF && !first) break;  // the last line, cut short by an interruption
-      throw InputError(file, "/" + std::to_string(first ? 0 : f.points.size() + 1),
-                       "one JSON object per line, after the header of a sax calibrate points file");
+// A file this process alone uses while it runs: opened (created if absent) without following a
+// link, and held by an exclusive flock, so that another process asking for it is refused (a
+// killed launcher's sweep still running beside its resumption would be two writers). The lock is
+// on the file still at `file` (one unlinked or replaced meanwhile is opened again). A `removed`
+// file (a lock file) is unlinked when let go, as is a file it created that is still empty.
+class HeldFile {
+ public:
+  // Errors name `named` (the file the user gave, where `file` is a lock file beside it).
+  HeldFile(const std::string& file, const std::string& named, const std::string& what, bool removed)
+      : file_(file), removed_(removed) {
+    for (;;) {
+      const bool existed = ::access(file.c_str(), F_OK) == 0;
+      fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0666);
+      if (fd_ < 0)
+        throw InputError(named, "", what + (errno == ELOOP ? " (it is a symbolic link)" : " (" + errno_text() + ")"));
+      created_ = !existed;
+      struct stat held {};
+      struct stat there {};
+      if (::fstat(fd_, &held) != 0 || !S_ISREG(held.st_mode)) {
+        let_go(false);
+        throw InputError(named, "", what + " (it is not a regular file)");
+      }
+      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        const bool busy = errno == EWOULDBLOCK;
+        const std::string why = errno_text();
+        let_go(false);
+        throw InputError(named, "",
+                         what + (busy ? " (another sax process holds it: a sweep still running?)"
+                                      : " (cannot lock it: " + why + ")"));
+      }
+      if (::lstat(file.c_str(), &there) == 0 && there.st_dev == held.st_dev && there.st_ino == held.st_ino) return;
+      let_go(false);  // unlinked or replaced between open and lock: take the one there now
     }
-    if (first) {
-      if (!j.contains("sax_calibrate_points") || !j.contains("args") || !j["args"].is_string() ||
+  }
+  HeldFile(const HeldFile&) = delete;
+  HeldFile& operator=(const HeldFile&) = delete;
+  ~HeldFile() { let_go(true); }
+  int fd() const { return fd_; }
+
+ private:
+  static std::string errno_text() { return std::strerror(errno); }
+  void let_go(bool done) {
+    if (fd_ < 0) return;
+    struct stat st {};
+    if (done && (removed_ || (created_ && ::fstat(fd_, &st) == 0 && st.st_size == 0))) ::unlink(file_.c_str());
+    ::close(fd_);
+    fd_ = -1;
+  }
+  std::string file_;
+  bool removed_ = false, created_ = false;
+  int fd_ = -1;
+};
+
+void write_all(int fd, const std::string& text, const std::string& file) {
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw RunError("cannot append to " + file + ": " + std::strerror(errno));
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// The whole of a held file, or an InputError: a file that cannot be read whole (too big for the
+// limit every JSON input has, a read error, no memory) must never pass for an empty one, which
+// the sweep would then cut and overwrite.
+std::string read_whole(int fd, const std::string& file) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    throw InputError(file, "", std::string("a readable points file (") + std::strerror(errno) + ")");
+  if (static_cast<std::uintmax_t>(st.st_size) > kMaxInputFileBytes)
+    throw InputError(file, "",
+                     "a points file of at most " + std::to_string(kMaxInputFileBytes >> 20) + " MiB (it has " +
+                         std::to_string(static_cast<std::uintmax_t>(st.st_size) >> 20) + " MiB)");
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::pread(fd, text.data() + done, text.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw InputError(file, "", std::string("a readable points file (") + std::strerror(errno) + ")");
+    if (n == 0) break;  // shorter than it was: what is there
+    done += static_cast<std::size_t>(n);
+  }
+  text.resize(done);
+  return text;
+}
+
+}  // namespace
+
+std::optional<PointsFile> parse_points_file(const std::string& text, const std::string& file) {
+  PointsFile f;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = text.find('\n', at);
+    const std::string at_line = "/" + std::to_string(f.whole == 0 ? 0 : f.points.size() + 1);
+    if (end == std::string::npos) {
+      if (f.whole == 0)  // not even a whole header
+        throw InputError(file, at_line, "the header of a sax calibrate points file, ending in a newline");
+      break;  // the last line, cut short by an interrupted append: measured again
+    }
+    json j;
+    try {
+      j = parse_json_text(text.substr(at, end - at), file);
+    } catch (const InputError& e) {
+      throw InputError(
+          file, at_line + e.path(),
+          "one JSON object per line, after the header of a sax calibrate points file (" + e.expected() + ")");
+    }
+    if (f.whole == 0) {
+      if (!j.is_object() || !j.contains("sax_calibrate_points") || !j.contains("args") || !j["args"].is_string() ||
           !j.contains("cluster_hash") || !j["cluster_hash"].is_string())
         throw InputError(file, "/0", "the header of a sax calibrate points file");
       f.header = j;
     } else {
-      check_point(j, file, "/" + std::to_string(f.points.size() + 1));
-      f.points.push_back(j);
+      check_point(j, file, at_line);
+      f.points.push_back(std::move(j));
     }
-    first = false;
-    f.whole += line.size() + 1;
+    at = end + 1;
+    f.whole = at;
   }
-  if (first) return std::nullopt;  // empty
+  if (f.whole == 0) return std::nullopt;  // empty
   return f;
 }
+
+namespace {
 
 // One point's fields, as fit_sweep needs them: an InputError naming `what` and the point.
 void check_point(const json& p, const std::string& what, const std::string& at) {
@@ -454,6 +542,10 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
   Backend backend = Backend::cpu;
   int iters = 0, warmup = 0;
   std::string cluster_hash;
+  std::optional<HeldFile> out_lock, points;  // rank 0's, for the sweep's whole life
+  std::vector<std::string> hosts;
+  json all = json::array();  // every point, measured before and now (rank 0)
+  std::size_t measured_now = 0;
   job.agree(a.text() + '\x1f' + a.out + '\x1f' + points_file + '\x1f' + a.timeout_s, [&] {
     if (!extras.empty()) throw UsageError("calibrate: unexpected argument '" + extras.front() + "'");
     if (a.cluster_file.empty()) throw UsageError("calibrate: --cluster is required (the testbed's cluster file)");
@@ -516,19 +608,24 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     if (job.rank() == 0) {
       writer.check(a.out);
       // Rank 0 alone reads the file: whatever goes wrong is said as bad input, so that every
-      // rank leaves agree() together.
+      // rank leaves agree() together. Both files are held until the sweep ends: a second sweep on
+      // either is refused instead of writing beside this one.
+      const std::filesystem::path out(a.out);
+      const std::string lock = (out.parent_path() / ("." + out.filename().string() + ".lock")).string();
+      out_lock.emplace(lock, a.out, "an output no other process is writing (its lock file " + lock + ")", true);
+      points.emplace(points_file, points_file, "a points file no other process is using", false);
       try {
-        if (auto f = read_points_file(points_file)) {
+        if (auto f = parse_points_file(read_whole(points->fd(), points_file), points_file)) {
           if (f->header["args"].get<std::string>() != hex(text_hash(a.text())) ||
               f->header["cluster_hash"].get<std::string>() != cluster_hash)
             throw UsageError("calibrate: " + points_file +
                              " holds points of another sweep (other arguments or another cluster file): pass the "
                              "same arguments to resume it, or --points another file");
-          if (std::filesystem::file_size(points_file) != f->whole)
-            std::filesystem::resize_file(points_file, f->whole);  // the line cut short
+          if (::ftruncate(points->fd(), static_cast<off_t>(f->whole)) != 0)  // the line cut short, if any
+            throw InputError(points_file, "",
+                             std::string("a points file this process can cut back (") + std::strerror(errno) + ")");
           have = std::move(f->points);
         }
-        writer.check(points_file);
       } catch (const UsageError&) {
         throw;
       } catch (const InputError&) {
@@ -593,22 +690,19 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     Watchdog watchdog(std::strtod(a.timeout_s.c_str(), nullptr), job.rank());
     auto device = job.make_device(backend);
     auto factory = job.communicators(*device, &*cluster);
-    const std::vector<std::string> hosts = job.all_gather(job.processor_name());
-    std::ofstream out;
+    hosts = job.all_gather(job.processor_name());
+    if (job.rank() == 0 && have.empty()) {  // a new file, or one with a header only
+      if (::ftruncate(points->fd(), 0) != 0) throw RunError("cannot cut back " + points_file);
+      write_all(points->fd(),
+                json{{"sax_calibrate_points", 1},
+                     {"args", hex(text_hash(a.text()))},
+                     {"cluster", a.cluster_file},
+                     {"cluster_hash", cluster_hash}}
+                        .dump() +
+                    "\n",
+                points_file);
+    }
     if (job.rank() == 0) {
-      const bool fresh = have.empty() && !std::filesystem::exists(points_file);
-      out.open(points_file, std::ios::app);
-      if (!out) throw InputError(points_file, "", "a points file this rank can append to");
-      if (fresh || have.empty()) {
-        if (!fresh) std::filesystem::resize_file(points_file, 0);
-        out << json{{"sax_calibrate_points", 1},
-                    {"args", hex(text_hash(a.text()))},
-                    {"cluster", a.cluster_file},
-                    {"cluster_hash", cluster_hash}}
-                   .dump()
-            << "\n"
-            << std::flush;
-      }
       std::fprintf(stderr,
                    "calibrate: %zu points (%zu measured before, %zu to measure) on %s; points go to %s as measured\n",
                    total, total - left, left, a.cluster_file.c_str(), points_file.c_str());
@@ -623,7 +717,7 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
       done_weight += weight;
       ++measured;
       if (job.rank() != 0) return;
-      out << p.dump() << "\n" << std::flush;
+      write_all(points->fd(), p.dump() + "\n", points_file);
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const double eta = done_weight > 0 ? elapsed * (left_weight - done_weight) / done_weight : 0;
       std::fprintf(stderr, "calibrate: [%zu/%zu] %-60s %10.1f us   %s elapsed, ETA %s\n", measured, left, what.c_str(),
@@ -781,30 +875,44 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     }
 #endif
     if (job.rank() == 0) {
-      json all = json::array();
       for (const auto& p : have) all.push_back(p);
       for (const auto& p : fresh_points) all.push_back(p);
-      std::string table;
-      Calibration cal = fit_sweep(all, points_file, &table);
-      cal.provenance.cluster = a.cluster_file;
-      cal.provenance.cluster_hash = cluster_hash;
-      cal.provenance.backend = backend;
-      cal.provenance.emulation = emulation_text();
-      char when[32];
-      const std::time_t now = std::time(nullptr);
-      std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-      cal.provenance.date = when;
-      cal.provenance.tool = "sax calibrate --cluster " + a.cluster_file + " -b " + a.min_bytes + " -e " + a.max_bytes +
-                            " -f " + a.step_factor + " -n " + a.iters + " -w " + a.warmup + " --ops " + a.ops;
-      for (const auto& f : a.model_files) cal.provenance.tool += " --model " + f;
-      cal.provenance.sax_version = kVersion;
-      cal.provenance.library = job.mpi_library();
-      const std::set<std::string> distinct(hosts.begin(), hosts.end());
-      cal.provenance.hosts.assign(distinct.begin(), distinct.end());
-      cal.points = all;
+    }
+    measured_now = measured;
+  } catch (const std::exception& e) {
+    job.abort(e);
+  }
+  // The fits, and the calibration they make read back as every command reads it: points whose
+  // fits it would refuse (a time of 1e300 µs, an r² that is not a number) exit 2 on every rank,
+  // naming the points file, and nothing is written.
+  Calibration cal;
+  std::string table;
+  job.agree(a.text(), [&] {
+    if (job.rank() != 0) return;
+    cal = fit_sweep(all, points_file, &table);
+    cal.provenance.cluster = a.cluster_file;
+    cal.provenance.cluster_hash = cluster_hash;
+    cal.provenance.backend = backend;
+    cal.provenance.emulation = emulation_text();
+    char when[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    cal.provenance.date = when;
+    cal.provenance.tool = "sax calibrate --cluster " + a.cluster_file + " -b " + a.min_bytes + " -e " + a.max_bytes +
+                          " -f " + a.step_factor + " -n " + a.iters + " -w " + a.warmup + " --ops " + a.ops;
+    for (const auto& f : a.model_files) cal.provenance.tool += " --model " + f;
+    cal.provenance.sax_version = kVersion;
+    cal.provenance.library = job.mpi_library();
+    const std::set<std::string> distinct(hosts.begin(), hosts.end());
+    cal.provenance.hosts.assign(distinct.begin(), distinct.end());
+    cal.points = all;
+    check_readable(cal, points_file);
+  });
+  try {
+    if (job.rank() == 0) {
       std::cout << "# sax calibrate: " << job.size() << " ranks, cluster " << a.cluster_file << ", backend "
                 << to_string(backend) << ", emulation " << cal.provenance.emulation << "; " << all.size() << " points ("
-                << measured << " measured now)\n"
+                << measured_now << " measured now)\n"
                 << "# time = steps(op, n) * alpha + bus_factor(op, n) * bytes * beta per link class and op, every "
                    "group of the kind at once, Huber-robust on relative residuals\n"
                 << table;
@@ -814,6 +922,16 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     job.barrier();
   } catch (const std::exception& e) {
     job.abort(e);
+  }
+}
+
+void check_readable(const Calibration& cal, const std::string& what) {
+  try {
+    read_calibration(to_json(cal), what);
+  } catch (const InputError& e) {
+    throw InputError(
+        what, "",
+        "points whose fits make a calibration sax reads (the calibration's " + e.path() + ": " + e.expected() + ")");
   }
 }
 

@@ -18,6 +18,8 @@
 // datasheet's time for each remaining point.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,5 +51,21 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& args, const std::vect
 // points of one group alone, the cross-building oversubscription from the sizes measured both alone and together.
 // `table` gets the readable report. InputError naming `what` for points that cannot be fitted.
 Calibration fit_sweep(const json& points, const std::string& what, std::string* table);
+
+// An InputError naming `what` where the calibration reader (spec/calibration.hpp) would refuse
+// `cal`: what fits of hostile points make is refused instead of written.
+void check_readable(const Calibration& cal, const std::string& what);
+
+// The points file: its first line names the sweep; each further line is one point, each read as
+// every JSON input is (spec/fields.hpp: size and depth limits). Only a last line without its
+// newline (an append cut short) is dropped: `whole` is where the whole lines end (the caller
+// cuts the file back there once it has accepted the header). Anything else in it is an
+// InputError naming `file` and the line: refused, never overwritten. nullopt for an empty text.
+struct PointsFile {
+  json header;
+  std::vector<json> points;
+  std::uintmax_t whole = 0;
+};
+std::optional<PointsFile> parse_points_file(const std::string& text, const std::string& file);
 
 }  // namespace sax::calibration

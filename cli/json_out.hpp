@@ -9,7 +9,10 @@ namespace sax {
 
 using json = nlohmann::json;
 
-// Writes JSON to `file` atomically (temporary file + rename), so nothing is half-written.
+// Writes JSON to `file` atomically: a temporary file beside it, created exclusively under a name
+// no one can predict (never through a link planted there), then renamed over it. Only a regular
+// file is replaced: a link, a device, a fifo, a socket or a directory at `file` is an InputError
+// naming what it is (run as root, --json /dev/null would otherwise replace /dev/null).
 void write_json_file(const std::string& file, const json& value);
 // The same for any text.
 void write_text_file(const std::string& file, const std::string& text);

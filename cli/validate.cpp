@@ -344,7 +344,7 @@ void run_validate(const ValidateArgs& a) {
                 explorer::describe_degrees(e.candidate).c_str(), options_string(e.layout).c_str(),
                 seconds(e.predicted.step_time_s).c_str());
     if (!ran(e)) {
-      std::printf("%20s\n", fmt("failed (exit %d)", e.exit_code).c_str());
+      std::printf("%20s\n", ("failed (exit " + std::to_string(e.exit_code) + ")").c_str());
       continue;
     }
     const v::Parts& p = e.predicted_parts;

@@ -59,3 +59,14 @@ TEST(CalibrateFit, AFileWithoutItsLinkClassIsRefusedWithTheField) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_FALSE(std::filesystem::exists(t.file("k.json")));
 }
+
+// A hostile bench file (1e300 µs per step) made a calibration its own reader refuses, exit 0:
+// it is read back before it is written, and refused naming the file and the field.
+TEST(CalibrateFit, AFitItsOwnReaderRefusesIsNotWritten) {
+  TempDir t;
+  const std::string f = t.write("cross.json", bench_file("cross_building", 1e300, 8.0));
+  const auto r = sax::test::run_shell(std::string(SAX_BINARY) + " calibrate fit " + f + " --out " + t.file("k.json"));
+  EXPECT_EQ(r.code, 2) << r.err << r.out;
+  EXPECT_NE(r.err.find(f + ": expected points whose fits make a calibration sax reads"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("k.json")));
+}

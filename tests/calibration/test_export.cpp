@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "calibration/export.hpp"
@@ -112,4 +113,38 @@ TEST(ExportCli, WritesBothFilesOrNone) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_FALSE(std::filesystem::exists(t.file("a2/network.yml")));
   EXPECT_FALSE(std::filesystem::exists(t.file("s2.json")));
+}
+
+// The date and the cluster's name are copied into network.yml's first comment: a newline in
+// either used to end the comment and add keys of its own.
+TEST(ExportAstraSim, ANewlineInTheDateOrClusterNameAddsNoKey) {
+  sax::Calibration k = calibration();
+  k.provenance.date = "2026-11-30\nnpus_count: [ 999 ]";
+  k.provenance.emulation = "netns\rlatency: [ 1 ]";
+  sax::Cluster c = cluster();
+  c.name = "local\nbandwidth: [ 1e9 ]";
+  const auto e = sax::calibration::astra_sim_network(k, c);
+  std::istringstream in(e.text);
+  std::map<std::string, int> keys;
+  for (std::string line; std::getline(in, line);) {
+    ASSERT_EQ(line.find('\r'), std::string::npos) << e.text;
+    if (line.rfind('#', 0) == 0) continue;
+    ++keys[line.substr(0, line.find(':'))];
+  }
+  EXPECT_EQ(keys, (std::map<std::string, int>{{"bandwidth", 1}, {"latency", 1}, {"npus_count", 1}, {"topology", 1}}))
+      << e.text;
+  EXPECT_EQ(list(e.text, "npus_count"), (std::vector<std::string>{"2", "2"}));
+}
+
+// `--astra-sim X --calculon X/network.yml`: one output written over the other.
+TEST(ExportCli, RefusesTwoOutputsThatAreOneFile) {
+  sax::test::TempDir t;
+  const std::string file = t.write("k.json", sax::to_json(calibration()));
+  const std::string base = std::string(SAX_BINARY) + " calibrate export " + file + " --cluster " +
+                           sax::test::preset_path("clusters/local-2bld.json");
+  const auto r =
+      sax::test::run_shell(base + " --astra-sim " + t.file("x") + " --calculon " + t.file("x/../x/network.yml"));
+  EXPECT_EQ(r.code, 2) << r.err << r.out;
+  EXPECT_NE(r.err.find("the same file"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("x/network.yml")));
 }
