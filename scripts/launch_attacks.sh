@@ -19,9 +19,16 @@ work=$(mktemp -d /tmp/launch-attacks.XXXXXX)
 chmod 0777 "$work"
 mkdir -m 0700 "$work/rootonly"
 as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-leftovers() {
-  { ls /run/netns 2>/dev/null; ls /sys/class/net; pgrep -a sax-linkdelay; pgrep -a mpirun; pgrep -af "[ ]bench coll";
-    ls -d /run/sax/sax-* /tmp/sax-*-launch 2>/dev/null; } | grep -E 'sax-[0-9]|mpirun|bench coll' | tr '\n' ' '
+leftovers() {  # counts of what a launch leaves, by kind ("" when nothing)
+  local ns links helpers mpi ranks dirs out=""
+  ns=$(ls /run/netns 2>/dev/null | grep -c '^sax-[0-9]-')
+  links=$(ls /sys/class/net | grep -c '^sax-[0-9]-')
+  helpers=$(pgrep -c -x sax-linkdelay)
+  mpi=$(pgrep -c -x mpirun)
+  ranks=$(pgrep -fc "[ ]bench coll")
+  dirs=$(ls -d /run/sax/sax-[0-9]-* /tmp/sax-[0-9]-launch 2>/dev/null | wc -l)
+  for k in ns links helpers mpi ranks dirs; do [ "${!k}" != 0 ] && out+="$k=${!k} "; done
+  echo "$out"
 }
 clean() {  # what a SIGKILLed launcher leaves, removed the way teardown does (root's own objects only)
   pkill -9 -x sax-linkdelay 2>/dev/null; pkill -9 -f "[ ]bench coll" 2>/dev/null; pkill -9 -x mpirun 2>/dev/null
@@ -33,10 +40,13 @@ clean() {  # what a SIGKILLed launcher leaves, removed the way teardown does (ro
 
 race() {
   cat > "$work/attack.sh" <<'EOS'
-# $1 work dir, $2 root-only dir, $3 mode (dirs|links)
+# $1 work dir, $2 root-only dir, $3 mode: dirs (own launch dirs and agents), links (every launch
+# dir and lock a link), locks (every slot lock held)
 for s in 0 1 2 3 4 5 6 7; do
-  if [ "$3" = dirs ]; then (flock -n /run/lock/sax-netns-$s.lock sleep 60 &) 2>/dev/null
-  else ln -sfn /etc/sax-attack-$s /run/lock/sax-netns-$s.lock 2>/dev/null; fi
+  case $3 in
+    locks) (flock -n /run/lock/sax-netns-$s.lock sleep 60 &) 2>/dev/null ;;
+    links) ln -sfn /etc/sax-attack-$s /run/lock/sax-netns-$s.lock 2>/dev/null ;;
+  esac
 done
 for p in $(seq $(($(cat /proc/sys/kernel/ns_last_pid) + 1)) $(($(cat /proc/sys/kernel/ns_last_pid) + 400))); do
   : > /dev/shm/sax-local-2bld-own-$p-0 2>/dev/null
@@ -44,27 +54,28 @@ done
 while [ ! -e "$1/stop" ]; do
   for s in 0 1 2 3 4 5 6 7; do
     d=/tmp/sax-$s-launch
-    if [ "$3" = dirs ]; then
-      mkdir -p $d 2>/dev/null
-      printf '#!/bin/sh\ntouch %s/owned\n' "$1" > $d/.a 2>/dev/null && chmod 755 $d/.a && mv -f $d/.a $d/agent.sh
-    else
-      ln -sfn "$2" $d 2>/dev/null
-    fi
+    case $3 in
+      dirs)
+        mkdir -p $d 2>/dev/null
+        printf '#!/bin/sh\ntouch %s/owned\n' "$1" > $d/.a 2>/dev/null && chmod 755 $d/.a && mv -f $d/.a $d/agent.sh ;;
+      links) ln -sfn "$2" $d 2>/dev/null ;;
+      locks) sleep 0.05 ;;
+    esac
   done
 done
 EOS
   local ran_code=0 wrote=0 removed=0 ok=0 refused=0 other=0
   for i in $(seq 1 "$n"); do
     rm -f "$work/stop" "$work/owned"
-    mode=$([ $((i % 2)) = 1 ] && echo dirs || echo links)
+    mode=$(case $((i % 3)) in 1) echo dirs ;; 2) echo links ;; 0) echo locks ;; esac)
     as_user sh "$work/attack.sh" "$work" "$work/rootonly" "$mode" & a=$!
     sleep 0.3
     mark=$(mktemp "$work/mark.XXXXXX"); chown 65534 "$mark"  # a file of the user's: it must survive
-    "$sax" launch --cluster "$cluster" --emulate netns -- bench coll -b 1K -e 1K -n 2 -w 0 > "$work/out" 2>&1
+    timeout 90 "$sax" launch --cluster "$cluster" --emulate netns -- bench coll -b 1K -e 1K -n 2 -w 0 > "$work/out" 2>&1
     rc=$?
     touch "$work/stop"; wait $a 2>/dev/null
     [ -e "$work/owned" ] && ran_code=$((ran_code + 1))
-    [ -n "$(ls -A "$work/rootonly")" ] || ls /etc/sax-attack-* >/dev/null 2>&1 && wrote=$((wrote + 1))
+    { [ -n "$(ls -A "$work/rootonly")" ] || ls /etc/sax-attack-* >/dev/null 2>&1; } && wrote=$((wrote + 1))
     [ "$mode" = dirs ] && [ ! -e /tmp/sax-0-launch/agent.sh ] && removed=$((removed + 1))
     [ -e "$mark" ] || removed=$((removed + 1))
     case $rc in 0) ok=$((ok + 1)) ;; 2) refused=$((refused + 1)) ;; *) other=$((other + 1)) ;; esac
@@ -73,6 +84,7 @@ EOS
     pkill -u 65534 -x sleep 2>/dev/null
     rm -rf /tmp/sax-[0-7]-launch /etc/sax-attack-* "$work/rootonly"/* /dev/shm/sax-local-2bld-own-* 2>/dev/null
     find /run/lock -maxdepth 1 -name 'sax-netns-*.lock' -user 65534 -delete 2>/dev/null
+    find /run/lock -maxdepth 1 -name 'sax-netns-*.lock' -type l -delete 2>/dev/null
   done
   echo "race: $n launches: $ok succeeded, $refused refused (exit 2), $other other; user code run as root: $ran_code;" \
     "written through a link: $wrote; other users' files removed: $removed"
