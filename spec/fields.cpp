@@ -348,6 +348,20 @@ std::string Fields::string(const std::string& key, const std::string& fallback) 
   return string(key);
 }
 
+std::string Fields::name(const std::string& key) {
+  std::string s = string(key);
+  // Printable text is what safe_text leaves as it is: no control character (NUL, newline, ESC, DEL,
+  // the C1 range), no byte that is not UTF-8.
+  if (safe_text(s, s.size()) != s)
+    fail(key, "a name without control characters, got \"" + safe_text(s, kMaxEchoValueBytes) + "\"");
+  return s;
+}
+
+std::string Fields::name(const std::string& key, const std::string& fallback) {
+  if (absent(key)) return fallback;
+  return name(key);
+}
+
 static std::string one_of(const std::vector<std::string>& choices) {
   std::string s = "one of ";
   for (std::size_t i = 0; i < choices.size(); ++i) s += (i ? ", " : "") + ("\"" + choices[i] + "\"");

@@ -80,6 +80,10 @@ class Fields {
   bool boolean(const std::string& key, bool fallback);
   std::string string(const std::string& key);
   std::string string(const std::string& key, const std::string& fallback);
+  // A non-empty string that becomes a name (of a cluster, building, technology, device, model):
+  // printable text only, since names reach plans, commands' comments, file names and terminals.
+  std::string name(const std::string& key);
+  std::string name(const std::string& key, const std::string& fallback);
   std::string choice(const std::string& key, const std::vector<std::string>& choices);
   std::string choice(const std::string& key, const std::vector<std::string>& choices, const std::string& fallback);
 

@@ -77,8 +77,14 @@ TEST(HardeningErrorLines, TheCommandLinePrintsOneLineWhateverTheInputHolds) {
   ASSERT_FALSE(r.err.empty());
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;  // one line, ended once
   EXPECT_TRUE(one_safe_line(r.err.substr(0, r.err.size() - 1))) << r.err;
-  EXPECT_NE(r.err.find("/buildings/0/x\\ny"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/name: expected a name without control characters, got \"a\\nb\\x1b]0;pwned\\x07"),
+            std::string::npos)
+      << r.err;
   EXPECT_LT(r.err.size(), 2000u);
+  j["name"] = "c";  // a key is echoed safely too
+  const auto key = run_sax("check " + t.write("c.json", j));
+  EXPECT_EQ(key.code, 2);
+  EXPECT_NE(key.err.find("/buildings/0/x\\ny"), std::string::npos) << key.err;
   // A file name from the command line is echoed safely too.
   const auto missing = run_sax("check $'" + t.file("no\\nsuch\\x1b[1m.json") + "'");
   EXPECT_EQ(missing.code, 2);
