@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace sax::cli {
 
@@ -22,10 +23,9 @@ void add_run(CLI::App& app);
 // `launch` (place ranks into buildings and start a testbed command on them).
 void add_launch(CLI::App& app);
 void add_trace(CLI::App& app);
-// The per-rank Chrome traces of `dir` (every *.json but `skip`) merged into one, as `sax trace
-// merge` writes it; `cmd` names the command in errors (UsageError: no such directory, no trace).
-nlohmann::json merged_dir(const std::string& cmd, const std::string& dir, const std::string& skip,
-                          std::size_t* files_read);
+// The per-rank Chrome traces of `dir` (every *.json but `skip`), sorted, as `sax trace merge`
+// reads them; `cmd` names the command in errors (UsageError: no such directory, no trace).
+std::vector<std::string> trace_files(const std::string& cmd, const std::string& dir, const std::string& skip);
 // `validate` (the explorer's ranking run on the testbed, predicted against measured).
 void add_validate(CLI::App& app);
 // `calibrate fit` (α-β per link class and op from bench coll results); needs Eigen.

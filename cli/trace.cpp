@@ -18,8 +18,7 @@
 
 namespace sax::cli {
 
-// The per-rank traces of `dir` (every *.json but `skip`), merged.
-json merged_dir(const std::string& cmd, const std::string& dir, const std::string& skip, std::size_t* files_read) {
+std::vector<std::string> trace_files(const std::string& cmd, const std::string& dir, const std::string& skip) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw UsageError(cmd + ": '" + dir + "' is not a directory of traces");
@@ -29,10 +28,7 @@ json merged_dir(const std::string& cmd, const std::string& dir, const std::strin
       files.push_back(e.path());
   std::sort(files.begin(), files.end());
   if (files.empty()) throw UsageError(cmd + ": '" + dir + "' holds no .json trace");
-  std::vector<std::pair<std::string, json>> docs;
-  for (const auto& f : files) docs.emplace_back(f, load_json_file(f));
-  *files_read = files.size();
-  return profiles::merge_chrome_traces(docs);
+  return files;
 }
 
 namespace {
@@ -47,22 +43,21 @@ struct SummaryArgs {
 
 void run_merge(const MergeArgs& a) {
   check_writable(a.out);
-  std::size_t n = 0;
-  const json merged = merged_dir("trace merge", a.dir, a.out, &n);
-  const auto crossing = profiles::crossing_events(merged);
-  write_json_file(a.out, merged);
-  std::cout << "# sax trace merge: " << n << " rank trace(s) → " << a.out << " (" << merged["traceEvents"].size()
+  const std::vector<std::string> files = trace_files("trace merge", a.dir, a.out);
+  const profiles::MergedTrace merged = profiles::merge_chrome_traces(files);
+  write_text_file(a.out, merged.text);
+  std::cout << "# sax trace merge: " << files.size() << " rank trace(s) → " << a.out << " (" << merged.events
             << " events)\n";
-  for (const auto& c : crossing) std::cout << "# warning: events cross on one thread: " << c << "\n";
+  for (const auto& c : merged.crossing) std::cout << "# warning: events cross on one thread: " << c << "\n";
 }
 
 void run_summary(const SummaryArgs& a) {
 #if defined(SAX_HAVE_TESTBED) && defined(SAX_HAVE_KERNEL_BENCH)
   if (!a.json_file.empty()) check_writable(a.json_file);
-  std::size_t n = 0;
-  const json trace =
-      std::filesystem::is_directory(a.input) ? merged_dir("trace summary", a.input, "", &n) : load_json_file(a.input);
-  const json summary = harness::summarize(trace, a.input);
+  const json summary =
+      harness::summarize(std::filesystem::is_directory(a.input) ? trace_files("trace summary", a.input, "")
+                                                                : std::vector<std::string>{a.input},
+                         a.input);
   std::cout << "# sax trace summary: " << a.input << "\n" << harness::summary_table(summary);
   if (!a.json_file.empty()) write_json_file(a.json_file, summary);
 #else

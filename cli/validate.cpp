@@ -30,6 +30,7 @@
 #include "explorer/replay.hpp"
 #include "harness/stats.hpp"
 #include "harness/watchdog.hpp"
+#include "profiles/chrome_trace.hpp"
 #include "spec/fields.hpp"
 
 namespace sax::cli {
@@ -443,10 +444,10 @@ void run_validate(const ValidateArgs& a) {
     const fs::path dir = a.plots_dir;
     run_plot_script({"validate", json_file, "--out", dir.string()});  // it says what it wrote
     if (best) {
-      std::size_t n = 0;
       const fs::path trace = dir / "best-trace.json";
-      write_json_file(trace.string(), merged_dir("validate", (best->dir / "trace").string(), "", &n));
-      std::cout << "  wrote " << trace.string() << " (" << best->label << ", " << n << " ranks merged)\n";
+      const auto files = trace_files("validate", (best->dir / "trace").string(), "");
+      write_text_file(trace.string(), profiles::merge_chrome_traces(files).text);
+      std::cout << "  wrote " << trace.string() << " (" << best->label << ", " << files.size() << " ranks merged)\n";
       run_plot_script({"timeline", trace.string(), "--out", (dir / "timeline.png").string()});
     }
   }

@@ -19,6 +19,7 @@
 #include "profiles/activity.hpp"
 #include "profiles/cupti/cupti_source.hpp"
 #include "sax_version.hpp"
+#include "spec/fields.hpp"
 #include "spec/groups.hpp"
 
 namespace sax::harness {
@@ -237,7 +238,8 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     const std::vector<std::string> all = job.all_gather(mine_json.dump());
     if (job.rank() == 0) {
       json ranks = json::array();
-      for (const auto& s : all) ranks.push_back(json::parse(s));
+      for (std::size_t r = 0; r < all.size(); ++r)
+        ranks.push_back(parse_json_text(all[r], "rank " + std::to_string(r) + "'s result"));
       // The table: each rank's breakdown of the median step, in predict's categories.
       std::printf(
           "step time %.4f s median (min %.4f, max %.4f) over %d steps; breakdown of measured step %zu "

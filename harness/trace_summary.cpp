@@ -22,11 +22,22 @@ struct TracedStep {
   double in_flight_s = 0;  // the messages' time from issue to completion, every lane of the rank
 };
 
-struct X {
-  double ts = 0, dur = 0;
-  std::uint64_t tid = 0;
-  std::string cat, name;
+using X = profiles::TraceSpan;
+
+// Where a rank sat, as its trace's otherData says.
+struct RankPlace {
+  int building = -1, stage = -1;
+  std::optional<std::uint64_t> executor_tid;
 };
+
+void read_place(const json& v, const std::string& file, const std::string& pointer, std::map<int, RankPlace>& where) {
+  Fields f(v, file, pointer);
+  const auto rank = static_cast<int>(f.integer_in("rank", 0, INT32_MAX));
+  RankPlace& p = where[rank];
+  p.building = static_cast<int>(f.integer_in("building", -1, INT32_MAX, -1));
+  p.stage = static_cast<int>(f.integer_in("stage", -1, INT32_MAX, -1));
+  if (f.has("executor_tid")) p.executor_tid = static_cast<std::uint64_t>(f.integer("executor_tid", 0));
+}
 
 double& phase_slot(StepRecord& r, const std::string& name) {
   const std::string phase = name.substr(0, name.find(' '));
@@ -45,27 +56,27 @@ std::optional<Dim> dim_of(const std::string& name) {
 
 }  // namespace
 
-json summarize(const json& trace, const std::string& file) {
-  if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
-    throw InputError(file, "/traceEvents", "an array of trace events (sax trace merge's output, or one rank's trace)");
+json summarize(const std::vector<std::string>& files, const std::string& input) {
   std::map<int, std::vector<X>> by_rank;
-  for (const json& e : trace["traceEvents"]) {
-    if (!e.is_object() || e.value("ph", "") != "X") continue;
-    if (!e.contains("pid") || !e["pid"].is_number_integer() || !e.contains("ts") || !e["ts"].is_number() ||
-        !e.contains("dur") || !e["dur"].is_number())
-      throw InputError(file, "/traceEvents", "complete events with an integer pid, ts and dur");
-    by_rank[e["pid"].get<int>()].push_back({e["ts"].get<double>(), e["dur"].get<double>(),
-                                            e.value("tid", std::uint64_t{0}), e.value("cat", ""), e.value("name", "")});
-  }
-  // Where each rank sits, when the trace says.
-  std::map<int, json> where;
-  if (trace.contains("otherData") && trace["otherData"].is_object()) {
-    const json& od = trace["otherData"];
-    if (od.contains("sax_ranks") && od["sax_ranks"].is_array())
-      for (const json& r : od["sax_ranks"])
-        if (r.is_object() && r.contains("rank")) where[r["rank"].get<int>()] = r;
-    if (od.contains("sax") && od["sax"].is_object() && od["sax"].contains("rank"))
-      where[od["sax"]["rank"].get<int>()] = od["sax"];
+  std::map<int, RankPlace> where;
+  for (const std::string& file : files) {
+    const json doc =
+        profiles::read_chrome_trace(file, [&](json&, const std::optional<X>& span, const std::string& pointer) {
+          if (!span) return;
+          // A step of no time would make every share of it nan or inf.
+          if (span->cat == "step" && !(span->dur_us > 0))
+            throw InputError(file, pointer + "/dur", "a step of positive duration, got " + json(span->dur_us).dump());
+          by_rank[static_cast<int>(span->pid)].push_back(*span);
+        });
+    const json* od = doc.contains("otherData") ? &doc["otherData"] : nullptr;
+    if (!od) continue;
+    if (!od->is_object()) throw InputError(file, "/otherData", "an object, got " + json_type_name(*od));
+    if (const auto it = od->find("sax_ranks"); it != od->end()) {
+      if (!it->is_array()) throw InputError(file, "/otherData/sax_ranks", "an array, got " + json_type_name(*it));
+      for (std::size_t i = 0; i < it->size(); ++i)
+        read_place((*it)[i], file, json_path("/otherData/sax_ranks", i), where);
+    }
+    if (const auto it = od->find("sax"); it != od->end()) read_place(*it, file, "/otherData/sax", where);
   }
 
   // Each rank's steps, then every event of the executor's thread and its communication lanes into
@@ -74,8 +85,7 @@ json summarize(const json& trace, const std::string& file) {
   std::size_t count = 0;
   for (auto& [rank, xs] : by_rank) {
     std::optional<std::uint64_t> executor;
-    if (const auto it = where.find(rank); it != where.end() && it->second.contains("executor_tid"))
-      executor = it->second["executor_tid"].get<std::uint64_t>();
+    if (const auto it = where.find(rank); it != where.end()) executor = it->second.executor_tid;
     const auto counted = [&](const X& x) {
       return comm_lane_dim(x.tid) ||
              (executor ? x.tid == *executor : x.tid < profiles::kDeviceStreamTidBase);  // OS thread ids
@@ -84,26 +94,26 @@ json summarize(const json& trace, const std::string& file) {
     std::vector<const X*> marks;
     for (const X& x : xs)
       if (x.cat == "step") marks.push_back(&x);
-    std::sort(marks.begin(), marks.end(), [](const X* a, const X* b) { return a->ts < b->ts; });
+    std::sort(marks.begin(), marks.end(), [](const X* a, const X* b) { return a->ts_us < b->ts_us; });
     if (marks.empty()) continue;
     if (count != 0 && marks.size() != count)
-      throw InputError(file, "/traceEvents",
+      throw InputError(input, "/traceEvents",
                        "the same number of steps on every rank; rank " + std::to_string(rank) + " has " +
                            std::to_string(marks.size()) + ", another " + std::to_string(count));
     count = marks.size();
     auto& mine = steps[rank];
     mine.resize(count);
-    for (std::size_t s = 0; s < count; ++s) mine[s].rec.time_s = marks[s]->dur * kSPerUs;
+    for (std::size_t s = 0; s < count; ++s) mine[s].rec.time_s = marks[s]->dur_us * kSPerUs;
     for (const X& x : xs) {
       if (x.cat == "step") continue;
       const auto after =
-          std::upper_bound(marks.begin(), marks.end(), x.ts, [](double ts, const X* m) { return ts < m->ts; });
+          std::upper_bound(marks.begin(), marks.end(), x.ts_us, [](double ts, const X* m) { return ts < m->ts_us; });
       if (after == marks.begin()) continue;
       const auto s = static_cast<std::size_t>(after - marks.begin() - 1);
-      constexpr double kSlackUs = 1e-3;                                      // ns printed as µs
-      if (x.ts + x.dur > marks[s]->ts + marks[s]->dur + kSlackUs) continue;  // not inside the step
+      constexpr double kSlackUs = 1e-3;                                                  // ns printed as µs
+      if (x.ts_us + x.dur_us > marks[s]->ts_us + marks[s]->dur_us + kSlackUs) continue;  // not inside the step
       TracedStep& t = mine[s];
-      const double sec = x.dur * kSPerUs;
+      const double sec = x.dur_us * kSPerUs;
       if (comm_lane_dim(x.tid)) {
         t.in_flight_s += sec;
       } else if (x.cat == "compute") {
@@ -113,13 +123,14 @@ json summarize(const json& trace, const std::string& file) {
       } else if (x.cat == "communication") {
         const auto d = dim_of(x.name);
         if (!d)
-          throw InputError(file, "/traceEvents",
+          throw InputError(input, "/traceEvents",
                            "communication named <dim>.<op> (tp, cp, ep, dp, pp), found '" + x.name + "'");
         t.rec.comm_s[static_cast<std::size_t>(*d)] += sec;
       }
     }
   }
-  if (steps.empty()) throw InputError(file, "/traceEvents", "the step events of a sax run trace (sax run --trace DIR)");
+  if (steps.empty())
+    throw InputError(input, "/traceEvents", "the step events of a sax run trace (sax run --trace DIR)");
 
   // The job's step is the slowest rank's; the step reported is the one nearest the median.
   std::vector<double> step_s(count, 0.0);
@@ -141,8 +152,8 @@ json summarize(const json& trace, const std::string& file) {
               {"overlap_pct", t.in_flight_s > 0 ? hidden / t.in_flight_s * 100 : 0.0},
               {"idle_pct", idle}};
     if (const auto it = where.find(rank); it != where.end()) {
-      r["building"] = it->second.value("building", -1);
-      r["stage"] = it->second.value("stage", -1);
+      r["building"] = it->second.building;
+      r["stage"] = it->second.stage;
     }
     ranks.push_back(r);
     for (const auto& [k, v] : b.items()) overall[k] = overall.value(k, 0.0) + v.get<double>() / steps.size();

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -36,14 +38,43 @@ std::uint64_t trace_thread_id(const Lane& lane);
 // One rank's document: metadata (process and thread names, sort order) and its events.
 json chrome_trace(std::span<const Event> events, const TraceProcess& process);
 
-// Every document's events in one. Each document is one process (its events' pids are all one);
-// two documents with the same pid, a document without traceEvents or with several pids are bad
-// input (InputError naming the file). `documents` are (file name, parsed JSON). Each document's
-// "otherData": {"sax": {...}} (what sax knows of the rank) is kept, in "otherData": {"sax_ranks"}.
-json merge_chrome_traces(const std::vector<std::pair<std::string, json>>& documents);
+// A complete event ("ph": "X") as the trace readers take it.
+struct TraceSpan {
+  std::int64_t pid = 0;
+  std::uint64_t tid = 0;
+  double ts_us = 0, dur_us = 0;
+  std::string name, cat;
+};
+
+// Checks one event of a trace at `pointer` in `file` (InputError naming the field otherwise): an
+// object with a string "ph" and a rank's pid (0 <= pid < 2^31). A complete event also has ts and dur
+// >= 0 with ts + dur within the clock (2^63 ns), an unsigned integer tid (0 when absent) and, where
+// given, a string name and cat; its span is returned.
+std::optional<TraceSpan> check_trace_event(const json& event, const std::string& file, const std::string& pointer);
+
+// Reads the Chrome trace `file` an event at a time (its events are never all held): each is
+// checked (check_trace_event) and handed to `each` with its span and pointer. Returns the document
+// with traceEvents empty; InputError when traceEvents is not an array.
+using TraceEventSink =
+    std::function<void(json& event, const std::optional<TraceSpan>& span, const std::string& pointer)>;
+json read_chrome_trace(const std::string& file, const TraceEventSink& each);
+
+// The per-rank traces `files` (each one process: its events' pids are all one) merged into one
+// document's text, read a file and an event at a time so that memory stays near the output's
+// size. Two files with the same pid, or a file without events or with several pids are bad input
+// (InputError naming the file). Each file's "otherData": {"sax": {...}} (what sax knows of the
+// rank) is kept, in "otherData": {"sax_ranks"}.
+struct MergedTrace {
+  std::string text;
+  std::size_t events = 0;
+  std::vector<std::string> crossing;  // crossing_spans of every complete event
+};
+MergedTrace merge_chrome_traces(const std::vector<std::string>& files);
 
 // Complete events of one thread that overlap without one holding the other (ranges may nest;
 // they may not cross): one line per pair, "pid P tid T: 'a' [s, e) crosses 'b' [s, e)".
+std::vector<std::string> crossing_spans(std::vector<TraceSpan> spans);
+// The same over a whole trace document.
 std::vector<std::string> crossing_events(const json& trace);
 
 }  // namespace sax::profiles

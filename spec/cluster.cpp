@@ -204,7 +204,7 @@ static Link read_link(Fields& parent, const std::string& key, const std::string&
 static Device read_device(Fields& parent, const std::string& key, const std::string& file) {
   Fields d(parent.object(key), file, parent.path_of(key));
   Device dev;
-  dev.name = d.string("name");
+  dev.name = d.name("name");
   Fields peak(d.object("peak_tflops"), file, d.path_of("peak_tflops"));
   for (DType dt : kDTypes)
     if (peak.has(to_string(dt))) dev.peak_tflops[dt] = peak.quantity(to_string(dt), Quantity::peak_compute);
@@ -251,7 +251,7 @@ Cluster read_cluster(const json& value, const std::string& file) {
   f.choice("kind", {"cluster"}, "cluster");  // a file of another kind is refused wherever it is read
   f.allow("comment");
   Cluster c;
-  c.name = f.string("name");
+  c.name = f.name("name");
   c.backend = *parse_backend(f.choice("backend", {"cpu", "cuda"}, "cpu"));
 
   const json& buildings = f.array("buildings");
@@ -261,7 +261,7 @@ Cluster read_cluster(const json& value, const std::string& file) {
   for (std::size_t i = 0; i < buildings.size(); ++i) {
     Fields b(buildings[i], file, json_path(f.path_of("buildings"), i));
     Building bl;
-    bl.name = b.string("name");
+    bl.name = b.name("name");
     bl.nodes = b.count("nodes", Quantity::size);
     total_nodes += bl.nodes;  // both terms <= 2^40 here: the sum cannot overflow
     if (total_nodes > kMaxSize)
@@ -308,7 +308,7 @@ Cluster read_cluster(const json& value, const std::string& file) {
       std::string path = json_path(f.path_of("network_technologies"), i);
       Fields t((*techs)[i], file, path);
       NetworkTechnology nt;
-      nt.name = t.string("name");
+      nt.name = t.name("name");
       nt.description = t.string("description", "");
       nt.link = read_link(t, "cross_building", file);
       if (t.has("buildings")) nt.buildings = read_building_names(t, "buildings", c.buildings);

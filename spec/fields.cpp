@@ -10,7 +10,9 @@
 
 namespace sax {
 
-json load_json_file(const std::string& file) {
+namespace {
+
+std::string read_json_text(const std::string& file) {
   // A directory opens as an ifstream and then fails inside the parser with an I/O exception
   // ("basic_filebuf::underflow ..."): refuse anything that is not a regular file up front.
   std::error_code ec;
@@ -26,26 +28,44 @@ json load_json_file(const std::string& file) {
   text << in.rdbuf();
   if (text.tellp() > static_cast<std::streamoff>(kMaxInputFileBytes))  // it grew while we read it
     throw InputError(file, "", "a JSON file of at most " + std::to_string(kMaxInputFileBytes >> 20) + " MiB");
-  return parse_json_text(text.str(), file);
+  return text.str();
+}
+
+}  // namespace
+
+json load_json_file(const std::string& file) { return parse_json_text(read_json_text(file), file); }
+
+json load_json_file(const std::string& file, const std::string& stream, const JsonElementSink& each) {
+  return parse_json_text(read_json_text(file), file, stream, each);
 }
 
 namespace {
 
 // Follows the parser through the document: the JSON pointer of the value being read (for errors
 // that nlohmann reports by line and column only, such as a number out of range) and the keys each
-// object has had so far (a key twice is an error: nlohmann would keep the last silently).
+// object has had so far (a key twice is an error: nlohmann would keep the last silently). It also
+// stops the parse at kMaxJsonDepth, before a deeper document exists to be copied or freed, and hands
+// the elements of a streamed array to their sink.
 class PathTracker {
  public:
-  explicit PathTracker(const std::string& file) : file_(file) {}
+  PathTracker(const std::string& file, const std::string* stream, const JsonElementSink* each)
+      : file_(file), stream_(stream), each_(each) {}
 
-  bool on(json::parse_event_t event, const json& parsed) {
+  // False drops the value just parsed (an element handed to the sink).
+  bool on(json::parse_event_t event, json& parsed) {
     using E = json::parse_event_t;
     switch (event) {
       case E::object_start:
-      case E::array_start:
+      case E::array_start: {
         begin_value();
-        frames_.push_back({event == E::object_start, {}, {}, false, 0});
+        std::string pointer = frames_.empty() ? "" : child_pointer(frames_.back());
+        if (frames_.size() >= kMaxJsonDepth)
+          throw InputError(
+              file_, pointer,
+              "JSON nested at most " + std::to_string(kMaxJsonDepth) + " levels deep (arrays and objects)");
+        frames_.push_back({event == E::object_start, {}, {}, false, 0, std::move(pointer)});
         break;
+      }
       case E::key: {
         Frame& f = frames_.back();
         f.key = parsed.get<std::string>();
@@ -59,11 +79,11 @@ class PathTracker {
       case E::array_end:
         frames_.pop_back();
         end_value();
-        break;
+        return !streamed(parsed);
       case E::value:
         begin_value();
         end_value();
-        break;
+        return !streamed(parsed);
     }
     return true;
   }
@@ -89,9 +109,20 @@ class PathTracker {
     bool object;
     std::set<std::string> keys;
     std::string key;
-    bool key_done;      // object: the last key's value has been read
-    std::size_t count;  // array: elements begun
+    bool key_done;        // object: the last key's value has been read
+    std::size_t count;    // array: elements begun
+    std::string pointer;  // of this object or array
   };
+  // The pointer of the value begun last inside `f`.
+  static std::string child_pointer(const Frame& f) {
+    return f.object ? json_path(f.pointer, f.key) : json_path(f.pointer, f.count - 1);
+  }
+  // Hands a value that completes an element of the streamed array to the sink.
+  bool streamed(json& parsed) {
+    if (!stream_ || frames_.empty() || frames_.back().object || frames_.back().pointer != *stream_) return false;
+    (*each_)(parsed, child_pointer(frames_.back()));
+    return true;
+  }
   void begin_value() {
     if (!frames_.empty() && !frames_.back().object) ++frames_.back().count;
   }
@@ -99,15 +130,15 @@ class PathTracker {
     if (!frames_.empty() && frames_.back().object) frames_.back().key_done = true;
   }
   const std::string& file_;
+  const std::string* stream_;
+  const JsonElementSink* each_;
   std::vector<Frame> frames_;
 };
 
-}  // namespace
-
-json parse_json_text(const std::string& text, const std::string& file) {
+json parse(const std::string& text, const std::string& file, const std::string* stream, const JsonElementSink* each) {
   if (text.size() > kMaxInputFileBytes)
     throw InputError(file, "", "JSON text of at most " + std::to_string(kMaxInputFileBytes >> 20) + " MiB");
-  PathTracker tracker(file);
+  PathTracker tracker(file, stream, each);
   try {
     return json::parse(
         text, [&](int, json::parse_event_t event, json& parsed) { return tracker.on(event, parsed); }, true,
@@ -128,6 +159,15 @@ json parse_json_text(const std::string& text, const std::string& file) {
   } catch (const std::exception& e) {
     throw InputError(file, tracker.path(), std::string("a readable JSON file (") + e.what() + ")");
   }
+}
+
+}  // namespace
+
+json parse_json_text(const std::string& text, const std::string& file) { return parse(text, file, nullptr, nullptr); }
+
+json parse_json_text(const std::string& text, const std::string& file, const std::string& stream,
+                     const JsonElementSink& each) {
+  return parse(text, file, &stream, &each);
 }
 
 std::string json_path(const std::string& parent, const std::string& key) {
@@ -306,6 +346,20 @@ std::string Fields::string(const std::string& key) {
 std::string Fields::string(const std::string& key, const std::string& fallback) {
   if (absent(key)) return fallback;
   return string(key);
+}
+
+std::string Fields::name(const std::string& key) {
+  std::string s = string(key);
+  // Printable text is what safe_text leaves as it is: no control character (NUL, newline, ESC, DEL,
+  // the C1 range), no byte that is not UTF-8.
+  if (safe_text(s, s.size()) != s)
+    fail(key, "a name without control characters, got \"" + safe_text(s, kMaxEchoValueBytes) + "\"");
+  return s;
+}
+
+std::string Fields::name(const std::string& key, const std::string& fallback) {
+  if (absent(key)) return fallback;
+  return name(key);
 }
 
 static std::string one_of(const std::vector<std::string>& choices) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,11 +23,25 @@ using json = nlohmann::json;
 // calibration with its raw points) is a few MiB.
 inline constexpr std::size_t kMaxInputFileBytes = std::size_t{64} << 20;
 
-// Reads and parses a JSON file; a missing or oversized file, a syntax error or a key given twice
-// in one object is an InputError (a parse error names the JSON path where it happened).
+// The deepest nesting of arrays and objects read. Copying, printing and freeing a document recurse
+// once per level, so 0.4 MB of brackets (200,000 levels) overflowed the stack far under the size
+// limit; sax's own files nest fewer than 10 levels, and 256 levels cost a few hundred KiB of stack.
+inline constexpr std::size_t kMaxJsonDepth = 256;
+
+// Reads and parses a JSON file; a missing or oversized file, a syntax error, nesting deeper than
+// kMaxJsonDepth or a key given twice in one object is an InputError (naming the JSON path where it
+// happened).
 json load_json_file(const std::string& file);
 // Parses JSON text read from `file` (named in errors); what load_json_file does after reading.
 json parse_json_text(const std::string& text, const std::string& file);
+
+// The same for a document whose one large array need not be held whole (a trace's events): each
+// element of the array at JSON pointer `stream` goes to `each` with its pointer as soon as it is
+// parsed, and is then dropped; the document returned holds that array empty.
+using JsonElementSink = std::function<void(json& element, const std::string& pointer)>;
+json load_json_file(const std::string& file, const std::string& stream, const JsonElementSink& each);
+json parse_json_text(const std::string& text, const std::string& file, const std::string& stream,
+                     const JsonElementSink& each);
 
 // Appends a key to a JSON pointer, escaping '~' and '/' as RFC 6901 asks.
 std::string json_path(const std::string& parent, const std::string& key);
@@ -65,6 +80,10 @@ class Fields {
   bool boolean(const std::string& key, bool fallback);
   std::string string(const std::string& key);
   std::string string(const std::string& key, const std::string& fallback);
+  // A non-empty string that becomes a name (of a cluster, building, technology, device, model):
+  // printable text only, since names reach plans, commands' comments, file names and terminals.
+  std::string name(const std::string& key);
+  std::string name(const std::string& key, const std::string& fallback);
   std::string choice(const std::string& key, const std::vector<std::string>& choices);
   std::string choice(const std::string& key, const std::vector<std::string>& choices, const std::string& fallback);
 

@@ -283,7 +283,7 @@ Layout read_layout(const json& value, const std::string& file) {
   Fields f(value, file, "");
   f.choice("kind", {"layout"}, "layout");  // a file of another kind is refused wherever it is read
   f.allow("comment");
-  f.string("name", "");  // a label only, but a string
+  f.name("name", "");  // a label only, but a printable one
   Layout l;
   l.tensor_model_parallel_size = f.count("tensor_model_parallel_size", Quantity::degree, 1);
   l.pipeline_model_parallel_size = f.count("pipeline_model_parallel_size", Quantity::degree, 1);

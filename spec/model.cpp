@@ -102,7 +102,7 @@ Model read_model(const json& value, const std::string& file) {
   f.choice("kind", {"model"}, "model");  // a file of another kind is refused wherever it is read
   f.allow("comment");
   Model m;
-  m.name = f.string("name");
+  m.name = f.name("name");
   m.dtype = *parse_dtype(f.choice("dtype", dtype_names(), "bf16"));
   m.num_layers = f.count("num_layers", Quantity::layers);
   m.hidden_size = f.count("hidden_size", Quantity::size);

@@ -9,6 +9,7 @@
 #include "profiles/chrome_trace.hpp"
 #include "profiles/host_recorder.hpp"
 #include "spec/error.hpp"
+#include "tests/support/run.hpp"
 
 using namespace sax::profiles;
 using sax::json;
@@ -69,8 +70,12 @@ TEST(ChromeTrace, OneRankIsOneProcessWithNamedThreadsAndCompleteEvents) {
 
 TEST(ChromeTrace, RanksMergeIntoOneDocumentOneProcessEach) {
   const std::vector<Event> a = {ev(0, 1, "forward", 0, 10)}, b = {ev(1, 1, "forward", 5, 15)};
-  const json merged = merge_chrome_traces(
-      {{"rank-0.json", chrome_trace(a, {0, "rank 0", {}})}, {"rank-1.json", chrome_trace(b, {1, "rank 1", {}})}});
+  sax::test::TempDir t;
+  const MergedTrace m = merge_chrome_traces({t.write("rank-0.json", chrome_trace(a, {0, "rank 0", {}})),
+                                             t.write("rank-1.json", chrome_trace(b, {1, "rank 1", {}}))});
+  const json merged = json::parse(m.text);
+  EXPECT_EQ(m.events, merged["traceEvents"].size());
+  EXPECT_TRUE(m.crossing.empty());
   std::set<int> pids;
   for (const json& e : merged["traceEvents"]) pids.insert(e["pid"].get<int>());
   EXPECT_EQ(pids, (std::set<int>{0, 1}));
@@ -80,16 +85,19 @@ TEST(ChromeTrace, RanksMergeIntoOneDocumentOneProcessEach) {
 
 TEST(ChromeTrace, BadDocumentsAreNamed) {
   const json r0 = chrome_trace(std::vector<Event>{ev(0, 1, "f", 0, 1)}, {0, "rank 0", {}});
+  sax::test::TempDir t;
+  const std::string a = t.write("a.json", r0), b = t.write("b.json", r0);
   try {
-    merge_chrome_traces({{"a.json", r0}, {"b.json", r0}});
+    merge_chrome_traces({a, b});
     FAIL() << "a rank in two files was accepted";
   } catch (const sax::InputError& e) {
-    EXPECT_STREQ(e.what(), "b.json: /traceEvents: expected ranks no other file holds; rank 0 is also in a.json");
+    EXPECT_EQ(std::string(e.what()), b + ": /traceEvents: expected ranks no other file holds; rank 0 is also in " + a);
   }
-  EXPECT_THROW(merge_chrome_traces({{"c.json", json{{"events", json::array()}}}}), sax::InputError);
+  EXPECT_THROW(merge_chrome_traces({t.write("c.json", json{{"events", json::array()}})}), sax::InputError);
   json two = r0;
   two["traceEvents"].push_back({{"ph", "X"}, {"pid", 5}, {"tid", 1}, {"ts", 0}, {"dur", 1}, {"name", "x"}});
-  EXPECT_THROW(merge_chrome_traces({{"d.json", two}}), sax::InputError);
+  EXPECT_THROW(merge_chrome_traces({t.write("d.json", two)}), sax::InputError);
+  EXPECT_THROW(merge_chrome_traces({t.write("e.json", json{{"traceEvents", json::array()}})}), sax::InputError);
 }
 
 TEST(ChromeTrace, CrossingRangesOnOneThreadAreFoundNestedOnesAreNot) {

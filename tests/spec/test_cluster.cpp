@@ -2,6 +2,7 @@
 
 #include "spec/cluster.hpp"
 #include "spec/document.hpp"
+#include "spec/model.hpp"
 #include "tests/support/input_error.hpp"
 #include "tests/support/run.hpp"
 
@@ -253,4 +254,48 @@ TEST(ClusterBuildings, EveryNewFieldsBadValueNamesItsPath) {
   });
   EXPECT_NE(std::string(e.what()).find("one of the cluster's building names, got \"bld-z\""), std::string::npos)
       << e.what();
+}
+
+// A name becomes a label in plans, commands' comments and file names: a NUL passed `check` and
+// then failed every rank; a newline put a command outside the `#` comments of `launch --dry-run`.
+TEST(ClusterNames, RefusesANulInABuildingName) {
+  json j = load_json_file(preset_path("clusters/local-2bld.json"));
+  j["buildings"][1]["name"] = std::string("bld-b\0x", 7);
+  const InputError e = test::input_error([&] { read_cluster(j, "c.json"); });
+  EXPECT_EQ(e.path(), "/buildings/1/name");
+  EXPECT_NE(e.expected().find("control character"), std::string::npos) << e.what();
+  test::TempDir t;
+  const auto r = test::run_sax("check " + t.write("c.json", j));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("c.json: /buildings/1/name"), std::string::npos) << r.err;
+}
+
+TEST(ClusterNames, RefusesANewlineInABuildingNameBeforeADryRunPrintsIt) {
+  json j = load_json_file(preset_path("clusters/local-2bld.json"));
+  j["buildings"][0]["name"] = "bld-a\ntouch /tmp/sax-pwned #";
+  test::TempDir t;
+  const auto r = test::run_sax("launch --cluster " + t.write("c.json", j) +
+                               " --emulate none --technology gbe-5 --dry-run -- bench coll -b 1K -e 1K");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(r.out.find("touch"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("c.json: /buildings/0/name"), std::string::npos) << r.err;
+}
+
+TEST(ClusterNames, EveryNameRefusesControlCharacters) {
+  const json base = load_json_file(preset_path("clusters/mixed-3bld.json"));
+  for (const std::string& pointer : {"/name", "/buildings/2/name", "/network_technologies/0/name", "/device/name"})
+    for (const std::string& bad : {std::string("a\x1b[2Jb"), std::string("a\tb"), std::string("a\x7f"),
+                                   std::string("a\xc2\x9b"
+                                               "2J")}) {
+      json j = base;
+      j[json::json_pointer(pointer)] = bad;
+      EXPECT_EQ(test::input_error([&] { read_cluster(j, "c.json"); }).path(), pointer) << safe_text(bad);
+    }
+  json model = load_json_file(preset_path("models/gpt-tiny.json"));
+  model["name"] = "gpt\ntiny";
+  EXPECT_EQ(test::input_error([&] { read_model(model, "m.json"); }).path(), "/name");
+  // UTF-8 that prints is a name.
+  json j = load_json_file(preset_path("clusters/local-2bld.json"));
+  j["buildings"][0]["name"] = "bâtiment-α";
+  EXPECT_NO_THROW(read_cluster(j, "c.json"));
 }

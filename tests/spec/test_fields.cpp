@@ -77,8 +77,14 @@ TEST(HardeningErrorLines, TheCommandLinePrintsOneLineWhateverTheInputHolds) {
   ASSERT_FALSE(r.err.empty());
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;  // one line, ended once
   EXPECT_TRUE(one_safe_line(r.err.substr(0, r.err.size() - 1))) << r.err;
-  EXPECT_NE(r.err.find("/buildings/0/x\\ny"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/name: expected a name without control characters, got \"a\\nb\\x1b]0;pwned\\x07"),
+            std::string::npos)
+      << r.err;
   EXPECT_LT(r.err.size(), 2000u);
+  j["name"] = "c";  // a key is echoed safely too
+  const auto key = run_sax("check " + t.write("c.json", j));
+  EXPECT_EQ(key.code, 2);
+  EXPECT_NE(key.err.find("/buildings/0/x\\ny"), std::string::npos) << key.err;
   // A file name from the command line is echoed safely too.
   const auto missing = run_sax("check $'" + t.file("no\\nsuch\\x1b[1m.json") + "'");
   EXPECT_EQ(missing.code, 2);
@@ -154,4 +160,47 @@ TEST(HardeningSilentAcceptance, AFileAboveTheSizeLimitIsRefusedBeforeParsing) {
   const auto r = run_sax("check " + file);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("at most 64 MiB"), std::string::npos) << r.err;
+}
+
+namespace {
+
+// `depth` arrays, one inside the other, around a number.
+std::string nested_arrays(std::size_t depth) { return std::string(depth, '[') + "1" + std::string(depth, ']'); }
+
+std::string repeated(const std::string& s, std::size_t n) {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+}  // namespace
+
+// JSON nested ~200,000 deep is 0.4 MB, far under the size limit, yet what follows the parse
+// (copies, dumps) recurses once per level and overflowed the stack: the parse itself stops.
+TEST(JsonDepth, NestingTwoHundredThousandDeepIsRefusedNamingWhereAndTheLimit) {
+  const InputError e = input_error([] { parse_json_text("{\"points\": " + nested_arrays(200000) + "}", "k.json"); });
+  EXPECT_EQ(e.file(), "k.json");
+  EXPECT_EQ(e.path(), "/points" + repeated("/0", 255));  // the array that is level 257
+  EXPECT_NE(e.expected().find("at most 256 levels"), std::string::npos) << e.what();
+  EXPECT_NO_THROW(parse_json_text(nested_arrays(256), "ok.json"));
+  EXPECT_THROW(parse_json_text(nested_arrays(257), "deep.json"), InputError);
+}
+
+TEST(JsonDepth, ACalibrationsPointsNestedDeepExitTwoInsteadOfCrashing) {
+  TempDir t;
+  const std::string deep = t.write_text(
+      "deep.json", R"({"kind": "calibration", "version": 1, "provenance": {"cluster": "local-2bld", "backend": "cpu"},
+                       "points": )" +
+                       nested_arrays(200000) + "}");
+  const std::string cl = preset_path("clusters/local-2bld.json"), gm = preset_path("models/gpt-tiny.json"),
+                    lay = preset_path("layouts/local-dp4.json");
+  for (const std::string& cmd :
+       {"predict --cluster " + cl + " --model " + gm + " --layout " + lay + " --calibration " + deep,
+        "explore --cluster " + cl + " --model " + gm + " --calibration " + deep}) {
+    const auto r = run_sax(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find("deep.json: /points/0/0"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("at most 256 levels"), std::string::npos) << r.err;
+    EXPECT_TRUE(one_safe_line(r.err.substr(0, r.err.size() - 1))) << r.err;
+  }
 }
