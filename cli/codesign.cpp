@@ -94,8 +94,9 @@ void run_codesign(const CodesignArgs& a) {
                      " cells (each a search), got " + std::to_string(experts.size() * topks.size()));
   if (!a.active_params.empty() && !a.active_flops.empty())
     throw UsageError("--active-flops: one budget, not both --active-params and --active-flops");
-  if (a.replay_top < 1)
-    throw UsageError("--replay-top: expected a number of layouts >= 1, got " + std::to_string(a.replay_top));
+  if (a.replay_top < 1 || a.replay_top > kMaxReplayTop)
+    throw UsageError("--replay-top: expected a number of layouts from 1 to " + std::to_string(kMaxReplayTop) +
+                     ", got " + std::to_string(a.replay_top));
   const double max_total = a.max_total_params.empty() ? 0 : parse_amount("--max-total-params", a.max_total_params);
   explorer::CodesignBudget budget;
   if (!a.active_flops.empty())

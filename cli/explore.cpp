@@ -106,9 +106,9 @@ void run_explore(const ExploreArgs& a) {
   if (a.threads < 0) throw UsageError("--threads: expected >= 0 (0 = all cores), got " + std::to_string(a.threads));
   const std::optional<explorer::EmitFormat> emit = emit_format(a.emit);
   if (a.emit_rank_given && !emit) throw UsageError("--emit-rank: needs --emit megatron|torchtitan");
-  if (a.replay_top < 0)
-    throw UsageError("--replay-top: expected a number of layouts >= 0 (0 = no replay), got " +
-                     std::to_string(a.replay_top));
+  if (a.replay_top < 0 || a.replay_top > kMaxReplayTop)
+    throw UsageError("--replay-top: expected a number of layouts from 0 (no replay) to " +
+                     std::to_string(kMaxReplayTop) + ", got " + std::to_string(a.replay_top));
   if (a.emit_rank < 1 || a.emit_rank > a.top)
     throw UsageError("--emit-rank: expected a rank in the list, 1 to " + std::to_string(a.top) + " (--top), got " +
                      std::to_string(a.emit_rank));

@@ -20,6 +20,10 @@
 
 namespace sax::cli {
 
+// The most layouts --replay-top replays: each replay runs the layout's whole schedule (about 6 ms
+// for gpt3-175b on a100-3bld on two cores), so 10,000 is about a minute; more is a typo.
+inline constexpr int kMaxReplayTop = 10000;
+
 inline explorer::CostParams cost_params(const Cluster& c, const Model& m, const std::string& calibration_file) {
   if (calibration_file.empty()) return explorer::CostParams::datasheet(c, m);
   return explorer::CostParams::calibrated(c, m, load_calibration(calibration_file), calibration_file);

@@ -329,6 +329,7 @@ TEST(ExploreCli, BadInputExitsTwoWithOneLine) {
            {"predict --cluster " + cl + " --model " + gm + " --layout " + t.file("missing.json"), "missing.json"},
            {"explore --cluster " + cl + " --model " + gm + " --top 0", "--top"},
            {"explore --cluster " + cl + " --model " + gm + " --replay-top -1", "--replay-top"},
+           {"explore --cluster " + cl + " --model " + gm + " --replay-top 2147483647", "to 10000, got 2147483647"},
            {"explore --cluster " + gm + " --model " + gm, "gpt-tiny.json"},
            {"explore --cluster " + cl + " --model " + gm + " --calibration " + bad, "bad.json: /version"},
            {"explore --cluster " + cl + " --model " + gm + " --compare " + bad, "/tensor_model_parallel_size"}}) {
