@@ -31,13 +31,6 @@ void sleep_until_ns(std::int64_t deadline_ns) {
   }
 }
 
-std::string pacing_segment_name(const std::string& key) {
-  std::string name = "/sax-";
-  for (char c : key.substr(0, 200))
-    name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
-  return name + "-" + std::to_string(geteuid());
-}
-
 namespace {
 
 // glibc's shm_open makes "/name" at /dev/shm/name; errors name that path, the one a person removes.

@@ -17,7 +17,7 @@
 // Each user holds a shared flock on it while it lives, which the kernel drops when the process
 // dies however it dies: a pacer that finds no other holder knows the times in it are a dead job's
 // (a killed job leaves reservations up to minutes ahead) and zeroes them. The last user unlinks the
-// name; the launcher also unlinks a job's at teardown, in case its last user was killed.
+// name; the launcher of a plugin job also unlinks its job's at the end, in case its last user was killed.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +25,7 @@
 #include <string>
 
 #include "spec/cluster.hpp"
+#include "spec/pacing.hpp"
 
 namespace sax::coll {
 
@@ -35,10 +36,7 @@ struct LinkEmulation {
   double nic_gbps = 0;          // a device's NIC (intra_building link), which also bounds it; 0: none
 };
 
-// The shared-memory name (for shm_open/shm_unlink) of the pacing segment of `pacing_key` for this
-// effective user: "/sax-<key>-<euid>", the key's characters other than [A-Za-z0-9.-] as '_'. The
-// launcher unlinks a job's segment at teardown by it.
-std::string pacing_segment_name(const std::string& pacing_key);
+using sax::pacing_segment_name;  // spec/pacing.hpp: the segment's name, which the launcher removes too
 
 // CLOCK_MONOTONIC in nanoseconds, and an absolute sleep on it.
 std::int64_t monotonic_ns();

@@ -1,6 +1,7 @@
 #include "launcher/launch.hpp"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 
 #include "spec/env.hpp"
 #include "spec/error.hpp"
+#include "spec/pacing.hpp"
 
 extern char** environ;
 
@@ -35,6 +37,14 @@ namespace {
 // Whether the plugin library is absent: a path that is not a file (a bare name is dlopen's to find).
 bool plugin_missing(const std::string& library) {
   return library.find('/') != std::string::npos && ::access(library.c_str(), R_OK) != 0;
+}
+
+// Whether mpirun is told of other hosts by the environment (a default hostfile, or a batch
+// system's node list): then a launch does not start every rank here.
+bool mpirun_hosts_given() {
+  for (const char* k : {"OMPI_MCA_orte_default_hostfile", "OMPI_MCA_hostfile", "PBS_NODEFILE", "LSB_HOSTS"})
+    if (const char* v = std::getenv(k); v && *v) return true;
+  return false;
 }
 
 std::string g(double v) {
@@ -176,7 +186,7 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
                      "): the emulated link comes from it");
   for (const auto& b : c.buildings) p.building_names.push_back(b.name);
   const std::int64_t n = c.world_size();
-  if (!o.slurm) {
+  if (!o.slurm && (p.emulation == Emulation::netns || !mpirun_hosts_given())) {
     // mpirun starts every rank on this host (a hostfile's namespaces are this host too).
     const long cores = o.host_cores > 0 ? o.host_cores : std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
     if (n > kMaxRanksPerCore * cores)
@@ -336,6 +346,16 @@ int run_plan(const LaunchPlan& plan, const std::function<std::string()>& broken)
     ::_exit(127);
   }
   g_child = pid;
+  // A plugin job's pacing segment goes with the job: its ranks unlink it as the last one leaves,
+  // but not when they were killed, and a random key is never used again.
+  struct RemovePacing {
+    const LaunchPlan& plan;
+    ~RemovePacing() {
+      if (plan.emulation != Emulation::plugin) return;
+      for (const auto& [k, v] : plan.nccl.common)
+        if (k == nccl_plugin::kKey) ::shm_unlink(pacing_segment_name(v).c_str());
+    }
+  } remove_pacing{plan};
   int status = 0;
   std::string why;
   for (;;) {

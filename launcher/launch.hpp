@@ -64,7 +64,8 @@ struct LaunchOptions {
   int host_cores = 0;  // this host's cores, for the plan's check (0: asked of the host)
 };
 
-// At most this many ranks per core of the one host a mpirun launch starts every rank on: beyond
+// At most this many ranks per core of the one host a mpirun launch starts every rank on (netns, or
+// no hostfile or batch node list in the environment): beyond
 // it a rank's share of a core is too small for a step to mean anything (and a typo of 10^6 ranks
 // must not start 10^6 processes).
 inline constexpr int kMaxRanksPerCore = 32;

@@ -5,7 +5,9 @@
 // mode only, NCCL's sockets on the namespace's veth under netns — and the rank wrapper really sets
 // each rank's values from its rank under mpirun and srun. A value the user already set wins; a
 // plugin that is not built is refused at launch; the plugin on the CPU backend is refused.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "launcher/nccl_env.hpp"
 #include "launcher/netns.hpp"
 #include "spec/error.hpp"
+#include "spec/pacing.hpp"
 #include "tests/support/run.hpp"
 
 using sax::launcher::Emulation;
@@ -320,3 +323,20 @@ TEST(LaunchNcclMpi, ThePluginOnTheCpuBackendIsRefused) {
 #endif
 
 }  // namespace
+
+// Its own suite (process): run_plan sets the plan's environment in the process that runs it.
+TEST(LaunchPluginEnd, AJobsPacingSegmentIsRemovedWhenItEnds) {
+  const sax::Cluster c = sax::read_cluster(two_by_two(), "local-2x2.json");
+  auto o = options("plugin");
+  o.nccl_net_plugin = "/bin/true";  // a file: the launch is not refused as unbuilt
+  o.job = sax::random_job_id();
+  sax::launcher::LaunchPlan p = sax::launcher::plan_launch(c, "local-2x2.json", o);
+  p.argv = {"true"};  // the job: its ranks were killed before the last one could unlink
+  const std::string name = sax::pacing_segment_name(sax::boundary_pacing_key(c, "", o.job));
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0) << name;
+  ::close(fd);
+  EXPECT_EQ(sax::launcher::run_plan(p), 0);
+  EXPECT_LT(::shm_open(name.c_str(), O_RDONLY, 0), 0) << name << " outlived its job";
+  ::shm_unlink(name.c_str());
+}

@@ -228,7 +228,9 @@ TEST(NetnsLaunch, AFailingCommandLeavesNothing) {
 }
 
 // A pattern for the ranks' command lines that does not match the shell that searches for it.
-std::string ranks() { return std::string(SAX_BINARY) + "[ ]bench coll"; }
+// Only this file's long jobs (-n 100000 --timeout 60): other tests run sax and mpirun meanwhile.
+std::string ranks() { return std::string(SAX_BINARY) + "[ ]bench coll .*-n 100000 --timeout 60"; }
+std::string its_mpirun() { return "[m]pirun .*bench coll .*-n 100000 --timeout 60"; }
 
 // Starts a long sweep through the launcher in the background, waits until every rank is
 // measuring, runs `then` (shell, with $L the launcher's pid), and reports the launcher's exit code.
@@ -315,10 +317,12 @@ TEST(NetnsLaunch, AKilledDelayHelperStopsTheJobAndNoResultClaimsTheEmulation) {
 
 TEST(NetnsLaunch, AKilledLauncherTakesItsJobWithIt) {
   SKIP_UNLESS_PERMITTED();
-  Result r = long_launch_and("kill -9 $L; sleep 3");
+  // mpirun gets SIGTERM as its parent dies and ends the ranks: given up to 30 s on a busy host.
+  Result r = long_launch_and("kill -9 $L; for i in $(seq 300); do pgrep -f '" + ranks() + "' >/dev/null || pgrep -f '" +
+                             its_mpirun() + "' >/dev/null || break; sleep 0.1; done");
   EXPECT_NE(r.out.find("rc=137"), std::string::npos) << r.out << r.err;
   EXPECT_EQ(run_shell("pgrep -fc '" + ranks() + "'").out, "0\n") << "ranks outlived their launcher";
-  EXPECT_EQ(run_shell("pgrep -x mpirun").out, "") << "mpirun outlived its launcher";
+  EXPECT_EQ(run_shell("pgrep -f '" + its_mpirun() + "'").out, "") << "mpirun outlived its launcher";
   for (int slot = 0; slot < 8; ++slot) sax::launcher::NetnsTestbed::teardown(slot);  // what SIGKILL left
   EXPECT_EQ(leftovers(), "");
 }
