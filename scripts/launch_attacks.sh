@@ -108,7 +108,8 @@ kills() {
       esac
       for _ in $(seq 600); do kill -0 $l 2>/dev/null || break; sleep 0.1; done
       wait $l; rc=$?
-      sleep 2
+      # What the job's end takes (mpirun ends its daemons and ranks): up to 30 s, then what is left.
+      for _ in $(seq 300); do pgrep -f "[ ]bench coll" >/dev/null || pgrep -x mpirun >/dev/null || break; sleep 0.1; done
       result=none
       [ -e "$work/r.json" ] && result="says $(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['env']['emulation'])" "$work/r.json")"
       left=$(leftovers)

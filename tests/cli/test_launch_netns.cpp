@@ -178,7 +178,7 @@ TEST(LaunchPlanSafety, JobIdentifiersCannotBePredicted) {
   EXPECT_NE(a, static_cast<std::int64_t>(::getpid()));
 }
 
-TEST(LaunchPlanSafety, AResultIsNotLabelledWithABoundaryWhoseProcessesEnded) {
+TEST(LaunchWatchMpi, AResultIsNotLabelledWithABoundaryWhoseProcessesEnded) {
   // What a rank does when the launcher or a delay helper is gone: no result names the emulation.
   TempDir t;
   Result r = run_shell("SAX_EMULATION=netns SAX_EMULATION_WATCH=" + std::to_string(::getpid()) + ",999999999 " +
