@@ -53,15 +53,14 @@ void Watchdog::watch() {
   if (stop_) return;
   const std::string what = what_;
   lock.unlock();
-  if (world_rank_ == 0) {
-    std::fprintf(stderr,
-                 "sax: failed: timeout: no progress for %g s during %s (a peer died or hangs); aborting all ranks\n",
-                 timeout_.count(), what.c_str());
-    std::fflush(stderr);
-  } else {
-    // Let rank 0 say why before the job goes down; it aborts first when it is alive.
-    std::this_thread::sleep_for(std::chrono::seconds(2));
-  }
+  // Rank 0 says why and aborts; another rank gives it 2 s to, then says it itself (rank 0 may be
+  // the hung one, or a busy host may not have woken its watchdog yet): the job never goes down
+  // without the reason.
+  if (world_rank_ != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+  std::fprintf(
+      stderr, "sax: failed: timeout: no progress for %g s during %s (a peer died or hangs); aborting all ranks%s\n",
+      timeout_.count(), what.c_str(), world_rank_ == 0 ? "" : (" (rank " + std::to_string(world_rank_) + ")").c_str());
+  std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
   _exit(1);  // MPI_Abort does not return; if it ever does, still never hang
 }
