@@ -142,8 +142,10 @@ NetnsConfig netns_config(const Cluster& c, const std::string& technology, const 
   return n;
 }
 
-LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const LaunchOptions& o) {
-  LaunchPlan p;
+namespace {
+
+// The mode --emulate asks for, and how auto chose (p.emulation, p.emulation_note, the plugin).
+void choose_emulation(const LaunchOptions& o, LaunchPlan& p) {
   if (o.emulate == "auto") {
     const std::string why = netns_unavailable(o.linkdelay);
     p.emulation = why.empty() ? Emulation::netns : Emulation::none;
@@ -163,6 +165,10 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
   } else {
     throw UsageError("--emulate: expected auto, netns, software, plugin or none, got '" + o.emulate + "'");
   }
+}
+
+// What the request names: a technology of the cluster, a sax command that runs on the testbed.
+void check_request(const Cluster& c, const std::string& cluster_file, const LaunchOptions& o, LaunchPlan& p) {
   if (!o.technology.empty()) {
     bool known = false;
     std::string names;
@@ -184,8 +190,10 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
       std::find(o.command.begin(), o.command.end(), "--cluster") == o.command.end())
     throw UsageError("--emulate software: the command must name the cluster (--cluster " + cluster_file +
                      "): the emulated link comes from it");
-  for (const auto& b : c.buildings) p.building_names.push_back(b.name);
-  const std::int64_t n = c.world_size();
+}
+
+// Whether this host can start the plan's ranks (before anything is made).
+void check_host(const std::string& cluster_file, const LaunchOptions& o, const LaunchPlan& p, std::int64_t n) {
   if (!o.slurm && (p.emulation == Emulation::netns || !mpirun_hosts_given())) {
     // mpirun starts every rank on this host (a hostfile's namespaces are this host too).
     const long cores = o.host_cores > 0 ? o.host_cores : std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
@@ -195,7 +203,11 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
                        " ranks per core (" + std::to_string(kMaxRanksPerCore * cores) +
                        ") are accepted (plan bigger clusters with explore/predict)");
   }
-  for (std::int64_t r = 0; r < n; ++r) p.places.push_back(c.place(r));
+}
+
+// The environment the launcher and the ranks get: the mode, the watch, the collectives' rings,
+// NCCL's side of the boundary.
+void set_environment(const Cluster& c, const LaunchOptions& o, LaunchPlan& p) {
   p.env.emplace_back("SAX_EMULATION", to_string(p.emulation));
   if (!p.technology.empty()) p.env.emplace_back("SAX_TECHNOLOGY", p.technology);
   if (!o.watch.empty()) {
@@ -225,69 +237,91 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
                        (plugin_missing(p.nccl_net_plugin) ? " (not built: a launch is refused)" : "") +
                        "; it shapes NCCL only (--backend cuda)";
   }
-  if (o.slurm) {
-    if (p.emulation == Emulation::netns)
-      throw UsageError(
-          "--emulate netns emulates buildings on one host; inside a Slurm allocation use --emulate "
-          "software (or shape the real NICs)");
-    for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b)
-      if (c.devices_per_node_of(b) != c.devices_per_node)
-        throw UsageError("cluster " + c.name + ": building " + c.buildings[static_cast<std::size_t>(b)].name +
-                         " has its own devices_per_node, which srun's one --ntasks-per-node cannot place; run "
-                         "under mpirun with a host file");
-    p.argv = {"srun", "--ntasks", std::to_string(n), "--ntasks-per-node", std::to_string(c.devices_per_node)};
-  } else {
-    if (o.root)
-      p.env.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1"), p.env.emplace_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    // One host runs every rank: ranks may outnumber cores, so they are not bound and yield while
-    // they wait (TESTBED.md).
-    p.argv = {"mpirun",    "-np",  std::to_string(n), "--oversubscribe",
-              "--bind-to", "none", "--mca",           "mpi_yield_when_idle",
-              "1"};
-    if (p.emulation == Emulation::netns) {
-      // Each building's namespace is a host reached through the launch agent; daemons and ranks
-      // talk over the testbed's bridge only, so traffic between buildings crosses the shaped
-      // links (shared memory stays inside a building). Two TCP connections per peer: with one,
-      // a pair exchanging both ways gets about half of each direction (TESTBED.md). Messages up to
-      // 16 MiB go eagerly: Open MPI's default (64 KiB) makes every larger message wait a round trip
-      // for the receiver's go-ahead, which over the emulated 1 ms boundary added 2-5 ms at 64 KiB
-      // (send_recv 1.1 -> 3.3 ms) and bent every calibration fit; NCCL's network transport has no
-      // such handshake per message.
-      p.netns = netns_config(c, p.technology, o.linkdelay, o.slot);
-      if (const std::string why = netns_host_problem(p.netns); !why.empty())
-        throw UsageError("--emulate netns: " + why);
-      const std::string subnet = netns_subnet(o.slot),
-                        dir = o.state_dir.empty() ? netns_dir_pattern(o.slot) : o.state_dir;
-      const std::vector<std::string> more = {"--hostfile",
-                                             dir + "/hostfile",
-                                             "--mca",
-                                             "plm_rsh_agent",
-                                             dir + "/agent.sh",
-                                             "--mca",
-                                             "plm_rsh_no_tree_spawn",
-                                             "1",
-                                             "--mca",
-                                             "oob_tcp_if_include",
-                                             subnet,
-                                             "--mca",
-                                             "btl_tcp_if_include",
-                                             subnet,
-                                             "--mca",
-                                             "btl_tcp_links",
-                                             "2",
-                                             "--mca",
-                                             "btl_tcp_eager_limit",
-                                             "16777216",
-                                             "--mca",
-                                             "btl_tcp_max_send_size",
-                                             "16777216"};
-      p.argv.insert(p.argv.end(), more.begin(), more.end());
-    }
-    // mpirun passes on to the ranks only what -x names (under srun they inherit everything).
-    for (const auto& [k, v] : p.env)
-      if (k.rfind("SAX_", 0) == 0 || k.rfind("NCCL_", 0) == 0) p.argv.insert(p.argv.end(), {"-x", k});
-    for (const auto& k : p.nccl.kept) p.argv.insert(p.argv.end(), {"-x", k});
-  }
+}
+
+// srun inside a Slurm allocation (netns is one host's; srun places one --ntasks-per-node).
+void use_srun(const Cluster& c, LaunchPlan& p, std::int64_t n) {
+  if (p.emulation == Emulation::netns)
+    throw UsageError(
+        "--emulate netns emulates buildings on one host; inside a Slurm allocation use --emulate "
+        "software (or shape the real NICs)");
+  for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b)
+    if (c.devices_per_node_of(b) != c.devices_per_node)
+      throw UsageError("cluster " + c.name + ": building " + c.buildings[static_cast<std::size_t>(b)].name +
+                       " has its own devices_per_node, which srun's one --ntasks-per-node cannot place; run "
+                       "under mpirun with a host file");
+  p.argv = {"srun", "--ntasks", std::to_string(n), "--ntasks-per-node", std::to_string(c.devices_per_node)};
+}
+
+// The testbed's part of the mpirun line: building namespaces as hosts behind the launch agent.
+void add_netns_args(const Cluster& c, const LaunchOptions& o, LaunchPlan& p) {
+  // Each building's namespace is a host reached through the launch agent; daemons and ranks
+  // talk over the testbed's bridge only, so traffic between buildings crosses the shaped
+  // links (shared memory stays inside a building). Two TCP connections per peer: with one,
+  // a pair exchanging both ways gets about half of each direction (TESTBED.md). Messages up to
+  // 16 MiB go eagerly: Open MPI's default (64 KiB) makes every larger message wait a round trip
+  // for the receiver's go-ahead, which over the emulated 1 ms boundary added 2-5 ms at 64 KiB
+  // (send_recv 1.1 -> 3.3 ms) and bent every calibration fit; NCCL's network transport has no
+  // such handshake per message.
+  p.netns = netns_config(c, p.technology, o.linkdelay, o.slot);
+  if (const std::string why = netns_host_problem(p.netns); !why.empty()) throw UsageError("--emulate netns: " + why);
+  const std::string subnet = netns_subnet(o.slot), dir = o.state_dir.empty() ? netns_dir_pattern(o.slot) : o.state_dir;
+  const std::vector<std::string> more = {"--hostfile",
+                                         dir + "/hostfile",
+                                         "--mca",
+                                         "plm_rsh_agent",
+                                         dir + "/agent.sh",
+                                         "--mca",
+                                         "plm_rsh_no_tree_spawn",
+                                         "1",
+                                         "--mca",
+                                         "oob_tcp_if_include",
+                                         subnet,
+                                         "--mca",
+                                         "btl_tcp_if_include",
+                                         subnet,
+                                         "--mca",
+                                         "btl_tcp_links",
+                                         "2",
+                                         "--mca",
+                                         "btl_tcp_eager_limit",
+                                         "16777216",
+                                         "--mca",
+                                         "btl_tcp_max_send_size",
+                                         "16777216"};
+  p.argv.insert(p.argv.end(), more.begin(), more.end());
+}
+
+// mpirun on this host: every rank here, unbound, yielding while it waits.
+void use_mpirun(const Cluster& c, const LaunchOptions& o, LaunchPlan& p, std::int64_t n) {
+  if (o.root)
+    p.env.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1"), p.env.emplace_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+  // One host runs every rank: ranks may outnumber cores, so they are not bound and yield while
+  // they wait (TESTBED.md).
+  p.argv = {"mpirun", "-np", std::to_string(n), "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle",
+            "1"};
+  if (p.emulation == Emulation::netns) add_netns_args(c, o, p);
+  // mpirun passes on to the ranks only what -x names (under srun they inherit everything).
+  for (const auto& [k, v] : p.env)
+    if (k.rfind("SAX_", 0) == 0 || k.rfind("NCCL_", 0) == 0) p.argv.insert(p.argv.end(), {"-x", k});
+  for (const auto& k : p.nccl.kept) p.argv.insert(p.argv.end(), {"-x", k});
+}
+
+}  // namespace
+
+LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const LaunchOptions& o) {
+  LaunchPlan p;
+  choose_emulation(o, p);
+  check_request(c, cluster_file, o, p);
+  for (const auto& b : c.buildings) p.building_names.push_back(b.name);
+  const std::int64_t n = c.world_size();
+  check_host(cluster_file, o, p, n);
+  for (std::int64_t r = 0; r < n; ++r) p.places.push_back(c.place(r));
+  set_environment(c, o, p);
+  if (o.slurm)
+    use_srun(c, p, n);
+  else
+    use_mpirun(c, o, p, n);
   if (p.nccl.per_rank()) {
     const std::vector<std::string> wrapper = rank_wrapper(p.nccl, c);
     p.argv.insert(p.argv.end(), wrapper.begin(), wrapper.end());
