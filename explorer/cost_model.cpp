@@ -25,7 +25,7 @@ constexpr double kNvlink4NvlsAllReduceBusbwGbps = 480;
 // (https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc, `compCap80`); 8×A100
 // all_reduce_perf 230–250 (https://docs.alayanew.com/en/docs/tech-blog/2026-05-06-nccl-tests).
 constexpr double kNvlink3RingBusbwGbps = 235, kNvlink3Gbps = 300;
-// InfiniBand NDR 400 Gb/s (50 GB/s): 46–48 GB/s per NIC (NVIDIA, nccl-tests issue 290 above);
+// InfiniBand NDR 400 Gb/s (50 GB/s): 46–48 GB/s per NIC (NVIDIA, the nccl-tests thread cited above);
 // taken as the fraction of every network link's rate (HDR and the cross-building links alike).
 constexpr double kNetRingFraction = 47.0 / 50.0;
 // NCCL's tuner prices a tree at 0.9 of the ring's busbw (tuning.cc: `busBw*.9` for TREE).
