@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "harness/stats.hpp"
+#include "spec/bounds.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
 
@@ -115,7 +116,7 @@ LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& 
 
 std::string fit_links(const LinkPoints& points, const std::function<std::string(LinkClass, CollOp)>& what,
                       Calibration& cal) {
-  char line[256];
+  char line[1024];  // a row holds two numbers of up to 309 digits (%f of a double near its max)
   std::snprintf(line, sizeof line, "#%-15s %-15s %10s %10s %8s %8s %8s %9s %7s %5s\n", "link class", "op", "alpha_us",
                 "busbw_GBps", "r2", "p50_err", "p95_err", "max_err", "points", "outl");
   std::string t = line;
@@ -128,10 +129,17 @@ std::string fit_links(const LinkPoints& points, const std::function<std::string(
                   fit.rel_residual_p95 * 100, ab.fit.max_rel_error * 100, static_cast<long long>(ab.fit.samples),
                   static_cast<long long>(fit.downweighted));
     t += line;
-    if (ab.beta_ns_per_byte > 0)
-      cal.links[static_cast<int>(key.first)][static_cast<int>(key.second)] = ab;
-    else
+    // A fit outside what a calibration may hold (a busy host can measure a small sweep at 1 MB/s)
+    // is said and left out, as one that resolves no bandwidth: the datasheet's stays.
+    const Bound& latency = bound(Quantity::latency);
+    const Bound& per_byte = bound(Quantity::inverse_bandwidth);
+    if (!(ab.beta_ns_per_byte > 0))
       t += "#   (not written: no bandwidth resolved, the times do not grow with size; the datasheet's stays)\n";
+    else if (!within(latency, ab.alpha_us) || !within(per_byte, ab.beta_ns_per_byte))
+      t += "#   (not written: expected " + describe(within(latency, ab.alpha_us) ? per_byte : latency) +
+           "; the datasheet's stays)\n";
+    else
+      cal.links[static_cast<int>(key.first)][static_cast<int>(key.second)] = ab;
   }
   return t;
 }

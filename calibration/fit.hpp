@@ -46,7 +46,8 @@ LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& 
 
 // Fits each (link class, op)'s points (`what` names where they came from, for errors) into
 // `cal.links`, and returns the table of the fits, one line each, with its header. A fit that
-// resolves no bandwidth (times that do not grow with size) is not written: the datasheet stays.
+// resolves no bandwidth (times that do not grow with size), or whose α or β is outside what a
+// calibration holds (spec/bounds), is not written: the datasheet stays.
 using LinkPoints = std::map<std::pair<LinkClass, CollOp>, std::vector<CollPoint>>;
 std::string fit_links(const LinkPoints& points, const std::function<std::string(LinkClass, CollOp)>& what,
                       Calibration& cal);

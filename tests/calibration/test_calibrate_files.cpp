@@ -1,7 +1,8 @@
 // The files of `sax calibrate --cluster C` (under mpirun -np 4): a points file that cannot be
 // read whole, or whose complete last line is not a point, is refused and kept as it was; a
 // points file or an --out another process holds is refused; a fit its own reader would refuse
-// is not written. One small sweep measured once gives the real points file each case starts from.
+// is not written. One small sweep measured once gives the real points file each case starts from,
+// its times then replaced by one α-β so that no case depends on how busy the host was.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
@@ -9,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "tests/support/run.hpp"
 
@@ -29,11 +31,26 @@ sax::test::Result calibrate(const std::string& args) {
 class CalibrateFiles : public ::testing::Test {
  protected:
   // The measured points file, shared by the cases (each works on its own copy).
+  // A host busy enough can measure points whose fit is refused (exit 2); the points file is
+  // complete either way, and only its keys are kept.
   static void SetUpTestSuite() {
     dir_ = new TempDir;
     const auto r = calibrate("--out " + dir_->file("k.json"));
-    ASSERT_EQ(r.code, 0) << r.err << r.out;
-    points_ = slurp(dir_->file("k.json.points.jsonl"));
+    std::istringstream in(slurp(dir_->file("k.json.points.jsonl")));
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line)) << r.err << r.out;
+    points_ = line + "\n";
+    int n = 0;
+    while (std::getline(in, line)) {
+      json j = json::parse(line);
+      // 10 µs + 1 ns/byte, all groups at once twice one alone: a fit inside every bound.
+      const double factor = j["together"].get<bool>() && j["link_class"] == "cross_building" ? 2.0 : 1.0;
+      const double us = factor * (10.0 + j["bytes"].get<double>() * 1e-3);
+      j["time_us"] = j["p50_us"] = j["p99_us"] = us;
+      points_ += j.dump() + "\n";
+      ++n;
+    }
+    ASSERT_EQ(n, 6) << r.err << r.out;  // 2 sizes × (cross together, cross alone, intra)
   }
   static void TearDownTestSuite() { delete dir_; }
   // A copy of the measured points with `tail` appended, as --points.

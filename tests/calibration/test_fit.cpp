@@ -87,6 +87,24 @@ TEST(FitAlphaBeta, TooFewOrBadPointsAreRefusedNamingWhere) {
   EXPECT_THROW(fit_alpha_beta(bad, "sweep.json"), sax::InputError);
 }
 
+// A busy host can measure a small sweep slower than 1 MB/s: that fit is outside what a
+// calibration holds, so it is said and left out (the datasheet's stays), and the good one written.
+TEST(FitLinks, AFitOutsideTheCalibrationsBoundsIsSaidAndLeftOut) {
+  std::mt19937 rng(3);
+  sax::calibration::LinkPoints points;
+  points[{sax::LinkClass::intra_node, CollOp::all_reduce}] = sweep(CollOp::all_reduce, 2, 20.0, 1500.0, 0.0, rng);
+  points[{sax::LinkClass::cross_building, CollOp::all_reduce}] = sweep(CollOp::all_reduce, 2, 20.0, 0.5, 0.0, rng);
+  sax::Calibration cal;
+  const std::string table = sax::calibration::fit_links(
+      points, [](sax::LinkClass, CollOp) { return std::string("synthetic"); }, cal);
+  const auto& intra = cal.links[static_cast<int>(sax::LinkClass::intra_node)][static_cast<int>(CollOp::all_reduce)];
+  const auto& cross = cal.links[static_cast<int>(sax::LinkClass::cross_building)][static_cast<int>(CollOp::all_reduce)];
+  EXPECT_FALSE(intra.has_value()) << table;
+  ASSERT_TRUE(cross.has_value()) << table;
+  EXPECT_NEAR(cross->beta_ns_per_byte, 0.5, 1e-9);
+  EXPECT_NE(table.find("#   (not written: expected a time per byte between"), std::string::npos) << table;
+}
+
 TEST(ReadBenchCollPoints, ReadsResultsAndNamesTheBadField) {
   const sax::json doc = {{"version", 2},
                          {"results",
