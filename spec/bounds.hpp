@@ -1,7 +1,7 @@
 // The accepted range of every number a spec file or a flag gives, in one table: per kind of
 // physical quantity (a bandwidth, a latency, a peak, a count ...) its bounds, its unit, where it
 // is read and why the bounds are where they are. The readers check each number against its row
-// (Fields::quantity, Fields::count); README "Accepted ranges" lists the rows (a test checks that
+// (Fields::quantity, Fields::count); docs/hardening.md "Accepted ranges" lists the rows (a test checks that
 // it lists them all). The bounds keep every figure the cost model forms from them finite and
 // positive, and every int64 product of two counts free of overflow.
 #pragma once
@@ -62,7 +62,7 @@ const Bound& bound(Quantity q);
 bool within(const Bound& b, double x);
 // "a bandwidth between 0.001 and 100000 GB/s" (what an error expected).
 std::string describe(const Bound& b);
-// The README section's table, one Markdown row per bound (README "Accepted ranges").
+// The docs' table, one Markdown row per bound (docs/hardening.md "Accepted ranges").
 std::string bounds_markdown();
 
 // a × b for counts, or nothing where the product does not fit in int64.
