@@ -105,29 +105,33 @@ void arm(int timer, State& s) {
   std::exit(2);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   long queue_num = -1;
   double delay_us = -1;
   bool stats = false;
-  if (argc == 6 && std::string(argv[5]) == "--stats") stats = true, --argc;
+};
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  if (argc == 6 && std::string(argv[5]) == "--stats") o.stats = true, --argc;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     char* end = nullptr;
     if (k == "--queue")
-      queue_num = std::strtol(argv[i + 1], &end, 10);
+      o.queue_num = std::strtol(argv[i + 1], &end, 10);
     else if (k == "--delay-us")
-      delay_us = std::strtod(argv[i + 1], &end);
+      o.delay_us = std::strtod(argv[i + 1], &end);
     else
       die("unknown option '" + k + "' (usage: sax-linkdelay --queue N --delay-us D)");
     if (end == argv[i + 1] || *end != '\0') die(k + ": expected a number, got '" + argv[i + 1] + "'");
   }
-  if (argc != 5 || queue_num < 0 || queue_num > 65535 || !(delay_us >= 0) || delay_us > 10e6)
+  if (argc != 5 || o.queue_num < 0 || o.queue_num > 65535 || !(o.delay_us >= 0) || o.delay_us > 10e6)
     die("usage: sax-linkdelay --queue N (0-65535) --delay-us D (0-10000000)");
+  return o;
+}
 
-  State s;
-  s.delay_ns = static_cast<std::int64_t>(delay_us * 1000.0);
+// Binds queue `queue_num` to s (on_packet receives its packets) and returns the library handle.
+nfq_handle* open_queue(long queue_num, State& s) {
   nfq_handle* h = nfq_open();
   if (h == nullptr) die(std::string("nfq_open: ") + std::strerror(errno) + " (needs root in the namespace)");
   nfq_unbind_pf(h, AF_INET);  // older kernels want a fresh binding; failure is harmless
@@ -141,21 +145,90 @@ int main(int argc, char** argv) {
   // Room for every packet in flight on the link during the delay (the kernel's default is 1024).
   nfq_set_queue_maxlen(s.queue, 1 << 16);
   nfnl_rcvbufsiz(nfq_nfnlh(h), 16u << 20);
-  // The kernel stamps received packets only while some socket asks for timestamps: this one does.
+  // The kernel stamps received packets only while some socket asks for timestamps: this one does,
+  // left open until the program ends.
   const int stamp_socket = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   const int on = 1;
   if (stamp_socket >= 0) setsockopt(stamp_socket, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
-  const int fd = nfq_fd(h);
-  const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  if (timer < 0) die(std::string("timerfd_create: ") + std::strerror(errno));
+  return h;
+}
 
-  // The link must not slow down because the ranks keep the cores busy: wake on time (no timer
-  // slack) and, where permitted, ahead of the ranks (a real-time priority; the helper only ever
-  // sleeps on the timer or the queue, so it cannot starve them).
+// The link must not slow down because the ranks keep the cores busy: wake on time (no timer
+// slack) and, where permitted, ahead of the ranks (a real-time priority; the helper only ever
+// sleeps on the timer or the queue, so it cannot starve them). Whether the priority was granted.
+bool wake_on_time() {
   prctl(PR_SET_TIMERSLACK, 1UL);
   sched_param prio{};
   prio.sched_priority = 10;
-  const bool realtime = sched_setscheduler(0, SCHED_FIFO, &prio) == 0;
+  return sched_setscheduler(0, SCHED_FIFO, &prio) == 0;
+}
+
+// Hands every packet the socket holds now to on_packet, counting what the kernel dropped.
+void drain(int fd, nfq_handle* h, State& s) {
+  alignas(8) static char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      nfq_handle_packet(h, buf, static_cast<int>(n));
+      continue;
+    }
+    if (n < 0 && errno == ENOBUFS) {
+      ++s.lost;
+      continue;
+    }
+    break;
+  }
+}
+
+// The timer fired: learn how late it woke, to arm the next one that much early.
+void on_timer(int timer, State& s, std::int64_t now) {
+  std::uint64_t expirations = 0;
+  (void)!::read(timer, &expirations, sizeof expirations);
+  if (s.armed_for > 0 && now >= s.armed_for)
+    s.advance_ns = std::min((s.advance_ns * 7 + (now - s.armed_for)) / 8, s.delay_ns / 4);
+}
+
+// Packet ids rise in arrival order, so one batch verdict releases every packet that is due.
+void release_due(State& s, std::int64_t now, bool stats) {
+  std::uint32_t last = 0;
+  bool due = false;
+  while (!s.held.empty() && s.held.front().release_ns - s.advance_ns <= now) {
+    last = s.held.front().id;
+    if (stats) s.late_us.push_back(static_cast<std::int32_t>((now - s.held.front().release_ns) / 1000));
+    due = true;
+    s.held.pop_front();
+  }
+  if (due) nfq_set_verdict_batch(s.queue, last, NF_ACCEPT);
+}
+
+// Silent when all went well; packets the kernel could not hand over are a fault of the emulation.
+void report(State& s, const Options& o) {
+  if (o.stats && !s.late_us.empty()) {
+    std::sort(s.late_us.begin(), s.late_us.end());
+    const auto at = [&](double q) { return s.late_us[static_cast<std::size_t>(q * (s.late_us.size() - 1))]; };
+    std::fprintf(stderr,
+                 "sax-linkdelay: queue %ld: %zu packets, let go late by p1 %d us, p50 %d us, p99 %d us, max %d us "
+                 "(timer armed %lld us early; %llu timed from the kernel's receive stamp)\n",
+                 o.queue_num, s.late_us.size(), at(0.01), at(0.5), at(0.99), s.late_us.back(),
+                 static_cast<long long>(s.advance_ns / 1000), static_cast<unsigned long long>(s.stamped));
+  }
+  if (s.lost > 0)
+    std::fprintf(stderr, "sax-linkdelay: queue %ld: %llu packets held %.0f us, %llu lost before reaching the queue\n",
+                 o.queue_num, static_cast<unsigned long long>(s.packets), o.delay_us,
+                 static_cast<unsigned long long>(s.lost));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  State s;
+  s.delay_ns = static_cast<std::int64_t>(o.delay_us * 1000.0);
+  nfq_handle* h = open_queue(o.queue_num, s);
+  const int fd = nfq_fd(h);
+  const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (timer < 0) die(std::string("timerfd_create: ") + std::strerror(errno));
+  const bool realtime = wake_on_time();
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -164,63 +237,21 @@ int main(int argc, char** argv) {
   std::printf("ready%s\n", realtime ? "" : " (no real-time priority: latency may stretch when cores are busy)");
   std::fflush(stdout);
 
-  alignas(8) static char buf[1 << 16];
   pollfd fds[2] = {{fd, POLLIN, 0}, {timer, POLLIN, 0}};
   while (!g_stop) {
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
       die(std::string("poll: ") + std::strerror(errno));
     }
-    if (fds[0].revents & POLLIN) {
-      // Drain what is there, then go back to waiting.
-      for (;;) {
-        const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) {
-          nfq_handle_packet(h, buf, static_cast<int>(n));
-          continue;
-        }
-        if (n < 0 && errno == ENOBUFS) {
-          ++s.lost;
-          continue;
-        }
-        break;
-      }
-    }
+    if (fds[0].revents & POLLIN) drain(fd, h, s);  // what is there, then back to waiting
     const std::int64_t now = now_ns();
-    if (fds[1].revents & POLLIN) {
-      std::uint64_t expirations = 0;
-      (void)!::read(timer, &expirations, sizeof expirations);
-      if (s.armed_for > 0 && now >= s.armed_for)
-        s.advance_ns = std::min((s.advance_ns * 7 + (now - s.armed_for)) / 8, s.delay_ns / 4);
-    }
-    // Packet ids rise in arrival order, so one batch verdict releases every packet that is due.
-    std::uint32_t last = 0;
-    bool due = false;
-    while (!s.held.empty() && s.held.front().release_ns - s.advance_ns <= now) {
-      last = s.held.front().id;
-      if (stats) s.late_us.push_back(static_cast<std::int32_t>((now - s.held.front().release_ns) / 1000));
-      due = true;
-      s.held.pop_front();
-    }
-    if (due) nfq_set_verdict_batch(s.queue, last, NF_ACCEPT);
+    if (fds[1].revents & POLLIN) on_timer(timer, s, now);
+    release_due(s, now, o.stats);
     arm(timer, s);
   }
   // Whatever is still held goes through at once: teardown must not strand a connection.
   if (!s.held.empty()) nfq_set_verdict_batch(s.queue, s.held.back().id, NF_ACCEPT);
-  // Silent when all went well; packets the kernel could not hand over are a fault of the emulation.
-  if (stats && !s.late_us.empty()) {
-    std::sort(s.late_us.begin(), s.late_us.end());
-    const auto at = [&](double q) { return s.late_us[static_cast<std::size_t>(q * (s.late_us.size() - 1))]; };
-    std::fprintf(stderr,
-                 "sax-linkdelay: queue %ld: %zu packets, let go late by p1 %d us, p50 %d us, p99 %d us, max %d us "
-                 "(timer armed %lld us early; %llu timed from the kernel's receive stamp)\n",
-                 queue_num, s.late_us.size(), at(0.01), at(0.5), at(0.99), s.late_us.back(),
-                 static_cast<long long>(s.advance_ns / 1000), static_cast<unsigned long long>(s.stamped));
-  }
-  if (s.lost > 0)
-    std::fprintf(stderr, "sax-linkdelay: queue %ld: %llu packets held %.0f us, %llu lost before reaching the queue\n",
-                 queue_num, static_cast<unsigned long long>(s.packets), delay_us,
-                 static_cast<unsigned long long>(s.lost));
+  report(s, o);
   nfq_destroy_queue(s.queue);
   nfq_close(h);
   ::close(timer);
