@@ -4,7 +4,6 @@
 // (explorer/codesign.hpp), and the Pareto set.
 #include "explorer/codesign.hpp"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -71,20 +70,100 @@ double parse_amount(const std::string& flag, const std::string& text) {
   return v;
 }
 
-struct Row {
-  explorer::Variant variant;
-  bool searched = false, fits = false;
-  explorer::Ranked best;
-  std::string dominant, excluded;
-  double loss = NAN;
-  bool pareto = false;
-};
+using explorer::amount_text;
 
-std::string human(double x) {
-  const char* units[] = {"", "K", "M", "B", "T"};
-  int u = 0;
-  while (std::abs(x) >= 1000 && u < 4) x /= 1000, ++u;
-  return fmt(x >= 100 ? "%.0f" : x >= 10 ? "%.1f" : "%.2f", x) + units[u];
+// The budget the flags give, or the base model's own (value 0 until the model is read).
+explorer::CodesignBudget budget_of(const CodesignArgs& a) {
+  if (!a.active_flops.empty())
+    return {explorer::CodesignBudget::Kind::active_flops, parse_amount("--active-flops", a.active_flops)};
+  if (!a.active_params.empty())
+    return {explorer::CodesignBudget::Kind::active_params, parse_amount("--active-params", a.active_params)};
+  return {};
+}
+
+void print_rows(const explorer::CodesignResult& r, bool loss) {
+  std::printf("  %-3s %-9s %-6s %-7s %-7s %-6s %-9s %-11s %-6s %-7s %-14s %s\n", "", "variant", "width", "total",
+              "active", "sparse", "step", "tokens/s", "MFU", "memory", "dominant", "best layout");
+  for (const explorer::CodesignRow& row : r.rows) {
+    const std::string name = "E" + std::to_string(row.variant.experts) + " k" + std::to_string(row.variant.topk);
+    if (!row.fits) {
+      std::printf("  %-3s %-9s %s\n", "", name.c_str(),
+                  (row.searched ? "(" + amount_text(row.variant.model->params_total()) + " total) " : std::string())
+                      .append("excluded: " + row.excluded)
+                      .c_str());
+      continue;
+    }
+    const Model& m = *row.variant.model;
+    const explorer::Prediction& p = row.best.prediction;
+    std::printf("  %-3s %-9s %-6lld %-7s %-7s %-6s %-9s %-11s %-6s %-7s %-14s %s%s\n", row.pareto ? "*" : "",
+                name.c_str(), static_cast<long long>(m.moe_ffn_hidden_size), amount_text(m.params_total()).c_str(),
+                amount_text(m.params_active()).c_str(), fmt("%.1f%%", 100 * explorer::sparsity(m)).c_str(),
+                fmt("%.4g s", p.step_time_s).c_str(), fmt("%.4g", p.tokens_per_s).c_str(),
+                fmt("%.1f%%", 100 * p.mfu).c_str(), fmt("%.1fG", p.memory_gib).c_str(), row.dominant.c_str(),
+                explorer::describe_degrees(row.best.candidate).c_str(),
+                loss ? (" — loss " + fmt("%.4f", row.loss)).c_str() : "");
+  }
+}
+
+// The Pareto set's note, and why each variant off it loses: its dominant term, and the term it
+// loses the most time in against the one on the set that beats it.
+void print_pareto(const explorer::CodesignResult& r, bool loss) {
+  std::printf(
+      "  * the Pareto set: no other variant is %s; %zu of %zu cells searched in %.2f s\n",
+      loss ? "lower in predicted loss and in total parameters at once"
+           : "faster in tokens/s and larger in total "
+             "parameters at once",
+      static_cast<std::size_t>(std::count_if(r.rows.begin(), r.rows.end(), [](const auto& x) { return x.searched; })),
+      r.rows.size(), r.search_seconds);
+  for (const explorer::Beaten& b : r.beaten) {
+    const explorer::CodesignRow &x = r.rows[b.row], &q = r.rows[b.by];
+    std::printf(
+        "  E%lld k%lld loses to E%lld k%lld: %s is %.0f%% of its step; its step is %+.3g s, most in %s (%+.3g s)\n",
+        static_cast<long long>(x.variant.experts), static_cast<long long>(x.variant.topk),
+        static_cast<long long>(q.variant.experts), static_cast<long long>(q.variant.topk), x.dominant.c_str(),
+        100 * explorer::breakdown_terms(x.best.prediction.breakdown).front().first / x.best.prediction.step_time_s,
+        x.best.prediction.step_time_s - q.best.prediction.step_time_s, b.term.c_str(), b.seconds);
+  }
+}
+
+json variant_json(const explorer::CodesignRow& r, const Cluster& c, bool loss) {
+  json v = {{"experts", r.variant.experts}, {"topk", r.variant.topk}, {"pareto", r.pareto}};
+  if (r.variant.model) {
+    const Model& m = *r.variant.model;
+    v["moe_ffn_hidden_size"] = m.moe_ffn_hidden_size;
+    v["total_params"] = m.params_total();
+    v["active_params"] = m.params_active();
+    v["training_flops_per_token"] = m.training_flops_per_token();
+    v["sparsity"] = explorer::sparsity(m);
+    v["budget_error"] = r.variant.budget_error;
+  }
+  if (r.fits) {
+    v["layout"] = to_json(r.best.candidate.to_layout(c));
+    v["predicted"] = explorer::to_json(r.best.prediction);
+    v["dominant_term"] = r.dominant;
+    if (loss) v["predicted_loss"] = r.loss;
+  } else {
+    v["excluded"] = r.excluded;
+  }
+  return v;
+}
+
+json result_json(const CodesignArgs& a, const explorer::CodesignInput& in, const explorer::CodesignResult& r) {
+  const bool loss = in.loss.has_value();
+  json variants = json::array();
+  for (const explorer::CodesignRow& row : r.rows) variants.push_back(variant_json(row, in.cluster, loss));
+  return {{"version", 1},
+          {"inputs",
+           {{"cluster", a.cluster},
+            {"model", a.model},
+            {"budget", {{"kind", in.budget.name()}, {"value", in.budget.value}}},
+            {"max_total_params", in.max_total_params > 0 ? json(in.max_total_params) : json(nullptr)},
+            {"loss_model", a.loss_model.empty() ? json(nullptr) : json(a.loss_model)},
+            {"loss_source", loss ? json(in.loss->source) : json(nullptr)}}},
+          {"pareto_axes", loss ? json::array({"predicted_loss (lower)", "total_params (lower)"})
+                               : json::array({"tokens_per_s (higher)", "total_params (higher)"})},
+          {"search_seconds", r.search_seconds},
+          {"variants", variants}};
 }
 
 void run_codesign(const CodesignArgs& a) {
@@ -98,164 +177,31 @@ void run_codesign(const CodesignArgs& a) {
     throw UsageError("--replay-top: expected a number of layouts from 1 to " + std::to_string(kMaxReplayTop) +
                      ", got " + std::to_string(a.replay_top));
   const double max_total = a.max_total_params.empty() ? 0 : parse_amount("--max-total-params", a.max_total_params);
-  explorer::CodesignBudget budget;
-  if (!a.active_flops.empty())
-    budget = {explorer::CodesignBudget::Kind::active_flops, parse_amount("--active-flops", a.active_flops)};
-  else if (!a.active_params.empty())
-    budget = {explorer::CodesignBudget::Kind::active_params, parse_amount("--active-params", a.active_params)};
+  explorer::CodesignBudget budget = budget_of(a);
   if (!a.json_file.empty()) check_writable(a.json_file);
   if (!a.plot.empty()) check_writable(a.plot);
   const Cluster c = load_cluster(a.cluster);
   const Model base = load_model(a.model);
   if (budget.value == 0) budget.value = budget.of(base);  // the base model's own
-  std::optional<explorer::LossModel> loss;
-  if (!a.loss_model.empty()) loss = explorer::load_loss_model(a.loss_model);
+  explorer::CodesignInput in{c, base, experts, topks, budget, max_total, std::nullopt, a.replay_top};
+  if (!a.loss_model.empty()) in.loss = explorer::load_loss_model(a.loss_model);
 
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<Row> rows;
-  for (std::int64_t e : experts)
-    for (std::int64_t k : topks) {
-      Row r;
-      r.variant = explorer::derive_variant(base, e, k, budget);
-      if (!r.variant.model) {
-        r.excluded = r.variant.why_not;
-      } else if (max_total > 0 && r.variant.model->params_total() > max_total) {
-        r.excluded = human(r.variant.model->params_total()) + " total parameters, over --max-total-params";
-      } else {
-        explorer::SearchOptions o;
-        o.top = a.replay_top;
-        const Model& m = *r.variant.model;
-        const auto ranking = explorer::rank_layouts(c, m, params_for(m, ""), o, static_cast<std::size_t>(a.replay_top));
-        r.searched = true;
-        if (!ranking->result.top.empty() && ranking->result.top.front().prediction.feasible) {
-          r.fits = true;
-          r.best = ranking->result.top.front();
-          r.dominant = explorer::breakdown_terms(r.best.prediction.breakdown).front().second;
-          if (loss)
-            r.loss = loss->loss(m.params_active(), explorer::sparsity(m),
-                                loss->training_tokens(r.best.prediction.tokens_per_s));
-        } else {
-          r.excluded = "no layout fits in memory";
-        }
-      }
-      rows.push_back(std::move(r));
-    }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  // The Pareto set among the variants that fit: without a loss model, tokens/s and total
-  // parameters (capacity) both up; with one, predicted loss down and total parameters down.
-  std::vector<std::size_t> fit;
-  std::vector<double> x, y;
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    if (rows[i].fits) {
-      const Model& m = *rows[i].variant.model;
-      fit.push_back(i);
-      x.push_back(loss ? -rows[i].loss : rows[i].best.prediction.tokens_per_s);
-      y.push_back(loss ? -m.params_total() : m.params_total());
-    }
-  // Total parameters within 0.5 % are one size (the router's h x E apart, or the width's rounding).
-  constexpr double kSameSize = 0.005;
-  const std::vector<bool> front = explorer::pareto_front(x, y, kSameSize);
-  for (std::size_t j = 0; j < fit.size(); ++j) rows[fit[j]].pareto = front[j];
-
+  const explorer::CodesignResult r = explorer::codesign(in);
+  const bool loss = in.loss.has_value();
   std::printf("codesign %s on %s (%lld devices): %zu experts x %zu top-k, each variant's %s at %s (%s)\n",
               base.name.c_str(), c.name.c_str(), static_cast<long long>(c.world_size()), experts.size(), topks.size(),
-              budget.name(), human(budget.value).c_str(),
+              budget.name(), amount_text(budget.value).c_str(),
               a.active_params.empty() && a.active_flops.empty() ? "the base model's" : "given");
   if (loss)
-    std::printf("  loss model: %s; after %s\n", loss->source.c_str(),
-                loss->tokens > 0 ? (human(loss->tokens) + " tokens").c_str()
-                                 : (fmt("%g", loss->wall_clock_hours) + " hours on this cluster").c_str());
-  std::printf("  %-3s %-9s %-6s %-7s %-7s %-6s %-9s %-11s %-6s %-7s %-14s %s\n", "", "variant", "width", "total",
-              "active", "sparse", "step", "tokens/s", "MFU", "memory", "dominant", "best layout");
-  for (const Row& r : rows) {
-    const std::string name = "E" + std::to_string(r.variant.experts) + " k" + std::to_string(r.variant.topk);
-    if (!r.fits) {
-      std::printf("  %-3s %-9s %s\n", "", name.c_str(),
-                  (r.searched ? "(" + human(r.variant.model->params_total()) + " total) " : std::string())
-                      .append("excluded: " + r.excluded)
-                      .c_str());
-      continue;
-    }
-    const Model& m = *r.variant.model;
-    const explorer::Prediction& p = r.best.prediction;
-    std::printf("  %-3s %-9s %-6lld %-7s %-7s %-6s %-9s %-11s %-6s %-7s %-14s %s%s\n", r.pareto ? "*" : "",
-                name.c_str(), static_cast<long long>(m.moe_ffn_hidden_size), human(m.params_total()).c_str(),
-                human(m.params_active()).c_str(), fmt("%.1f%%", 100 * explorer::sparsity(m)).c_str(),
-                fmt("%.4g s", p.step_time_s).c_str(), fmt("%.4g", p.tokens_per_s).c_str(),
-                fmt("%.1f%%", 100 * p.mfu).c_str(), fmt("%.1fG", p.memory_gib).c_str(), r.dominant.c_str(),
-                explorer::describe_degrees(r.best.candidate).c_str(),
-                loss ? (" — loss " + fmt("%.4f", r.loss)).c_str() : "");
-  }
-  std::printf(
-      "  * the Pareto set: no other variant is %s; %zu of %zu cells searched in %.2f s\n",
-      loss ? "lower in predicted loss and in total parameters at once"
-           : "faster in tokens/s and larger in total "
-             "parameters at once",
-      static_cast<std::size_t>(std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.searched; })),
-      rows.size(), seconds);
-  // Why the others lose: each variant off the Pareto set beside one on it that beats it on both
-  // axes: its dominant term, and the term it loses the most time in against that one.
-  for (std::size_t j = 0; j < fit.size(); ++j) {
-    if (front[j]) continue;
-    std::size_t by = j;
-    for (std::size_t i = 0; i < fit.size() && by == j; ++i)
-      if (front[i] && x[i] >= x[j] && y[i] >= y[j] - kSameSize * std::abs(y[j])) by = i;
-    const Row &r = rows[fit[j]], &q = rows[fit[by]];
-    const auto mine = explorer::breakdown_terms(r.best.prediction.breakdown),
-               theirs = explorer::breakdown_terms(q.best.prediction.breakdown);
-    std::string worst;
-    double most = -1;
-    for (const auto& [v, n] : mine)
-      for (const auto& [w, o] : theirs)
-        if (n == o && v - w > most) most = v - w, worst = n;
-    std::printf(
-        "  E%lld k%lld loses to E%lld k%lld: %s is %.0f%% of its step; its step is %+.3g s, most in %s (%+.3g s)\n",
-        static_cast<long long>(r.variant.experts), static_cast<long long>(r.variant.topk),
-        static_cast<long long>(q.variant.experts), static_cast<long long>(q.variant.topk), r.dominant.c_str(),
-        100 * mine.front().first / r.best.prediction.step_time_s,
-        r.best.prediction.step_time_s - q.best.prediction.step_time_s, worst.c_str(), most);
-  }
-
-  if (!a.json_file.empty() || !a.plot.empty()) {
-    json variants = json::array();
-    for (const Row& r : rows) {
-      json v = {{"experts", r.variant.experts}, {"topk", r.variant.topk}, {"pareto", r.pareto}};
-      if (r.variant.model) {
-        const Model& m = *r.variant.model;
-        v["moe_ffn_hidden_size"] = m.moe_ffn_hidden_size;
-        v["total_params"] = m.params_total();
-        v["active_params"] = m.params_active();
-        v["training_flops_per_token"] = m.training_flops_per_token();
-        v["sparsity"] = explorer::sparsity(m);
-        v["budget_error"] = r.variant.budget_error;
-      }
-      if (r.fits) {
-        v["layout"] = to_json(r.best.candidate.to_layout(c));
-        v["predicted"] = explorer::to_json(r.best.prediction);
-        v["dominant_term"] = r.dominant;
-        if (loss) v["predicted_loss"] = r.loss;
-      } else {
-        v["excluded"] = r.excluded;
-      }
-      variants.push_back(v);
-    }
-    json j = {{"version", 1},
-              {"inputs",
-               {{"cluster", a.cluster},
-                {"model", a.model},
-                {"budget", {{"kind", budget.name()}, {"value", budget.value}}},
-                {"max_total_params", max_total > 0 ? json(max_total) : json(nullptr)},
-                {"loss_model", a.loss_model.empty() ? json(nullptr) : json(a.loss_model)},
-                {"loss_source", loss ? json(loss->source) : json(nullptr)}}},
-              {"pareto_axes", loss ? json::array({"predicted_loss (lower)", "total_params (lower)"})
-                                   : json::array({"tokens_per_s (higher)", "total_params (higher)"})},
-              {"search_seconds", seconds},
-              {"variants", variants}};
-    const std::string file = a.json_file.empty() ? a.plot + ".json" : a.json_file;
-    write_json_file(file, j);
-    if (!a.plot.empty()) run_plot_script({"codesign", file, "--out", a.plot});
-  }
+    std::printf("  loss model: %s; after %s\n", in.loss->source.c_str(),
+                in.loss->tokens > 0 ? (amount_text(in.loss->tokens) + " tokens").c_str()
+                                    : (fmt("%g", in.loss->wall_clock_hours) + " hours on this cluster").c_str());
+  print_rows(r, loss);
+  print_pareto(r, loss);
+  if (a.json_file.empty() && a.plot.empty()) return;
+  const std::string file = a.json_file.empty() ? a.plot + ".json" : a.json_file;
+  write_json_file(file, result_json(a, in, r));
+  if (!a.plot.empty()) run_plot_script({"codesign", file, "--out", a.plot});
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // [--emit megatron|torchtitan [--emit-rank N]]`: searches layouts × placements × schedules ×
 // network technologies and ranks them; --emit prints the N-th as the framework's settings instead
 // of the table.
+#include "explorer/explore.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -12,7 +14,6 @@
 #include "cli/explorer_inputs.hpp"
 #include "cli/format.hpp"
 #include "cli/json_out.hpp"
-#include "explorer/replay.hpp"
 
 namespace sax::cli {
 
@@ -28,24 +29,8 @@ struct ExploreArgs {
   std::int64_t max_candidates = explorer::SearchOptions::kDefaultMaxCandidates;
 };
 
-// On a cluster whose buildings differ: the model that priced the best layouts stage by stage,
-// and what the balanced split and the search's rule each give for the best (the two
-// baselines: the even split, and the uniform-cluster rule's own pick).
-struct HeteroSummary {
-  const explorer::HeteroModel* model = nullptr;
-  const std::vector<std::string>* stage_why = nullptr;  // the ranking's, beside r.top
-  std::string slowest;
-  double even_s = 0, uniform_pick_s = 0;
-  std::string uniform_pick;
-};
-
-// The i-th shown layout's why: the closed forms' reasons, and where buildings differ what its
-// stages say (as the ranking priced them; nothing where the uniform rule's price stands).
-std::string why(const Cluster& c, const explorer::Ranked& x, std::size_t i, const HeteroSummary& h) {
-  std::string s = explorer::explain(x.candidate, x.prediction, c);
-  if (h.stage_why && i < h.stage_why->size() && !(*h.stage_why)[i].empty()) s += "; " + (*h.stage_why)[i];
-  return s;
-}
+using explorer::HeteroSummary;
+using explorer::why;
 
 void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& cm, const explorer::SearchResult& r,
                    std::size_t replayed, const HeteroSummary& h) {
@@ -101,7 +86,8 @@ void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& 
   }
 }
 
-void run_explore(const ExploreArgs& a) {
+// The flags' bounds, in the order they are checked; returns --emit's format.
+std::optional<explorer::EmitFormat> check_args(const ExploreArgs& a) {
   if (a.top < 1) throw UsageError("--top: expected a number of layouts >= 1, got " + std::to_string(a.top));
   if (a.threads < 0) throw UsageError("--threads: expected >= 0 (0 = all cores), got " + std::to_string(a.threads));
   const std::optional<explorer::EmitFormat> emit = emit_format(a.emit);
@@ -115,43 +101,75 @@ void run_explore(const ExploreArgs& a) {
   if (a.max_candidates < 1)
     throw UsageError("--max-candidates: expected a number of candidates >= 1, got " + std::to_string(a.max_candidates));
   if (!a.json_file.empty()) check_writable(a.json_file);  // before the search and any output
+  return emit;
+}
+
+// The compared layout's prediction beside the best found; its JSON (null without a best).
+json print_compare(const ExploreArgs& a, const Cluster& c, const explorer::Exploration& x, const Layout& compare,
+                   bool emit) {
+  const explorer::CostModel& cm = *x.ranking->cost;
+  const explorer::SearchResult& r = x.ranking->result;
+  const explorer::Prediction& p = *x.compare;
+  const explorer::Candidate k = explorer::Candidate::of(compare, c);
+  if (!emit) {
+    std::cout << "compare " << a.compare << ":\n";
+    print_prediction(k, compare, p, cm, c, explorer::explain(k, p, c));
+  }
+  if (r.top.empty()) return nullptr;
+  const double speedup = p.step_time_s / r.top.front().prediction.step_time_s;
+  if (!emit)
+    std::cout << "  best found is " << fmt("%.2f", speedup) << "× " << (speedup >= 1 ? "faster" : "slower") << " than "
+              << a.compare << (p.feasible ? "" : " (which does not fit)") << "\n";
+  return {{"layout", to_json(compare)}, {"predicted", explorer::to_json(p)}, {"speedup_of_best", speedup}};
+}
+
+json ranking_json(const ExploreArgs& a, const Cluster& c, const explorer::Exploration& x, const json& compare) {
+  const explorer::SearchResult& r = x.ranking->result;
+  const HeteroSummary& h = x.hetero;
+  json cands = json::array();
+  for (std::size_t i = 0; i < r.top.size(); ++i)
+    cands.push_back({{"layout", to_json(r.top[i].candidate.to_layout(c))},
+                     {"predicted", explorer::to_json(r.top[i].prediction)},
+                     {"why", why(c, r.top[i], i, h)}});
+  json j = {{"version", 1},
+            {"inputs",
+             {{"cluster", a.cluster},
+              {"model", a.model},
+              {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
+              {"cost_source", x.ranking->cost->params().source},
+              {"world_size", c.world_size()}}},
+            {"space", r.space.candidates},
+            {"generated", r.generated},
+            {"pruned_divisibility", r.pruned_divisibility},
+            {"evaluated", r.evaluated},
+            {"pruned_memory", r.pruned_memory},
+            {"feasible", r.feasible},
+            {"search_seconds", r.seconds},
+            {"replayed", x.ranking->replayed},
+            {"threads", r.threads},
+            {"candidates", cands}};
+  if (!compare.is_null()) j["compare"] = compare;
+  if (!c.uniform() && !r.top.empty())
+    j["heterogeneous"] = {{"uniform_rule_device", h.slowest},
+                          {"even_split_step_time_s", h.even_s},
+                          {"uniform_rule_pick", h.uniform_pick},
+                          {"uniform_rule_pick_step_time_s", h.uniform_pick_s}};
+  return j;
+}
+
+void run_explore(const ExploreArgs& a) {
+  const std::optional<explorer::EmitFormat> emit = check_args(a);
   const Cluster c = load_cluster(a.cluster);
   const Model m = load_model(a.model);
-  Layout compare;
+  explorer::ExploreRequest q{c, m, params_for(m, a.calibration), a.top, a.replay_top, a.threads, a.max_candidates, {}};
   if (!a.compare.empty()) {
-    compare = load_layout(a.compare);
-    validate_layout(compare, m, c, a.compare);
+    q.compare = load_layout(a.compare);
+    validate_layout(*q.compare, m, c, a.compare);
   }
-  // The closed forms rank every candidate; the best --replay-top are run block by block and
-  // re-ranked by what their schedules give (uneven stages, zero bubble's unequal F/B/W). Buildings
-  // that differ: the search ranks on the uniform-cluster rule's view, and its best (at least the
-  // --top shown) are priced stage by stage with balanced splits (explorer/hetero.hpp).
-  const bool hetero = !c.uniform();
-  explorer::SearchOptions o;
-  o.top = std::max(a.top, a.replay_top);
-  o.threads = a.threads;
-  o.max_candidates = a.max_candidates;
-  const auto ranking =
-      explorer::rank_layouts(c, m, params_for(m, a.calibration), o,
-                             static_cast<std::size_t>(hetero ? std::max(a.top, a.replay_top) : a.replay_top));
-  const explorer::CostModel& cm = *ranking->cost;
-  explorer::SearchResult& r = ranking->result;
-  const explorer::HeteroModel* hm = ranking->hetero.get();
-  const std::size_t replayed = ranking->replayed;
-  HeteroSummary h;
-  if (hm && !r.top.empty()) {
-    h.model = hm;
-    h.stage_why = &ranking->stage_why;
-    h.slowest = ranking->plan.device.name;
-    // The uniform rule's own pick (its replayed best), priced on the cluster as it is.
-    const explorer::Candidate pick = ranking->uniform_top.front().candidate;
-    h.uniform_pick = explorer::describe_degrees(pick) + ", " + options_string(pick.to_layout(c));
-    h.uniform_pick_s = hm->evaluate(pick).prediction.step_time_s;
-    h.even_s = hm->evaluate(explorer::with_even_split(r.top.front().candidate)).prediction.step_time_s;
-  }
-  if (r.top.size() > static_cast<std::size_t>(a.top)) r.top.resize(static_cast<std::size_t>(a.top));
+  const explorer::Exploration x = explorer::explore(q);
+  const explorer::SearchResult& r = x.ranking->result;
   if (emit && static_cast<std::size_t>(a.emit_rank) > r.top.size())
-    throw UsageError(r.top.empty() ? "--emit: no layout fits in " + fmt("%.1f", cm.memory_limit_gib()) +
+    throw UsageError(r.top.empty() ? "--emit: no layout fits in " + fmt("%.1f", x.ranking->cost->memory_limit_gib()) +
                                          " GiB per device, none to emit"
                                    : "--emit-rank: expected a rank in the list, 1 to " + std::to_string(r.top.size()) +
                                          " (the layouts that fit), got " + std::to_string(a.emit_rank));
@@ -159,55 +177,9 @@ void run_explore(const ExploreArgs& a) {
   if (emit)
     std::cout << explorer::emit(*emit, r.top[static_cast<std::size_t>(a.emit_rank - 1)].candidate.to_layout(c), m, c);
   else
-    print_ranking(c, m, cm, r, replayed, h);
-  json compare_json = nullptr;
-  if (!a.compare.empty()) {
-    const explorer::Prediction p =
-        hm ? hm->evaluate(explorer::Candidate::of(compare, c)).prediction : cm.predict(compare);
-    if (!emit) {
-      std::cout << "compare " << a.compare << ":\n";
-      print_prediction(explorer::Candidate::of(compare, c), compare, p, cm, c,
-                       explorer::explain(explorer::Candidate::of(compare, c), p, c));
-    }
-    if (!r.top.empty()) {
-      const double speedup = p.step_time_s / r.top.front().prediction.step_time_s;
-      if (!emit)
-        std::cout << "  best found is " << fmt("%.2f", speedup) << "× " << (speedup >= 1 ? "faster" : "slower")
-                  << " than " << a.compare << (p.feasible ? "" : " (which does not fit)") << "\n";
-      compare_json = {{"layout", to_json(compare)}, {"predicted", explorer::to_json(p)}, {"speedup_of_best", speedup}};
-    }
-  }
-  if (!a.json_file.empty()) {
-    json cands = json::array();
-    for (std::size_t i = 0; i < r.top.size(); ++i)
-      cands.push_back({{"layout", to_json(r.top[i].candidate.to_layout(c))},
-                       {"predicted", explorer::to_json(r.top[i].prediction)},
-                       {"why", why(c, r.top[i], i, h)}});
-    json j = {{"version", 1},
-              {"inputs",
-               {{"cluster", a.cluster},
-                {"model", a.model},
-                {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
-                {"cost_source", cm.params().source},
-                {"world_size", c.world_size()}}},
-              {"space", r.space.candidates},
-              {"generated", r.generated},
-              {"pruned_divisibility", r.pruned_divisibility},
-              {"evaluated", r.evaluated},
-              {"pruned_memory", r.pruned_memory},
-              {"feasible", r.feasible},
-              {"search_seconds", r.seconds},
-              {"replayed", replayed},
-              {"threads", r.threads},
-              {"candidates", cands}};
-    if (!compare_json.is_null()) j["compare"] = compare_json;
-    if (hetero && !r.top.empty())
-      j["heterogeneous"] = {{"uniform_rule_device", h.slowest},
-                            {"even_split_step_time_s", h.even_s},
-                            {"uniform_rule_pick", h.uniform_pick},
-                            {"uniform_rule_pick_step_time_s", h.uniform_pick_s}};
-    write_json_file(a.json_file, j);
-  }
+    print_ranking(c, m, *x.ranking->cost, r, x.ranking->replayed, x.hetero);
+  const json compare = q.compare ? print_compare(a, c, x, *q.compare, emit.has_value()) : json(nullptr);
+  if (!a.json_file.empty()) write_json_file(a.json_file, ranking_json(a, c, x, compare));
 }
 
 }  // namespace

@@ -24,12 +24,8 @@ namespace sax::cli {
 // for gpt3-175b on a100-3bld on two cores), so 10,000 is about a minute; more is a typo.
 inline constexpr int kMaxReplayTop = 10000;
 
-inline explorer::CostParams cost_params(const Cluster& c, const Model& m, const std::string& calibration_file) {
-  if (calibration_file.empty()) return explorer::CostParams::datasheet(c, m);
-  return explorer::CostParams::calibrated(c, m, load_calibration(calibration_file), calibration_file);
-}
-
-// The cost parameters of any view of the cluster (explorer/hetero.hpp), from the same source.
+// The cost parameters of any view of the cluster (explorer/hetero.hpp): the calibration file's,
+// else the datasheet's.
 inline explorer::HeteroModel::ParamsFor params_for(const Model& m, const std::string& calibration_file) {
   std::shared_ptr<const Calibration> k;
   if (!calibration_file.empty()) k = std::make_shared<const Calibration>(load_calibration(calibration_file));
@@ -59,15 +55,7 @@ inline std::optional<explorer::EmitFormat> emit_format(const std::string& emit) 
   throw UsageError("--emit: expected megatron or torchtitan, got \"" + emit + "\"");
 }
 
-inline std::string options_string(const Layout& l) {
-  std::string s = l.order_string() + ", " + to_string(l.schedule.pipeline) + ", DP " + to_string(l.schedule.dp_sync);
-  if (l.use_distributed_optimizer) s += ", dist-opt";
-  if (l.sequence_parallel) s += ", SP";
-  if (l.tp_comm_overlap) s += ", TP overlap";
-  if (l.recompute_granularity != Recompute::none) s += std::string(", recompute ") + to_string(l.recompute_granularity);
-  if (!l.schedule.network_technology.empty()) s += ", " + l.schedule.network_technology;
-  return s;
-}
+using explorer::options_string;
 
 inline void print_prediction(const explorer::Candidate& k, const Layout& l, const explorer::Prediction& p,
                              const explorer::CostModel& cm, const Cluster& c, const std::string& why) {

@@ -10,8 +10,8 @@
 #include "cli/commands.hpp"
 #include "cli/explorer_inputs.hpp"
 #include "cli/json_out.hpp"
+#include "explorer/explore.hpp"
 #include "explorer/quantities.hpp"
-#include "explorer/replay.hpp"
 
 namespace sax::cli {
 
@@ -56,6 +56,63 @@ void print_report(const PredictArgs& a, const Cluster& c, const Model& m, const 
   print_prediction(explorer::Candidate::of(l, c), l, p, cm, c, why);
 }
 
+// Where buildings differ: the uniform rule's figure, the stages, and the balanced split; with
+// --replay, the replay against the closed forms.
+void print_method(const PredictArgs& a, const Cluster& c, const Layout& l, const explorer::Forecast& f) {
+  const explorer::Prediction& p = f.predicted;
+  if (f.hetero) {
+    std::printf(
+        "  buildings     differ: the uniform-cluster rule (every building on the slowest device, %s; every pair "
+        "on the worst link) "
+        "gives %.4g s; stage by stage on their own devices and links, replayed:\n",
+        f.plan.device.name.c_str(), f.closed.step_time_s);
+    print_stages(c, f.stages);
+    if (f.balanced_candidate.pipeline_layout != explorer::Candidate::of(l, c).pipeline_layout)
+      std::printf("  balanced      pipeline_model_parallel_layout \"%s\": %.4g s (%+.1f%% against this split)\n",
+                  f.balanced_candidate.pipeline_layout.c_str(), f.balanced.prediction.step_time_s,
+                  100 * (f.balanced.prediction.step_time_s / p.step_time_s - 1));
+    else
+      std::printf("  balanced      no other split of the layers over the stages is faster\n");
+  } else if (a.replay)
+    std::printf(
+        "  replay        step %.4g s against the closed forms' %.4g s (%+.1f%%): each stage's blocks "
+        "in the schedule's order, critical stage %lld\n",
+        p.step_time_s, f.closed.step_time_s, 100 * (p.step_time_s / f.closed.step_time_s - 1),
+        static_cast<long long>(p.critical_stage));
+}
+
+json prediction_json(const PredictArgs& a, const Layout& l, const explorer::Forecast& f) {
+  const explorer::CostParams& k = f.cost->params();
+  json j = {{"version", 1},
+            {"inputs",
+             {{"cluster", a.cluster},
+              {"model", a.model},
+              {"layout", a.layout},
+              {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
+              {"cost_source", k.source},
+              {"calibrated_terms", k.calibrated_terms},
+              {"datasheet_terms", k.datasheet_terms}}},
+            {"layout", to_json(l)},
+            {"predicted", explorer::to_json(f.predicted)},
+            {"method", f.method},
+            {"closed_form_step_time_s", f.closed.step_time_s},
+            {"why", f.why}};
+  if (!f.hetero) return j;
+  json st = json::array();
+  for (const auto& s : f.stages.stages)
+    st.push_back({{"buildings", s.buildings},
+                  {"device", s.device},
+                  {"layers", s.layers},
+                  {"microbatch_s", s.microbatch_s},
+                  {"memory_gib", s.memory_gib},
+                  {"limit_gib", s.limit_gib}});
+  j["heterogeneous"] = {{"uniform_rule_step_time_s", f.closed.step_time_s},
+                        {"stages", st},
+                        {"balanced_pipeline_layout", f.balanced_candidate.pipeline_layout},
+                        {"balanced_step_time_s", f.balanced.prediction.step_time_s}};
+  return j;
+}
+
 void run_predict(const PredictArgs& a) {
   const std::optional<explorer::EmitFormat> emit = emit_format(a.emit);
   const Cluster c = load_cluster(a.cluster);
@@ -63,84 +120,15 @@ void run_predict(const PredictArgs& a) {
   const Layout l = load_layout(a.layout);
   validate_layout(l, m, c, a.layout);
   if (!a.json_file.empty()) check_writable(a.json_file);  // before anything is printed
-  // Buildings that differ: the uniform-cluster rule's model (explorer/hetero.hpp) for the closed
-  // forms, and the prediction stage by stage on each stage's own devices and links.
-  const bool hetero = !c.uniform();
-  const Cluster plan = hetero ? explorer::uniform_view(c, m.dtype) : c;
-  const explorer::CostModel cm(plan, m, cost_params(plan, m, a.calibration));
-  const explorer::Prediction closed = cm.predict(l);
-  std::optional<explorer::HeteroModel> hm;
-  explorer::HeteroModel::Result stages, balanced;
-  explorer::Candidate balanced_cand = explorer::Candidate::of(l, c);
-  if (hetero) {
-    hm.emplace(c, m, params_for(m, a.calibration));
-    stages = hm->evaluate(explorer::Candidate::of(l, c));
-    balanced = hm->balance(balanced_cand);
-  }
-  // --replay: the schedule run block by block (explorer/replay.hpp) in place of the closed forms.
-  const explorer::Prediction p = hetero     ? stages.prediction
-                                 : a.replay ? explorer::replayed(cm, explorer::Candidate::of(l, c), closed)
-                                            : closed;
-  const std::string why =
-      explorer::explain(explorer::Candidate::of(l, c), p, c) + (hetero ? "; " + hm->explain(stages) : "");
+  const auto f = explorer::forecast(c, m, l, params_for(m, a.calibration), a.replay);
   if (emit) {
     // The settings alone on stdout, to paste or redirect; --json still gets the prediction.
     std::cout << explorer::emit(*emit, l, m, c);
   } else {
-    print_report(a, c, m, l, cm, p, why);
-    if (hetero) {
-      std::printf(
-          "  buildings     differ: the uniform-cluster rule (every building on the slowest device, %s; every pair "
-          "on the worst link) "
-          "gives %.4g s; stage by stage on their own devices and links, replayed:\n",
-          plan.device.name.c_str(), closed.step_time_s);
-      print_stages(c, stages);
-      if (balanced_cand.pipeline_layout != explorer::Candidate::of(l, c).pipeline_layout)
-        std::printf("  balanced      pipeline_model_parallel_layout \"%s\": %.4g s (%+.1f%% against this split)\n",
-                    balanced_cand.pipeline_layout.c_str(), balanced.prediction.step_time_s,
-                    100 * (balanced.prediction.step_time_s / p.step_time_s - 1));
-      else
-        std::printf("  balanced      no other split of the layers over the stages is faster\n");
-    } else if (a.replay)
-      std::printf(
-          "  replay        step %.4g s against the closed forms' %.4g s (%+.1f%%): each stage's blocks "
-          "in the schedule's order, critical stage %lld\n",
-          p.step_time_s, closed.step_time_s, 100 * (p.step_time_s / closed.step_time_s - 1),
-          static_cast<long long>(p.critical_stage));
+    print_report(a, c, m, l, *f->cost, f->predicted, f->why);
+    print_method(a, c, l, *f);
   }
-  if (!a.json_file.empty()) {
-    json j = {{"version", 1},
-              {"inputs",
-               {{"cluster", a.cluster},
-                {"model", a.model},
-                {"layout", a.layout},
-                {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
-                {"cost_source", cm.params().source},
-                {"calibrated_terms", cm.params().calibrated_terms},
-                {"datasheet_terms", cm.params().datasheet_terms}}},
-              {"layout", to_json(l)},
-              {"predicted", explorer::to_json(p)},
-              {"method", hetero     ? "stages on their own devices, replayed"
-                         : a.replay ? "replay"
-                                    : "closed forms"},
-              {"closed_form_step_time_s", closed.step_time_s},
-              {"why", why}};
-    if (hetero) {
-      json st = json::array();
-      for (const auto& s : stages.stages)
-        st.push_back({{"buildings", s.buildings},
-                      {"device", s.device},
-                      {"layers", s.layers},
-                      {"microbatch_s", s.microbatch_s},
-                      {"memory_gib", s.memory_gib},
-                      {"limit_gib", s.limit_gib}});
-      j["heterogeneous"] = {{"uniform_rule_step_time_s", closed.step_time_s},
-                            {"stages", st},
-                            {"balanced_pipeline_layout", balanced_cand.pipeline_layout},
-                            {"balanced_step_time_s", balanced.prediction.step_time_s}};
-    }
-    write_json_file(a.json_file, j);
-  }
+  if (!a.json_file.empty()) write_json_file(a.json_file, prediction_json(a, l, *f));
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
 #include "explorer/codesign.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 
+#include "explorer/hetero.hpp"
 #include "spec/bounds.hpp"
 #include "spec/error.hpp"
 
@@ -97,6 +101,98 @@ std::vector<bool> pareto_front(const std::vector<double>& a, const std::vector<d
       if (j != i && a[j] >= a[i] && b[j] >= b[i] - slack && (a[j] > a[i] || b[j] > b[i] + slack)) on[i] = false;
   }
   return on;
+}
+
+std::string amount_text(double x) {
+  const char* units[] = {"", "K", "M", "B", "T"};
+  int u = 0;
+  while (std::abs(x) >= 1000 && u < 4) x /= 1000, ++u;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, x >= 100 ? "%.0f" : x >= 10 ? "%.1f" : "%.2f", x);
+  return buf + std::string(units[u]);
+}
+
+namespace {
+
+// One cell: its variant, excluded with the reason or searched for its best layout.
+CodesignRow search_cell(const CodesignInput& in, std::int64_t experts, std::int64_t topk) {
+  CodesignRow r;
+  r.variant = derive_variant(in.base, experts, topk, in.budget);
+  if (!r.variant.model) {
+    r.excluded = r.variant.why_not;
+    return r;
+  }
+  const Model& m = *r.variant.model;
+  if (in.max_total_params > 0 && m.params_total() > in.max_total_params) {
+    r.excluded = amount_text(m.params_total()) + " total parameters, over --max-total-params";
+    return r;
+  }
+  SearchOptions o;
+  o.top = in.replay_top;
+  const auto datasheet = [&m](const Cluster& view) { return CostParams::datasheet(view, m); };
+  const auto ranking = rank_layouts(in.cluster, m, datasheet, o, static_cast<std::size_t>(in.replay_top));
+  r.searched = true;
+  if (ranking->result.top.empty() || !ranking->result.top.front().prediction.feasible) {
+    r.excluded = "no layout fits in memory";
+    return r;
+  }
+  r.fits = true;
+  r.best = ranking->result.top.front();
+  r.dominant = breakdown_terms(r.best.prediction.breakdown).front().second;
+  if (in.loss)
+    r.loss = in.loss->loss(m.params_active(), sparsity(m), in.loss->training_tokens(r.best.prediction.tokens_per_s));
+  return r;
+}
+
+// The term `r` loses the most time in against `q` (both fit), and by how much.
+Beaten beaten_by(const std::vector<CodesignRow>& rows, std::size_t r, std::size_t q) {
+  Beaten b{r, q, "", -1};
+  const auto mine = breakdown_terms(rows[r].best.prediction.breakdown),
+             theirs = breakdown_terms(rows[q].best.prediction.breakdown);
+  for (const auto& [v, n] : mine)
+    for (const auto& [w, o] : theirs)
+      if (n == o && v - w > b.seconds) b.seconds = v - w, b.term = n;
+  return b;
+}
+
+// The Pareto set among the variants that fit: without a loss model, tokens/s and total
+// parameters (capacity) both up; with one, predicted loss down and total parameters down. Marks
+// the rows on it and returns, for each off it, the one on it that beats it.
+std::vector<Beaten> mark_pareto(std::vector<CodesignRow>& rows, bool by_loss) {
+  std::vector<std::size_t> fit;
+  std::vector<double> x, y;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].fits) {
+      const Model& m = *rows[i].variant.model;
+      fit.push_back(i);
+      x.push_back(by_loss ? -rows[i].loss : rows[i].best.prediction.tokens_per_s);
+      y.push_back(by_loss ? -m.params_total() : m.params_total());
+    }
+  // Total parameters within 0.5 % are one size (the router's h x E apart, or the width's rounding).
+  constexpr double kSameSize = 0.005;
+  const std::vector<bool> front = pareto_front(x, y, kSameSize);
+  for (std::size_t j = 0; j < fit.size(); ++j) rows[fit[j]].pareto = front[j];
+  std::vector<Beaten> beaten;
+  for (std::size_t j = 0; j < fit.size(); ++j) {
+    if (front[j]) continue;
+    std::size_t by = j;
+    for (std::size_t i = 0; i < fit.size() && by == j; ++i)
+      if (front[i] && x[i] >= x[j] && y[i] >= y[j] - kSameSize * std::abs(y[j])) by = i;
+    beaten.push_back(beaten_by(rows, fit[j], fit[by]));
+  }
+  return beaten;
+}
+
+}  // namespace
+
+CodesignResult codesign(const CodesignInput& in) {
+  CodesignResult out;
+  const auto start = std::chrono::steady_clock::now();
+  for (std::int64_t e : in.experts)
+    for (std::int64_t k : in.topks) out.rows.push_back(search_cell(in, e, k));
+  out.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.beaten = mark_pareto(out.rows, in.loss.has_value());
+  return out;
 }
 
 }  // namespace sax::explorer

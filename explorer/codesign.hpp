@@ -4,12 +4,15 @@
 // on the cluster; the variants no other beats on two figures at once form the Pareto set.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "explorer/cost_model.hpp"
+#include "explorer/search.hpp"
+#include "spec/cluster.hpp"
 #include "spec/model.hpp"
 
 namespace sax::explorer {
@@ -68,5 +71,45 @@ LossModel load_loss_model(const std::string& file);
 // values within `b_tolerance` of each other (relative) count as equal (total parameters that
 // differ by the router's few alone are the same size).
 std::vector<bool> pareto_front(const std::vector<double>& a, const std::vector<double>& b, double b_tolerance = 0);
+
+// A count for people in three figures: 950, 1.30B, 12.5T.
+std::string amount_text(double x);
+
+// The co-design search: every cell of experts x top-k derived on the budget, searched for its best
+// layout on the cluster (datasheet prices, the best `replay_top` replayed), and the Pareto set.
+struct CodesignInput {
+  const Cluster& cluster;
+  const Model& base;
+  std::vector<std::int64_t> experts, topks;
+  CodesignBudget budget;
+  double max_total_params = 0;  // 0: no limit
+  std::optional<LossModel> loss;
+  int replay_top = 10;
+};
+
+struct CodesignRow {
+  Variant variant;
+  bool searched = false, fits = false;
+  Ranked best;
+  std::string dominant, excluded;
+  double loss = NAN;
+  bool pareto = false;
+};
+
+// A variant off the Pareto set beside one on it that beats it on both axes: the term it loses the
+// most time in against that one.
+struct Beaten {
+  std::size_t row = 0, by = 0;  // indices into rows
+  std::string term;
+  double seconds = 0;
+};
+
+struct CodesignResult {
+  std::vector<CodesignRow> rows;  // experts-major, as given
+  std::vector<Beaten> beaten;     // in row order
+  double search_seconds = 0;
+};
+
+CodesignResult codesign(const CodesignInput& in);
 
 }  // namespace sax::explorer

@@ -2,6 +2,16 @@
 
 namespace sax::explorer {
 
+std::string options_string(const Layout& l) {
+  std::string s = l.order_string() + ", " + to_string(l.schedule.pipeline) + ", DP " + to_string(l.schedule.dp_sync);
+  if (l.use_distributed_optimizer) s += ", dist-opt";
+  if (l.sequence_parallel) s += ", SP";
+  if (l.tp_comm_overlap) s += ", TP overlap";
+  if (l.recompute_granularity != Recompute::none) s += std::string(", recompute ") + to_string(l.recompute_granularity);
+  if (!l.schedule.network_technology.empty()) s += ", " + l.schedule.network_technology;
+  return s;
+}
+
 json to_json(const Prediction& p) {
   const Breakdown& b = p.breakdown;
   json breakdown = {

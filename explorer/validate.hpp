@@ -1,9 +1,7 @@
-// What `sax validate` works out from the explorer's ranking and the testbed's measurements (pure:
-// no I/O; cli/validate.cpp runs the layouts through the launcher): which layouts of a ranking to
-// run, the prediction's breakdown in the parts the testbed measures, and how well predictions
-// held — per layout the error and the part that differs most, overall the mean absolute
-// percentage error, Kendall's τ between the predicted and the measured order, and the top-1
-// regret.
+// The figures of the validate loop (pure, no I/O; validation/ runs the loop): which layouts of a
+// ranking to run, the prediction's breakdown in the parts the testbed measures, and how well
+// predictions held — per layout the error and the part most off, overall MAPE, Kendall's τ
+// between the predicted and measured orders, and the top-1 regret.
 #pragma once
 
 #include <array>

@@ -1,0 +1,173 @@
+// The validate loop's phases without argv: choose() on the local testbed's preset (the ranking's
+// best and spread picks, a given layout, too few to order), judge() and the report on
+// measurements made up here, so the figures are known by hand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "spec/error.hpp"
+#include "tests/support/presets.hpp"
+#include "validation/choose.hpp"
+#include "validation/judge.hpp"
+#include "validation/report.hpp"
+
+using namespace sax;
+using namespace sax::validation;
+
+namespace {
+
+const Cluster& cluster() {
+  static const Cluster c = test::preset_cluster("local-2bld");
+  return c;
+}
+const Model& model() {
+  static const Model m = test::preset_model("gpt-tiny");
+  return m;
+}
+
+Choice choose_on_preset(int top, int spread, std::vector<GivenLayout> given = {}) {
+  const Model& m = model();
+  auto datasheet = [&m](const Cluster& view) { return explorer::CostParams::datasheet(view, m); };
+  return choose({cluster(), m, datasheet, "", top, spread, std::move(given)});
+}
+
+// Three trials of the preset's ranking (searched once: the ranking takes seconds): #1 ran 1.25 s
+// against 1.0 predicted, #2 ran 2.0 as predicted, the third failed. Each Made sets them anew.
+struct Made {
+  Choice& choice = shared();
+  static Choice& shared() {
+    static Choice c = choose_on_preset(2, 1);
+    return c;
+  }
+  Made() {
+    std::vector<Trial>& t = choice.trials;
+    t[0].predicted.step_time_s = 1.0;
+    t[0].median_s = t[0].min_s = t[0].max_s = 1.25;
+    t[0].predicted_parts = {};
+    t[0].measured = {};
+    t[0].measured[2] = 0.5;  // tp_comm: the part most off
+    t[0].exit_code = 0;
+    t[1].predicted.step_time_s = 2.0;
+    t[1].median_s = t[1].min_s = t[1].max_s = 2.0;
+    t[1].exit_code = 0;
+    t[2].exit_code = 1;
+  }
+};
+
+}  // namespace
+
+TEST(ValidationChoose, TheBestThenSpreadThenTheGiven) {
+  const Layout l = load_layout(std::string(SAX_SOURCE_DIR) + "/configs/layouts/local-dp4.json");
+  const Choice c = choose_on_preset(2, 1, {{"local-dp4", l}});
+  ASSERT_EQ(c.trials.size(), 4u);
+  EXPECT_EQ(c.top, 2u);
+  EXPECT_EQ(c.given, 1u);
+  EXPECT_GE(c.feasible(), 3u);
+  EXPECT_EQ(c.trials[0].label, "#1");
+  EXPECT_EQ(c.trials[0].picked, "top");
+  EXPECT_EQ(c.trials[1].label, "#2");
+  EXPECT_EQ(c.trials[2].picked, "spread");
+  EXPECT_EQ(c.trials[2].rank, c.feasible());  // the spread ends on the ranking's last
+  EXPECT_EQ(c.trials[3].label, "local-dp4");
+  EXPECT_EQ(c.trials[3].picked, "given");
+  EXPECT_FALSE(c.trials[3].rank);
+  for (const Trial& t : c.trials) {
+    EXPECT_GT(t.predicted.step_time_s, 0) << t.label;
+    EXPECT_EQ(t.predicted_parts, metrics::predicted_parts(t.predicted)) << t.label;
+    EXPECT_FALSE(t.ran()) << t.label;
+  }
+}
+
+TEST(ValidationChoose, OneLayoutIsNoOrder) {
+  try {
+    choose_on_preset(1, 0);
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("an order needs two"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ValidationChoose, OptionsOutOfBoundsNameTheFlag) {
+  Options o;
+  o.top = -1;
+  EXPECT_THROW(check_options(o), UsageError);
+  o = {};
+  o.top = 1;
+  o.spread = 0;
+  EXPECT_THROW(check_options(o), UsageError);
+  o = {};
+  o.timeout_s = 0;
+  EXPECT_THROW(check_options(o), UsageError);
+  EXPECT_NO_THROW(check_options(Options{}));
+}
+
+TEST(ValidationJudge, FiguresOverTheTrialsThatRan) {
+  const Made made;
+  const Judgement j = judge(made.choice.trials);
+  EXPECT_EQ(j.measured, (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(j.failed, 1u);
+  EXPECT_DOUBLE_EQ(j.mape_pct, 10.0);  // |-20 %| and 0 %
+  EXPECT_DOUBLE_EQ(j.kendall_tau, 1.0);
+  EXPECT_DOUBLE_EQ(j.top1_regret_pct, 0.0);
+  EXPECT_EQ(j.pick, 0u);
+  EXPECT_EQ(j.best, 0u);
+  EXPECT_EQ(j.worst[0], 2u);  // tp_comm
+}
+
+TEST(ValidationJudge, APickThatRanSlowerIsRegret) {
+  Made made;
+  made.choice.trials[1].predicted.step_time_s = 0.5;
+  const Judgement j = judge(made.choice.trials);
+  EXPECT_EQ(j.pick, 1u);
+  EXPECT_EQ(j.best, 0u);
+  EXPECT_DOUBLE_EQ(j.top1_regret_pct, 60.0);  // 2.0 against 1.25
+  EXPECT_DOUBLE_EQ(j.kendall_tau, -1.0);
+}
+
+TEST(ValidationJudge, NothingRanIsNoFigure) {
+  Made made;
+  for (Trial& t : made.choice.trials) t.exit_code = 1;
+  const Judgement j = judge(made.choice.trials);
+  EXPECT_EQ(j.failed, 3u);
+  EXPECT_TRUE(std::isnan(j.mape_pct));
+  EXPECT_TRUE(std::isnan(j.kendall_tau));
+  EXPECT_FALSE(j.pick);
+  EXPECT_NE(tables(made.choice.trials, j)
+                .find("0 of 3 layouts ran: MAPE n/a %, Kendall tau n/a, top-1 regret n/a % "
+                      "(the explorer's pick - ran - s; fastest measured -, - s)"),
+            std::string::npos);
+}
+
+TEST(ValidationReport, TablesSayEachTrialAndTheSummary) {
+  const Made made;
+  const std::vector<Trial>& t = made.choice.trials;
+  const std::string s = tables(t, judge(t));
+  EXPECT_NE(s.find("2 of 3 layouts ran: MAPE 10.0 %, Kendall tau 1.00, top-1 regret 0.0 % (the explorer's pick #1 "
+                   "ran 1.250 s; fastest measured #1, 1.250 s)\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("failed (exit 1)"), std::string::npos) << s;
+  EXPECT_NE(s.find(" -20.0%  tp_comm 0.000 / 0.500 s\n"), std::string::npos) << s;
+  // The breakdowns: a predicted and a measured row for each trial that ran, none for the failed.
+  std::size_t rows = 0;
+  for (std::size_t at = s.find("\n  stage "); at != std::string::npos; at = s.find("\n  stage ", at + 1)) ++rows;
+  EXPECT_EQ(rows, 2u) << s;
+}
+
+TEST(ValidationReport, JsonHoldsTheJudgementAndNamesRunsOnlyWhenKept) {
+  const Made made;
+  const Options o;
+  const validation::Setup setup{o, cluster(), model(), "none", ""};
+  const Judgement j = judge(made.choice.trials);
+  const nlohmann::json r = to_json(setup, made.choice, j, false);
+  EXPECT_EQ(r["summary"]["layouts"], 2);
+  EXPECT_EQ(r["summary"]["failed"], 1);
+  EXPECT_EQ(r["summary"]["explorer_pick"], "#1");
+  EXPECT_DOUBLE_EQ(r["summary"]["mape_pct"].get<double>(), 10.0);
+  EXPECT_EQ(r["inputs"]["emulation"], "none");
+  ASSERT_EQ(r["layouts"].size(), 3u);
+  EXPECT_EQ(r["layouts"][0]["worst_term"]["term"], "tp_comm");
+  EXPECT_TRUE(r["layouts"][0]["run_json"].is_null());
+  EXPECT_TRUE(r["layouts"][2]["measured"].is_null());
+  EXPECT_TRUE(to_json(setup, made.choice, j, true)["layouts"][0]["run_json"].is_string());
+}

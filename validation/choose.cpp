@@ -1,0 +1,107 @@
+#include "validation/choose.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "explorer/replay.hpp"
+#include "harness/watchdog.hpp"
+#include "spec/error.hpp"
+#include "spec/fields.hpp"
+#include "validation/text.hpp"
+
+namespace sax::validation {
+
+namespace {
+
+// The explorer's ranking is the closed forms' with its best re-ranked by the replay, as `explore`
+// shows it (its --replay-top default).
+constexpr std::size_t kReplayTop = 50;
+// No testbed runs more layouts than this; the search keeps at most these many.
+constexpr int kMaxRanking = 1 << 20;
+
+// The ranking as explore gives it (where buildings differ, priced stage by stage:
+// explorer/hetero.hpp), of the layouts on the emulated technology (the candidates' index into the
+// cluster's list, −1 for its own link).
+std::unique_ptr<explorer::Ranking> rank_on_boundary(const ChooseInput& in) {
+  const NetworkTechnology* emulated = in.cluster.technology(in.technology);
+  const int technology = emulated ? static_cast<int>(emulated - in.cluster.network_technologies.data()) : -1;
+  explorer::SearchOptions o;
+  o.top = kMaxRanking;
+  return explorer::rank_layouts(in.cluster, in.model, in.params, o, kReplayTop,
+                                [&](const explorer::Ranked& x) { return x.candidate.technology != technology; });
+}
+
+std::vector<Trial> picked_from(const explorer::SearchResult& r, const Cluster& c, std::size_t top, std::size_t spread) {
+  std::vector<Trial> trials;
+  for (std::size_t i : metrics::pick(r.top.size(), top, spread)) {
+    Trial t;
+    t.label = "#" + std::to_string(i + 1);
+    t.rank = i + 1;
+    t.picked = i < top ? "top" : "spread";
+    t.candidate = r.top[i].candidate;
+    t.layout = t.candidate.to_layout(c);
+    trials.push_back(std::move(t));
+  }
+  return trials;
+}
+
+}  // namespace
+
+void check_options(const Options& o) {
+  if (o.top < 0) throw UsageError("--top: expected a number of layouts >= 0, got " + std::to_string(o.top));
+  if (o.spread < 0) throw UsageError("--spread: expected a number of layouts >= 0, got " + std::to_string(o.spread));
+  if (o.top + o.spread + static_cast<int>(o.layouts.size()) < 2)
+    throw UsageError("--top, --spread, --layout: expected at least 2 layouts in all (an order needs two)");
+  if (o.steps < 1) throw UsageError("--steps: expected >= 1, got " + std::to_string(o.steps));
+  if (o.warmup < 0) throw UsageError("--warmup: expected >= 0, got " + std::to_string(o.warmup));
+  if (o.rounds < 1) throw UsageError("--rounds: expected >= 1, got " + std::to_string(o.rounds));
+  // The range each run's --timeout takes (sax run refuses the rest, after the launch).
+  if (!(o.timeout_s >= 1 && o.timeout_s <= harness::kMaxTimeoutS))
+    throw UsageError("--timeout: expected seconds between 1 and " + printf_text("%g", harness::kMaxTimeoutS));
+}
+
+std::vector<GivenLayout> load_given(const Options& o, const Cluster& c, const Model& m) {
+  std::vector<GivenLayout> given;
+  for (const std::string& f : o.layouts) {
+    Layout l = load_layout(f);
+    validate_layout(l, m, c, f);
+    if (l.schedule.network_technology != o.technology)
+      throw UsageError(f + ": /schedule/network_technology: expected \"" + o.technology +
+                       "\" (the boundary validate emulates, --technology), got \"" + l.schedule.network_technology +
+                       "\"");
+    given.emplace_back(std::filesystem::path(f).stem().string(), std::move(l));
+  }
+  return given;
+}
+
+Choice choose(ChooseInput in) {
+  Choice out;
+  out.ranking = rank_on_boundary(in);
+  const explorer::SearchResult& r = out.ranking->result;
+  const auto top = static_cast<std::size_t>(in.top);
+  out.trials = picked_from(r, in.cluster, top, static_cast<std::size_t>(in.spread));
+  out.top = std::min(top, r.top.size());
+  for (auto& [name, l] : in.given) {
+    Trial t;
+    t.label = name;
+    t.picked = "given";
+    t.candidate = explorer::Candidate::of(l, in.cluster);
+    t.layout = std::move(l);
+    out.trials.push_back(std::move(t));
+  }
+  out.given = in.given.size();
+  if (out.trials.size() < 2)
+    throw UsageError("validate: " + std::to_string(out.trials.size()) + " layout(s) of " + in.model.name + " fit on " +
+                     in.cluster.name + (in.technology.empty() ? "" : " with " + in.technology) +
+                     "; an order needs two");
+  // Every layout run is predicted by the replay of its schedule, the explorer's finer figure.
+  const explorer::CostModel& cm = out.cost();
+  const explorer::HeteroModel* hm = out.ranking->hetero.get();
+  for (Trial& t : out.trials) {
+    t.predicted = hm ? hm->evaluate(t.candidate).prediction : explorer::replayed(cm, t.candidate, cm.predict(t.layout));
+    t.predicted_parts = metrics::predicted_parts(t.predicted);
+  }
+  return out;
+}
+
+}  // namespace sax::validation

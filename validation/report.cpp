@@ -1,0 +1,166 @@
+#include "validation/report.hpp"
+
+#include <cmath>
+
+#include "explorer/report.hpp"
+#include "spec/fields.hpp"
+#include "validation/text.hpp"
+
+namespace sax::validation {
+
+namespace {
+
+using nlohmann::json;
+
+std::string nan_or(double x, const char* format) { return std::isnan(x) ? "n/a" : printf_text(format, x); }
+
+json nan_or_null(double x) { return std::isnan(x) ? json(nullptr) : json(x); }
+
+json parts_json(const metrics::Parts& p) {
+  json j = json::object();
+  for (std::size_t i = 0; i < metrics::kParts.size(); ++i) j[metrics::kParts[i]] = p[i];
+  return j;
+}
+
+// One line per trial: predicted beside measured, the error and the part most off.
+std::string trials_table(const std::vector<Trial>& trials, const Judgement& j) {
+  std::string s = printf_text("\n  %-6s %-7s %-34s %-44s %10s %20s %8s  %s\n", "layout", "picked", "degrees", "options",
+                              "predicted", "measured (min-max)", "error", "part most off: predicted / measured");
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    const Trial& t = trials[i];
+    s += printf_text("  %-6s %-7s %-34s %-44s %9ss ", t.label.c_str(), t.picked.c_str(),
+                     explorer::describe_degrees(t.candidate).c_str(), explorer::options_string(t.layout).c_str(),
+                     seconds_text(t.predicted.step_time_s).c_str());
+    if (!t.ran()) {
+      s += printf_text("%20s\n", ("failed (exit " + std::to_string(t.exit_code) + ")").c_str());
+      continue;
+    }
+    const std::size_t w = j.worst[i];
+    s += printf_text(
+        "%20s %+7.1f%%  %s %s / %s s\n",
+        (seconds_text(t.median_s) + " (" + seconds_text(t.min_s) + "-" + seconds_text(t.max_s) + ")").c_str(),
+        metrics::error_pct({t.predicted.step_time_s, t.median_s}), metrics::kParts[w],
+        seconds_text(t.predicted_parts[w]).c_str(), seconds_text(t.measured[w]).c_str());
+  }
+  return s;
+}
+
+// The breakdowns side by side, part by part (s; measured: the mean over the ranks of the
+// predicted critical stage).
+std::string breakdown_table(const std::vector<Trial>& trials, const Judgement& j) {
+  std::string s = printf_text("\n  %-8s %-9s", "layout", "");
+  for (const char* part : metrics::kParts) s += printf_text(" %9s", part);
+  s += printf_text(" %9s\n", "other");
+  for (std::size_t i : j.measured) {
+    const Trial& t = trials[i];
+    s += printf_text("  %-8s %-9s", t.label.c_str(), "predicted");
+    for (double x : t.predicted_parts) s += printf_text(" %9.4f", x);
+    s += printf_text(" %9s\n  %-8s %-9s", "",
+                     printf_text("stage %.0f", static_cast<double>(t.predicted.critical_stage)).c_str(), "measured");
+    for (double x : t.measured) s += printf_text(" %9.4f", x);
+    s += printf_text(" %9.4f\n", t.other_s);
+  }
+  return s;
+}
+
+std::string summary_line(const std::vector<Trial>& trials, const Judgement& j) {
+  const Trial* pick = j.pick ? &trials[*j.pick] : nullptr;
+  const Trial* best = j.best ? &trials[*j.best] : nullptr;
+  return printf_text(
+      "\n  %zu of %zu layouts ran: MAPE %s %%, Kendall tau %s, top-1 regret %s %% (the explorer's pick %s ran %s s; "
+      "fastest measured %s, %s s)\n",
+      j.measured.size(), trials.size(), nan_or(j.mape_pct, "%.1f").c_str(), nan_or(j.kendall_tau, "%.2f").c_str(),
+      nan_or(j.top1_regret_pct, "%.1f").c_str(), pick ? pick->label.c_str() : "-",
+      pick ? seconds_text(pick->median_s).c_str() : "-", best ? best->label.c_str() : "-",
+      best ? seconds_text(best->median_s).c_str() : "-");
+}
+
+json trial_json(const Trial& t, std::size_t worst, bool runs_kept) {
+  const metrics::Parts& p = t.predicted_parts;
+  json j = {{"label", t.label},
+            {"explorer_rank", t.rank ? json(*t.rank) : json(nullptr)},
+            {"picked", t.picked},
+            {"describe", explorer::describe_degrees(t.candidate)},
+            {"options", explorer::options_string(t.layout)},
+            {"layout", sax::to_json(t.layout)},
+            {"predicted",
+             {{"step_time_s", t.predicted.step_time_s},
+              {"breakdown_s", parts_json(p)},
+              {"explorer", explorer::to_json(t.predicted)}}},
+            {"compared_stage", t.predicted.critical_stage},
+            {"exit_code", t.exit_code},
+            {"run_json", runs_kept ? json((t.dir / "run.json").string()) : json(nullptr)},
+            {"trace_dir", runs_kept ? json((t.dir / "trace").string()) : json(nullptr)}};
+  if (!t.ran()) {
+    j["measured"] = nullptr;
+    return j;
+  }
+  json mb = parts_json(t.measured);
+  mb["other"] = t.other_s;
+  j["measured"] = {{"step_time_s", {{"median", t.median_s}, {"min", t.min_s}, {"max", t.max_s}}}, {"breakdown_s", mb}};
+  j["error_pct"] = metrics::error_pct({t.predicted.step_time_s, t.median_s});
+  j["worst_term"] = {{"term", metrics::kParts[worst]}, {"predicted_s", p[worst]}, {"measured_s", t.measured[worst]}};
+  return j;
+}
+
+json inputs_json(const Setup& s, const explorer::CostParams& cost) {
+  const Options& o = s.options;
+  json provenance = nullptr;
+  if (!o.calibration.empty()) provenance = load_json_file(o.calibration).value("provenance", json(nullptr));
+  return {{"cluster", o.cluster},
+          {"model", o.model},
+          {"calibration", o.calibration.empty() ? json(nullptr) : json(o.calibration)},
+          {"calibration_provenance", provenance},
+          {"cost_source", cost.source},
+          {"calibrated_terms", cost.calibrated_terms},
+          {"emulation", s.emulation},
+          {"emulation_note", s.emulation_note},
+          {"technology", o.technology.empty() ? json(nullptr) : json(o.technology)},
+          {"steps", o.steps},
+          {"warmup", o.warmup},
+          {"rounds", o.rounds},
+          {"top", o.top},
+          {"spread", o.spread}};
+}
+
+}  // namespace
+
+std::string header(const Setup& s, const Choice& choice, const std::filesystem::path& runs) {
+  const Options& o = s.options;
+  const std::size_t n = choice.trials.size();
+  return "validate " + s.model.name + " on " + s.cluster.name + " (" + std::to_string(s.cluster.world_size()) +
+         " ranks, " + std::to_string(s.cluster.buildings.size()) + " buildings) — " + choice.cost().params().source +
+         "\n  boundary: " + s.emulation + (s.emulation_note.empty() ? "" : " (" + s.emulation_note + ")") +
+         (o.technology.empty() ? "" : ", technology " + o.technology) +
+         "\n  ranking: " + std::to_string(choice.feasible()) + " feasible layouts on this boundary; running " +
+         std::to_string(n) + " (top " + std::to_string(choice.top) + ", " +
+         std::to_string(n - choice.given - choice.top) + " spread down the ranking, " + std::to_string(choice.given) +
+         " given), " + std::to_string(o.steps) + " measured steps after " + std::to_string(o.warmup) + " warm-up each" +
+         (o.rounds > 1 ? ", " + std::to_string(o.rounds) + " rounds (forward, backward, ...)" : "") + "; runs in " +
+         runs.string() + "\n";
+}
+
+std::string tables(const std::vector<Trial>& trials, const Judgement& j) {
+  return trials_table(trials, j) + breakdown_table(trials, j) + summary_line(trials, j);
+}
+
+json to_json(const Setup& s, const Choice& choice, const Judgement& j, bool runs_kept) {
+  json layouts = json::array();
+  for (std::size_t i = 0; i < choice.trials.size(); ++i)
+    layouts.push_back(trial_json(choice.trials[i], j.worst[i], runs_kept));
+  const std::vector<Trial>& trials = choice.trials;
+  return {{"version", 1},
+          {"inputs", inputs_json(s, choice.cost().params())},
+          {"feasible", choice.feasible()},
+          {"layouts", layouts},
+          {"summary",
+           {{"layouts", j.measured.size()},
+            {"failed", j.failed},
+            {"mape_pct", nan_or_null(j.mape_pct)},
+            {"kendall_tau", nan_or_null(j.kendall_tau)},
+            {"top1_regret_pct", nan_or_null(j.top1_regret_pct)},
+            {"explorer_pick", j.pick ? json(trials[*j.pick].label) : json(nullptr)},
+            {"best_measured", j.best ? json(trials[*j.best].label) : json(nullptr)}}}};
+}
+
+}  // namespace sax::validation

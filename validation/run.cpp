@@ -1,0 +1,188 @@
+#include "validation/run.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "explorer/candidate.hpp"
+#include "harness/stats.hpp"
+#include "spec/error.hpp"
+#include "spec/fields.hpp"
+#include "validation/text.hpp"
+
+namespace sax::validation {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Runs `plan`'s command with its output in `log` (the testbed's tables stay out of validate's).
+int run_quietly(const launcher::LaunchPlan& plan, const fs::path& log, const std::function<std::string()>& broken) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw RunError("validate: cannot write " + log.string());
+  // This process's stdout and stderr go to the log while the command runs, and come back however
+  // it ends.
+  struct Redirect {
+    int out = ::dup(1), err = ::dup(2);
+    explicit Redirect(int to) {
+      ::dup2(to, 1);
+      ::dup2(to, 2);
+    }
+    ~Redirect() {
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      ::close(out);
+      ::close(err);
+    }
+  } redirect(fd);
+  ::close(fd);
+  return launcher::run_plan(plan, broken);
+}
+
+std::string tail_of(const fs::path& file, std::size_t lines) {
+  std::ifstream in(file);
+  std::vector<std::string> all;
+  for (std::string l; std::getline(in, l);) all.push_back(l);
+  std::string s;
+  for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) s += "    " + all[i] + "\n";
+  return s;
+}
+
+// Adds one round's `sax run` JSON: its measured steps, and each part's mean over the ranks of the
+// stage the prediction's breakdown is of (its critical stage: the one whose step ends last), so
+// that a pipeline's parts are set beside the same stage's (every rank where no rank has it).
+void add_run(Trial& t, const fs::path& file) {
+  const json r = load_json_file(file.string());
+  for (const json& s : r.at("steps")) t.steps.push_back(s.get<double>());
+  std::vector<const json*> ranks;
+  for (const json& rank : r.at("ranks"))
+    if (rank.at("stage").get<std::int64_t>() == t.predicted.critical_stage) ranks.push_back(&rank);
+  if (ranks.empty())
+    for (const json& rank : r.at("ranks")) ranks.push_back(&rank);
+  const auto n = static_cast<double>(ranks.size());
+  for (const json* rank : ranks) {
+    const json& b = rank->at("breakdown_s");
+    for (std::size_t i = 0; i < metrics::kParts.size(); ++i)
+      t.measured[i] += b.at(metrics::kParts[i]).get<double>() / n;
+    t.other_s += b.at("other").get<double>() / n;
+  }
+  ++t.rounds;
+}
+
+// After the last round: the step's median, min and max over every step measured, and each part's
+// mean over the rounds.
+void finish(Trial& t) {
+  t.median_s = harness::median(t.steps);
+  const auto [lo, hi] = std::minmax_element(t.steps.begin(), t.steps.end());
+  t.min_s = *lo;
+  t.max_s = *hi;
+  for (double& x : t.measured) x /= t.rounds;
+  t.other_s /= t.rounds;
+}
+
+// `sax run` of the trial's layout for one round; the first round also records the trace.
+std::vector<std::string> run_command(const Options& o, const Trial& t, const std::string& suffix, bool trace) {
+  std::vector<std::string> cmd = {"run",
+                                  "--cluster",
+                                  fs::absolute(o.cluster).string(),
+                                  "--model",
+                                  fs::absolute(o.model).string(),
+                                  "--layout",
+                                  (t.dir / "layout.json").string(),
+                                  "--steps",
+                                  std::to_string(o.steps),
+                                  "--warmup",
+                                  std::to_string(o.warmup),
+                                  "--timeout",
+                                  printf_text("%g", o.timeout_s),
+                                  "--json",
+                                  (t.dir / ("run" + suffix + ".json")).string()};
+  if (trace) cmd.insert(cmd.end(), {"--trace", (t.dir / "trace").string()});
+  return cmd;
+}
+
+// Where the loop stands, for the progress lines: runs done of all, since when.
+struct Progress {
+  std::size_t done = 0, total = 0;
+  Clock::time_point start = Clock::now();
+};
+
+std::string progress_line(const Progress& p, int round, int rounds, const Trial& t) {
+  const double elapsed = std::chrono::duration<double>(Clock::now() - p.start).count();
+  const std::string eta =
+      p.done == 0
+          ? ""
+          : ", " + printf_text("%.0f", elapsed) + " s elapsed, ETA " +
+                printf_text("%.0f", elapsed / static_cast<double>(p.done) * static_cast<double>(p.total - p.done)) +
+                " s";
+  const std::string round_text = rounds > 1 ? printf_text("round %.0f ", round + 1.0) : "";
+  return printf_text("  [%zu/%zu] %s%-6s %-40s predicted %s s%s\n", p.done + 1, p.total, round_text.c_str(),
+                     t.label.c_str(), explorer::describe_degrees(t.candidate).c_str(),
+                     seconds_text(t.predicted.step_time_s).c_str(), eta.c_str());
+}
+
+// One round of one trial: launched, its output in run[-R].log, its results added when it ran.
+void run_round(const RunInput& in, launcher::LaunchOptions& lo, Trial& t, int round) {
+  const std::string suffix = round == 0 ? "" : "-" + std::to_string(round + 1);
+  lo.command = run_command(in.options, t, suffix, round == 0);
+  const launcher::LaunchPlan p = launcher::plan_launch(in.cluster, in.options.cluster, lo);
+  const fs::path log = t.dir / ("run" + suffix + ".log");
+  t.exit_code = run_quietly(p, log, in.broken);
+  if (launcher::InterruptGuard::interrupted()) throw RunError("validate: interrupted");
+  if (t.ran()) {
+    add_run(t, t.dir / ("run" + suffix + ".json"));
+  } else {
+    in.out << "         failed (exit " << t.exit_code << "); the end of " << log.string() << ":\n"
+           << tail_of(log, 5) << std::flush;
+  }
+}
+
+}  // namespace
+
+RunsDir::RunsDir(const std::string& keep) : path_(keep) {
+  if (path_.empty()) {
+    std::string t = (fs::temp_directory_path() / "sax-validate-XXXXXX").string();
+    if (::mkdtemp(t.data()) == nullptr) throw RunError("validate: cannot make a temporary folder in /tmp");
+    path_ = t;
+    temporary_ = true;
+  }
+  path_ = fs::absolute(path_);
+}
+
+RunsDir::~RunsDir() {
+  std::error_code ec;
+  if (temporary_) fs::remove_all(path_, ec);
+}
+
+void run_trials(const RunInput& in, std::vector<Trial>& trials) {
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    Trial& t = trials[i];
+    t.dir = in.runs / (std::to_string(i + 1) + "-" + (t.rank ? "rank" + std::to_string(*t.rank) : t.label));
+    fs::create_directories(t.dir);
+    in.write_json((t.dir / "layout.json").string(), to_json(t.layout));
+  }
+  // Round r runs the layouts forward when r is even, backward when odd: a machine that drifts
+  // (the CPU testbed's timings do, by 10-30 % over minutes) weighs on every layout alike.
+  launcher::LaunchOptions lo = in.launch;
+  Progress progress;
+  progress.total = trials.size() * static_cast<std::size_t>(in.options.rounds);
+  for (int round = 0; round < in.options.rounds; ++round)
+    for (std::size_t k = 0; k < trials.size(); ++k, ++progress.done) {
+      Trial& t = trials[round % 2 == 0 ? k : trials.size() - 1 - k];
+      if (round > 0 && !t.ran()) continue;  // failed once: not again
+      in.out << progress_line(progress, round, in.options.rounds, t) << std::flush;
+      run_round(in, lo, t, round);
+    }
+  for (Trial& t : trials)
+    if (t.ran()) finish(t);
+}
+
+}  // namespace sax::validation

@@ -1,0 +1,51 @@
+// What the validate loop carries from phase to phase: what it was asked (Options) and, per layout,
+// a Trial that choose() fills with its prediction, run_trials() with its measurements and judge()
+// reads.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "explorer/candidate.hpp"
+#include "explorer/cost_model.hpp"
+#include "explorer/validate.hpp"
+#include "spec/layout.hpp"
+
+namespace sax::validation {
+
+namespace metrics = explorer::validation;
+
+// `sax validate`'s flags, less where its results go (--json, --plots: cli/ writes them).
+struct Options {
+  std::string cluster, model, calibration, emulate = "auto", technology, runs_dir;
+  std::vector<std::string> layouts;
+  int top = 4, spread = 4, steps = 3, warmup = 1, rounds = 1;
+  double timeout_s = 300;
+};
+
+// A UsageError naming the flag when a count or range is out of bounds, before any file is read.
+void check_options(const Options& o);
+
+struct Trial {
+  std::string label;                // "#rank" in the explorer's ranking, or the layout file's stem
+  std::optional<std::size_t> rank;  // 1-based, in the ranking on the emulated technology
+  std::string picked;               // top, spread or given
+  Layout layout;
+  explorer::Candidate candidate;
+  explorer::Prediction predicted;
+  metrics::Parts predicted_parts{};  // the prediction's breakdown in the testbed's parts
+  std::filesystem::path dir;         // layout.json, run.json, run.log, trace/
+  int exit_code = -1;
+  double median_s = 0, min_s = 0, max_s = 0;  // over every measured step of every round
+  metrics::Parts measured{};                  // the mean over rounds of the mean over ranks
+  double other_s = 0;
+  std::vector<double> steps;  // each round's measured steps
+  int rounds = 0;             // rounds that ran
+
+  bool ran() const { return exit_code == 0; }
+};
+
+}  // namespace sax::validation
