@@ -285,17 +285,4 @@ Traffic OpRunner::run() {
   throw UsageError("op " + name + ": no kernel");
 }
 
-std::string shape_text(const Op& o) {
-  char buf[128];
-  const ComputeKind fam = o.compute;
-  if (fam == ComputeKind::attention)
-    std::snprintf(buf, sizeof buf, "%.0fx%.0f/%.0fx%.0fx%.0fx%.0f", o.count, o.heads, o.kv_heads, o.m, o.n, o.k);
-  else if (fam == ComputeKind::gemm || fam == ComputeKind::product)
-    std::snprintf(buf, sizeof buf, "%.0fx%.0fx%.0f x%.0f", o.m, o.n, o.k,
-                  o.count * (fam == ComputeKind::product ? o.heads : 1));
-  else
-    std::snprintf(buf, sizeof buf, "%.0fx%.0f", o.m, o.n);
-  return buf;
-}
-
 }  // namespace sax::harness

@@ -61,10 +61,6 @@ class OpRunner {
   std::unique_ptr<Buffers> b_;
 };
 
-// The op as `bench kernels` names a shape: "m×n×k ×count" for products, "rows×cols" for
-// memory-bound ops, "b×heads/kv×sq×sk×d" for attention.
-std::string shape_text(const workload::Op& op);
-
 // Rows each of the first `local` experts receives from `ep` ranks whose tokens pick `index`
 // (tokens·k expert indices): ep × this rank's count (the other ranks route alike in expectation).
 std::vector<std::int64_t> rows_per_expert(const std::vector<std::int32_t>& index, std::int64_t local, std::int64_t ep);
