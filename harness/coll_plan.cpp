@@ -1,7 +1,6 @@
 #include "harness/coll_plan.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -21,16 +20,8 @@ namespace sax::harness {
 
 namespace {
 
-std::int64_t parse_int(const std::string& text, const std::string& flag, std::int64_t min,
-                       std::int64_t max = 1'000'000'000) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
-    throw UsageError(flag + ": expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                     ", got '" + text + "'");
-  return v;
-}
+// The largest count a flag with no tighter bound takes.
+constexpr std::int64_t kMaxCount = 1'000'000'000;
 
 std::uint64_t parse_size(const std::string& text, const std::string& flag) {
   auto b = parse_bytes(text);
@@ -164,9 +155,9 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
   c.max_bytes = parse_size(a.max_bytes, "-e/--max-bytes");
   if (c.min_bytes > c.max_bytes)
     throw UsageError("-b/--min-bytes (" + a.min_bytes + ") is larger than -e/--max-bytes (" + a.max_bytes + ")");
-  c.step_factor = static_cast<std::uint64_t>(parse_int(a.step_factor, "-f/--step-factor", 2));
-  c.iters = static_cast<int>(parse_int(a.iters, "-n/--iters", 1, kMaxIters));
-  c.warmup = static_cast<int>(parse_int(a.warmup, "-w/--warmup", 0, kMaxIters));
+  c.step_factor = static_cast<std::uint64_t>(parse_integer(a.step_factor, "-f/--step-factor", 2, kMaxCount));
+  c.iters = static_cast<int>(parse_integer(a.iters, "-n/--iters", 1, kMaxIters));
+  c.warmup = static_cast<int>(parse_integer(a.warmup, "-w/--warmup", 0, kMaxIters));
   c.check = a.check;
   const std::optional<RankAggregate> average = parse_rank_aggregate(a.average);
   if (!average)
@@ -177,7 +168,7 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
     throw UsageError("-z/--blocking: expected 0 (synchronise once after the iterations) or 1 (after each), got '" +
                      a.blocking + "'");
   c.blocking = a.blocking == "1";
-  c.inplace = static_cast<int>(parse_int(a.inplace, "--inplace", 0));
+  c.inplace = static_cast<int>(parse_integer(a.inplace, "--inplace", 0, kMaxCount));
   if (c.inplace > 2)
     throw UsageError("--inplace: expected 0 (out of place), 1 (in place) or 2 (both), got '" + a.inplace + "'");
   if (c.inplace == 1)
@@ -185,7 +176,7 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
       if (!has_in_place(coll_op_entry(op)) && !coll_op_entry(op).one_buffer)
         throw UsageError("--inplace 1: " + std::string(to_string(op)) +
                          " has no in-place form (NCCL defines none); use --inplace 0 or 2");
-  c.graph_launches = static_cast<int>(parse_int(a.graph_launches, "-G/--graph-launches", 0, kMaxIters));
+  c.graph_launches = static_cast<int>(parse_integer(a.graph_launches, "-G/--graph-launches", 0, kMaxIters));
   if (c.graph_launches > 0 && c.blocking)
     throw UsageError(
         "-z/--blocking 1 with -G/--graph-launches: a graph launch enqueues every iteration at once; "
