@@ -50,6 +50,9 @@ class OpRunner {
  private:
   struct Buffers;
   void route(std::int64_t tokens);  // router logits → top-k (the MoE ops' inputs)
+  kernels::Traffic run_product();   // gemm and product ops
+  kernels::Traffic run_attention();
+  kernels::Traffic run_memory();
   Model model_;
   workload::Op op_;
   kernels::Device* device_;
