@@ -14,6 +14,7 @@
 
 #include "harness/op_runner.hpp"
 #include "harness/op_timing.hpp"
+#include "harness/result_env.hpp"
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
 #include "harness/tracer.hpp"
@@ -213,8 +214,9 @@ void print_row(const Row& row) {
 }
 
 json results_json(const KernelBenchArgs& a, const KernelBenchPlan& p, const kernels::Device& device, bool threads_set,
-                  const std::vector<Row>& rows) {
+                  const json& env, const std::vector<Row>& rows) {
   json out = {{"version", 1},
+              {"env", env},
               {"sax_version", kVersion},
               {"backend", to_string(p.backend)},
               {"device", device.name()},
@@ -273,12 +275,14 @@ std::vector<Op> layer_slice_ops(const workload::Workload& w, const Model& m) {
 
 void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& extras, const ResultWriter& writer) {
   const KernelBenchPlan p = plan_kernel_bench(a, extras);
+  json env = result_env(nullptr, p.backend);  // before the work: a malformed test variable is bad input
   std::unique_ptr<kernels::Device> device = kernels::make_device(p.backend);
   std::unique_ptr<kernels::Ops> kops = kernels::make_ops(*device);
   std::vector<OpRunner> runners = make_runners(p, *device, *kops);
   if (!a.json_file.empty()) writer.check(a.json_file);
   if (!a.trace_dir.empty()) prepare_trace_dir("bench kernels", a.trace_dir, 0, writer);
   const bool threads_set = kernels::cpu::set_blas_threads(p.threads);
+  env["device"] = device->name();
   const Peak peak = device_peak(p);
   print_header(p, *device, threads_set, peak);
   std::vector<Row> rows;
@@ -299,7 +303,7 @@ void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& ext
     writer.write(trace_file(a.trace_dir, 0), tracer->chrome_trace("bench kernels", -1, -1, ClockOffset{}));
     std::printf("# trace: %s (%zu events)\n", trace_file(a.trace_dir, 0).c_str(), tracer->recorder().size());
   }
-  if (!a.json_file.empty()) writer.write(a.json_file, results_json(a, p, *device, threads_set, rows));
+  if (!a.json_file.empty()) writer.write(a.json_file, results_json(a, p, *device, threads_set, env, rows));
 }
 
 }  // namespace sax::harness

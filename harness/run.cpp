@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <iostream>
 #include <optional>
 
 #include "harness/executor.hpp"
 #include "harness/fault_injection.hpp"
+#include "harness/result_env.hpp"
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
 #include "harness/tracer.hpp"
@@ -18,7 +18,6 @@
 #include "kernels/ops.hpp"
 #include "profiles/activity.hpp"
 #include "profiles/cupti/cupti_source.hpp"
-#include "sax_version.hpp"
 #include "spec/fields.hpp"
 #include "spec/groups.hpp"
 
@@ -46,13 +45,6 @@ std::size_t trace_capacity(const workload::Workload& w, int steps) {
   const std::size_t per_step = w.ops.size() * (overlappable + 4) + 16;
   constexpr std::size_t kMax = std::size_t{1} << 20;  // 80 MiB of events
   return std::min(kMax, per_step * static_cast<std::size_t>(steps));
-}
-
-std::string utc_now() {
-  char when[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return when;
 }
 
 }  // namespace
@@ -302,8 +294,8 @@ void print_table(const RunInputs& in, const json& ranks, const StepTimes& st) {
   std::fflush(stdout);
 }
 
-json run_json(Job& job, const RunArgs& a, const RunInputs& in, const kernels::Device& device, const json& ranks,
-              const StepTimes& st, const json& trace_json) {
+json run_json(const RunArgs& a, const RunInputs& in, const json& env, const json& ranks, const StepTimes& st,
+              const json& trace_json) {
   const auto& step_s = st.step_s;
   json out = {{"version", 1},
               {"config",
@@ -315,13 +307,7 @@ json run_json(Job& job, const RunArgs& a, const RunInputs& in, const kernels::De
                 {"backend", to_string(in.backend)},
                 {"router_skew", in.skew},
                 {"timeout_s", in.timeout}}},
-              {"env",
-               {{"sax_version", kVersion},
-                {"world_size", job.size()},
-                {"mpi_library", job.mpi_library()},
-                {"device", device.name()},
-                {"emulation", emulation_record()},
-                {"time_utc", utc_now()}}},
+              {"env", env},
               {"step_time_s",
                {{"median", median(step_s)},
                 {"min", *std::min_element(step_s.begin(), step_s.end())},
@@ -341,12 +327,14 @@ void report(Job& job, const RunArgs& a, const RunInputs& in, const RankGrid& gri
   job.aggregate(st.step_s, RankAggregate::max);
   st.at = nearest_median(st.step_s);  // each rank's breakdown from this step
   const std::vector<std::string> all = job.all_gather(rank_result(job, in, grid, records, st).dump());
+  json env = result_env(&job, in.backend);
+  env["device"] = device.name();
   if (job.rank() != 0) return;
   json ranks = json::array();
   for (std::size_t r = 0; r < all.size(); ++r)
     ranks.push_back(parse_json_text(all[r], "rank " + std::to_string(r) + "'s result"));
   print_table(in, ranks, st);
-  if (!a.json_file.empty()) writer.write(a.json_file, run_json(job, a, in, device, ranks, st, trace_json));
+  if (!a.json_file.empty()) writer.write(a.json_file, run_json(a, in, env, ranks, st, trace_json));
 }
 
 }  // namespace
