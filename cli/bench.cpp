@@ -51,11 +51,9 @@ void plot_coll(harness::Job& job, const std::string& json_file, const std::strin
   if (job.sum(failure.empty() ? 0 : 1) > 0)
     job.fail_together(RunError(failure.empty() ? "plots: rank 0 could not draw them" : failure));
 }
-}  // namespace
 
-void add_bench(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "Sweep collectives or kernels under mpirun (bench coll)");
-  bench->require_subcommand(1);
+// `bench coll`: its flags, and the call (with --plots, the figure drawn after the sweep).
+void add_bench_coll(CLI::App* bench) {
   CLI::App* cmd = bench->add_subcommand(
       "coll", "Collective sweep, nccl-tests style: time, algbw, busbw, p50/p99/CV per size (run under mpirun)");
   // Options are read as text and validated inside the callback, once MPI is up, so that every
@@ -118,7 +116,10 @@ void add_bench(CLI::App& app) {
     harness::bench_coll(job, a, cmd->remaining(), plots_writer(a.json_file, *plots_dir));
     plot_coll(job, a.json_file, *plots_dir);
   });
+}
 
+// `bench kernels`: its flags and the call, or what is missing from this build.
+void add_bench_kernels(CLI::App* bench) {
   CLI::App* kern = bench->add_subcommand(
       "kernels", "Time the layer ops: one GEMM shape, or every op of a layout's per-rank layer slice (one process)");
 #ifndef SAX_HAVE_KERNEL_BENCH
@@ -153,6 +154,15 @@ void add_bench(CLI::App& app) {
   kern->allow_extras();
   kern->callback([kargs, kern] { harness::bench_kernels(*kargs, kern->remaining(), result_writer()); });
 #endif
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Sweep collectives or kernels under mpirun (bench coll)");
+  bench->require_subcommand(1);
+  add_bench_coll(bench);
+  add_bench_kernels(bench);
 }
 
 }  // namespace sax::cli

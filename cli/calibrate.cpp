@@ -18,6 +18,7 @@
 #include "calibration/export.hpp"
 #include "calibration/fit.hpp"
 #include "calibration/sweep.hpp"
+#include "calibration/sweep_fit.hpp"
 #include "cli/commands.hpp"
 #include "cli/json_out.hpp"
 #include "harness/job.hpp"

@@ -57,39 +57,56 @@ json CollResult::to_json() const {
           {"times_us", times_us}};
 }
 
-Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job, kernels::Device& device, void* send,
-                    void* recv, std::size_t count, DType dtype, const Timing& t, const FaultInjection& faults) {
+namespace {
+
+// One call of the op at the size being timed.
+struct OpCall {
+  const CollOpEntry& entry;
+  coll::Communicator& comm;
+  void* send;
+  void* recv;
+  std::size_t count;
+  DType dtype;
+  void operator()(coll::Mode mode) const { entry.run(comm, send, recv, count, dtype, mode); }
+};
+
+// An iteration completed (on the CPU backend each call is complete on return; on CUDA an enqueue
+// counts too, and the wait after the loop ticks as each sample completes).
+struct Tick {
+  Watchdog* watchdog;
+  void operator()() const {
+    if (watchdog) watchdog->tick();
+  }
+};
+
+// The warmup; its pace on the host clock (µs per iteration; 0 without one): how long a sample of
+// one iteration would be.
+double warm_up_coll(const OpCall& run, kernels::Device& device, const Timing& t, coll::Mode mode) {
+  if (!t.active || t.warmup == 0) return 0;
+  const std::int64_t warm = profiles::now_ns();
+  for (int i = 0; i < t.warmup; ++i) run(mode), Tick{t.watchdog}();
+  device.synchronize(device.comm_stream());
+  return static_cast<double>(profiles::now_ns() - warm) * 1e-3 / t.warmup;
+}
+
+// -G: the iterations captured once as a CUDA graph, launched once untimed (the first launch sets
+// the graph up on the device).
+std::unique_ptr<kernels::Graph> capture_graph(const OpCall& run, kernels::Device& device, const Timing& t) {
+  if (!t.active || t.graph_launches == 0) return nullptr;
   const Stream stream = device.comm_stream();
-  const coll::Mode mode = t.blocking ? coll::Mode::blocking : coll::Mode::enqueue;
-  Measurement m;
-  // An iteration completed (on the CPU backend each call is complete on return; on CUDA an
-  // enqueue counts too, and the wait below ticks as each sample completes).
-  const auto tick = [w = t.watchdog] {
-    if (w) w->tick();
-  };
-  double mine = 0;
-  double per_iteration_us = 0;  // the warmup's, on the host clock: how long a sample of one iteration would be
-  if (t.active && t.warmup > 0) {
-    const std::int64_t warm = profiles::now_ns();
-    for (int i = 0; i < t.warmup; ++i) entry.run(comm, send, recv, count, dtype, mode), tick();
-    device.synchronize(stream);
-    per_iteration_us = static_cast<double>(profiles::now_ns() - warm) * 1e-3 / t.warmup;
-  }
-  std::unique_ptr<kernels::Graph> graph;
-  if (t.active && t.graph_launches > 0) {
-    graph = device.capture(stream, [&] {
-      for (int i = 0; i < t.iters; ++i) entry.run(comm, send, recv, count, dtype, coll::Mode::enqueue);
-    });
-    graph->launch(stream);  // the first launch sets the graph up on the device: not timed
-    device.synchronize(stream);
-  }
-  if (t.quiet)
-    job.quiet_barrier();
-  else
-    job.barrier();
-  // Iterations per sample: as many as make a sample last min_sample_us by the warmup's pace, at
-  // most a tenth of the iterations; the largest any rank asks, so that every rank has the same
-  // samples to aggregate. With -G a sample is one launch of the graph.
+  auto graph = device.capture(stream, [&] {
+    for (int i = 0; i < t.iters; ++i) run(coll::Mode::enqueue);
+  });
+  graph->launch(stream);
+  device.synchronize(stream);
+  return graph;
+}
+
+// Where each sample ends: sample j after iteration ends[j] - 1, each holding iters / samples
+// iterations or one more. Iterations per sample: as many as make a sample last min_sample_us by
+// the warmup's pace, at most a tenth of the iterations; the largest any rank asks, so that every
+// rank has the same samples to aggregate. With -G a sample is one launch of the graph.
+std::vector<int> sample_ends(Job& job, const Timing& t, double per_iteration_us) {
   int per_sample = 1;
   if (t.graph_launches == 0 && t.min_sample_us > 0) {
     const double wanted = per_iteration_us > 0 ? std::ceil(t.min_sample_us / per_iteration_us) : 1;
@@ -97,63 +114,98 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
     per_sample = static_cast<int>(job.aggregate(local, RankAggregate::max, t.active));
   }
   const int samples = t.graph_launches > 0 ? t.graph_launches : std::max(1, t.iters / per_sample);
-  m.iters_per_sample = t.graph_launches > 0 ? t.iters : static_cast<double>(t.iters) / samples;
-  // Sample j ends after iteration ends[j] - 1; the samples hold iters / samples iterations or one more.
   std::vector<int> ends(static_cast<std::size_t>(samples));
   for (int j = 0; j < samples; ++j)
     ends[static_cast<std::size_t>(j)] =
         t.graph_launches > 0 ? j + 1 : static_cast<int>(static_cast<std::int64_t>(j + 1) * t.iters / samples);
-  m.times_us.assign(static_cast<std::size_t>(samples), 0.0);
-  if (t.active) {
-    std::vector<std::unique_ptr<kernels::Event>> events;
-    for (int k = 0; k <= samples; ++k) events.push_back(device.make_event(true));
-    // The timed loop: the operation, and an event where a sample ends; nothing else.
-    const std::int64_t began = profiles::now_ns();
-    events[0]->record(stream);
-    std::size_t j = 0;
-    if (graph) {
-      for (int k = 0; k < samples; ++k) graph->launch(stream), events[k + 1]->record(stream);
-    } else if (faults.slows()) {
-      double start = now_s();
-      for (int i = 0; i < t.iters; ++i) {
-        entry.run(comm, send, recv, count, dtype, mode);
-        start = faults.slow_down(i, start, now_s());
-        tick();
-        if (i + 1 == ends[j]) events[++j]->record(stream);
-      }
-    } else {
-      for (int i = 0; i < t.iters; ++i) {
-        entry.run(comm, send, recv, count, dtype, mode);
-        tick();
-        if (i + 1 == ends[j]) events[++j]->record(stream);
-      }
+  return ends;
+}
+
+// The timed loop: the operation, and an event where a sample ends; nothing else.
+void run_samples(const OpCall& run, kernels::Graph* graph, const Timing& t, coll::Mode mode,
+                 const FaultInjection& faults, const std::vector<int>& ends,
+                 std::vector<std::unique_ptr<kernels::Event>>& events, Stream stream) {
+  const Tick tick{t.watchdog};
+  events[0]->record(stream);
+  std::size_t j = 0;
+  if (graph) {
+    for (std::size_t k = 0; k < ends.size(); ++k) graph->launch(stream), events[k + 1]->record(stream);
+  } else if (faults.slows()) {
+    double start = now_s();
+    for (int i = 0; i < t.iters; ++i) {
+      run(mode);
+      start = faults.slow_down(i, start, now_s());
+      tick();
+      if (i + 1 == ends[j]) events[++j]->record(stream);
     }
-    // Sample by sample (on CUDA the batch completes on the device after the enqueues return): the
-    // host's waits, outside the events' intervals, so the timing is the same as one wait.
-    for (int k = 1; k <= samples; ++k) events[k]->synchronize(), tick();
-    for (std::size_t k = 0; k < ends.size(); ++k) {
-      const int held = t.graph_launches > 0 ? t.iters : ends[k] - (k > 0 ? ends[k - 1] : 0);
-      m.times_us[k] = events[k + 1]->elapsed_us(*events[k]) / held;
-    }
-    mine = events[samples]->elapsed_us(*events[0]) / t.iters / (t.graph_launches > 0 ? samples : 1);
-    if (t.tracer) {
-      // The batch as the host saw it, and each sample inside it as the events timed it, laid end
-      // to end from its start (on the CPU backend the events are the host clock: these are the
-      // samples' own times; on CUDA the device's, which CUPTI places itself).
-      const std::int64_t ended = profiles::now_ns();
-      t.tracer->span(profiles::Category::range, t.trace_name, began, ended);
-      std::int64_t at = began;
-      for (int k = 0; k < samples; ++k) {
-        const auto ns = static_cast<std::int64_t>(events[k + 1]->elapsed_us(*events[k]) * 1e3);
-        t.tracer->span(profiles::Category::communication, t.trace_name, at, std::min(at + ns, ended));
-        at = std::min(at + ns, ended);
-      }
+  } else {
+    for (int i = 0; i < t.iters; ++i) {
+      run(mode);
+      tick();
+      if (i + 1 == ends[j]) events[++j]->record(stream);
     }
   }
+}
+
+// The batch as the host saw it, and each sample inside it as the events timed it, laid end to end
+// from its start (on the CPU backend the events are the host clock: these are the samples' own
+// times; on CUDA the device's, which CUPTI places itself).
+void trace_samples(const Timing& t, const std::vector<std::unique_ptr<kernels::Event>>& events, std::int64_t began) {
+  const std::int64_t ended = profiles::now_ns();
+  t.tracer->span(profiles::Category::range, t.trace_name, began, ended);
+  std::int64_t at = began;
+  for (std::size_t k = 0; k + 1 < events.size(); ++k) {
+    const auto ns = static_cast<std::int64_t>(events[k + 1]->elapsed_us(*events[k]) * 1e3);
+    t.tracer->span(profiles::Category::communication, t.trace_name, at, std::min(at + ns, ended));
+    at = std::min(at + ns, ended);
+  }
+}
+
+// This rank's samples into `m` (per iteration, or per launch / iters with -G); its mean time per
+// iteration.
+double time_samples(const OpCall& run, kernels::Device& device, kernels::Graph* graph, const Timing& t, coll::Mode mode,
+                    const FaultInjection& faults, const std::vector<int>& ends, Measurement& m) {
+  const Stream stream = device.comm_stream();
+  const auto samples = static_cast<int>(ends.size());
+  std::vector<std::unique_ptr<kernels::Event>> events;
+  for (int k = 0; k <= samples; ++k) events.push_back(device.make_event(true));
+  const std::int64_t began = profiles::now_ns();
+  run_samples(run, graph, t, mode, faults, ends, events, stream);
+  // Sample by sample (on CUDA the batch completes on the device after the enqueues return): the
+  // host's waits, outside the events' intervals, so the timing is the same as one wait.
+  for (int k = 1; k <= samples; ++k) events[k]->synchronize(), Tick{t.watchdog}();
+  for (std::size_t k = 0; k < ends.size(); ++k) {
+    const int held = t.graph_launches > 0 ? t.iters : ends[k] - (k > 0 ? ends[k - 1] : 0);
+    m.times_us[k] = events[k + 1]->elapsed_us(*events[k]) / held;
+  }
+  if (t.tracer) trace_samples(t, events, began);
+  return events[samples]->elapsed_us(*events[0]) / t.iters / (t.graph_launches > 0 ? samples : 1);
+}
+
+}  // namespace
+
+Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job, kernels::Device& device, void* send,
+                    void* recv, std::size_t count, DType dtype, const Timing& t, const FaultInjection& faults) {
+  const OpCall run{entry, comm, send, recv, count, dtype};
+  const coll::Mode mode = t.blocking ? coll::Mode::blocking : coll::Mode::enqueue;
+  const double per_iteration_us = warm_up_coll(run, device, t, mode);
+  const std::unique_ptr<kernels::Graph> graph = capture_graph(run, device, t);
+  if (t.quiet)
+    job.quiet_barrier();
+  else
+    job.barrier();
+  const std::vector<int> ends = sample_ends(job, t, per_iteration_us);
+  const auto samples = static_cast<int>(ends.size());
+  Measurement m;
+  m.iters_per_sample = t.graph_launches > 0 ? t.iters : static_cast<double>(t.iters) / samples;
+  m.times_us.assign(ends.size(), 0.0);
+  double mine = 0;
+  if (t.active) mine = time_samples(run, device, graph.get(), t, mode, faults, ends, m);
   // The waiting groups sleep here while the others run; then all aggregate the ranks that ran.
   // A waiting rank counts its wait as progress: the size may outlast --timeout, and the ranks it
   // waits for tick their own watchdogs, which end the job if they stall. (Before the timed loop,
   // where every rank waits for all, nobody ticks: a rank that never comes is caught there.)
+  const Tick tick{t.watchdog};
   if (t.quiet) job.quiet_barrier(t.active ? std::function<void()>() : std::function<void()>(tick));
   job.aggregate(m.times_us, t.average, t.active);
   m.time_us = job.aggregate(mine, t.average, t.active);

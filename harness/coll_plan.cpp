@@ -1,7 +1,6 @@
 #include "harness/coll_plan.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -21,16 +20,8 @@ namespace sax::harness {
 
 namespace {
 
-std::int64_t parse_int(const std::string& text, const std::string& flag, std::int64_t min,
-                       std::int64_t max = 1'000'000'000) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
-    throw UsageError(flag + ": expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                     ", got '" + text + "'");
-  return v;
-}
+// The largest count a flag with no tighter bound takes.
+constexpr std::int64_t kMaxCount = 1'000'000'000;
 
 std::uint64_t parse_size(const std::string& text, const std::string& flag) {
   auto b = parse_bytes(text);
@@ -136,26 +127,30 @@ const char* timing_mode(Backend backend, bool blocking, int graph_launches) {
   return graph_launches > 0 ? "graph" : blocking ? "blocking" : "batched";
 }
 
-CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
-                              const std::function<Backend(const std::string&)>& choose_backend,
-                              const HostMemory* host) {
-  CollBenchPlan plan;
-  CollBenchConfig& c = plan.config;
-  // Operations: one name, a comma-separated list, or "all".
-  std::string rest = a.op;
+namespace {
+
+// Operations: one name, a comma-separated list, or "all".
+std::vector<CollOp> parse_bench_ops(const std::string& text) {
+  std::vector<CollOp> ops;
+  std::string rest = text;
   while (true) {
     const auto comma = rest.find(',');
     const std::string name = rest.substr(0, comma);
     const std::optional<CollOp> op = parse_coll_op(name);
     if (name == "all")
-      c.ops.assign(std::begin(kBenchCollOps), std::end(kBenchCollOps));
+      ops.assign(std::begin(kBenchCollOps), std::end(kBenchCollOps));
     else if (op && std::find(std::begin(kBenchCollOps), std::end(kBenchCollOps), *op) != std::end(kBenchCollOps))
-      c.ops.push_back(*op);
+      ops.push_back(*op);
     else
       throw UsageError("--op: unknown operation '" + name + "' (expected " + bench_op_names() + " or all)");
     if (comma == std::string::npos) break;
     rest = rest.substr(comma + 1);
   }
+  return ops;
+}
+
+// The type, sizes and iteration counts.
+void plan_sizes(const CollBenchArgs& a, CollBenchConfig& c) {
   const std::optional<DType> dtype = parse_dtype(a.dtype);
   if (!dtype || !coll::supported(*dtype))
     throw UsageError("--dtype: unknown type '" + a.dtype + "' (expected float32 or bfloat16)");
@@ -164,9 +159,13 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
   c.max_bytes = parse_size(a.max_bytes, "-e/--max-bytes");
   if (c.min_bytes > c.max_bytes)
     throw UsageError("-b/--min-bytes (" + a.min_bytes + ") is larger than -e/--max-bytes (" + a.max_bytes + ")");
-  c.step_factor = static_cast<std::uint64_t>(parse_int(a.step_factor, "-f/--step-factor", 2));
-  c.iters = static_cast<int>(parse_int(a.iters, "-n/--iters", 1, kMaxIters));
-  c.warmup = static_cast<int>(parse_int(a.warmup, "-w/--warmup", 0, kMaxIters));
+  c.step_factor = static_cast<std::uint64_t>(parse_integer(a.step_factor, "-f/--step-factor", 2, kMaxCount));
+  c.iters = static_cast<int>(parse_integer(a.iters, "-n/--iters", 1, kMaxIters));
+  c.warmup = static_cast<int>(parse_integer(a.warmup, "-w/--warmup", 0, kMaxIters));
+}
+
+// How each size is timed and aggregated (nccl-tests' -a, -z, in-place rows, -G) and sampled.
+void plan_timing(const CollBenchArgs& a, CollBenchConfig& c) {
   c.check = a.check;
   const std::optional<RankAggregate> average = parse_rank_aggregate(a.average);
   if (!average)
@@ -177,7 +176,7 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
     throw UsageError("-z/--blocking: expected 0 (synchronise once after the iterations) or 1 (after each), got '" +
                      a.blocking + "'");
   c.blocking = a.blocking == "1";
-  c.inplace = static_cast<int>(parse_int(a.inplace, "--inplace", 0));
+  c.inplace = static_cast<int>(parse_integer(a.inplace, "--inplace", 0, kMaxCount));
   if (c.inplace > 2)
     throw UsageError("--inplace: expected 0 (out of place), 1 (in place) or 2 (both), got '" + a.inplace + "'");
   if (c.inplace == 1)
@@ -185,7 +184,7 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
       if (!has_in_place(coll_op_entry(op)) && !coll_op_entry(op).one_buffer)
         throw UsageError("--inplace 1: " + std::string(to_string(op)) +
                          " has no in-place form (NCCL defines none); use --inplace 0 or 2");
-  c.graph_launches = static_cast<int>(parse_int(a.graph_launches, "-G/--graph-launches", 0, kMaxIters));
+  c.graph_launches = static_cast<int>(parse_integer(a.graph_launches, "-G/--graph-launches", 0, kMaxIters));
   if (c.graph_launches > 0 && c.blocking)
     throw UsageError(
         "-z/--blocking 1 with -G/--graph-launches: a graph launch enqueues every iteration at once; "
@@ -196,7 +195,12 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
       c.min_sample_us > kMaxMinSampleUs)
     throw UsageError("--min-sample-us: expected microseconds from 0 (every iteration its own sample) to 1e6, got '" +
                      a.min_sample_us + "'");
-  end = nullptr;
+}
+
+// The timeout, the backend, and the files the sweep names.
+void plan_run(const CollBenchArgs& a, const std::function<Backend(const std::string&)>& choose_backend,
+              CollBenchConfig& c) {
+  char* end = nullptr;
   c.timeout_s = std::strtod(a.timeout_s.c_str(), &end);
   // Bounded: a deadline of now + 1e20 s (or inf) overflows steady_clock and fires at once.
   if (a.timeout_s.empty() || *end != '\0' || !std::isfinite(c.timeout_s) || !(c.timeout_s > 0) ||
@@ -211,7 +215,10 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
   c.layout_file = a.layout_file;
   c.json_file = a.json_file;
   c.trace_dir = a.trace_dir;
+}
 
+// The group set, from the cluster and layout files when given, and how many of it run at once.
+void plan_groups(const CollBenchArgs& a, std::int64_t world_size, CollBenchPlan& plan) {
   coll::GroupSource src;
   if (!a.cluster_file.empty()) {
     plan.cluster = load_cluster(a.cluster_file);
@@ -223,16 +230,16 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
     src.layout = &*plan.layout;
     src.layout_file = a.layout_file;
   }
-  plan.groups = coll::resolve_group(c.group, world_size, src);
+  plan.groups = coll::resolve_group(plan.config.group, world_size, src);
   const auto sets = static_cast<std::int64_t>(plan.groups.groups.size());
   const std::int64_t at_once = parse_integer(a.groups_at_once, "--groups-at-once", 0, sets);
-  c.groups_at_once = static_cast<int>(at_once == sets ? 0 : at_once);
+  plan.config.groups_at_once = static_cast<int>(at_once == sets ? 0 : at_once);
+}
 
-  // Every size must split into whole elements, and into whole per-rank blocks where the op
-  // splits its buffer by rank (nccl-tests rounds down instead; we would rather say so).
+// Every size must split into whole elements, and into whole per-rank blocks where the op
+// splits its buffer by rank (nccl-tests rounds down instead; we would rather say so).
+void check_splits(const CollBenchConfig& c, const std::set<std::size_t>& group_sizes) {
   const std::uint64_t e = static_cast<std::uint64_t>(dtype_bytes(c.dtype));
-  std::set<std::size_t> group_sizes;
-  for (const auto& g : plan.groups.groups) group_sizes.insert(g.size());
   for (std::uint64_t bytes : sweep_sizes(c.min_bytes, c.max_bytes, c.step_factor)) {
     if (bytes % e != 0)
       throw UsageError("size " + std::to_string(bytes) + " B is not a whole number of " + std::to_string(e) + "-byte " +
@@ -246,21 +253,42 @@ CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
                            element_name(c.dtype) + " elements");
     }
   }
+}
+
+// MPI counts elements in an int: a call of more was refused only mid-sweep, after allocating
+// its buffers (NCCL counts in size_t). The largest call is the largest size's, split by the
+// smallest group where the op hands each rank a block.
+void check_mpi_counts(const CollBenchArgs& a, const CollBenchConfig& c, const std::set<std::size_t>& group_sizes) {
+  if (c.backend != Backend::cpu) return;
+  const std::uint64_t e = static_cast<std::uint64_t>(dtype_bytes(c.dtype));
+  for (CollOp op : c.ops) {
+    const std::uint64_t count = c.max_bytes / e;
+    const std::uint64_t per_call = splits_by_rank(op) ? count / *group_sizes.begin() : count;
+    if (per_call > static_cast<std::uint64_t>(INT_MAX))
+      throw UsageError("-e/--max-bytes " + a.max_bytes + ": " + to_string(op) + " passes " + std::to_string(per_call) +
+                       " " + element_name(c.dtype) + " elements to one MPI call, more than MPI's int count (" +
+                       std::to_string(INT_MAX) + "); use a smaller -e");
+  }
+}
+
+}  // namespace
+
+CollBenchPlan plan_coll_bench(const CollBenchArgs& a, std::int64_t world_size,
+                              const std::function<Backend(const std::string&)>& choose_backend,
+                              const HostMemory* host) {
+  CollBenchPlan plan;
+  CollBenchConfig& c = plan.config;
+  c.ops = parse_bench_ops(a.op);
+  plan_sizes(a, c);
+  plan_timing(a, c);
+  plan_run(a, choose_backend, c);
+  plan_groups(a, world_size, plan);
+  std::set<std::size_t> group_sizes;
+  for (const auto& g : plan.groups.groups) group_sizes.insert(g.size());
+  check_splits(c, group_sizes);
   // The host's memory first: past it, no count matters (-e 1024G).
   if (host) check_host_memory(c, *host);
-  // MPI counts elements in an int: a call of more was refused only mid-sweep, after allocating
-  // its buffers (NCCL counts in size_t). The largest call is the largest size's, split by the
-  // smallest group where the op hands each rank a block.
-  if (c.backend == Backend::cpu)
-    for (CollOp op : c.ops) {
-      const std::uint64_t count = c.max_bytes / e;
-      const std::uint64_t per_call = splits_by_rank(op) ? count / *group_sizes.begin() : count;
-      if (per_call > static_cast<std::uint64_t>(INT_MAX))
-        throw UsageError("-e/--max-bytes " + a.max_bytes + ": " + to_string(op) + " passes " +
-                         std::to_string(per_call) + " " + element_name(c.dtype) +
-                         " elements to one MPI call, more than MPI's int count (" + std::to_string(INT_MAX) +
-                         "); use a smaller -e");
-    }
+  check_mpi_counts(a, c, group_sizes);
   return plan;
 }
 

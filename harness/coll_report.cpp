@@ -1,35 +1,19 @@
 #include "harness/coll_report.hpp"
 
 #include <cstdio>
-#include <ctime>
 #include <set>
 
-#include "harness/fault_injection.hpp"
+#include "harness/result_env.hpp"
 #include "harness/sizes.hpp"
-#include "sax_version.hpp"
 
 namespace sax::harness {
 
 json collect_env(Job& job, const CollBenchPlan& plan) {
-  const std::vector<std::string> hosts = job.all_gather(job.processor_name());
-  const std::set<std::string> distinct(hosts.begin(), hosts.end());
-  char when[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  json env = result_env(&job, plan.config.backend);
   json groups = json::array();
   for (const auto& g : plan.groups.groups) groups.push_back(g);
-  json env = {{"sax_version", kVersion},
-              {"world_size", job.size()},
-              {"hosts", distinct.size()},
-              {"rank_hosts", hosts},
-              {"mpi_library", job.mpi_library()},
-              {"mpi_thread_level", job.thread_level()},
-              {"backend", to_string(plan.config.backend)},
-              {"groups", groups},
-              {"link_class", plan.groups.link_class ? json(link_class_name(*plan.groups.link_class)) : json(nullptr)},
-              {"time_utc", when}};
-  env.update(FaultInjection::get().to_json());
-  env.update(emulation_record());
+  env["groups"] = groups;
+  env["link_class"] = plan.groups.link_class ? json(link_class_name(*plan.groups.link_class)) : json(nullptr);
   return env;
 }
 

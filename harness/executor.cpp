@@ -265,107 +265,125 @@ void StepExecutor::wait_all(std::vector<Pending>& list, StepRecord& rec) {
 
 void StepExecutor::wait_pending(StepRecord& rec) { wait_all(pending_, rec); }
 
-void StepExecutor::message(std::size_t i, StepRecord& rec) {
-  const Op& o = w_.ops[i];
-  const char* name = name_[i];
-  coll::GroupCommunicator& g = comms_.at(o.group);
-  coll::Communicator& c = *g.comm;
-  const int d = dim_index(o.dim);
-  const auto di = static_cast<std::size_t>(d);
-  const DType dt = message_dtype(o, act_dtype_);
-  const auto e = static_cast<std::size_t>(dtype_bytes(dt));
-  void* send = send_buf_[di]->data();
-  void* recv = recv_buf_[di]->data();
-  const auto n = static_cast<std::size_t>(c.size());
-  const coll::Mode mode = o.overlappable || o.overlap_gemm != 0 ? coll::Mode::async : coll::Mode::blocking;
-  const std::int64_t t0 = now_ns();
-  coll::Handle h;
-  double sent = 0;
+// What a message goes with: its group and communicator, its dimension, element type and buffers.
+struct StepExecutor::Call {
+  const Op& o;
+  const char* name;
+  coll::GroupCommunicator& g;
+  int d;
+  DType dt;
+  std::size_t e;
+  void* send;
+  void* recv;
+  // The group member `o.peer` is, for point-to-point messages.
+  int peer() const {
+    const auto it = std::find(g.members.begin(), g.members.end(), o.peer);
+    if (it == g.members.end())
+      throw RunError("message " + o.name + ": peer " + std::to_string(o.peer) + " not in group");
+    return static_cast<int>(it - g.members.begin());
+  }
+};
+
+// Asynchronous: two stages that send to each other at the same point cannot deadlock; the buffer
+// is never written, so later sends may share it.
+void StepExecutor::send_message(const Call& m, StepRecord& rec, std::int64_t t0) {
+  const std::size_t count = elements(m.o.bytes, m.e, m.o);
+  const int peer = m.peer();
+  const auto bytes = static_cast<double>(count * m.e);
+  sends_.push_back({m.g.comm->send(m.send, count, m.dt, peer, coll::Mode::async), m.d, m.name, t0, bytes});
+  span(rec.comm_s[static_cast<std::size_t>(m.d)], Category::communication, m.name, t0, now_ns(), bytes);
+  rec.sent_bytes[static_cast<std::size_t>(m.d)] += bytes;
+}
+
+// Until the peer has sent it, this rank waits (idle: the bubble); then the bytes move. A receive
+// sends nothing.
+void StepExecutor::recv_message(const Call& m, StepRecord& rec, std::int64_t t0) {
+  const std::size_t count = elements(m.o.bytes, m.e, m.o);
+  const int peer = m.peer();
+  coll::Communicator& c = *m.g.comm;
+  while (!c.arrived(peer)) {
+    progress(nullptr);
+    std::this_thread::yield();
+  }
+  const std::int64_t t1 = now_ns();
+  span(rec.idle_s, Category::idle, m.name, t0, t1);
+  c.recv(m.recv, count, m.dt, peer, coll::Mode::blocking);
+  const std::int64_t t2 = now_ns();
+  const auto bytes = static_cast<double>(count * m.e);
+  span(rec.comm_s[static_cast<std::size_t>(m.d)], Category::communication, m.name, t1, t2, bytes);
+  lifetime(m.d, m.name, t1, t2, bytes);
+}
+
+// A collective issued: its handle and the bytes this rank sends in it.
+std::pair<coll::Handle, double> StepExecutor::issue(const Call& m, coll::Mode mode) {
+  const Op& o = m.o;
+  coll::Communicator& c = *m.g.comm;
+  const std::size_t e = m.e, n = static_cast<std::size_t>(c.size());
   switch (o.op) {
     case CollOp::all_reduce: {
       const std::size_t count = elements(o.bytes, e, o);
-      h = c.all_reduce(send, recv, count, dt, mode);
-      sent = static_cast<double>(count * e);
-      break;
+      return {c.all_reduce(m.send, m.recv, count, m.dt, mode), static_cast<double>(count * e)};
     }
     case CollOp::all_gather: {
       const std::size_t count = elements(o.bytes, e * n, o);
-      h = c.all_gather(send, recv, count, dt, mode);
-      sent = static_cast<double>(count * e * n);
-      break;
+      return {c.all_gather(m.send, m.recv, count, m.dt, mode), static_cast<double>(count * e * n)};
     }
     case CollOp::reduce_scatter: {
       const std::size_t count = elements(o.bytes, e * n, o);
-      h = c.reduce_scatter(send, recv, count, dt, mode);
-      sent = static_cast<double>(count * e * n);
-      break;
+      return {c.reduce_scatter(m.send, m.recv, count, m.dt, mode), static_cast<double>(count * e * n)};
     }
     case CollOp::all_to_all: {
       if (dispatch_ && o.dim == Dim::ep) {  // the router's real counts; a combine goes back
         const Dispatch& x = dispatch_.value();
         const bool out = o.name == "moe_dispatch" || o.name == "moe_combine_grad";
-        const auto& sc = out ? x.send_counts : x.recv_counts;
-        h = out ? c.all_to_all_v(send, x.send_counts, x.send_displs, recv, x.recv_counts, x.recv_displs, dt, mode)
-                : c.all_to_all_v(send, x.recv_counts, x.recv_displs, recv, x.send_counts, x.send_displs, dt, mode);
-        for (std::size_t v : sc) sent += static_cast<double>(v * e);
-        break;
+        double sent = 0;
+        for (std::size_t v : out ? x.send_counts : x.recv_counts) sent += static_cast<double>(v * e);
+        if (out)
+          return {
+              c.all_to_all_v(m.send, x.send_counts, x.send_displs, m.recv, x.recv_counts, x.recv_displs, m.dt, mode),
+              sent};
+        return {c.all_to_all_v(m.send, x.recv_counts, x.recv_displs, m.recv, x.send_counts, x.send_displs, m.dt, mode),
+                sent};
       }
       const std::size_t count = elements(o.bytes, e * n, o);
-      h = c.all_to_all(send, recv, count, dt, mode);
-      sent = static_cast<double>(count * e * n);
-      break;
+      return {c.all_to_all(m.send, m.recv, count, m.dt, mode), static_cast<double>(count * e * n)};
     }
     case CollOp::send_recv: {  // the CP ring: to the next member, from the previous
       const std::size_t count = elements(o.bytes, e, o);
       const int r = c.rank(), size = c.size();
-      h = c.send_recv(send, (r + 1) % size, recv, (r + size - 1) % size, count, dt, mode);
-      sent = static_cast<double>(count * e);
-      break;
-    }
-    case CollOp::send: {
-      const std::size_t count = elements(o.bytes, e, o);
-      const auto it = std::find(g.members.begin(), g.members.end(), o.peer);
-      if (it == g.members.end())
-        throw RunError("message " + o.name + ": peer " + std::to_string(o.peer) + " not in group");
-      // Asynchronous: two stages that send to each other at the same point cannot deadlock; the
-      // buffer is never written, so later sends may share it.
-      const auto bytes = static_cast<double>(count * e);
-      sends_.push_back(
-          {c.send(send, count, dt, static_cast<int>(it - g.members.begin()), coll::Mode::async), d, name, t0, bytes});
-      span(rec.comm_s[di], Category::communication, name, t0, now_ns(), bytes);
-      rec.sent_bytes[di] += bytes;
-      return;
-    }
-    case CollOp::recv: {
-      const std::size_t count = elements(o.bytes, e, o);
-      const auto it = std::find(g.members.begin(), g.members.end(), o.peer);
-      if (it == g.members.end())
-        throw RunError("message " + o.name + ": peer " + std::to_string(o.peer) + " not in group");
-      const int peer = static_cast<int>(it - g.members.begin());
-      // Until the peer has sent it, this rank waits (idle: the bubble); then the bytes move.
-      while (!c.arrived(peer)) {
-        progress(nullptr);
-        std::this_thread::yield();
-      }
-      const std::int64_t t1 = now_ns();
-      span(rec.idle_s, Category::idle, name, t0, t1);
-      c.recv(recv, count, dt, peer, coll::Mode::blocking);
-      const std::int64_t t2 = now_ns();
-      const auto bytes = static_cast<double>(count * e);
-      span(rec.comm_s[di], Category::communication, name, t1, t2, bytes);
-      lifetime(d, name, t1, t2, bytes);
-      return;  // a receive sends nothing
+      return {c.send_recv(m.send, (r + 1) % size, m.recv, (r + size - 1) % size, count, m.dt, mode),
+              static_cast<double>(count * e)};
     }
     default:
       throw RunError("message " + o.name + ": operation " + to_string(o.op) + " is not in a training step");
   }
+}
+
+void StepExecutor::message(std::size_t i, StepRecord& rec) {
+  const Op& o = w_.ops[i];
+  const int d = dim_index(o.dim);
+  const auto di = static_cast<std::size_t>(d);
+  const DType dt = message_dtype(o, act_dtype_);
+  const Call m{o,
+               name_[i],
+               comms_.at(o.group),
+               d,
+               dt,
+               static_cast<std::size_t>(dtype_bytes(dt)),
+               send_buf_[di]->data(),
+               recv_buf_[di]->data()};
+  const coll::Mode mode = o.overlappable || o.overlap_gemm != 0 ? coll::Mode::async : coll::Mode::blocking;
+  const std::int64_t t0 = now_ns();
+  if (o.op == CollOp::send) return send_message(m, rec, t0);
+  if (o.op == CollOp::recv) return recv_message(m, rec, t0);
+  auto [h, sent] = issue(m, mode);
   rec.sent_bytes[di] += sent;
   const std::int64_t t1 = now_ns();
-  span(rec.comm_s[di], Category::communication, name, t0, t1, sent);
+  span(rec.comm_s[di], Category::communication, m.name, t0, t1, sent);
   if (mode == coll::Mode::async)
-    (o.overlap_gemm != 0 ? overlap_ : pending_).push_back({std::move(h), d, name, t0, sent});
+    (o.overlap_gemm != 0 ? overlap_ : pending_).push_back({std::move(h), d, m.name, t0, sent});
   else
-    lifetime(d, name, t0, t1, sent);
+    lifetime(d, m.name, t0, t1, sent);
 }
 
 StepRecord StepExecutor::run_step(int step) {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/factory.hpp"
@@ -96,11 +97,15 @@ class StepExecutor {
  private:
   struct Pending;
   struct Correlate;
+  struct Call;
   void progress(StepRecord* rec);
   void wait_pending(StepRecord& rec);
   // Waits for every operation of `list` (its dimension's communication) and empties it.
   void wait_all(std::vector<Pending>& list, StepRecord& rec);
   void message(std::size_t i, StepRecord& rec);
+  void send_message(const Call& m, StepRecord& rec, std::int64_t t0);
+  void recv_message(const Call& m, StepRecord& rec, std::int64_t t0);
+  std::pair<coll::Handle, double> issue(const Call& m, coll::Mode mode);
   // Adds t1 − t0 to `into` and, when tracing, records the span on the executor's thread.
   void span(double& into, profiles::Category c, const char* name, std::int64_t t0, std::int64_t t1, double bytes = 0);
   // A message of dimension `dim` from issue (t0) to completion (t1), when tracing.

@@ -180,6 +180,13 @@ void OpRunner::allocate() {
 
 Traffic OpRunner::run() {
   if (!b_ || !b_->f[0]) allocate();
+  if (op_.compute == ComputeKind::gemm || op_.compute == ComputeKind::product) return run_product();
+  if (op_.compute == ComputeKind::attention) return run_attention();
+  return run_memory();
+}
+
+// A GEMM or a product, `count` (× heads) times: grouped by expert where the rows are routed.
+Traffic OpRunner::run_product() {
   void *A = b_->f[0]->data(), *B = b_->f[1]->data(), *C = b_->f[2]->data(), *D = b_->f[3]->data(),
        *E = b_->f[4]->data();
   kernels::Ops& k = *ops_;
@@ -187,34 +194,46 @@ Traffic OpRunner::run() {
   const ComputeKind fam = o.compute;
   Traffic t;
   const bool fwd = forward_like(o.phase);
-  if (fam == ComputeKind::gemm || fam == ComputeKind::product) {
-    const auto m = static_cast<std::int64_t>(o.m), n = static_cast<std::int64_t>(o.n),
-               kk = static_cast<std::int64_t>(o.k);
-    const std::int64_t times =
-        static_cast<std::int64_t>(o.count) * (fam == ComputeKind::product ? static_cast<std::int64_t>(o.heads) : 1);
-    const bool in = !fwd && o.phase != Phase::backward_weight, wt = !fwd && o.phase != Phase::backward_input;
-    for (std::int64_t i = 0; i < times; ++i) {
-      if (!groups_.empty()) {
-        if (fwd) t += k.grouped_linear_forward(groups_, n, kk, A, B, C);
-        if (in) t += k.grouped_linear_backward_input(groups_, n, kk, C, B, D);
-        if (wt) t += k.grouped_linear_backward_weight(groups_, n, kk, A, C, E);
-        continue;
-      }
-      if (fwd) t += k.linear_forward(m, n, kk, A, B, C);
-      if (in) t += k.linear_backward_input(m, n, kk, C, B, D);
-      if (wt) t += k.linear_backward_weight(m, n, kk, A, C, E);
+  const auto m = static_cast<std::int64_t>(o.m), n = static_cast<std::int64_t>(o.n),
+             kk = static_cast<std::int64_t>(o.k);
+  const std::int64_t times =
+      static_cast<std::int64_t>(o.count) * (fam == ComputeKind::product ? static_cast<std::int64_t>(o.heads) : 1);
+  const bool in = !fwd && o.phase != Phase::backward_weight, wt = !fwd && o.phase != Phase::backward_input;
+  for (std::int64_t i = 0; i < times; ++i) {
+    if (!groups_.empty()) {
+      if (fwd) t += k.grouped_linear_forward(groups_, n, kk, A, B, C);
+      if (in) t += k.grouped_linear_backward_input(groups_, n, kk, C, B, D);
+      if (wt) t += k.grouped_linear_backward_weight(groups_, n, kk, A, C, E);
+      continue;
     }
-    return t;
+    if (fwd) t += k.linear_forward(m, n, kk, A, B, C);
+    if (in) t += k.linear_backward_input(m, n, kk, C, B, D);
+    if (wt) t += k.linear_backward_weight(m, n, kk, A, C, E);
   }
-  if (fam == ComputeKind::attention) {
-    const kernels::AttentionShape s{static_cast<std::int64_t>(o.count),    static_cast<std::int64_t>(o.heads),
-                                    static_cast<std::int64_t>(o.kv_heads), static_cast<std::int64_t>(o.m),
-                                    static_cast<std::int64_t>(o.n),        static_cast<std::int64_t>(o.k)};
-    void *dout = b_->f[5]->data(), *dq = b_->f[7]->data(), *dk = b_->f[8]->data(), *dv = b_->f[9]->data();
-    float* lse = f32(*b_->f[6]);
-    if (fwd) return k.attention_flash_forward(s, A, B, C, D, lse);
-    return k.attention_flash_backward(s, A, B, C, D, dout, lse, dq, dk, dv);
-  }
+  return t;
+}
+
+Traffic OpRunner::run_attention() {
+  void *A = b_->f[0]->data(), *B = b_->f[1]->data(), *C = b_->f[2]->data(), *D = b_->f[3]->data();
+  kernels::Ops& k = *ops_;
+  const Op& o = op_;
+  const bool fwd = forward_like(o.phase);
+  const kernels::AttentionShape s{static_cast<std::int64_t>(o.count),    static_cast<std::int64_t>(o.heads),
+                                  static_cast<std::int64_t>(o.kv_heads), static_cast<std::int64_t>(o.m),
+                                  static_cast<std::int64_t>(o.n),        static_cast<std::int64_t>(o.k)};
+  void *dout = b_->f[5]->data(), *dq = b_->f[7]->data(), *dk = b_->f[8]->data(), *dv = b_->f[9]->data();
+  float* lse = f32(*b_->f[6]);
+  if (fwd) return k.attention_flash_forward(s, A, B, C, D, lse);
+  return k.attention_flash_backward(s, A, B, C, D, dout, lse, dq, dk, dv);
+}
+
+// The memory-bound ops, by name: each its kernel's forward or backward.
+Traffic OpRunner::run_memory() {
+  void *A = b_->f[0]->data(), *B = b_->f[1]->data(), *C = b_->f[2]->data(), *D = b_->f[3]->data(),
+       *E = b_->f[4]->data();
+  kernels::Ops& k = *ops_;
+  const Op& o = op_;
+  const bool fwd = forward_like(o.phase);
   const auto rows = static_cast<std::int64_t>(o.m), cols = static_cast<std::int64_t>(o.n);
   const bool ln = model_.normalization == "LayerNorm";
   const float ph = static_cast<float>(model_.hidden_dropout), pa = static_cast<float>(model_.attention_dropout);
@@ -283,19 +302,6 @@ Traffic OpRunner::run() {
   if (name == "optimizer_step")
     return k.adam(rows * cols, f32(*b_->f[0]), f32(*b_->f[1]), f32(*b_->f[2]), Df, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1);
   throw UsageError("op " + name + ": no kernel");
-}
-
-std::string shape_text(const Op& o) {
-  char buf[128];
-  const ComputeKind fam = o.compute;
-  if (fam == ComputeKind::attention)
-    std::snprintf(buf, sizeof buf, "%.0fx%.0f/%.0fx%.0fx%.0fx%.0f", o.count, o.heads, o.kv_heads, o.m, o.n, o.k);
-  else if (fam == ComputeKind::gemm || fam == ComputeKind::product)
-    std::snprintf(buf, sizeof buf, "%.0fx%.0fx%.0f x%.0f", o.m, o.n, o.k,
-                  o.count * (fam == ComputeKind::product ? o.heads : 1));
-  else
-    std::snprintf(buf, sizeof buf, "%.0fx%.0f", o.m, o.n);
-  return buf;
 }
 
 }  // namespace sax::harness

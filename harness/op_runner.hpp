@@ -50,6 +50,9 @@ class OpRunner {
  private:
   struct Buffers;
   void route(std::int64_t tokens);  // router logits → top-k (the MoE ops' inputs)
+  kernels::Traffic run_product();   // gemm and product ops
+  kernels::Traffic run_attention();
+  kernels::Traffic run_memory();
   Model model_;
   workload::Op op_;
   kernels::Device* device_;
@@ -60,10 +63,6 @@ class OpRunner {
   std::vector<std::int64_t> groups_;
   std::unique_ptr<Buffers> b_;
 };
-
-// The op as `bench kernels` names a shape: "m×n×k ×count" for products, "rows×cols" for
-// memory-bound ops, "b×heads/kv×sq×sk×d" for attention.
-std::string shape_text(const workload::Op& op);
 
 // Rows each of the first `local` experts receives from `ep` ranks whose tokens pick `index`
 // (tokens·k expert indices): ep × this rank's count (the other ranks route alike in expectation).

@@ -54,11 +54,14 @@ std::optional<Dim> dim_of(const std::string& name) {
   return std::nullopt;
 }
 
-}  // namespace
-
-json summarize(const std::vector<std::string>& files, const std::string& input) {
+// Every file's spans by rank (pid), and where each rank sat.
+struct Traces {
   std::map<int, std::vector<X>> by_rank;
   std::map<int, RankPlace> where;
+};
+
+Traces read_traces(const std::vector<std::string>& files) {
+  Traces t;
   for (const std::string& file : files) {
     const json doc =
         profiles::read_chrome_trace(file, [&](json&, const std::optional<X>& span, const std::string& pointer) {
@@ -66,7 +69,7 @@ json summarize(const std::vector<std::string>& files, const std::string& input) 
           // A step of no time would make every share of it nan or inf.
           if (span->cat == "step" && !(span->dur_us > 0))
             throw InputError(file, pointer + "/dur", "a step of positive duration, got " + json(span->dur_us).dump());
-          by_rank[static_cast<int>(span->pid)].push_back(*span);
+          t.by_rank[static_cast<int>(span->pid)].push_back(*span);
         });
     const json* od = doc.contains("otherData") ? &doc["otherData"] : nullptr;
     if (!od) continue;
@@ -74,18 +77,40 @@ json summarize(const std::vector<std::string>& files, const std::string& input) 
     if (const auto it = od->find("sax_ranks"); it != od->end()) {
       if (!it->is_array()) throw InputError(file, "/otherData/sax_ranks", "an array, got " + json_type_name(*it));
       for (std::size_t i = 0; i < it->size(); ++i)
-        read_place((*it)[i], file, json_path("/otherData/sax_ranks", i), where);
+        read_place((*it)[i], file, json_path("/otherData/sax_ranks", i), t.where);
     }
-    if (const auto it = od->find("sax"); it != od->end()) read_place(*it, file, "/otherData/sax", where);
+    if (const auto it = od->find("sax"); it != od->end()) read_place(*it, file, "/otherData/sax", t.where);
   }
+  return t;
+}
 
-  // Each rank's steps, then every event of the executor's thread and its communication lanes into
-  // the step that holds it (CUPTI's records of the same work, on other lanes, are not counted).
+// One span into the step it lies in, by its lane and category.
+void add_to_step(const X& x, TracedStep& t, const std::string& input) {
+  const double sec = x.dur_us * kSPerUs;
+  if (comm_lane_dim(x.tid)) {
+    t.in_flight_s += sec;
+  } else if (x.cat == "compute") {
+    phase_slot(t.rec, x.name) += sec;
+  } else if (x.cat == "idle") {
+    t.rec.idle_s += sec;
+  } else if (x.cat == "communication") {
+    const auto d = dim_of(x.name);
+    if (!d)
+      throw InputError(input, "/traceEvents",
+                       "communication named <dim>.<op> (tp, cp, ep, dp, pp), found '" + x.name + "'");
+    t.rec.comm_s[static_cast<std::size_t>(*d)] += sec;
+  }
+}
+
+// Each rank's steps, every event of the executor's thread and its communication lanes in the step
+// that holds it (CUPTI's records of the same work, on other lanes, are not counted). Every rank
+// has the same number of steps.
+std::map<int, std::vector<TracedStep>> rank_steps(Traces& traces, const std::string& input) {
   std::map<int, std::vector<TracedStep>> steps;
   std::size_t count = 0;
-  for (auto& [rank, xs] : by_rank) {
+  for (auto& [rank, xs] : traces.by_rank) {
     std::optional<std::uint64_t> executor;
-    if (const auto it = where.find(rank); it != where.end()) executor = it->second.executor_tid;
+    if (const auto it = traces.where.find(rank); it != traces.where.end()) executor = it->second.executor_tid;
     const auto counted = [&](const X& x) {
       return comm_lane_dim(x.tid) ||
              (executor ? x.tid == *executor : x.tid < profiles::kDeviceStreamTidBase);  // OS thread ids
@@ -112,26 +137,20 @@ json summarize(const std::vector<std::string>& files, const std::string& input) 
       const auto s = static_cast<std::size_t>(after - marks.begin() - 1);
       constexpr double kSlackUs = 1e-3;                                                  // ns printed as µs
       if (x.ts_us + x.dur_us > marks[s]->ts_us + marks[s]->dur_us + kSlackUs) continue;  // not inside the step
-      TracedStep& t = mine[s];
-      const double sec = x.dur_us * kSPerUs;
-      if (comm_lane_dim(x.tid)) {
-        t.in_flight_s += sec;
-      } else if (x.cat == "compute") {
-        phase_slot(t.rec, x.name) += sec;
-      } else if (x.cat == "idle") {
-        t.rec.idle_s += sec;
-      } else if (x.cat == "communication") {
-        const auto d = dim_of(x.name);
-        if (!d)
-          throw InputError(input, "/traceEvents",
-                           "communication named <dim>.<op> (tp, cp, ep, dp, pp), found '" + x.name + "'");
-        t.rec.comm_s[static_cast<std::size_t>(*d)] += sec;
-      }
+      add_to_step(x, mine[s], input);
     }
   }
   if (steps.empty())
     throw InputError(input, "/traceEvents", "the step events of a sax run trace (sax run --trace DIR)");
+  return steps;
+}
 
+}  // namespace
+
+json summarize(const std::vector<std::string>& files, const std::string& input) {
+  Traces traces = read_traces(files);
+  const std::map<int, std::vector<TracedStep>> steps = rank_steps(traces, input);
+  const std::size_t count = steps.begin()->second.size();
   // The job's step is the slowest rank's; the step reported is the one nearest the median.
   std::vector<double> step_s(count, 0.0);
   for (const auto& [rank, mine] : steps)
@@ -151,7 +170,7 @@ json summarize(const std::vector<std::string>& files, const std::string& input) 
               {"in_flight_s", t.in_flight_s},
               {"overlap_pct", t.in_flight_s > 0 ? hidden / t.in_flight_s * 100 : 0.0},
               {"idle_pct", idle}};
-    if (const auto it = where.find(rank); it != where.end()) {
+    if (const auto it = traces.where.find(rank); it != traces.where.end()) {
       r["building"] = it->second.building;
       r["stage"] = it->second.stage;
     }

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "calibration/fit.hpp"
-#include "calibration/sweep.hpp"
+#include "calibration/sweep_fit.hpp"
 #include "spec/error.hpp"
 #include "workload/layer_ops.hpp"
 

@@ -1,0 +1,62 @@
+// The calibration sweep's link points, through the `bench coll` engine (harness/coll_engine.hpp):
+// every op the cost model prices (kPricedCollOps) at log-spaced sizes on the groups of each link
+// class the cluster has: `intra_building` (ranks of one building: link class intra_node where a
+// building is one node) and `cross_building` (one rank per building), every group of a kind at
+// once as a training step runs them; then, at the largest sizes, one cross-building group alone
+// while the others wait without polling, for the boundary's sharing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "calibration/points_file.hpp"
+#include "calibration/sweep.hpp"
+#include "harness/coll_plan.hpp"
+#include "harness/job.hpp"
+#include "harness/watchdog.hpp"
+
+namespace sax::calibration {
+
+// The group kinds a sweep measures, each reaching the link class the cluster says.
+inline constexpr const char* kKinds[] = {"cross_building", "intra_building"};
+// Sizes (the largest ones) measured with one cross-building group alone as well, and the op.
+inline constexpr std::size_t kSharingSizes = 3;
+inline constexpr CollOp kSharingOp = CollOp::all_reduce;
+
+// The link sweep as checked (bench coll's own checks): the ops and sizes, and per group kind the
+// cluster has with groups of two or more ranks, its groups and bench coll's plan for them.
+struct LinkSweep {
+  std::vector<CollOp> ops;
+  std::vector<std::uint64_t> sizes;
+  std::map<std::string, coll::GroupSet> kinds;
+  std::map<std::string, harness::CollBenchPlan> plans;
+  Backend backend = Backend::cpu;
+  int iters = 0, warmup = 0;
+};
+
+// UsageError (or InputError) for what the sweep cannot measure. Every rank, inside Job::agree.
+LinkSweep plan_link_sweep(const harness::Job& job, const SweepArgs& args, const Cluster& cluster);
+
+// One point to measure: a group kind, an op, a size, alone or with every group of the kind.
+struct LinkTask {
+  std::string kind;
+  CollOp op = CollOp::all_reduce;
+  std::uint64_t bytes = 0;
+  bool together = false;
+  double weight = 0;  // the datasheet's time for it (s), for the ETA
+  std::string key() const;
+};
+
+// In order: per kind (cross-building first: the map's order), op and size, every group of the kind
+// at once; then one cross-building group alone at the largest sizes.
+std::vector<LinkTask> link_tasks(const LinkSweep& sweep, const Cluster& cluster);
+
+// Measures the tasks whose key is not in `done`, on every rank, each recorded as measured.
+void measure_links(const LinkSweep& sweep, const std::vector<LinkTask>& tasks, const std::set<std::string>& done,
+                   harness::Job& job, kernels::Device& device, coll::CommunicatorFactory& factory,
+                   harness::Watchdog& watchdog, const RecordPoint& record);
+
+}  // namespace sax::calibration
