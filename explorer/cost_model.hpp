@@ -16,6 +16,7 @@
 #include "explorer/closed_forms.hpp"
 #include "explorer/placement.hpp"
 #include "explorer/quantities.hpp"
+#include "spec/alpha_beta.hpp"
 #include "spec/calibration.hpp"
 #include "spec/cluster.hpp"
 #include "spec/collective.hpp"
@@ -143,7 +144,9 @@ struct Price {
   std::array<double, kNumCollAlgorithms> per_message, per_byte;
   std::array<CollAlgorithm, kNumCollAlgorithms> algorithm;
   int algorithms;
-  double at(std::size_t i, const Amount& a) const { return a.count * per_message[i] + a.bytes * per_byte[i]; }
+  double at(std::size_t i, const Amount& a) const {
+    return alpha_beta_s(a.count, per_message[i], a.bytes, per_byte[i]);
+  }
   double time(const Amount& a) const {
     double t = at(0, a);
     if (algorithms > 1) t = std::min(t, at(1, a));
