@@ -45,10 +45,10 @@ AlgorithmDefaults algorithm_defaults(const Cluster& cl, LinkClass lc) {
     d.ring_fraction = kNetRingFraction;
     return d;
   }
-  const std::string& name = cl.device.name;
-  if (cl.device.nvlink_sharp || name.find("H100") != std::string::npos || name.find("H200") != std::string::npos)
+  const GpuKind kind = gpu_kind(cl.device.name);
+  if (cl.device.nvlink_sharp || kind.hopper())
     d.ring_fraction = kNvlink4RingBusbwGbps / kNvlink4Gbps;
-  else if (name.find("A100") != std::string::npos)
+  else if (kind.generation == GpuGeneration::a100)
     d.ring_fraction = kNvlink3RingBusbwGbps / kNvlink3Gbps;
   if (cl.device.nvlink_sharp)
     d.beta_scale[static_cast<std::size_t>(CollAlgorithm::nvls)] =

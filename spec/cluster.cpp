@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iterator>
 #include <set>
+#include <utility>
 
 namespace sax {
 
@@ -241,9 +242,26 @@ static std::vector<int> read_building_names(Fields& f, const std::string& key, c
   return out;
 }
 
-bool nvlink_sharp_by_name(const std::string& name) {
+GpuKind gpu_kind(const std::string& name) {
   auto has = [&name](const char* word) { return name.find(word) != std::string::npos; };
-  return (has("H100") || has("H200") || has("B200")) && (has("SXM") || has("HGX") || has("DGX"));
+  constexpr std::pair<const char*, GpuGeneration> kNames[] = {{"A100", GpuGeneration::a100},
+                                                              {"H100", GpuGeneration::h100},
+                                                              {"H200", GpuGeneration::h200},
+                                                              {"B200", GpuGeneration::b200}};
+  GpuKind k;
+  for (const auto& [word, generation] : kNames)
+    if (has(word)) {
+      k.generation = generation;
+      break;
+    }
+  k.sxm = has("SXM") || has("HGX") || has("DGX");
+  k.pcie = has("PCIe");
+  return k;
+}
+
+bool nvlink_sharp_by_name(const std::string& name) {
+  const GpuKind k = gpu_kind(name);
+  return (k.hopper() || k.generation == GpuGeneration::b200) && k.sxm;
 }
 
 Cluster read_cluster(const json& value, const std::string& file) {
