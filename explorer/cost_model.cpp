@@ -27,14 +27,14 @@ constexpr double kNvlink4NvlsAllReduceBusbwGbps = 480;
 constexpr double kNvlink3RingBusbwGbps = 235, kNvlink3Gbps = 300;
 // InfiniBand NDR 400 Gb/s (50 GB/s): 46–48 GB/s per NIC (NVIDIA, the nccl-tests thread cited above);
 // taken as the fraction of every network link's rate (HDR and the cross-building links alike).
-constexpr double kNetRingFraction = 47.0 / 50.0;
+constexpr double kNetRingBusbwOfRate = 47.0 / 50.0;
 // NCCL's tuner prices a tree at 0.9 of the ring's busbw (tuning.cc: `busBw*.9` for TREE).
 constexpr double kTreeBusbwOfRing = 0.9;
 
 // The ring's achievable fraction of a link and the other algorithms' β scales, by backend and
 // device: the CPU testbed's Open MPI runs rings at the emulated rate, nothing else.
 struct AlgorithmDefaults {
-  double ring_fraction = 1.0;
+  double ring_busbw_of_rate = 1.0;  // the ring's achievable busbw over the link's datasheet rate
   std::array<double, kNumCollAlgorithms> beta_scale{1.0, 0.0, 0.0};
 };
 AlgorithmDefaults algorithm_defaults(const Cluster& cl, LinkClass lc) {
@@ -42,14 +42,14 @@ AlgorithmDefaults algorithm_defaults(const Cluster& cl, LinkClass lc) {
   if (cl.backend != Backend::cuda) return d;
   d.beta_scale[static_cast<std::size_t>(CollAlgorithm::tree)] = 1.0 / kTreeBusbwOfRing;
   if (lc != LinkClass::intra_node) {
-    d.ring_fraction = kNetRingFraction;
+    d.ring_busbw_of_rate = kNetRingBusbwOfRate;
     return d;
   }
   const GpuKind kind = gpu_kind(cl.device.name);
   if (cl.device.nvlink_sharp || kind.hopper())
-    d.ring_fraction = kNvlink4RingBusbwGbps / kNvlink4Gbps;
+    d.ring_busbw_of_rate = kNvlink4RingBusbwGbps / kNvlink4Gbps;
   else if (kind.generation == GpuGeneration::a100)
-    d.ring_fraction = kNvlink3RingBusbwGbps / kNvlink3Gbps;
+    d.ring_busbw_of_rate = kNvlink3RingBusbwGbps / kNvlink3Gbps;
   if (cl.device.nvlink_sharp)
     d.beta_scale[static_cast<std::size_t>(CollAlgorithm::nvls)] =
         kNvlink4RingBusbwGbps / kNvlink4NvlsAllReduceBusbwGbps;
@@ -59,7 +59,7 @@ AlgorithmDefaults algorithm_defaults(const Cluster& cl, LinkClass lc) {
 LinkCost datasheet_link(const Link& l, bool apply_oversubscription, const AlgorithmDefaults& d) {
   LinkCost c;
   // Datasheet: one latency per algorithm step and the achievable per-device bandwidth for every op.
-  const double bw = l.bandwidth_gbps * 1e9 * d.ring_fraction / (apply_oversubscription ? l.oversubscription : 1.0);
+  const double bw = l.bandwidth_gbps * 1e9 * d.ring_busbw_of_rate / (apply_oversubscription ? l.oversubscription : 1.0);
   c.alpha_s.fill(l.latency_us * 1e-6);
   c.beta_s_per_byte.fill(1.0 / bw);
   c.beta_scale = d.beta_scale;
@@ -178,7 +178,7 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
   p_.prepare_curves();
   activation_units_.attention = 4 + 4 * c_.kv / c_.q;  // Q, K, V, the output projection's input
   activation_units_.mlp_dense = (c_.w == 3 ? 6 : 4) * c_.f / c_.h;
-  activation_units_.mlp_moe = c_.k * ((c_.w == 3 ? 6 : 4) * c_.fe / c_.h + 2);  // k copies, tokens permuted
+  activation_units_.mlp_moe = c_.top_k * ((c_.w == 3 ? 6 : 4) * c_.fe / c_.h + 2);  // k copies, tokens permuted
   // A materialised score matrix keeps the softmax output (2 bytes), and with attention dropout
   // its mask (1) and output (2): Korthikanti's 5as/h, 2as/h without dropout.
   activation_units_.score = (model.attention_dropout > 0 ? 5 : 2) * c_.heads * c_.s / c_.h;
@@ -202,7 +202,7 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   StageMemory mem;
   const StageParams p = stage_params(c_, st, cand.tp, cand.ep, cand.pp);
   const double params = p.dense + p.expert;
-  const double weight_bytes = c_.e >= 4 ? 4.0 : 2.0;
+  const double weight_bytes = c_.element_bytes >= 4 ? 4.0 : 2.0;
   mem.weights = params * weight_bytes;
   mem.grads = params * (fixed_bytes_per_param_ - weight_bytes);
   mem.optimizer = optimizer_state_bytes_per_param_ * updated_params(cand, p);
@@ -222,7 +222,7 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   auto per_layer = [&](double mlp, Recompute r) {
     double par = attn + mlp + (r == Recompute::none ? score : 0.0);
     double units = r == Recompute::full ? 2.0 / (sp ? t : 1.0) : (sp ? (replicated + par) / t : replicated + par / t);
-    return units * sbh * c_.e / 2.0;
+    return units * sbh * c_.element_bytes / 2.0;
   };
   const double a_dense = per_layer(mlp_dense, cand.recompute), a_moe = per_layer(mlp_moe, cand.recompute);
   double held = 0;  // micro-batches of the whole stage's layers in flight
@@ -431,7 +431,7 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
   // part with every rank's shard crossing at once.
   const double dp_share = overlapped ? ch.pipeline_share : ch.tail_share;
   const double cross_share = std::max(1.0, cross->oversubscription * 1.0);
-  for (std::size_t expert = 0; expert < (c_.E > 0 ? 2u : 1u); ++expert) {
+  for (std::size_t expert = 0; expert < (c_.experts > 0 ? 2u : 1u); ++expert) {
     const GroupPlace& g = pl[expert ? GroupKind::expert_dp_cp : GroupKind::dp_cp];
     ch.dp_channels[expert] = on(g, dp_share);
     if (cand.dp_sync != DpSync::hierarchical) continue;  // the halves carry nothing
