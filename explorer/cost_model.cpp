@@ -340,107 +340,132 @@ void CostModel::time_tp_overlap(const Candidate& cand, const PipelineSplit& spli
   time(cand, split, priced, out.data(), 2, memo, slot, tag);
 }
 
+// Which parts of one run the memo (Memo) already holds for `tag`, and where this call keeps its own.
+struct CostModel::MemoUse {
+  bool keep = false;                 // a memo and a tag: read and write it
+  Memo::Slot* kept = nullptr;        // the price's slot
+  bool have_tail = false;            // the slot's slowest tail is this run's
+  bool keep_stages = false;          // the split is small enough to keep each stage's terms
+  Memo::Traffic* traffic = nullptr;  // the stages' traffic, with or without full recompute
+  bool have_traffic = false;
+  std::uint64_t pipeline_tag = 0;  // names the micro-batch terms kept in the slot (0: none kept)
+  bool have_pipeline = false;
+};
+
+CostModel::MemoUse CostModel::open_memo(const Candidate& cand, const PipelineSplit& split, int variants, Memo* memo,
+                                        std::size_t slot, std::uint64_t tag) const {
+  MemoUse use;
+  use.keep = memo != nullptr && tag != 0;
+  if (!use.keep) return use;
+  if (memo->times_tag != tag) memo->times = layer_times(cand), memo->times_tag = tag;
+  use.kept = &memo->slots[slot];
+  use.have_tail = use.kept->tail_tag == tag;
+  const bool full = cand.recompute == Recompute::full;
+  use.keep_stages = split.kinds.size() <= Memo::kStages;
+  if (!use.keep_stages) return use;
+  use.traffic = &memo->traffic[full ? 1 : 0];
+  use.have_traffic = use.traffic->tag == tag;
+  // Full recompute changes every term of the micro-batch: only the others are kept.
+  use.pipeline_tag = full ? 0 : tag * 4 + static_cast<std::uint64_t>(variants - 1) * 2 + (cand.tp_comm_overlap ? 1 : 0);
+  use.have_pipeline = use.pipeline_tag != 0 && use.kept->pipeline_tag == use.pipeline_tag;
+  if (use.pipeline_tag != 0) use.kept->pipeline_tag = use.pipeline_tag;
+  // The memo's traffic is this run's once time() has worked every stage's out.
+  if (!use.have_traffic && !use.have_pipeline) use.traffic->tag = tag;
+  return use;
+}
+
+CostModel::StageMicrobatch CostModel::stage_microbatch(const Candidate& cand, const StageLayers& st, std::size_t s,
+                                                       StageTraffic& tr, const terms::LayerTimes& times,
+                                                       const Priced& priced, int variants, const MemoUse& use) const {
+  StageMicrobatch out;
+  if (use.have_pipeline) {
+    out.mb = use.kept->microbatch[s];
+    out.mb.recompute = times.recompute(st, cand.recompute);
+    out.twin_tp = use.kept->twin_tp[s];
+    return out;
+  }
+  if (!use.have_traffic) {
+    if (use.keep_stages) tr = StageTraffic{};  // another run's: what this candidate has not, zero
+    pipeline_traffic(priced.units, cand, st, tr);
+  }
+  const Prices& price = priced.prices;
+  out.mb = microbatch(cand, st, tr, times, price);
+  if (variants == 2 && cand.tp_overlap()) out.mb.tp = tp_blocking_time(tr, price);
+  out.twin_tp =
+      variants == 2 && cand.sequence_parallel() ? out.mb.tp + tp_overlap_change(cand, st, tr, times, price) : out.mb.tp;
+  if (use.pipeline_tag != 0) use.kept->microbatch[s] = out.mb, use.kept->twin_tp[s] = out.twin_tp;
+  return out;
+}
+
+void CostModel::Critical::consider(StageMicrobatch m, std::int64_t stage, int variants) {
+  for (int k = 0; k < variants; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    if (k == 1) m.mb.tp = m.twin_tp;
+    if (m.mb.total() > time_s[i]) {
+      time_s[i] = m.mb.total();
+      microbatch[i] = m.mb;
+      this->stage[i] = stage;
+    }
+  }
+}
+
+void CostModel::Critical::consider_tail(const terms::Tail& t, const StageTraffic& tr, const Prices& price,
+                                        Prediction& r) {
+  if (t.total() <= tail_s) return;
+  tail_s = t.total();
+  tail = t;
+  if (price.dp_tuned) r.dp_algorithm = dp_algorithm(tr, price);
+}
+
 void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction* out,
                      int variants, Memo* memo, std::size_t slot, std::uint64_t tag) const {
   Prediction& r = out[0];
-  const std::int64_t m = r.num_microbatches;
-  const double md = static_cast<double>(m);
   const Placement& pl = priced.placement;
   r.link = {pl[GroupKind::tp].link, pl[GroupKind::cp].link, pl[GroupKind::ep].link, pl[GroupKind::dp_cp].link,
             pl[GroupKind::pp].link};
-  const TrafficUnits& units = priced.units;
-  const Prices& price = priced.prices;
-  // What the memo has for this run (Memo): the layer times, the tail, the stages' traffic, their
-  // micro-batch terms.
-  const bool keep = memo != nullptr && tag != 0;
-  if (keep && memo->times_tag != tag) memo->times = layer_times(cand), memo->times_tag = tag;
-  const terms::LayerTimes& times = keep ? memo->times : layer_times(cand);
+  const MemoUse use = open_memo(cand, split, variants, memo, slot, tag);
+  const terms::LayerTimes& times = use.keep ? memo->times : layer_times(cand);
 
   // Per micro-batch the slowest stage sets the pace; after the pipeline the slowest tail decides.
-  std::array<terms::Microbatch, 2> crit{};
-  std::array<double, 2> t_mb = {-1, -1};
-  std::array<std::int64_t, 2> critical_stage{};
-  terms::Tail tail_worst;
-  double tail_s = -1;
-  Memo::Slot* kept = keep ? &memo->slots[slot] : nullptr;
-  const bool have_tail = keep && kept->tail_tag == tag;
-  if (have_tail) tail_worst = kept->worst, tail_s = kept->total_s, r.dp_algorithm = kept->dp_algorithm;
-  const bool full = cand.recompute == Recompute::full;
-  const bool keep_stages = keep && split.kinds.size() <= Memo::kStages;
-  Memo::Traffic* traffic = keep_stages ? &memo->traffic[full ? 1 : 0] : nullptr;
-  const bool have_traffic = keep_stages && traffic->tag == tag;
-  const std::uint64_t pipeline_tag =
-      keep_stages && !full ? tag * 4 + static_cast<std::uint64_t>(variants - 1) * 2 + (cand.tp_comm_overlap ? 1 : 0)
-                           : 0;
-  const bool have_pipeline = pipeline_tag != 0 && kept->pipeline_tag == pipeline_tag;
-  if (pipeline_tag != 0) kept->pipeline_tag = pipeline_tag;
-  // The memo's traffic is this run's once the loop below has worked every stage's out.
-  if (keep_stages && !have_traffic && !have_pipeline) traffic->tag = tag;
+  Critical crit;
+  if (use.have_tail)
+    crit.tail = use.kept->worst, crit.tail_s = use.kept->total_s, r.dp_algorithm = use.kept->dp_algorithm;
   for (std::size_t s = 0; s < split.kinds.size(); ++s) {
     const StageLayers& st = split.kinds[s];
     StageTraffic own;
-    StageTraffic& tr = keep_stages ? traffic->stages[s] : own;
-    // Two variants differ in their TP time alone: the first with tp_comm_overlap off, the second
-    // on (with SP, which it needs).
-    terms::Microbatch mb;
-    double twin_tp = 0;
-    if (have_pipeline) {
-      mb = kept->microbatch[s];
-      mb.recompute = times.recompute(st, cand.recompute);
-      twin_tp = kept->twin_tp[s];
-    } else {
-      if (!have_traffic) {
-        if (keep_stages) tr = StageTraffic{};  // another run's: what this candidate has not, zero
-        pipeline_traffic(units, cand, st, tr);
-      }
-      mb = microbatch(cand, st, tr, times, price);
-      if (variants == 2 && cand.tp_overlap()) mb.tp = tp_blocking_time(tr, price);
-      twin_tp =
-          variants == 2 && cand.sequence_parallel() ? mb.tp + tp_overlap_change(cand, st, tr, times, price) : mb.tp;
-      if (pipeline_tag != 0) kept->microbatch[s] = mb, kept->twin_tp[s] = twin_tp;
-    }
-    for (int k = 0; k < variants; ++k) {
-      const auto i = static_cast<std::size_t>(k);
-      if (k == 1) mb.tp = twin_tp;
-      if (mb.total() > t_mb[i]) {
-        t_mb[i] = mb.total();
-        crit[i] = mb;
-        critical_stage[i] = st.stage;
-      }
-    }
-    if (have_tail) continue;
-    sync_traffic(units, c_, cand, st, tr);
-    const terms::Tail t = tail(cand, st, tr, times, price);
-    if (t.total() > tail_s) {
-      tail_s = t.total();
-      tail_worst = t;
-      if (price.dp_tuned) r.dp_algorithm = dp_algorithm(tr, price);
-    }
+    StageTraffic& tr = use.keep_stages ? use.traffic->stages[s] : own;
+    crit.consider(stage_microbatch(cand, st, s, tr, times, priced, variants, use), st.stage, variants);
+    if (use.have_tail) continue;
+    sync_traffic(priced.units, c_, cand, st, tr);
+    crit.consider_tail(tail(cand, st, tr, times, priced.prices), tr, priced.prices, r);
   }
-  if (keep && !have_tail)
-    kept->tail_tag = tag, kept->worst = tail_worst, kept->total_s = tail_s, kept->dp_algorithm = r.dp_algorithm;
-  r.bubble_fraction = bubble_fraction(cand.pipeline, cand.pp, cand.vpp, m);
+  if (use.keep && !use.have_tail)
+    use.kept->tail_tag = tag, use.kept->worst = crit.tail, use.kept->total_s = crit.tail_s,
+    use.kept->dp_algorithm = r.dp_algorithm;
+  r.bubble_fraction = bubble_fraction(cand.pipeline, cand.pp, cand.vpp, r.num_microbatches);
   if (variants == 2) out[1] = r;
-  for (int k = 0; k < variants; ++k) {
-    const auto i = static_cast<std::size_t>(k);
-    Prediction& v = out[i];
-    const terms::Microbatch& c = crit[i];
-    v.critical_stage = critical_stage[i];
-    Breakdown& b = v.breakdown;
-    b.compute_s = md * (c.compute + c.recompute);
-    b.recompute_s = md * c.recompute;
-    b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * c.tp;
-    b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * c.cp;
-    b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * c.ep;
-    b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * c.pp + tail_worst.embedding;
-    b.exposed_comm_s[static_cast<int>(Dim::dp)] = tail_worst.dp;
-    b.bubble_s = md * t_mb[i] * v.bubble_fraction;
-    b.optimizer_s = tail_worst.optimizer;
-    v.step_time_s = md * t_mb[i] * (1 + v.bubble_fraction) + tail_s;
-    v.tokens_per_s = tokens_per_step_ / v.step_time_s;
-    v.mfu = training_flops_per_step_ / (v.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
-    check_figures(v);
-  }
+  for (int k = 0; k < variants; ++k) assemble(crit, static_cast<std::size_t>(k), out[k]);
+}
+
+void CostModel::assemble(const Critical& crit, std::size_t i, Prediction& v) const {
+  const double md = static_cast<double>(v.num_microbatches);
+  const terms::Microbatch& c = crit.microbatch[i];
+  const terms::Tail& tail = crit.tail;
+  v.critical_stage = crit.stage[i];
+  Breakdown& b = v.breakdown;
+  b.compute_s = md * (c.compute + c.recompute);
+  b.recompute_s = md * c.recompute;
+  b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * c.tp;
+  b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * c.cp;
+  b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * c.ep;
+  b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * c.pp + tail.embedding;
+  b.exposed_comm_s[static_cast<int>(Dim::dp)] = tail.dp;
+  b.bubble_s = md * crit.time_s[i] * v.bubble_fraction;
+  b.optimizer_s = tail.optimizer;
+  v.step_time_s = md * crit.time_s[i] * (1 + v.bubble_fraction) + crit.tail_s;
+  v.tokens_per_s = tokens_per_step_ / v.step_time_s;
+  v.mfu = training_flops_per_step_ / (v.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
+  check_figures(v);
 }
 
 std::vector<CostModel::StageTerms> CostModel::stage_terms(const Candidate& cand) const {
