@@ -280,12 +280,8 @@ static std::array<Dim, 5> parse_order(Fields& f) {
 [[noreturn]] static void fail_rule(LayoutRule rule, const Layout& l, const Model* m, std::int64_t world,
                                    const std::string& cluster_name, const std::string& file);
 
-Layout read_layout(const json& value, const std::string& file) {
-  Fields f(value, file, "");
-  f.choice("kind", {"layout"}, "layout");  // a file of another kind is refused wherever it is read
-  f.allow("comment");
-  f.name("name", "");  // a label only, but a printable one
-  Layout l;
+// read_layout's phases, in the order its fields are read (the first fault found is the one said).
+static void read_parallelism(Fields& f, Layout& l) {
   l.tensor_model_parallel_size = f.count("tensor_model_parallel_size", Quantity::degree, 1);
   l.pipeline_model_parallel_size = f.count("pipeline_model_parallel_size", Quantity::degree, 1);
   l.context_parallel_size = f.count("context_parallel_size", Quantity::degree, 1);
@@ -305,6 +301,9 @@ Layout read_layout(const json& value, const std::string& file) {
                                                 {"local", AttentionBackend::local},
                                                 {"auto", AttentionBackend::auto_}},
                                                AttentionBackend::auto_);
+}
+
+static void read_pipeline_split(Fields& f, Layout& l) {
   l.decoder_first_pipeline_num_layers = f.count("decoder_first_pipeline_num_layers", Quantity::degree, 0);
   l.decoder_last_pipeline_num_layers = f.count("decoder_last_pipeline_num_layers", Quantity::degree, 0);
   l.account_for_embedding_in_pipeline_split = f.boolean("account_for_embedding_in_pipeline_split", false);
@@ -319,23 +318,26 @@ Layout read_layout(const json& value, const std::string& file) {
     if (stages % l.pipeline_model_parallel_size == 0 && stages > 0)
       l.virtual_pipeline_model_parallel_size = stages / l.pipeline_model_parallel_size;
   }
-  l.order = parse_order(f);
-  if (const json* sched = f.optional("schedule")) {
-    Fields s(*sched, file, f.path_of("schedule"));
-    l.schedule.pipeline = pick<PipelineSchedule>(s, "pipeline",
-                                                 {{"gpipe", PipelineSchedule::gpipe},
-                                                  {"1f1b", PipelineSchedule::one_f_one_b},
-                                                  {"interleaved", PipelineSchedule::interleaved},
-                                                  {"zero_bubble", PipelineSchedule::zero_bubble}},
-                                                 PipelineSchedule::one_f_one_b);
-    l.schedule.dp_sync = pick<DpSync>(
-        s, "dp_sync",
-        {{"blocking", DpSync::blocking}, {"overlapped", DpSync::overlapped}, {"hierarchical", DpSync::hierarchical}},
-        DpSync::overlapped);
-    l.schedule.network_technology = s.string("network_technology", "");
-    s.finish();
-  }
-  // Rules that need no model or cluster.
+}
+
+static void read_schedule(const json& value, const std::string& file, const std::string& path, Schedule& schedule) {
+  Fields s(value, file, path);
+  schedule.pipeline = pick<PipelineSchedule>(s, "pipeline",
+                                             {{"gpipe", PipelineSchedule::gpipe},
+                                              {"1f1b", PipelineSchedule::one_f_one_b},
+                                              {"interleaved", PipelineSchedule::interleaved},
+                                              {"zero_bubble", PipelineSchedule::zero_bubble}},
+                                             PipelineSchedule::one_f_one_b);
+  schedule.dp_sync = pick<DpSync>(
+      s, "dp_sync",
+      {{"blocking", DpSync::blocking}, {"overlapped", DpSync::overlapped}, {"hierarchical", DpSync::hierarchical}},
+      DpSync::overlapped);
+  schedule.network_technology = s.string("network_technology", "");
+  s.finish();
+}
+
+// The rules that need no model or cluster.
+static void check_layout_alone(Fields& f, const Layout& l, const std::string& file) {
   const std::int64_t pp = l.pipeline_model_parallel_size, vpp = l.virtual_pipeline_model_parallel_size;
   // No cluster is larger than kMaxSize devices; bounding TP×CP×PP here keeps model_parallel_size()
   // and everything derived from it free of int64 overflow.
@@ -370,6 +372,19 @@ Layout read_layout(const json& value, const std::string& file) {
     default:
       break;
   }
+}
+
+Layout read_layout(const json& value, const std::string& file) {
+  Fields f(value, file, "");
+  f.choice("kind", {"layout"}, "layout");  // a file of another kind is refused wherever it is read
+  f.allow("comment");
+  f.name("name", "");  // a label only, but a printable one
+  Layout l;
+  read_parallelism(f, l);
+  read_pipeline_split(f, l);
+  l.order = parse_order(f);
+  if (const json* sched = f.optional("schedule")) read_schedule(*sched, file, f.path_of("schedule"), l.schedule);
+  check_layout_alone(f, l, file);
   f.finish();
   return l;
 }
