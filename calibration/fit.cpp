@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "harness/stats.hpp"
+#include "spec/alpha_beta.hpp"
 #include "spec/bounds.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
@@ -42,7 +43,7 @@ Eigen::Vector2d solve(const Design& d, const Eigen::VectorXd& w, bool use_alpha,
 
 double predict_us(const AlphaBeta& ab, const CollPoint& p) {
   const RingAlgorithm ring = ring_algorithm(p.op, static_cast<double>(p.ranks));
-  return ring.steps * ab.alpha_us + ring.bus_factor * p.bytes * ab.beta_ns_per_byte * 1e-3;
+  return 1e6 * alpha_beta_s(ring, p.bytes, ab.alpha_us * 1e-6, ab.beta_ns_per_byte * 1e-9);
 }
 
 LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& what) {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "spec/alpha_beta.hpp"
 #include "spec/error.hpp"
 
 namespace sax::coll {
@@ -179,7 +180,8 @@ std::int64_t LinkPacer::reserve(double wire_bytes, double latency_steps, std::in
   do {
     link_end = std::max(now_ns, seen) + on_link;
   } while (!link_free.compare_exchange_weak(seen, link_end));
-  return std::max(device_free_, link_end) + std::llround(latency_steps * link_.latency_us * 1e3);
+  return std::max(device_free_, link_end) +
+         std::llround(1e9 * alpha_beta_s(latency_steps, link_.latency_us * 1e-6, 0, 0));
 }
 
 }  // namespace sax::coll

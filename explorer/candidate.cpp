@@ -2,28 +2,40 @@
 
 namespace sax::explorer {
 
+namespace {
+
+// The one list of what a Layout and a Candidate hold alike, field for field: `f(layout's,
+// candidate's)` for each; Candidate::of copies one way, degrees() the other. The network
+// technology (a name against an index) and dp (derived) are not in it.
+template <typename L, typename C, typename F>
+void for_each_shared_field(L& l, C& c, F&& f) {
+  f(l.tensor_model_parallel_size, c.tp);
+  f(l.context_parallel_size, c.cp);
+  f(l.expert_model_parallel_size, c.ep);
+  f(l.pipeline_model_parallel_size, c.pp);
+  f(l.virtual_pipeline_model_parallel_size, c.vpp);
+  f(l.micro_batch_size, c.mbs);
+  f(l.decoder_first_pipeline_num_layers, c.first_layers);
+  f(l.decoder_last_pipeline_num_layers, c.last_layers);
+  f(l.account_for_embedding_in_pipeline_split, c.account_embedding);
+  f(l.account_for_loss_in_pipeline_split, c.account_loss);
+  f(l.pipeline_model_parallel_layout, c.pipeline_layout);
+  f(l.order, c.order);
+  f(l.schedule.pipeline, c.pipeline);
+  f(l.schedule.dp_sync, c.dp_sync);
+  f(l.recompute_granularity, c.recompute);
+  f(l.sequence_parallel, c.sp);
+  f(l.tp_comm_overlap, c.tp_comm_overlap);
+  f(l.use_distributed_optimizer, c.distributed_optimizer);
+  f(l.attention_backend, c.attention);
+}
+
+}  // namespace
+
 Candidate Candidate::of(const Layout& l, const Cluster& cl) {
   Candidate c;
-  c.tp = l.tensor_model_parallel_size;
-  c.cp = l.context_parallel_size;
-  c.ep = l.expert_model_parallel_size;
-  c.pp = l.pipeline_model_parallel_size;
-  c.vpp = l.virtual_pipeline_model_parallel_size;
-  c.mbs = l.micro_batch_size;
+  for_each_shared_field(l, c, [](const auto& from, auto& to) { to = from; });
   c.dp = l.data_parallel_size(cl.world_size());
-  c.first_layers = l.decoder_first_pipeline_num_layers;
-  c.last_layers = l.decoder_last_pipeline_num_layers;
-  c.account_embedding = l.account_for_embedding_in_pipeline_split;
-  c.account_loss = l.account_for_loss_in_pipeline_split;
-  c.pipeline_layout = l.pipeline_model_parallel_layout;
-  c.order = l.order;
-  c.pipeline = l.schedule.pipeline;
-  c.dp_sync = l.schedule.dp_sync;
-  c.recompute = l.recompute_granularity;
-  c.sp = l.sequence_parallel;
-  c.tp_comm_overlap = l.tp_comm_overlap;
-  c.distributed_optimizer = l.use_distributed_optimizer;
-  c.attention = l.attention_backend;
   c.technology = -1;
   for (std::size_t i = 0; i < cl.network_technologies.size(); ++i)
     if (cl.network_technologies[i].name == l.schedule.network_technology) c.technology = static_cast<int>(i);
@@ -32,25 +44,7 @@ Candidate Candidate::of(const Layout& l, const Cluster& cl) {
 
 Layout Candidate::degrees() const {
   Layout l;
-  l.tensor_model_parallel_size = tp;
-  l.context_parallel_size = cp;
-  l.expert_model_parallel_size = ep;
-  l.pipeline_model_parallel_size = pp;
-  l.virtual_pipeline_model_parallel_size = vpp;
-  l.micro_batch_size = mbs;
-  l.decoder_first_pipeline_num_layers = first_layers;
-  l.decoder_last_pipeline_num_layers = last_layers;
-  l.account_for_embedding_in_pipeline_split = account_embedding;
-  l.account_for_loss_in_pipeline_split = account_loss;
-  l.pipeline_model_parallel_layout = pipeline_layout;
-  l.order = order;
-  l.schedule.pipeline = pipeline;
-  l.schedule.dp_sync = dp_sync;
-  l.recompute_granularity = recompute;
-  l.sequence_parallel = sp;
-  l.tp_comm_overlap = tp_comm_overlap;
-  l.use_distributed_optimizer = distributed_optimizer;
-  l.attention_backend = attention;
+  for_each_shared_field(l, *this, [](auto& to, const auto& from) { to = from; });
   return l;
 }
 

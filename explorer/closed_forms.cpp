@@ -58,12 +58,12 @@ TrafficUnits traffic_units(const ModelConsts& c, const Candidate& cand, const Mi
     const GroupPlace& g = pl[kind];
     const workload::SyncGroup group{kind, g.size, g.per_building, g.buildings_spanned};
     for (const workload::SyncMessage& s :
-         workload::dp_sync_messages(group, 1.0, c.e, cand.distributed_optimizer, hierarchical, gather))
+         workload::dp_sync_messages(group, 1.0, c.element_bytes, cand.distributed_optimizer, hierarchical, gather))
       out.add({Dim::dp, s.group, s.op, 1, s.bytes});
   };
   plan(u.dense_grad, GroupKind::dp_cp, false);
   plan(u.dense_gather, GroupKind::dp_cp, true);
-  if (c.E > 0) {  // a dense model has no expert parameters to sync
+  if (c.experts > 0) {  // a dense model has no expert parameters to sync
     plan(u.expert_grad, GroupKind::expert_dp_cp, false);
     plan(u.expert_gather, GroupKind::expert_dp_cp, true);
   }

@@ -40,11 +40,11 @@ constexpr MatmulCeiling kMamf[] = {
 };
 // The table's H100 and A100 rows are SXM parts (A100 PCIe: 252.9 of 312); other H100s have none.
 double matmul_ceiling(const std::string& device, DType dtype) {
-  auto has = [&device](const char* word) { return device.find(word) != std::string::npos; };
-  if (has("A100") && has("PCIe")) return dtype == DType::fp8 ? 0.0 : 252.9 / 312;
-  if (has("H100") && !(has("SXM") || has("HGX") || has("DGX"))) return 0.0;
+  const GpuKind kind = gpu_kind(device);
+  if (kind.generation == GpuGeneration::a100 && kind.pcie) return dtype == DType::fp8 ? 0.0 : 252.9 / 312;
+  if (kind.generation == GpuGeneration::h100 && !kind.sxm) return 0.0;
   for (const MatmulCeiling& c : kMamf)
-    if (has(c.name)) return dtype == DType::fp8 ? c.fp8 : c.bf16;
+    if (device.find(c.name) != std::string::npos) return dtype == DType::fp8 ? c.fp8 : c.bf16;
   return 0.0;
 }
 
@@ -88,11 +88,11 @@ EfficiencyCurve default_gemm_curve(const Cluster& cl, DType dtype) {
 }
 
 EfficiencyCurve default_attention_curve(const Cluster& cl, DType dtype, double peak_flops) {
-  const std::string& name = cl.device.name;
+  const GpuKind kind = gpu_kind(cl.device.name);
   const std::array<double, 6>* fa2 = nullptr;
-  if (name.find("A100") != std::string::npos)
+  if (kind.generation == GpuGeneration::a100)
     fa2 = &kFa2A100CausalTflops;
-  else if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos)
+  else if (kind.hopper())
     fa2 = &kFa2H100CausalTflops;
   if (cl.backend != Backend::cuda || !tensor_core_dtype(dtype) || !fa2 || !(peak_flops > 0))
     return curve_of(kAssumedAttention);

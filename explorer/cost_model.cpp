@@ -3,71 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <string_view>
 
 #include "explorer/closed_forms.hpp"
-#include "explorer/compute_defaults.hpp"
 
 namespace sax::explorer {
-
-namespace {
-
-// What NCCL reaches of a link's datasheet bandwidth, as nccl-tests' busbw (README "Cost-model
-// defaults"; none of these is fitted to a step time). Each is the ring's unless it says so.
-// NVLink 4 (H100/H200, 450 GB/s per direction): ring 370 GB/s ("~20 % protocol overhead",
-// https://github.com/NVIDIA/nccl-tests/issues/212; 365–370 on 2–8 GPUs,
-// https://github.com/NVIDIA/nccl/issues/1455).
-constexpr double kNvlink4RingBusbwGbps = 370, kNvlink4Gbps = 450;
-// NVLS all-reduce on 8 H100s: busbw ~480 GB/s (same two threads; 476 in
-// https://github.com/NVIDIA/nccl-tests/issues/290).
-constexpr double kNvlink4NvlsAllReduceBusbwGbps = 480;
-// NVLink 3 (A100, 300 GB/s per direction): NCCL's tuner caps sm80 busbw at 235 GB/s
-// (https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc, `compCap80`); 8×A100
-// all_reduce_perf 230–250 (https://docs.alayanew.com/en/docs/tech-blog/2026-05-06-nccl-tests).
-constexpr double kNvlink3RingBusbwGbps = 235, kNvlink3Gbps = 300;
-// InfiniBand NDR 400 Gb/s (50 GB/s): 46–48 GB/s per NIC (NVIDIA, the nccl-tests thread cited above);
-// taken as the fraction of every network link's rate (HDR and the cross-building links alike).
-constexpr double kNetRingFraction = 47.0 / 50.0;
-// NCCL's tuner prices a tree at 0.9 of the ring's busbw (tuning.cc: `busBw*.9` for TREE).
-constexpr double kTreeBusbwOfRing = 0.9;
-
-// The ring's achievable fraction of a link and the other algorithms' β scales, by backend and
-// device: the CPU testbed's Open MPI runs rings at the emulated rate, nothing else.
-struct AlgorithmDefaults {
-  double ring_fraction = 1.0;
-  std::array<double, kNumCollAlgorithms> beta_scale{1.0, 0.0, 0.0};
-};
-AlgorithmDefaults algorithm_defaults(const Cluster& cl, LinkClass lc) {
-  AlgorithmDefaults d;
-  if (cl.backend != Backend::cuda) return d;
-  d.beta_scale[static_cast<std::size_t>(CollAlgorithm::tree)] = 1.0 / kTreeBusbwOfRing;
-  if (lc != LinkClass::intra_node) {
-    d.ring_fraction = kNetRingFraction;
-    return d;
-  }
-  const std::string& name = cl.device.name;
-  if (cl.device.nvlink_sharp || name.find("H100") != std::string::npos || name.find("H200") != std::string::npos)
-    d.ring_fraction = kNvlink4RingBusbwGbps / kNvlink4Gbps;
-  else if (name.find("A100") != std::string::npos)
-    d.ring_fraction = kNvlink3RingBusbwGbps / kNvlink3Gbps;
-  if (cl.device.nvlink_sharp)
-    d.beta_scale[static_cast<std::size_t>(CollAlgorithm::nvls)] =
-        kNvlink4RingBusbwGbps / kNvlink4NvlsAllReduceBusbwGbps;
-  return d;
-}
-
-LinkCost datasheet_link(const Link& l, bool apply_oversubscription, const AlgorithmDefaults& d) {
-  LinkCost c;
-  // Datasheet: one latency per algorithm step and the achievable per-device bandwidth for every op.
-  const double bw = l.bandwidth_gbps * 1e9 * d.ring_fraction / (apply_oversubscription ? l.oversubscription : 1.0);
-  c.alpha_s.fill(l.latency_us * 1e-6);
-  c.beta_s_per_byte.fill(1.0 / bw);
-  c.beta_scale = d.beta_scale;
-  c.oversubscription = apply_oversubscription ? 1.0 : l.oversubscription;
-  return c;
-}
-
-}  // namespace
 
 void check_figures(const Prediction& p) {
   auto check = [](double x, const std::string& term) {
@@ -100,74 +39,6 @@ double Breakdown::total() const {
   return t;
 }
 
-CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
-  CostParams p;
-  p.peak_flops = cl.device.peak_tflops_for(m.dtype) * 1e12;
-  p.hbm_bytes_per_s = cl.device.hbm_bandwidth_gbps * 1e9;
-  p.hbm_gib = cl.device.hbm_gib;
-  p.sm_count = cl.device.sm_count;
-  const AlgorithmDefaults node = algorithm_defaults(cl, LinkClass::intra_node),
-                          net = algorithm_defaults(cl, LinkClass::intra_building);
-  p.links[0] = datasheet_link(cl.intra_node, true, node);
-  p.links[1] = datasheet_link(cl.intra_building, true, net);
-  p.links[2] = datasheet_link(cl.cross_building, false, net);
-  for (const auto& t : cl.network_technologies) p.technologies.push_back(datasheet_link(t.link, false, net));
-  // Defaults (README "Cost-model defaults"): published cuBLAS and FlashAttention-2 measurements
-  // on tensor-core dtypes of a cuda cluster, the assumed curves elsewhere.
-  p.gemm = default_gemm_curve(cl, m.dtype);
-  p.attention = default_attention_curve(cl, m.dtype, p.peak_flops);
-  return p;
-}
-
-void CostParams::prepare_curves() {
-  auto logs = [](const EfficiencyCurve& c) {
-    std::vector<double> v;
-    for (const EfficiencyPoint& pt : c.points) v.push_back(std::log10(pt.flops));
-    return v;
-  };
-  gemm_log10 = logs(gemm);
-  attention_log10 = logs(attention);
-}
-
-CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calibration& calibration,
-                                  const std::string& file) {
-  CostParams p = datasheet(cl, m);
-  p.source = "calibration " + file;
-  auto term = [&p](bool set, const std::string& name) {
-    (set ? p.calibrated_terms : p.datasheet_terms).push_back(name);
-  };
-  for (LinkClass lc : kLinkClasses) {
-    std::string ops;
-    for (CollOp op : kPricedCollOps)
-      if (const auto& ab = calibration.links[static_cast<int>(lc)][static_cast<int>(op)]) {
-        LinkCost& l = p.links[static_cast<int>(lc)];
-        l.alpha_s[static_cast<int>(op)] = ab->alpha_us * 1e-6;
-        l.beta_s_per_byte[static_cast<int>(op)] = ab->beta_ns_per_byte * 1e-9;
-        ops += (ops.empty() ? "" : ",") + std::string(to_string(op));
-      }
-    term(!ops.empty(), std::string(link_class_name(lc)) + " alpha-beta" + (ops.empty() ? "" : " (" + ops + ")"));
-  }
-  if (calibration.gemm) p.gemm = *calibration.gemm;
-  term(calibration.gemm.has_value(), "gemm efficiency");
-  if (calibration.attention) p.attention = *calibration.attention;
-  term(calibration.attention.has_value(), "attention efficiency");
-  if (calibration.hbm_efficiency) p.hbm_efficiency = *calibration.hbm_efficiency;
-  term(calibration.hbm_efficiency.has_value(), "hbm efficiency");
-  if (calibration.overlap_slowdown) p.overlap_slowdown = *calibration.overlap_slowdown;
-  term(calibration.overlap_slowdown.has_value(), "overlap slowdown");
-  // The cross-building β of a calibration is the link's own where the oversubscription was
-  // measured beside it; without it, it was fitted with every group crossing at once (calibrate
-  // --cluster, or bench coll files): the sharing is in it already, not to be applied again.
-  bool cross_fitted = false;
-  for (const auto& ab : calibration.links[static_cast<int>(LinkClass::cross_building)]) cross_fitted |= ab.has_value();
-  if (calibration.cross_oversubscription)
-    p.links[2].oversubscription = calibration.cross_oversubscription->value;
-  else if (cross_fitted)
-    p.links[2].oversubscription = 1;
-  term(calibration.cross_oversubscription.has_value(), "cross_building oversubscription");
-  return p;
-}
-
 CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams params)
     : cluster_(cluster),
       model_(model),
@@ -178,7 +49,7 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
   p_.prepare_curves();
   activation_units_.attention = 4 + 4 * c_.kv / c_.q;  // Q, K, V, the output projection's input
   activation_units_.mlp_dense = (c_.w == 3 ? 6 : 4) * c_.f / c_.h;
-  activation_units_.mlp_moe = c_.k * ((c_.w == 3 ? 6 : 4) * c_.fe / c_.h + 2);  // k copies, tokens permuted
+  activation_units_.mlp_moe = c_.top_k * ((c_.w == 3 ? 6 : 4) * c_.fe / c_.h + 2);  // k copies, tokens permuted
   // A materialised score matrix keeps the softmax output (2 bytes), and with attention dropout
   // its mask (1) and output (2): Korthikanti's 5as/h, 2as/h without dropout.
   activation_units_.score = (model.attention_dropout > 0 ? 5 : 2) * c_.heads * c_.s / c_.h;
@@ -202,7 +73,7 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   StageMemory mem;
   const StageParams p = stage_params(c_, st, cand.tp, cand.ep, cand.pp);
   const double params = p.dense + p.expert;
-  const double weight_bytes = c_.e >= 4 ? 4.0 : 2.0;
+  const double weight_bytes = c_.element_bytes >= 4 ? 4.0 : 2.0;
   mem.weights = params * weight_bytes;
   mem.grads = params * (fixed_bytes_per_param_ - weight_bytes);
   mem.optimizer = optimizer_state_bytes_per_param_ * updated_params(cand, p);
@@ -222,7 +93,7 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   auto per_layer = [&](double mlp, Recompute r) {
     double par = attn + mlp + (r == Recompute::none ? score : 0.0);
     double units = r == Recompute::full ? 2.0 / (sp ? t : 1.0) : (sp ? (replicated + par) / t : replicated + par / t);
-    return units * sbh * c_.e / 2.0;
+    return units * sbh * c_.element_bytes / 2.0;
   };
   const double a_dense = per_layer(mlp_dense, cand.recompute), a_moe = per_layer(mlp_moe, cand.recompute);
   double held = 0;  // micro-batches of the whole stage's layers in flight
@@ -248,158 +119,6 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   if (st.last) mem.activations += 4.0 * x.T * c_.V / t;  // fp32 logits of one micro-batch
   return mem;
 }
-
-namespace terms {
-
-namespace {
-const double* logs_of(const EfficiencyCurve& curve, const std::vector<double>& log10) {
-  return log10.size() == curve.points.size() ? log10.data() : nullptr;
-}
-}  // namespace
-
-double gemm_time(const CostParams& p, double flops) {
-  return flops > 0 ? flops / (p.peak_flops * p.gemm.at(flops, logs_of(p.gemm, p.gemm_log10))) : 0.0;
-}
-
-double attention_time(const CostParams& p, double flops) {
-  return flops > 0 ? flops / (p.peak_flops * p.attention.at(flops, logs_of(p.attention, p.attention_log10))) : 0.0;
-}
-
-double roofline_time(const CostParams& p, workload::ComputeKind kind, double flops, double forward_flops, double bytes,
-                     double quantization) {
-  const double memory = bytes / (p.hbm_bytes_per_s * p.hbm_efficiency);
-  if (kind == workload::ComputeKind::memory || !(forward_flops > 0)) return memory;
-  const double once =
-      kind == workload::ComputeKind::attention ? attention_time(p, forward_flops) : gemm_time(p, forward_flops);
-  return std::max(flops / forward_flops * once / quantization, memory);
-}
-
-double op_time(const CostParams& p, const workload::LayerOp& o, workload::Part part, double e) {
-  const workload::OpCost cost = workload::op_cost(o, part, e);
-  return roofline_time(p, o.kind, cost.flops, workload::op_cost(o, workload::Part::forward, e).flops,
-                       cost.bytes_read + cost.bytes_written, workload::quantization(o, part, p.sm_count));
-}
-
-namespace {
-// The candidate's layer ops, its attention backend resolved for the model (what layer_times
-// prices and curve_reads reads).
-workload::LayerOps layer_ops(const Model& model, const Candidate& cand) {
-  Layout backend;
-  backend.attention_backend = cand.attention;
-  return {model,
-          cand.tp,
-          cand.cp,
-          cand.mbs,
-          cand.sequence_parallel(),
-          materializes_scores(resolved_attention_backend(backend, model))};
-}
-}  // namespace
-
-LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate& cand) {
-  using workload::ComputeKind;
-  using workload::LayerOp;
-  using workload::Part;
-  const workload::LayerOps ops = layer_ops(model, cand);
-  const double e = dtype_bytes(model.dtype);
-  const bool zb = cand.pipeline == PipelineSchedule::zero_bubble;
-  auto fwd = [&](const LayerOp& o) { return op_time(p, o, Part::forward, e); };
-  auto bwd = [&](const LayerOp& o) {  // zero bubble: a GEMM's B and W apart, as the workload runs them
-    return zb && o.kind == ComputeKind::gemm ? op_time(p, o, Part::input_grad, e) + op_time(p, o, Part::weight_grad, e)
-                                             : op_time(p, o, Part::backward, e);
-  };
-  auto wgt = [&](const LayerOp& o) {
-    return zb && o.kind == ComputeKind::gemm ? op_time(p, o, Part::weight_grad, e) : 0.0;
-  };
-  double common_w = 0;
-  LayerTimes t;
-  // The ops of one layer, in the workload's order (workload.cpp layer_forward).
-  double common_f = 0, common_b = 0;
-  const LayerOp around[] = {ops.norm("input_norm", ops.sp_tokens()), ops.residual("attention_residual"),
-                            ops.norm("pre_mlp_norm", ops.sp_tokens()), ops.residual("mlp_residual")};
-  for (const LayerOp& o : around) common_f += fwd(o), common_b += bwd(o);
-  // The GEMMs tp_comm_overlap pairs with TP messages: forward, and backward as listed (B with zero bubble).
-  auto pair = [&](const LayerOp& o, double& forward, double& backward) {
-    forward = fwd(o), backward = op_time(p, o, zb ? Part::input_grad : Part::backward, e);
-  };
-  for (const LayerOp& o : ops.attention_ops()) {
-    common_f += fwd(o), common_b += bwd(o), common_w += wgt(o);
-    if (o.core) t.core_forward += fwd(o), t.core_backward += bwd(o);
-    const std::string_view n = o.name;
-    if (n == "qkv_proj") pair(o, t.gemm_forward.qkv, t.gemm_backward.qkv);
-    if (n == "out_proj") pair(o, t.gemm_forward.out, t.gemm_backward.out);
-  }
-  t.dense_forward = common_f, t.dense_backward = common_b, t.dense_weight = common_w;
-  for (const LayerOp& o : ops.mlp_ops(false)) {
-    t.dense_forward += fwd(o), t.dense_backward += bwd(o), t.dense_weight += wgt(o);
-    const std::string_view n = o.name;
-    if (n == "mlp_fc1") pair(o, t.gemm_forward.fc1, t.gemm_backward.fc1);
-    if (n == "mlp_fc2") pair(o, t.gemm_forward.fc2, t.gemm_backward.fc2);
-  }
-  if (model.is_moe()) {
-    t.moe_forward = common_f, t.moe_backward = common_b, t.moe_weight = common_w;
-    for (const LayerOp& o : ops.mlp_ops(true)) {
-      // The busiest expert's tokens set the pace of the expert ops.
-      const std::string_view n = o.name;
-      const double load = n.rfind("expert", 0) == 0 ? p.router_imbalance : 1.0;
-      t.moe_forward += load * fwd(o), t.moe_backward += load * bwd(o), t.moe_weight += load * wgt(o);
-    }
-  }
-  const LayerOp emb = ops.embedding();
-  t.first_forward = fwd(emb), t.first_backward = bwd(emb);
-  if (model.hidden_dropout > 0) {
-    const LayerOp d = ops.dropout("embedding_dropout", ops.sp_tokens(), static_cast<double>(model.hidden_size));
-    t.first_forward += fwd(d), t.first_backward += bwd(d);
-  }
-  for (const LayerOp& o : {ops.norm("final_norm", ops.sp_tokens()), ops.logits(), ops.cross_entropy()})
-    t.last_forward += fwd(o), t.last_backward += bwd(o), t.last_weight += wgt(o);
-  return t;
-}
-
-CurveReads curve_reads(const Model& model, const Candidate& cand) {
-  using workload::ComputeKind;
-  const workload::LayerOps ops = layer_ops(model, cand);
-  const double e = dtype_bytes(model.dtype);
-  CurveReads r;
-  auto read = [&](const workload::LayerOp& o) {
-    const double f = workload::op_cost(o, workload::Part::forward, e).flops;
-    if (!(f > 0) || o.kind == ComputeKind::memory) return;
-    double& lo = o.kind == ComputeKind::attention ? r.attention_lo : r.gemm_lo;
-    double& hi = o.kind == ComputeKind::attention ? r.attention_hi : r.gemm_hi;
-    lo = lo == 0 ? f : std::min(lo, f), hi = std::max(hi, f);
-  };
-  for (const workload::LayerOp& o : ops.attention_ops()) read(o);
-  for (const workload::LayerOp& o : ops.mlp_ops(false)) read(o);
-  if (model.is_moe())
-    for (const workload::LayerOp& o : ops.mlp_ops(true)) read(o);
-  read(ops.logits());
-  return r;
-}
-
-double overlap_time(double comm_s, double compute_s, double overlap_slowdown) {
-  return std::max(0.0, comm_s - compute_s) + overlap_slowdown * std::min(comm_s, compute_s);
-}
-
-double overlapped_sync_time(double grad_s, double gather_s, double backward_s, double forward_s,
-                            double overlap_slowdown) {
-  return overlap_time(grad_s, backward_s, overlap_slowdown) + overlap_time(gather_s, forward_s, overlap_slowdown);
-}
-
-double tp_overlap_time(const LayerTimes& t, const StageLayers& st, double ag, double rs, double forward_passes,
-                       double s) {
-  const LayerTimes::Gemms &f = t.gemm_forward, &b = t.gemm_backward;
-  const double attention = forward_passes * (overlap_time(ag, f.qkv, s) + overlap_time(rs, f.out, s)) +
-                           overlap_time(ag, b.out, s) + overlap_time(ag + rs, b.qkv, s);
-  const double mlp = forward_passes * (overlap_time(ag, f.fc1, s) + overlap_time(rs, f.fc2, s)) +
-                     overlap_time(ag, b.fc2, s) + overlap_time(ag + rs, b.fc1, s);
-  return static_cast<double>(st.layers()) * attention + static_cast<double>(st.dense) * mlp;
-}
-
-double optimizer_time(const CostParams& p, double updated, DType dtype) {
-  const workload::OptimizerBytes b = workload::optimizer_bytes(dtype);
-  return updated * (b.read + b.written) / (p.hbm_bytes_per_s * p.hbm_efficiency);
-}
-
-}  // namespace terms
 
 // The cross-building link is shared: by every dimension whose groups cross it while the
 // pipeline runs (and the overlapped DP sync), then by the DP sync alone. Each crossing group
@@ -431,7 +150,7 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
   // part with every rank's shard crossing at once.
   const double dp_share = overlapped ? ch.pipeline_share : ch.tail_share;
   const double cross_share = std::max(1.0, cross->oversubscription * 1.0);
-  for (std::size_t expert = 0; expert < (c_.E > 0 ? 2u : 1u); ++expert) {
+  for (std::size_t expert = 0; expert < (c_.experts > 0 ? 2u : 1u); ++expert) {
     const GroupPlace& g = pl[expert ? GroupKind::expert_dp_cp : GroupKind::dp_cp];
     ch.dp_channels[expert] = on(g, dp_share);
     if (cand.dp_sync != DpSync::hierarchical) continue;  // the halves carry nothing
@@ -621,107 +340,132 @@ void CostModel::time_tp_overlap(const Candidate& cand, const PipelineSplit& spli
   time(cand, split, priced, out.data(), 2, memo, slot, tag);
 }
 
+// Which parts of one run the memo (Memo) already holds for `tag`, and where this call keeps its own.
+struct CostModel::MemoUse {
+  bool keep = false;                 // a memo and a tag: read and write it
+  Memo::Slot* kept = nullptr;        // the price's slot
+  bool have_tail = false;            // the slot's slowest tail is this run's
+  bool keep_stages = false;          // the split is small enough to keep each stage's terms
+  Memo::Traffic* traffic = nullptr;  // the stages' traffic, with or without full recompute
+  bool have_traffic = false;
+  std::uint64_t pipeline_tag = 0;  // names the micro-batch terms kept in the slot (0: none kept)
+  bool have_pipeline = false;
+};
+
+CostModel::MemoUse CostModel::open_memo(const Candidate& cand, const PipelineSplit& split, int variants, Memo* memo,
+                                        std::size_t slot, std::uint64_t tag) const {
+  MemoUse use;
+  use.keep = memo != nullptr && tag != 0;
+  if (!use.keep) return use;
+  if (memo->times_tag != tag) memo->times = layer_times(cand), memo->times_tag = tag;
+  use.kept = &memo->slots[slot];
+  use.have_tail = use.kept->tail_tag == tag;
+  const bool full = cand.recompute == Recompute::full;
+  use.keep_stages = split.kinds.size() <= Memo::kStages;
+  if (!use.keep_stages) return use;
+  use.traffic = &memo->traffic[full ? 1 : 0];
+  use.have_traffic = use.traffic->tag == tag;
+  // Full recompute changes every term of the micro-batch: only the others are kept.
+  use.pipeline_tag = full ? 0 : tag * 4 + static_cast<std::uint64_t>(variants - 1) * 2 + (cand.tp_comm_overlap ? 1 : 0);
+  use.have_pipeline = use.pipeline_tag != 0 && use.kept->pipeline_tag == use.pipeline_tag;
+  if (use.pipeline_tag != 0) use.kept->pipeline_tag = use.pipeline_tag;
+  // The memo's traffic is this run's once time() has worked every stage's out.
+  if (!use.have_traffic && !use.have_pipeline) use.traffic->tag = tag;
+  return use;
+}
+
+CostModel::StageMicrobatch CostModel::stage_microbatch(const Candidate& cand, const StageLayers& st, std::size_t s,
+                                                       StageTraffic& tr, const terms::LayerTimes& times,
+                                                       const Priced& priced, int variants, const MemoUse& use) const {
+  StageMicrobatch out;
+  if (use.have_pipeline) {
+    out.mb = use.kept->microbatch[s];
+    out.mb.recompute = times.recompute(st, cand.recompute);
+    out.twin_tp = use.kept->twin_tp[s];
+    return out;
+  }
+  if (!use.have_traffic) {
+    if (use.keep_stages) tr = StageTraffic{};  // another run's: what this candidate has not, zero
+    pipeline_traffic(priced.units, cand, st, tr);
+  }
+  const Prices& price = priced.prices;
+  out.mb = microbatch(cand, st, tr, times, price);
+  if (variants == 2 && cand.tp_overlap()) out.mb.tp = tp_blocking_time(tr, price);
+  out.twin_tp =
+      variants == 2 && cand.sequence_parallel() ? out.mb.tp + tp_overlap_change(cand, st, tr, times, price) : out.mb.tp;
+  if (use.pipeline_tag != 0) use.kept->microbatch[s] = out.mb, use.kept->twin_tp[s] = out.twin_tp;
+  return out;
+}
+
+void CostModel::Critical::consider(StageMicrobatch m, std::int64_t stage, int variants) {
+  for (int k = 0; k < variants; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    if (k == 1) m.mb.tp = m.twin_tp;
+    if (m.mb.total() > time_s[i]) {
+      time_s[i] = m.mb.total();
+      microbatch[i] = m.mb;
+      this->stage[i] = stage;
+    }
+  }
+}
+
+void CostModel::Critical::consider_tail(const terms::Tail& t, const StageTraffic& tr, const Prices& price,
+                                        Prediction& r) {
+  if (t.total() <= tail_s) return;
+  tail_s = t.total();
+  tail = t;
+  if (price.dp_tuned) r.dp_algorithm = dp_algorithm(tr, price);
+}
+
 void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction* out,
                      int variants, Memo* memo, std::size_t slot, std::uint64_t tag) const {
   Prediction& r = out[0];
-  const std::int64_t m = r.num_microbatches;
-  const double md = static_cast<double>(m);
   const Placement& pl = priced.placement;
   r.link = {pl[GroupKind::tp].link, pl[GroupKind::cp].link, pl[GroupKind::ep].link, pl[GroupKind::dp_cp].link,
             pl[GroupKind::pp].link};
-  const TrafficUnits& units = priced.units;
-  const Prices& price = priced.prices;
-  // What the memo has for this run (Memo): the layer times, the tail, the stages' traffic, their
-  // micro-batch terms.
-  const bool keep = memo != nullptr && tag != 0;
-  if (keep && memo->times_tag != tag) memo->times = layer_times(cand), memo->times_tag = tag;
-  const terms::LayerTimes& times = keep ? memo->times : layer_times(cand);
+  const MemoUse use = open_memo(cand, split, variants, memo, slot, tag);
+  const terms::LayerTimes& times = use.keep ? memo->times : layer_times(cand);
 
   // Per micro-batch the slowest stage sets the pace; after the pipeline the slowest tail decides.
-  std::array<terms::Microbatch, 2> crit{};
-  std::array<double, 2> t_mb = {-1, -1};
-  std::array<std::int64_t, 2> critical_stage{};
-  terms::Tail tail_worst;
-  double tail_s = -1;
-  Memo::Slot* kept = keep ? &memo->slots[slot] : nullptr;
-  const bool have_tail = keep && kept->tail_tag == tag;
-  if (have_tail) tail_worst = kept->worst, tail_s = kept->total_s, r.dp_algorithm = kept->dp_algorithm;
-  const bool full = cand.recompute == Recompute::full;
-  const bool keep_stages = keep && split.kinds.size() <= Memo::kStages;
-  Memo::Traffic* traffic = keep_stages ? &memo->traffic[full ? 1 : 0] : nullptr;
-  const bool have_traffic = keep_stages && traffic->tag == tag;
-  const std::uint64_t pipeline_tag =
-      keep_stages && !full ? tag * 4 + static_cast<std::uint64_t>(variants - 1) * 2 + (cand.tp_comm_overlap ? 1 : 0)
-                           : 0;
-  const bool have_pipeline = pipeline_tag != 0 && kept->pipeline_tag == pipeline_tag;
-  if (pipeline_tag != 0) kept->pipeline_tag = pipeline_tag;
-  // The memo's traffic is this run's once the loop below has worked every stage's out.
-  if (keep_stages && !have_traffic && !have_pipeline) traffic->tag = tag;
+  Critical crit;
+  if (use.have_tail)
+    crit.tail = use.kept->worst, crit.tail_s = use.kept->total_s, r.dp_algorithm = use.kept->dp_algorithm;
   for (std::size_t s = 0; s < split.kinds.size(); ++s) {
     const StageLayers& st = split.kinds[s];
     StageTraffic own;
-    StageTraffic& tr = keep_stages ? traffic->stages[s] : own;
-    // Two variants differ in their TP time alone: the first with tp_comm_overlap off, the second
-    // on (with SP, which it needs).
-    terms::Microbatch mb;
-    double twin_tp = 0;
-    if (have_pipeline) {
-      mb = kept->microbatch[s];
-      mb.recompute = times.recompute(st, cand.recompute);
-      twin_tp = kept->twin_tp[s];
-    } else {
-      if (!have_traffic) {
-        if (keep_stages) tr = StageTraffic{};  // another run's: what this candidate has not, zero
-        pipeline_traffic(units, cand, st, tr);
-      }
-      mb = microbatch(cand, st, tr, times, price);
-      if (variants == 2 && cand.tp_overlap()) mb.tp = tp_blocking_time(tr, price);
-      twin_tp =
-          variants == 2 && cand.sequence_parallel() ? mb.tp + tp_overlap_change(cand, st, tr, times, price) : mb.tp;
-      if (pipeline_tag != 0) kept->microbatch[s] = mb, kept->twin_tp[s] = twin_tp;
-    }
-    for (int k = 0; k < variants; ++k) {
-      const auto i = static_cast<std::size_t>(k);
-      if (k == 1) mb.tp = twin_tp;
-      if (mb.total() > t_mb[i]) {
-        t_mb[i] = mb.total();
-        crit[i] = mb;
-        critical_stage[i] = st.stage;
-      }
-    }
-    if (have_tail) continue;
-    sync_traffic(units, c_, cand, st, tr);
-    const terms::Tail t = tail(cand, st, tr, times, price);
-    if (t.total() > tail_s) {
-      tail_s = t.total();
-      tail_worst = t;
-      if (price.dp_tuned) r.dp_algorithm = dp_algorithm(tr, price);
-    }
+    StageTraffic& tr = use.keep_stages ? use.traffic->stages[s] : own;
+    crit.consider(stage_microbatch(cand, st, s, tr, times, priced, variants, use), st.stage, variants);
+    if (use.have_tail) continue;
+    sync_traffic(priced.units, c_, cand, st, tr);
+    crit.consider_tail(tail(cand, st, tr, times, priced.prices), tr, priced.prices, r);
   }
-  if (keep && !have_tail)
-    kept->tail_tag = tag, kept->worst = tail_worst, kept->total_s = tail_s, kept->dp_algorithm = r.dp_algorithm;
-  r.bubble_fraction = bubble_fraction(cand.pipeline, cand.pp, cand.vpp, m);
+  if (use.keep && !use.have_tail)
+    use.kept->tail_tag = tag, use.kept->worst = crit.tail, use.kept->total_s = crit.tail_s,
+    use.kept->dp_algorithm = r.dp_algorithm;
+  r.bubble_fraction = bubble_fraction(cand.pipeline, cand.pp, cand.vpp, r.num_microbatches);
   if (variants == 2) out[1] = r;
-  for (int k = 0; k < variants; ++k) {
-    const auto i = static_cast<std::size_t>(k);
-    Prediction& v = out[i];
-    const terms::Microbatch& c = crit[i];
-    v.critical_stage = critical_stage[i];
-    Breakdown& b = v.breakdown;
-    b.compute_s = md * (c.compute + c.recompute);
-    b.recompute_s = md * c.recompute;
-    b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * c.tp;
-    b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * c.cp;
-    b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * c.ep;
-    b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * c.pp + tail_worst.embedding;
-    b.exposed_comm_s[static_cast<int>(Dim::dp)] = tail_worst.dp;
-    b.bubble_s = md * t_mb[i] * v.bubble_fraction;
-    b.optimizer_s = tail_worst.optimizer;
-    v.step_time_s = md * t_mb[i] * (1 + v.bubble_fraction) + tail_s;
-    v.tokens_per_s = tokens_per_step_ / v.step_time_s;
-    v.mfu = training_flops_per_step_ / (v.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
-    check_figures(v);
-  }
+  for (int k = 0; k < variants; ++k) assemble(crit, static_cast<std::size_t>(k), out[k]);
+}
+
+void CostModel::assemble(const Critical& crit, std::size_t i, Prediction& v) const {
+  const double md = static_cast<double>(v.num_microbatches);
+  const terms::Microbatch& c = crit.microbatch[i];
+  const terms::Tail& tail = crit.tail;
+  v.critical_stage = crit.stage[i];
+  Breakdown& b = v.breakdown;
+  b.compute_s = md * (c.compute + c.recompute);
+  b.recompute_s = md * c.recompute;
+  b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * c.tp;
+  b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * c.cp;
+  b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * c.ep;
+  b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * c.pp + tail.embedding;
+  b.exposed_comm_s[static_cast<int>(Dim::dp)] = tail.dp;
+  b.bubble_s = md * crit.time_s[i] * v.bubble_fraction;
+  b.optimizer_s = tail.optimizer;
+  v.step_time_s = md * crit.time_s[i] * (1 + v.bubble_fraction) + crit.tail_s;
+  v.tokens_per_s = tokens_per_step_ / v.step_time_s;
+  v.mfu = training_flops_per_step_ / (v.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
+  check_figures(v);
 }
 
 std::vector<CostModel::StageTerms> CostModel::stage_terms(const Candidate& cand) const {

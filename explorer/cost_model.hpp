@@ -16,6 +16,7 @@
 #include "explorer/closed_forms.hpp"
 #include "explorer/placement.hpp"
 #include "explorer/quantities.hpp"
+#include "spec/alpha_beta.hpp"
 #include "spec/calibration.hpp"
 #include "spec/cluster.hpp"
 #include "spec/collective.hpp"
@@ -143,7 +144,9 @@ struct Price {
   std::array<double, kNumCollAlgorithms> per_message, per_byte;
   std::array<CollAlgorithm, kNumCollAlgorithms> algorithm;
   int algorithms;
-  double at(std::size_t i, const Amount& a) const { return a.count * per_message[i] + a.bytes * per_byte[i]; }
+  double at(std::size_t i, const Amount& a) const {
+    return alpha_beta_s(a.count, per_message[i], a.bytes, per_byte[i]);
+  }
   double time(const Amount& a) const {
     double t = at(0, a);
     if (algorithms > 1) t = std::min(t, at(1, a));
@@ -431,6 +434,28 @@ class CostModel {
   // time() of `variants` predictions: 1, `cand` as it is; 2, `cand` with tp_comm_overlap off and on.
   void time(const Candidate& cand, const PipelineSplit& split, const Priced& priced, Prediction* out, int variants,
             Memo* memo, std::size_t slot, std::uint64_t tag) const;
+  // time()'s phases: what the memo holds for the run; each stage's micro-batch (and the TP time of
+  // its tp_comm_overlap twin); the slowest stage and tail per variant; the breakdown they make.
+  struct MemoUse;
+  MemoUse open_memo(const Candidate& cand, const PipelineSplit& split, int variants, Memo* memo, std::size_t slot,
+                    std::uint64_t tag) const;
+  struct StageMicrobatch {
+    terms::Microbatch mb;
+    double twin_tp = 0;
+  };
+  StageMicrobatch stage_microbatch(const Candidate& cand, const StageLayers& st, std::size_t s, StageTraffic& traffic,
+                                   const terms::LayerTimes& times, const Priced& priced, int variants,
+                                   const MemoUse& use) const;
+  struct Critical {
+    std::array<terms::Microbatch, 2> microbatch{};
+    std::array<double, 2> time_s = {-1, -1};  // the slowest micro-batch's, per variant
+    std::array<std::int64_t, 2> stage{};
+    terms::Tail tail;
+    double tail_s = -1;
+    void consider(StageMicrobatch m, std::int64_t stage, int variants);
+    void consider_tail(const terms::Tail& t, const StageTraffic& traffic, const Prices& prices, Prediction& r);
+  };
+  void assemble(const Critical& critical, std::size_t variant, Prediction& prediction) const;
   // The TP time of microbatch(): every message whole, and what tp_comm_overlap changes in it (the
   // overlapped messages' time behind their GEMMs instead of whole; with SP).
   static double tp_blocking_time(const StageTraffic& traffic, const Prices& prices);

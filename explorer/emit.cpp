@@ -141,100 +141,104 @@ std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
   return out;
 }
 
-std::string torchtitan_toml(const Layout& l, const Model& m, const Cluster& c) {
-  const std::int64_t world = c.world_size(), tp = l.tensor_model_parallel_size, cp = l.context_parallel_size,
-                     pp = l.pipeline_model_parallel_size, ep = l.expert_model_parallel_size,
-                     dp = l.data_parallel_size(world), vpp = l.virtual_pipeline_model_parallel_size;
-  std::string notes = header("torchtitan job config (TOML, v0.2.2 keys)", l, m, c);
-  std::vector<std::string> parallelism;
-  auto key = [&](const std::string& name, const std::string& value) { parallelism.push_back(name + " = " + value); };
-  auto quoted = [](const std::string& s) { return "\"" + s + "\""; };
+namespace {
 
-  // Data parallelism. torchtitan's mesh is pp, dp_replicate, dp_shard, cp, tp (outermost first);
-  // plain DDP only without TP/CP/PP/EP, else DP is FSDP2 (ZeRO-3) or HSDP.
+// A torchtitan config in the making: the [parallelism] keys in order, and the notes (TOML
+// comments) on what it cannot express as sax predicted it.
+struct TorchtitanConfig {
+  std::string notes;
+  std::vector<std::string> parallelism;
+  void key(const std::string& name, const std::string& value) { parallelism.push_back(name + " = " + value); }
+};
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// Data parallelism. torchtitan's mesh is pp, dp_replicate, dp_shard, cp, tp (outermost first);
+// plain DDP only without TP/CP/PP/EP, else DP is FSDP2 (ZeRO-3) or HSDP.
+void data_parallel_keys(const Layout& l, const Cluster& c, TorchtitanConfig& t) {
+  const std::int64_t tp = l.tensor_model_parallel_size, cp = l.context_parallel_size,
+                     pp = l.pipeline_model_parallel_size, ep = l.expert_model_parallel_size,
+                     dp = l.data_parallel_size(c.world_size());
   std::int64_t replicate = 1, shard = dp;
   const bool only_dp = tp == 1 && cp == 1 && pp == 1 && ep == 1;
   if (l.schedule.dp_sync == DpSync::hierarchical) {
     const std::int64_t r = dp_buildings(l, c);
     if (r > 1 && dp % r == 0 && dp / r > 1 && (dp / r * cp) % ep == 0) {
       replicate = r, shard = dp / r;
-      notes += "# DP sync hierarchical as HSDP: sharded inside each of the " + std::to_string(r) +
-               " buildings the DP group spans, replicated across\n";
+      t.notes += "# DP sync hierarchical as HSDP: sharded inside each of the " + std::to_string(r) +
+                 " buildings the DP group spans, replicated across\n";
     } else {
-      notes += "# DP sync hierarchical: torchtitan's HSDP cannot split this DP group by building; plain FSDP\n";
+      t.notes += "# DP sync hierarchical: torchtitan's HSDP cannot split this DP group by building; plain FSDP\n";
     }
   } else if (only_dp && !l.use_distributed_optimizer) {
     replicate = dp, shard = 1;
   }
   if (dp > 1 && replicate != dp)
-    notes += l.use_distributed_optimizer
-                 ? "# the distributed optimizer (ZeRO-1) becomes FSDP2, which also shards weights and gradients: "
-                   "weights all-gathered per layer, less memory than predicted\n"
-                 : "# replicated weights become FSDP2 (torchtitan's DDP is for pure DP only): weights all-gathered "
-                   "per layer, less memory than predicted\n";
+    t.notes += l.use_distributed_optimizer
+                   ? "# the distributed optimizer (ZeRO-1) becomes FSDP2, which also shards weights and gradients: "
+                     "weights all-gathered per layer, less memory than predicted\n"
+                   : "# replicated weights become FSDP2 (torchtitan's DDP is for pure DP only): weights all-gathered "
+                     "per layer, less memory than predicted\n";
   if (l.schedule.dp_sync == DpSync::blocking && dp > 1)
-    notes += "# DP sync blocking: torchtitan always overlaps gradient reduction with the backward pass\n";
-  key("data_parallel_replicate_degree", std::to_string(replicate));
-  key("data_parallel_shard_degree", std::to_string(shard));
-  key("tensor_parallel_degree", std::to_string(tp));
-  key("context_parallel_degree", std::to_string(cp));
-  key("pipeline_parallel_degree", std::to_string(pp));
-  if (pp > 1) {
-    const char* schedule = "1F1B";
-    if (l.schedule.pipeline == PipelineSchedule::gpipe) schedule = "GPipe";
-    if (l.schedule.pipeline == PipelineSchedule::interleaved) schedule = "Interleaved1F1B";
-    if (l.schedule.pipeline == PipelineSchedule::zero_bubble)
-      notes +=
-          "# schedule zero_bubble (ZB-H1, one stage per rank): torchtitan's zero-bubble schedules "
-          "(InterleavedZeroBubble, ZBVZeroBubble) need 2 or more stages per rank; 1F1B is the nearest\n";
-    key("pipeline_parallel_schedule", quoted(schedule));
-    key("pipeline_parallel_microbatch_size", std::to_string(l.micro_batch_size));
-    // torchtitan counts the embedding and the output as `*_less_layers` layers of the first and
-    // last virtual stage: give each stage the layers it holds here.
-    const std::vector<std::int64_t> stages = l.stage_layers(m);
-    const std::int64_t most = *std::max_element(stages.begin(), stages.end());
-    const bool middle_even =
-        std::all_of(stages.begin() + 1, stages.end() - 1, [&](std::int64_t n) { return n == most; });
-    const bool uneven = l.decoder_first_pipeline_num_layers > 0 || l.decoder_last_pipeline_num_layers > 0 ||
-                        !l.pipeline_model_parallel_layout.empty();
-    const std::int64_t less_first = l.account_for_embedding_in_pipeline_split ? 1 : 0,
-                       less_last = l.account_for_loss_in_pipeline_split ? 1 : 0;
-    if (vpp > 1 && !uneven && (less_first || less_last)) {
-      // Megatron's account_for_* is torchtitan's *_less_layers: one layer fewer in the first /
-      // last virtual stage of an even split that counts the embedding / loss.
-      key("pipeline_parallel_layers_per_stage", std::to_string((m.num_layers + less_first + less_last) / (pp * vpp)));
-      key("pipeline_parallel_first_stage_less_layers", std::to_string(less_first));
-      key("pipeline_parallel_last_stage_less_layers", std::to_string(less_last));
-    } else if (vpp == 1 && middle_even) {
-      key("pipeline_parallel_layers_per_stage", std::to_string(most));
-      key("pipeline_parallel_first_stage_less_layers", std::to_string(most - stages.front()));
-      key("pipeline_parallel_last_stage_less_layers", std::to_string(most - stages.back()));
-    } else if (vpp > 1 && !uneven) {
-      key("pipeline_parallel_layers_per_stage", std::to_string(m.num_layers / (pp * vpp)));
-      key("pipeline_parallel_first_stage_less_layers", "0");
-      key("pipeline_parallel_last_stage_less_layers", "0");
-    } else {
-      notes +=
-          "# stage split: torchtitan shortens only its first and last virtual stage, not a whole rank's "
-          "interleaved stages; set module_fqns_per_model_part by hand\n";
-    }
-  }
-  if (ep > 1) {
-    key("expert_parallel_degree", std::to_string(ep));
-    key("expert_tensor_parallel_degree", std::to_string(tp));  // Megatron's default: experts split as TP
-  }
-  // torchtitan's async TP (v0.2.2 job_config.py: "Whether to apply async tensor parallel
-  // (currently only effective when compile is enabled)") is its all-gather/reduce-scatter and
-  // matmul overlap, Megatron's --tp-comm-overlap; torchtitan/distributed/tensor_parallel.py
-  // refuses it without "model" in [compile] components, so that section comes with it.
-  const bool async_tp = l.tp_comm_overlap && tp > 1;
-  key("enable_async_tensor_parallel", async_tp ? "true" : "false");
+    t.notes += "# DP sync blocking: torchtitan always overlaps gradient reduction with the backward pass\n";
+  t.key("data_parallel_replicate_degree", std::to_string(replicate));
+  t.key("data_parallel_shard_degree", std::to_string(shard));
+}
 
+// torchtitan counts the embedding and the output as `*_less_layers` layers of the first and
+// last virtual stage: give each stage the layers it holds here.
+void stage_split_keys(const Layout& l, const Model& m, TorchtitanConfig& t) {
+  const std::int64_t pp = l.pipeline_model_parallel_size, vpp = l.virtual_pipeline_model_parallel_size;
+  const std::vector<std::int64_t> stages = l.stage_layers(m);
+  const std::int64_t most = *std::max_element(stages.begin(), stages.end());
+  const bool middle_even = std::all_of(stages.begin() + 1, stages.end() - 1, [&](std::int64_t n) { return n == most; });
+  const bool uneven = l.decoder_first_pipeline_num_layers > 0 || l.decoder_last_pipeline_num_layers > 0 ||
+                      !l.pipeline_model_parallel_layout.empty();
+  const std::int64_t less_first = l.account_for_embedding_in_pipeline_split ? 1 : 0,
+                     less_last = l.account_for_loss_in_pipeline_split ? 1 : 0;
+  if (vpp > 1 && !uneven && (less_first || less_last)) {
+    // Megatron's account_for_* is torchtitan's *_less_layers: one layer fewer in the first /
+    // last virtual stage of an even split that counts the embedding / loss.
+    t.key("pipeline_parallel_layers_per_stage", std::to_string((m.num_layers + less_first + less_last) / (pp * vpp)));
+    t.key("pipeline_parallel_first_stage_less_layers", std::to_string(less_first));
+    t.key("pipeline_parallel_last_stage_less_layers", std::to_string(less_last));
+  } else if (vpp == 1 && middle_even) {
+    t.key("pipeline_parallel_layers_per_stage", std::to_string(most));
+    t.key("pipeline_parallel_first_stage_less_layers", std::to_string(most - stages.front()));
+    t.key("pipeline_parallel_last_stage_less_layers", std::to_string(most - stages.back()));
+  } else if (vpp > 1 && !uneven) {
+    t.key("pipeline_parallel_layers_per_stage", std::to_string(m.num_layers / (pp * vpp)));
+    t.key("pipeline_parallel_first_stage_less_layers", "0");
+    t.key("pipeline_parallel_last_stage_less_layers", "0");
+  } else {
+    t.notes +=
+        "# stage split: torchtitan shortens only its first and last virtual stage, not a whole rank's "
+        "interleaved stages; set module_fqns_per_model_part by hand\n";
+  }
+}
+
+void pipeline_keys(const Layout& l, const Model& m, TorchtitanConfig& t) {
+  const char* schedule = "1F1B";
+  if (l.schedule.pipeline == PipelineSchedule::gpipe) schedule = "GPipe";
+  if (l.schedule.pipeline == PipelineSchedule::interleaved) schedule = "Interleaved1F1B";
+  if (l.schedule.pipeline == PipelineSchedule::zero_bubble)
+    t.notes +=
+        "# schedule zero_bubble (ZB-H1, one stage per rank): torchtitan's zero-bubble schedules "
+        "(InterleavedZeroBubble, ZBVZeroBubble) need 2 or more stages per rank; 1F1B is the nearest\n";
+  t.key("pipeline_parallel_schedule", quoted(schedule));
+  t.key("pipeline_parallel_microbatch_size", std::to_string(l.micro_batch_size));
+  stage_split_keys(l, m, t);
+}
+
+// What torchtitan takes from elsewhere or cannot place as the layout says.
+std::string torchtitan_caveats(const Layout& l, const Model& m, const Cluster& c) {
+  const std::int64_t world = c.world_size();
+  std::string notes;
   if (!(dense_order(l.order, l, world) == dense_order(Layout{}.order, l, world)) || ep_outside_dp(l, world))
     notes += "# rank order " + l.order_string() +
              ": torchtitan's device mesh places ranks tp-cp-dp-pp only (EP inside DP); it cannot express this "
              "order, so its groups will sit on other links than predicted\n";
-  if (tp > 1 && !l.sequence_parallel)
+  if (l.tensor_model_parallel_size > 1 && !l.sequence_parallel)
     notes += "# no sequence parallelism: torchtitan's TP always shards the norms' sequence (SP)\n";
   if (l.recompute_granularity == Recompute::selective)
     notes +=
@@ -242,15 +246,40 @@ std::string torchtitan_toml(const Layout& l, const Model& m, const Cluster& c) {
         "selective_ac_option \"op\"\n";
   notes += "# attention backend " + std::string(sax::to_string(resolved_attention_backend(l, m))) +
            ": torchtitan takes it from the model flavor (attn_type), not from this file\n";
-  notes += technology_note(l, c);
+  return notes + technology_note(l, c);
+}
+
+}  // namespace
+
+std::string torchtitan_toml(const Layout& l, const Model& m, const Cluster& c) {
+  const std::int64_t tp = l.tensor_model_parallel_size, pp = l.pipeline_model_parallel_size,
+                     ep = l.expert_model_parallel_size, dp = l.data_parallel_size(c.world_size());
+  TorchtitanConfig t;
+  t.notes = header("torchtitan job config (TOML, v0.2.2 keys)", l, m, c);
+  data_parallel_keys(l, c, t);
+  t.key("tensor_parallel_degree", std::to_string(tp));
+  t.key("context_parallel_degree", std::to_string(l.context_parallel_size));
+  t.key("pipeline_parallel_degree", std::to_string(pp));
+  if (pp > 1) pipeline_keys(l, m, t);
+  if (ep > 1) {
+    t.key("expert_parallel_degree", std::to_string(ep));
+    t.key("expert_tensor_parallel_degree", std::to_string(tp));  // Megatron's default: experts split as TP
+  }
+  // torchtitan's async TP (v0.2.2 job_config.py: "Whether to apply async tensor parallel
+  // (currently only effective when compile is enabled)") is its all-gather/reduce-scatter and
+  // matmul overlap, Megatron's --tp-comm-overlap; torchtitan/distributed/tensor_parallel.py
+  // refuses it without "model" in [compile] components, so that section comes with it.
+  const bool async_tp = l.tp_comm_overlap && tp > 1;
+  t.key("enable_async_tensor_parallel", async_tp ? "true" : "false");
+  t.notes += torchtitan_caveats(l, m, c);
 
   // With PP a rank's whole batch goes through the schedule in micro-batches; without, torchtitan
   // accumulates gradients over global / (local × DP) steps of local_batch_size.
   const std::int64_t local = pp > 1 ? m.global_batch_size / dp : l.micro_batch_size;
-  std::string out = notes + "\n[training]\nlocal_batch_size = " + std::to_string(local) +
+  std::string out = t.notes + "\n[training]\nlocal_batch_size = " + std::to_string(local) +
                     "\nglobal_batch_size = " + std::to_string(m.global_batch_size) +
                     "\nseq_len = " + std::to_string(m.seq_length) + "\n\n[parallelism]\n";
-  for (const auto& p : parallelism) out += p + "\n";
+  for (const auto& p : t.parallelism) out += p + "\n";
   out += std::string("\n[activation_checkpoint]\nmode = ") + quoted(sax::to_string(l.recompute_granularity)) + "\n";
   if (l.recompute_granularity == Recompute::selective) out += "selective_ac_option = \"op\"\n";
   // As torchtitan's llama3_405b.toml (v0.2.2) sets it beside enable_async_tensor_parallel = true.

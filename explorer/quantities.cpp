@@ -11,10 +11,10 @@ ModelConsts ModelConsts::of(const Model& m) {
   c.f = static_cast<double>(m.ffn_hidden_size);
   c.fe = static_cast<double>(m.moe_ffn_hidden_size);
   c.w = m.swiglu ? 3.0 : 2.0;
-  c.E = static_cast<double>(m.num_experts);
-  c.k = static_cast<double>(m.is_moe() ? m.moe_router_topk : 0);
+  c.experts = static_cast<double>(m.num_experts);
+  c.top_k = static_cast<double>(m.is_moe() ? m.moe_router_topk : 0);
   c.V = static_cast<double>(m.vocab_size);
-  c.e = dtype_bytes(m.dtype);
+  c.element_bytes = dtype_bytes(m.dtype);
   c.heads = static_cast<double>(m.num_attention_heads);
   c.layer_dense_params = m.dense_layer_params();
   c.moe_nonexpert_params = m.moe_layer_nonexpert_params();

@@ -13,7 +13,12 @@ namespace sax::explorer {
 
 // What depends on the model only.
 struct ModelConsts {
-  double h = 0, s = 0, q = 0, kv = 0, f = 0, fe = 0, w = 2, E = 0, k = 0, V = 0, e = 2, heads = 0;
+  // The model's figures under workload/README.md's letters (hidden, sequence, query and KV widths,
+  // FFN and expert FFN widths, MLP matrices, vocabulary).
+  double h = 0, s = 0, q = 0, kv = 0, f = 0, fe = 0, w = 2, V = 0, heads = 0;
+  double experts = 0;               // E: experts per MoE layer (0 for a dense model)
+  double top_k = 0;                 // k: experts each token is routed to (0 for a dense model)
+  double element_bytes = 2;         // e: bytes per element of the model's dtype
   double layer_dense_params = 0;    // a dense layer (attention, norms, MLP)
   double moe_nonexpert_params = 0;  // an MoE layer without its experts (attention, norms, router)
   double expert_params = 0;         // one expert's MLP
@@ -45,16 +50,16 @@ struct MicroShape {
     MicroShape x;
     const double t = static_cast<double>(tp);
     x.T = static_cast<double>(mbs) * c.s / static_cast<double>(cp);
-    x.A = x.T * c.h * c.e;
-    x.KVb = 2.0 * x.T * (c.kv / t) * c.e;
-    x.D = (x.T / t) * c.k * c.h * c.e;
-    x.P = x.T * c.h * c.e / (sp && tp > 1 ? t : 1.0);
+    x.A = x.T * c.h * c.element_bytes;
+    x.KVb = 2.0 * x.T * (c.kv / t) * c.element_bytes;
+    x.D = (x.T / t) * c.top_k * c.h * c.element_bytes;
+    x.P = x.T * c.h * c.element_bytes / (sp && tp > 1 ? t : 1.0);
     x.qkv = 2.0 * x.T * c.h * (c.q + 2 * c.kv) / t;
     x.attention = 4.0 * x.T * c.s * c.q / t;
     x.out = 2.0 * x.T * c.q * c.h / t;
     x.mlp = 2.0 * x.T * c.w * c.h * c.f / t;
-    x.router = 2.0 * x.T * c.h * c.E / t;
-    x.experts = 2.0 * x.T * c.k * c.w * c.h * c.fe / t;
+    x.router = 2.0 * x.T * c.h * c.experts / t;
+    x.experts = 2.0 * x.T * c.top_k * c.w * c.h * c.fe / t;
     x.logits = 2.0 * x.T * c.h * c.V / t;
     return x;
   }
@@ -88,7 +93,7 @@ inline StageParams stage_params(const ModelConsts& c, const StageLayers& st, std
   p.dense =
       p.edge +
       (static_cast<double>(st.dense) * c.layer_dense_params + static_cast<double>(st.moe) * c.moe_nonexpert_params) / t;
-  p.expert = static_cast<double>(st.moe) * (c.E / static_cast<double>(ep)) * c.expert_params / t;
+  p.expert = static_cast<double>(st.moe) * (c.experts / static_cast<double>(ep)) * c.expert_params / t;
   return p;
 }
 

@@ -381,6 +381,108 @@ SearchSpace measure(const std::vector<Shape>& all, const Model& m, std::size_t t
                    std::to_string(size) + " values (the others: " + others + "): narrow it, or raise --max-candidates");
 }
 
+// One thread's share of the search: what the candidates it is handed share (Visit), kept between
+// them: the prices of their traffic, whether their memory fits, the cost model's memo.
+class Worker {
+ public:
+  Worker(const CostModel& cm, std::size_t slots, TopN& top, Counters& counts)
+      : cm_(cm), priced_(slots), priced_base_(slots, ~std::uint64_t{0}), memo_(slots), top_(top), n_(counts) {}
+
+  bool visit(const Candidate& cand, const PipelineSplit& split, const Visit& v) {
+    const bool second = have_twin_ && cand.tp_comm_overlap && twin_ == Twin::of(cand, v);
+    have_twin_ = false;
+    ++n_.evaluated;
+    if (v.first_of_memory_group) memory_ = cm_.fit(cand, split);
+    if (!memory_.feasible) {
+      ++n_.pruned_mem;
+      return true;
+    }
+    if (priced_base_[v.slot] != v.base) {
+      cm_.price(cand, *v.placement, priced_[v.slot]);
+      priced_base_[v.slot] = v.base;
+    }
+    const Prediction* p = &pair_[1];
+    if (!second && cand.sequence_parallel() && !cand.tp_comm_overlap) {
+      pair_[0] = memory_;
+      cm_.time_tp_overlap(cand, split, priced_[v.slot], pair_, &memo_, v.slot, v.tail);
+      twin_ = Twin::of(cand, v);
+      have_twin_ = true;
+      p = &pair_[0];
+    } else if (!second) {
+      one_ = memory_;
+      cm_.time(cand, split, priced_[v.slot], one_, &memo_, v.slot, v.tail);
+      p = &one_;
+    }
+    ++n_.feasible;
+    top_.offer(cand, *p);
+    return true;
+  }
+
+ private:
+  const CostModel& cm_;
+  std::vector<CostModel::Priced> priced_;
+  std::vector<std::uint64_t> priced_base_;
+  CostModel::Memo memo_;
+  Prediction memory_, one_;
+  // A candidate with SP comes with tp_comm_overlap off and, in the very next call, on (the
+  // innermost loop of for_each_candidate): the first's time prices both, the second takes it.
+  std::array<Prediction, 2> pair_;
+  Twin twin_;
+  bool have_twin_ = false;
+  TopN& top_;
+  Counters& n_;
+};
+
+// work(t) for t in [0, threads), work(0) on this thread. An error in any thread (the cost model's
+// final guard, check_figures) calls `stop` (the others take no more work) and is thrown here,
+// where the caller can catch it: escaping a thread would terminate the program.
+template <typename Work, typename Stop>
+void run_threads(int threads, Work&& work, Stop&& stop) {
+  std::exception_ptr failed;
+  std::mutex failed_mutex;
+  auto guarded = [&](int t) {
+    try {
+      work(t);
+    } catch (...) {
+      stop();
+      std::lock_guard<std::mutex> lock(failed_mutex);
+      if (!failed) failed = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(guarded, t);
+  guarded(0);
+  for (auto& th : pool) th.join();
+  if (failed) std::rethrow_exception(failed);
+}
+
+// The threads' best and counts as one result, equal times in a fixed order (threads finish in
+// any order).
+void merge_threads(const std::vector<TopN>& tops, const std::vector<Counters>& counts, std::size_t top,
+                   SearchResult& res) {
+  TopN merged{top, {}};
+  for (std::size_t t = 0; t < tops.size(); ++t) {
+    for (const auto& r : tops[t].v) merged.offer(r.candidate, r.prediction);
+    res.generated += counts[t].generated;
+    res.pruned_divisibility += counts[t].pruned_div;
+    res.pruned_memory += counts[t].pruned_mem;
+    res.evaluated += counts[t].evaluated;
+    res.feasible += counts[t].feasible;
+  }
+  res.top = std::move(merged.v);
+  std::stable_sort(res.top.begin(), res.top.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.prediction.step_time_s != b.prediction.step_time_s)
+      return a.prediction.step_time_s < b.prediction.step_time_s;
+    const Candidate &x = a.candidate, &y = b.candidate;
+    return std::tie(x.tp, x.cp, x.ep, x.pp, x.vpp, x.mbs, x.first_layers, x.last_layers, x.account_embedding,
+                    x.account_loss, x.pipeline, x.dp_sync, x.recompute, x.sp, x.distributed_optimizer,
+                    x.tp_comm_overlap, x.order,
+                    x.technology) < std::tie(y.tp, y.cp, y.ep, y.pp, y.vpp, y.mbs, y.first_layers, y.last_layers,
+                                             y.account_embedding, y.account_loss, y.pipeline, y.dp_sync, y.recompute,
+                                             y.sp, y.distributed_optimizer, y.tp_comm_overlap, y.order, y.technology);
+  });
+}
+
 }  // namespace
 
 std::pair<std::string, std::int64_t> SearchSpace::largest() const {
@@ -437,94 +539,19 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
   int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = std::max(1, std::min<int>(threads, static_cast<int>(items.size())));
   res.threads = threads;
+  const auto top = static_cast<std::size_t>(std::max(1, o.top));
   std::atomic<std::size_t> next{0};
-  std::vector<TopN> tops(static_cast<std::size_t>(threads), TopN{static_cast<std::size_t>(std::max(1, o.top)), {}});
+  std::vector<TopN> tops(static_cast<std::size_t>(threads), TopN{top, {}});
   std::vector<Counters> counts(static_cast<std::size_t>(threads));
   auto work = [&](int t) {
-    TopN& top = tops[t];
-    Counters& n = counts[t];
-    // What candidates share (Visit): the prices of their traffic, and whether their memory fits.
-    std::vector<CostModel::Priced> priced(slots(techs));
-    std::vector<std::uint64_t> priced_base(priced.size(), ~std::uint64_t{0});
-    CostModel::Memo memo(priced.size());
-    Prediction memory, one;
-    // A candidate with SP comes with tp_comm_overlap off and, in the very next call, on (the
-    // innermost loop of for_each_candidate): the first's time prices both, the second takes it.
-    std::array<Prediction, 2> pair;
-    Twin twin;
-    bool have_twin = false;
+    Worker w(cm, slots(techs), tops[t], counts[t]);
     for (std::size_t i; (i = next.fetch_add(1)) < items.size();)
-      for_each_candidate(all[items[i].first], cl, m, techs, n, items[i].second,
-                         [&](const Candidate& cand, const PipelineSplit& split, const Visit& v) {
-                           const bool second = have_twin && cand.tp_comm_overlap && twin == Twin::of(cand, v);
-                           have_twin = false;
-                           ++n.evaluated;
-                           if (v.first_of_memory_group) memory = cm.fit(cand, split);
-                           if (!memory.feasible) {
-                             ++n.pruned_mem;
-                             return true;
-                           }
-                           if (priced_base[v.slot] != v.base) {
-                             cm.price(cand, *v.placement, priced[v.slot]);
-                             priced_base[v.slot] = v.base;
-                           }
-                           const Prediction* p = &pair[1];
-                           if (!second && cand.sequence_parallel() && !cand.tp_comm_overlap) {
-                             pair[0] = memory;
-                             cm.time_tp_overlap(cand, split, priced[v.slot], pair, &memo, v.slot, v.tail);
-                             twin = Twin::of(cand, v);
-                             have_twin = true;
-                             p = &pair[0];
-                           } else if (!second) {
-                             one = memory;
-                             cm.time(cand, split, priced[v.slot], one, &memo, v.slot, v.tail);
-                             p = &one;
-                           }
-                           ++n.feasible;
-                           top.offer(cand, *p);
-                           return true;
-                         });
+      for_each_candidate(
+          all[items[i].first], cl, m, techs, counts[t], items[i].second,
+          [&w](const Candidate& cand, const PipelineSplit& split, const Visit& v) { return w.visit(cand, split, v); });
   };
-  // An error in any thread (the cost model's final guard, check_figures) stops them all and is
-  // thrown here, where the caller can catch it: escaping a thread would terminate the program.
-  std::exception_ptr failed;
-  std::mutex failed_mutex;
-  auto guarded = [&](int t) {
-    try {
-      work(t);
-    } catch (...) {
-      next.store(items.size());  // the others take no more work
-      std::lock_guard<std::mutex> lock(failed_mutex);
-      if (!failed) failed = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(guarded, t);
-  guarded(0);
-  for (auto& th : pool) th.join();
-  if (failed) std::rethrow_exception(failed);
-  TopN merged{static_cast<std::size_t>(std::max(1, o.top)), {}};
-  for (std::size_t t = 0; t < tops.size(); ++t) {
-    for (const auto& r : tops[t].v) merged.offer(r.candidate, r.prediction);
-    res.generated += counts[t].generated;
-    res.pruned_divisibility += counts[t].pruned_div;
-    res.pruned_memory += counts[t].pruned_mem;
-    res.evaluated += counts[t].evaluated;
-    res.feasible += counts[t].feasible;
-  }
-  res.top = std::move(merged.v);
-  // Equal times in a fixed order (threads finish in any order).
-  std::stable_sort(res.top.begin(), res.top.end(), [](const Ranked& a, const Ranked& b) {
-    if (a.prediction.step_time_s != b.prediction.step_time_s)
-      return a.prediction.step_time_s < b.prediction.step_time_s;
-    const Candidate &x = a.candidate, &y = b.candidate;
-    return std::tie(x.tp, x.cp, x.ep, x.pp, x.vpp, x.mbs, x.first_layers, x.last_layers, x.account_embedding,
-                    x.account_loss, x.pipeline, x.dp_sync, x.recompute, x.sp, x.distributed_optimizer,
-                    x.tp_comm_overlap, x.order,
-                    x.technology) < std::tie(y.tp, y.cp, y.ep, y.pp, y.vpp, y.mbs, y.first_layers, y.last_layers,
-                                             y.account_embedding, y.account_loss, y.pipeline, y.dp_sync, y.recompute,
-                                             y.sp, y.distributed_optimizer, y.tp_comm_overlap, y.order, y.technology);
-  });
+  run_threads(threads, work, [&] { next.store(items.size()); });
+  merge_threads(tops, counts, top, res);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

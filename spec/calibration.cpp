@@ -116,6 +116,79 @@ json curve_json(const EfficiencyCurve& c) {
 
 }  // namespace
 
+// read_calibration's phases, each one object of the file, in the order they are read (the first
+// fault found is the one said).
+static CalibrationProvenance read_provenance(Fields p, const std::string& file) {
+  CalibrationProvenance provenance;
+  provenance.cluster = p.string("cluster");
+  provenance.backend = *parse_backend(p.choice("backend", {"cpu", "cuda"}));
+  provenance.emulation = p.string("emulation", "");
+  provenance.date = p.string("date", "");
+  provenance.tool = p.string("tool", "");
+  provenance.cluster_hash = p.string("cluster_hash", "");
+  provenance.sax_version = p.string("sax_version", "");
+  provenance.library = p.string("library", "");
+  if (const json* hosts = p.optional("hosts")) {
+    if (!hosts->is_array()) p.fail("hosts", "an array of host names");
+    for (std::size_t i = 0; i < hosts->size(); ++i) {
+      if (!(*hosts)[i].is_string()) throw InputError(file, json_path(p.path_of("hosts"), i), "a host name");
+      provenance.hosts.push_back((*hosts)[i].get<std::string>());
+    }
+  }
+  p.allow("comment");
+  p.finish();
+  return provenance;
+}
+
+// α and β per link class and op.
+static void read_link_fits(Fields l, const std::string& file, Calibration& c) {
+  for (LinkClass lc : kLinkClasses) {
+    const json* cls = l.optional(link_class_name(lc));
+    if (!cls) continue;
+    Fields ops(*cls, file, l.path_of(link_class_name(lc)));
+    for (CollOp op : kPricedCollOps) {
+      const json* e = ops.optional(to_string(op));
+      if (!e) continue;
+      Fields ab(*e, file, ops.path_of(to_string(op)));
+      AlphaBeta v;
+      v.alpha_us = ab.quantity("alpha_us", Quantity::latency);
+      v.beta_ns_per_byte = ab.quantity("beta_ns_per_byte", Quantity::inverse_bandwidth);
+      v.fit = read_fit(ab);
+      ab.finish();
+      c.links[static_cast<int>(lc)][static_cast<int>(op)] = v;
+    }
+    ops.finish();
+  }
+  l.finish();
+}
+
+static void read_compute(Fields k, Calibration& c) {
+  if (k.has("gemm"))
+    c.gemm = read_curve(k, "gemm");
+  else
+    k.allow("gemm");
+  if (k.has("attention"))
+    c.attention = read_curve(k, "attention");
+  else
+    k.allow("attention");
+  if (k.has("hbm_efficiency")) {
+    c.hbm_efficiency = k.quantity("hbm_efficiency", Quantity::efficiency);
+  } else {
+    k.allow("hbm_efficiency");
+  }
+  k.finish();
+}
+
+static Oversubscription read_oversubscription(Fields g) {
+  Oversubscription v;
+  v.value = g.quantity("value", Quantity::oversubscription);
+  v.alone_us = g.quantity("alone_us", Quantity::measured_time);
+  v.together_us = g.quantity("together_us", Quantity::measured_time);
+  v.samples = g.integer("samples", 1);
+  g.finish();
+  return v;
+}
+
 Calibration read_calibration(const json& value, const std::string& file) {
   Fields f(value, file, "");
   f.choice("kind", {"calibration"}, "calibration");  // a file of another kind is refused wherever it is read
@@ -125,78 +198,15 @@ Calibration read_calibration(const json& value, const std::string& file) {
   const std::int64_t version = f.integer("version", 1);
   if (version != 1) f.fail("version", "1 (the only calibration format so far), got " + std::to_string(version));
   c.version = static_cast<int>(version);
-  {
-    Fields p(f.object("provenance"), file, f.path_of("provenance"));
-    c.provenance.cluster = p.string("cluster");
-    c.provenance.backend = *parse_backend(p.choice("backend", {"cpu", "cuda"}));
-    c.provenance.emulation = p.string("emulation", "");
-    c.provenance.date = p.string("date", "");
-    c.provenance.tool = p.string("tool", "");
-    c.provenance.cluster_hash = p.string("cluster_hash", "");
-    c.provenance.sax_version = p.string("sax_version", "");
-    c.provenance.library = p.string("library", "");
-    if (const json* hosts = p.optional("hosts")) {
-      if (!hosts->is_array()) p.fail("hosts", "an array of host names");
-      for (std::size_t i = 0; i < hosts->size(); ++i) {
-        if (!(*hosts)[i].is_string()) throw InputError(file, json_path(p.path_of("hosts"), i), "a host name");
-        c.provenance.hosts.push_back((*hosts)[i].get<std::string>());
-      }
-    }
-    p.allow("comment");
-    p.finish();
-  }
-  if (const json* links = f.optional("links")) {
-    Fields l(*links, file, f.path_of("links"));
-    for (LinkClass lc : kLinkClasses) {
-      const json* cls = l.optional(link_class_name(lc));
-      if (!cls) continue;
-      Fields ops(*cls, file, l.path_of(link_class_name(lc)));
-      for (CollOp op : kPricedCollOps) {
-        const json* e = ops.optional(to_string(op));
-        if (!e) continue;
-        Fields ab(*e, file, ops.path_of(to_string(op)));
-        AlphaBeta v;
-        v.alpha_us = ab.quantity("alpha_us", Quantity::latency);
-        v.beta_ns_per_byte = ab.quantity("beta_ns_per_byte", Quantity::inverse_bandwidth);
-        v.fit = read_fit(ab);
-        ab.finish();
-        c.links[static_cast<int>(lc)][static_cast<int>(op)] = v;
-      }
-      ops.finish();
-    }
-    l.finish();
-  }
-  if (const json* compute = f.optional("compute")) {
-    Fields k(*compute, file, f.path_of("compute"));
-    if (k.has("gemm"))
-      c.gemm = read_curve(k, "gemm");
-    else
-      k.allow("gemm");
-    if (k.has("attention"))
-      c.attention = read_curve(k, "attention");
-    else
-      k.allow("attention");
-    if (k.has("hbm_efficiency")) {
-      c.hbm_efficiency = k.quantity("hbm_efficiency", Quantity::efficiency);
-    } else {
-      k.allow("hbm_efficiency");
-    }
-    k.finish();
-  }
+  c.provenance = read_provenance(Fields(f.object("provenance"), file, f.path_of("provenance")), file);
+  if (const json* links = f.optional("links")) read_link_fits(Fields(*links, file, f.path_of("links")), file, c);
+  if (const json* compute = f.optional("compute")) read_compute(Fields(*compute, file, f.path_of("compute")), c);
   if (f.has("overlap_slowdown"))
     c.overlap_slowdown = f.quantity("overlap_slowdown", Quantity::overlap_slowdown);
   else
     f.allow("overlap_slowdown");
-  if (const json* o = f.optional("cross_oversubscription")) {
-    Fields g(*o, file, f.path_of("cross_oversubscription"));
-    Oversubscription v;
-    v.value = g.quantity("value", Quantity::oversubscription);
-    v.alone_us = g.quantity("alone_us", Quantity::measured_time);
-    v.together_us = g.quantity("together_us", Quantity::measured_time);
-    v.samples = g.integer("samples", 1);
-    g.finish();
-    c.cross_oversubscription = v;
-  }
+  if (const json* o = f.optional("cross_oversubscription"))
+    c.cross_oversubscription = read_oversubscription(Fields(*o, file, f.path_of("cross_oversubscription")));
   if (const json* points = f.optional("points")) {
     if (!points->is_array()) f.fail("points", "an array of the raw measurements");
     c.points = *points;

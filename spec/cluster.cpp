@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iterator>
 #include <set>
+#include <utility>
 
 namespace sax {
 
@@ -241,19 +242,31 @@ static std::vector<int> read_building_names(Fields& f, const std::string& key, c
   return out;
 }
 
-bool nvlink_sharp_by_name(const std::string& name) {
+GpuKind gpu_kind(const std::string& name) {
   auto has = [&name](const char* word) { return name.find(word) != std::string::npos; };
-  return (has("H100") || has("H200") || has("B200")) && (has("SXM") || has("HGX") || has("DGX"));
+  constexpr std::pair<const char*, GpuGeneration> kNames[] = {{"A100", GpuGeneration::a100},
+                                                              {"H100", GpuGeneration::h100},
+                                                              {"H200", GpuGeneration::h200},
+                                                              {"B200", GpuGeneration::b200}};
+  GpuKind k;
+  for (const auto& [word, generation] : kNames)
+    if (has(word)) {
+      k.generation = generation;
+      break;
+    }
+  k.sxm = has("SXM") || has("HGX") || has("DGX");
+  k.pcie = has("PCIe");
+  return k;
 }
 
-Cluster read_cluster(const json& value, const std::string& file) {
-  Fields f(value, file, "");
-  f.choice("kind", {"cluster"}, "cluster");  // a file of another kind is refused wherever it is read
-  f.allow("comment");
-  Cluster c;
-  c.name = f.name("name");
-  c.backend = *parse_backend(f.choice("backend", {"cpu", "cuda"}, "cpu"));
+bool nvlink_sharp_by_name(const std::string& name) {
+  const GpuKind k = gpu_kind(name);
+  return (k.hopper() || k.generation == GpuGeneration::b200) && k.sxm;
+}
 
+// read_cluster's phases, in the order its fields are read (the first fault found is the one said).
+// The buildings, each named once; returns their nodes (at most kMaxSize).
+static std::int64_t read_buildings(Fields& f, const std::string& file, Cluster& c) {
   const json& buildings = f.array("buildings");
   if (buildings.empty()) f.fail("buildings", "at least one building");
   std::set<std::string> names;
@@ -275,6 +288,10 @@ Cluster read_cluster(const json& value, const std::string& file) {
       throw InputError(file, b.path_of("name"), "a building name used once, got \"" + bl.name + "\" twice");
     c.buildings.push_back(bl);
   }
+  return total_nodes;
+}
+
+static void read_devices_per_node(Fields& f, Cluster& c, std::int64_t total_nodes) {
   // An int in Cluster (at most 2^20); the world size (nodes × devices_per_node) in its row.
   c.devices_per_node = static_cast<int>(f.count("devices_per_node", Quantity::devices_per_node));
   // Each building's ranks (its nodes x its devices per node, each factor <= 2^40 and 2^20) summed
@@ -286,8 +303,64 @@ Cluster read_cluster(const json& value, const std::string& file) {
       f.fail("devices_per_node", describe(bound(Quantity::world_size)) + ", got " + std::to_string(total_nodes) +
                                      " nodes x " + std::to_string(c.devices_per_node) + " (with the buildings' own)");
   }
-  c.device = read_device(f, "device", file);
+}
 
+// The cross-building link under each network technology the cluster offers.
+static void read_technologies(Fields& f, const json* techs, const std::string& file, Cluster& c) {
+  if (!techs->is_array()) f.fail("network_technologies", "an array, got " + json_type_name(*techs));
+  // Each technology multiplies explore's candidates: bounded before any is read.
+  if (const Bound& most = bound(Quantity::technologies); !within(most, static_cast<double>(techs->size())))
+    f.fail("network_technologies", "at most " + std::to_string(static_cast<std::int64_t>(most.max)) +
+                                       " technologies (each one multiplies explore's candidates), got " +
+                                       std::to_string(techs->size()));
+  std::set<std::string> tnames;
+  for (std::size_t i = 0; i < techs->size(); ++i) {
+    std::string path = json_path(f.path_of("network_technologies"), i);
+    Fields t((*techs)[i], file, path);
+    NetworkTechnology nt;
+    nt.name = t.name("name");
+    nt.description = t.string("description", "");
+    nt.link = read_link(t, "cross_building", file);
+    if (t.has("buildings")) nt.buildings = read_building_names(t, "buildings", c.buildings);
+    t.finish();
+    if (!tnames.insert(nt.name).second)
+      throw InputError(file, t.path_of("name"), "a technology name used once, got \"" + nt.name + "\" twice");
+    c.network_technologies.push_back(nt);
+  }
+}
+
+// Links between given buildings that differ from the cluster's cross-building link.
+static void read_building_links(Fields& f, const json* links, const std::string& file, Cluster& c) {
+  if (!links->is_array()) f.fail("building_links", "an array, got " + json_type_name(*links));
+  std::set<std::pair<int, int>> pairs;
+  for (std::size_t i = 0; i < links->size(); ++i) {
+    Fields l((*links)[i], file, json_path(f.path_of("building_links"), i));
+    BuildingLink bl;
+    bl.buildings = read_building_names(l, "buildings", c.buildings);
+    bl.link = read_link_fields(l);
+    l.finish();
+    for (std::size_t a = 0; a < bl.buildings.size(); ++a)
+      for (std::size_t b = a + 1; b < bl.buildings.size(); ++b) {
+        const auto pair = std::minmax(bl.buildings[a], bl.buildings[b]);
+        if (!pairs.insert({pair.first, pair.second}).second)
+          l.fail("buildings", "each pair of buildings in one entry, got " +
+                                  c.buildings[static_cast<std::size_t>(pair.first)].name + " and " +
+                                  c.buildings[static_cast<std::size_t>(pair.second)].name + " again");
+      }
+    c.building_links.push_back(bl);
+  }
+}
+
+Cluster read_cluster(const json& value, const std::string& file) {
+  Fields f(value, file, "");
+  f.choice("kind", {"cluster"}, "cluster");  // a file of another kind is refused wherever it is read
+  f.allow("comment");
+  Cluster c;
+  c.name = f.name("name");
+  c.backend = *parse_backend(f.choice("backend", {"cpu", "cuda"}, "cpu"));
+  const std::int64_t total_nodes = read_buildings(f, file, c);
+  read_devices_per_node(f, c, total_nodes);
+  c.device = read_device(f, "device", file);
   {
     Fields links(f.object("links"), file, f.path_of("links"));
     c.intra_node = read_link(links, "intra_node", file);
@@ -295,49 +368,8 @@ Cluster read_cluster(const json& value, const std::string& file) {
     c.cross_building = read_link(links, "cross_building", file);
     links.finish();
   }
-
-  if (const json* techs = f.optional("network_technologies")) {
-    if (!techs->is_array()) f.fail("network_technologies", "an array, got " + json_type_name(*techs));
-    // Each technology multiplies explore's candidates: bounded before any is read.
-    if (const Bound& most = bound(Quantity::technologies); !within(most, static_cast<double>(techs->size())))
-      f.fail("network_technologies", "at most " + std::to_string(static_cast<std::int64_t>(most.max)) +
-                                         " technologies (each one multiplies explore's candidates), got " +
-                                         std::to_string(techs->size()));
-    std::set<std::string> tnames;
-    for (std::size_t i = 0; i < techs->size(); ++i) {
-      std::string path = json_path(f.path_of("network_technologies"), i);
-      Fields t((*techs)[i], file, path);
-      NetworkTechnology nt;
-      nt.name = t.name("name");
-      nt.description = t.string("description", "");
-      nt.link = read_link(t, "cross_building", file);
-      if (t.has("buildings")) nt.buildings = read_building_names(t, "buildings", c.buildings);
-      t.finish();
-      if (!tnames.insert(nt.name).second)
-        throw InputError(file, t.path_of("name"), "a technology name used once, got \"" + nt.name + "\" twice");
-      c.network_technologies.push_back(nt);
-    }
-  }
-  if (const json* links = f.optional("building_links")) {
-    if (!links->is_array()) f.fail("building_links", "an array, got " + json_type_name(*links));
-    std::set<std::pair<int, int>> pairs;
-    for (std::size_t i = 0; i < links->size(); ++i) {
-      Fields l((*links)[i], file, json_path(f.path_of("building_links"), i));
-      BuildingLink bl;
-      bl.buildings = read_building_names(l, "buildings", c.buildings);
-      bl.link = read_link_fields(l);
-      l.finish();
-      for (std::size_t a = 0; a < bl.buildings.size(); ++a)
-        for (std::size_t b = a + 1; b < bl.buildings.size(); ++b) {
-          const auto pair = std::minmax(bl.buildings[a], bl.buildings[b]);
-          if (!pairs.insert({pair.first, pair.second}).second)
-            l.fail("buildings", "each pair of buildings in one entry, got " +
-                                    c.buildings[static_cast<std::size_t>(pair.first)].name + " and " +
-                                    c.buildings[static_cast<std::size_t>(pair.second)].name + " again");
-        }
-      c.building_links.push_back(bl);
-    }
-  }
+  if (const json* techs = f.optional("network_technologies")) read_technologies(f, techs, file, c);
+  if (const json* links = f.optional("building_links")) read_building_links(f, links, file, c);
   f.finish();
   return c;
 }

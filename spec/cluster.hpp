@@ -170,6 +170,18 @@ std::string boundary_pacing_key(const Cluster& cluster, const std::string& techn
 // pacing state before the job makes it): 63 random bits from the kernel.
 std::int64_t random_job_id();
 
+// The GPU generation a device name says, and its board: the one reading of a name that the
+// datasheet defaults (NVLink generation and SHARP, published matmul and attention figures) key
+// on. `unknown` for the CPU testbed's devices and parts no default covers.
+enum class GpuGeneration { unknown, a100, h100, h200, b200 };
+struct GpuKind {
+  GpuGeneration generation = GpuGeneration::unknown;  // "GH200" reads as h200, "GB200" as b200
+  bool sxm = false;                                   // "SXM", "HGX" or "DGX" in the name
+  bool pcie = false;                                  // "PCIe" in the name
+  bool hopper() const { return generation == GpuGeneration::h100 || generation == GpuGeneration::h200; }
+};
+GpuKind gpu_kind(const std::string& device_name);
+
 // Third-generation NVSwitch (HGX/DGX H100, H200) and later have NVLink SHARP; A100's and PCIe
 // parts have not: true for an H100, H200 or B200 name that says SXM, HGX or DGX.
 bool nvlink_sharp_by_name(const std::string& device_name);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <sstream>
 
 #include "spec/pipeline_layout.hpp"
@@ -279,12 +280,8 @@ static std::array<Dim, 5> parse_order(Fields& f) {
 [[noreturn]] static void fail_rule(LayoutRule rule, const Layout& l, const Model* m, std::int64_t world,
                                    const std::string& cluster_name, const std::string& file);
 
-Layout read_layout(const json& value, const std::string& file) {
-  Fields f(value, file, "");
-  f.choice("kind", {"layout"}, "layout");  // a file of another kind is refused wherever it is read
-  f.allow("comment");
-  f.name("name", "");  // a label only, but a printable one
-  Layout l;
+// read_layout's phases, in the order its fields are read (the first fault found is the one said).
+static void read_parallelism(Fields& f, Layout& l) {
   l.tensor_model_parallel_size = f.count("tensor_model_parallel_size", Quantity::degree, 1);
   l.pipeline_model_parallel_size = f.count("pipeline_model_parallel_size", Quantity::degree, 1);
   l.context_parallel_size = f.count("context_parallel_size", Quantity::degree, 1);
@@ -304,6 +301,9 @@ Layout read_layout(const json& value, const std::string& file) {
                                                 {"local", AttentionBackend::local},
                                                 {"auto", AttentionBackend::auto_}},
                                                AttentionBackend::auto_);
+}
+
+static void read_pipeline_split(Fields& f, Layout& l) {
   l.decoder_first_pipeline_num_layers = f.count("decoder_first_pipeline_num_layers", Quantity::degree, 0);
   l.decoder_last_pipeline_num_layers = f.count("decoder_last_pipeline_num_layers", Quantity::degree, 0);
   l.account_for_embedding_in_pipeline_split = f.boolean("account_for_embedding_in_pipeline_split", false);
@@ -318,23 +318,26 @@ Layout read_layout(const json& value, const std::string& file) {
     if (stages % l.pipeline_model_parallel_size == 0 && stages > 0)
       l.virtual_pipeline_model_parallel_size = stages / l.pipeline_model_parallel_size;
   }
-  l.order = parse_order(f);
-  if (const json* sched = f.optional("schedule")) {
-    Fields s(*sched, file, f.path_of("schedule"));
-    l.schedule.pipeline = pick<PipelineSchedule>(s, "pipeline",
-                                                 {{"gpipe", PipelineSchedule::gpipe},
-                                                  {"1f1b", PipelineSchedule::one_f_one_b},
-                                                  {"interleaved", PipelineSchedule::interleaved},
-                                                  {"zero_bubble", PipelineSchedule::zero_bubble}},
-                                                 PipelineSchedule::one_f_one_b);
-    l.schedule.dp_sync = pick<DpSync>(
-        s, "dp_sync",
-        {{"blocking", DpSync::blocking}, {"overlapped", DpSync::overlapped}, {"hierarchical", DpSync::hierarchical}},
-        DpSync::overlapped);
-    l.schedule.network_technology = s.string("network_technology", "");
-    s.finish();
-  }
-  // Rules that need no model or cluster.
+}
+
+static void read_schedule(const json& value, const std::string& file, const std::string& path, Schedule& schedule) {
+  Fields s(value, file, path);
+  schedule.pipeline = pick<PipelineSchedule>(s, "pipeline",
+                                             {{"gpipe", PipelineSchedule::gpipe},
+                                              {"1f1b", PipelineSchedule::one_f_one_b},
+                                              {"interleaved", PipelineSchedule::interleaved},
+                                              {"zero_bubble", PipelineSchedule::zero_bubble}},
+                                             PipelineSchedule::one_f_one_b);
+  schedule.dp_sync = pick<DpSync>(
+      s, "dp_sync",
+      {{"blocking", DpSync::blocking}, {"overlapped", DpSync::overlapped}, {"hierarchical", DpSync::hierarchical}},
+      DpSync::overlapped);
+  schedule.network_technology = s.string("network_technology", "");
+  s.finish();
+}
+
+// The rules that need no model or cluster.
+static void check_layout_alone(Fields& f, const Layout& l, const std::string& file) {
   const std::int64_t pp = l.pipeline_model_parallel_size, vpp = l.virtual_pipeline_model_parallel_size;
   // No cluster is larger than kMaxSize devices; bounding TP×CP×PP here keeps model_parallel_size()
   // and everything derived from it free of int64 overflow.
@@ -369,6 +372,19 @@ Layout read_layout(const json& value, const std::string& file) {
     default:
       break;
   }
+}
+
+Layout read_layout(const json& value, const std::string& file) {
+  Fields f(value, file, "");
+  f.choice("kind", {"layout"}, "layout");  // a file of another kind is refused wherever it is read
+  f.allow("comment");
+  f.name("name", "");  // a label only, but a printable one
+  Layout l;
+  read_parallelism(f, l);
+  read_pipeline_split(f, l);
+  l.order = parse_order(f);
+  if (const json* sched = f.optional("schedule")) read_schedule(*sched, file, f.path_of("schedule"), l.schedule);
+  check_layout_alone(f, l, file);
   f.finish();
   return l;
 }
@@ -400,139 +416,183 @@ json to_json(const Layout& l) {
 
 static std::string str(std::int64_t x) { return std::to_string(x); }
 
-// The message of a broken rule: the field at fault and what was expected, with the model or
-// cluster value it clashes with.
-[[noreturn]] static void fail_rule(LayoutRule rule, const Layout& l, const Model* m, std::int64_t world,
-                                   const std::string& cluster_name, const std::string& file) {
-  struct Fail {
-    const std::string& file;
-    [[noreturn]] void operator()(const std::string& field, const std::string& expected) const {
-      throw InputError(file, "/" + field, expected);
-    }
-  } fail{file};
-  const std::int64_t tp = l.tensor_model_parallel_size, pp = l.pipeline_model_parallel_size,
-                     cp = l.context_parallel_size, ep = l.expert_model_parallel_size,
-                     vpp = l.virtual_pipeline_model_parallel_size;
-  const std::int64_t first = l.decoder_first_pipeline_num_layers, last = l.decoder_last_pipeline_num_layers;
-  const std::int64_t dp = world % l.model_parallel_size() == 0 ? l.data_parallel_size(world) : 0;
-  const std::string model = m ? " of model " + m->name : "";
-  const std::int64_t layers = m ? m->num_layers : 0;
+namespace {
+
+// A broken rule's message: the field at fault and what was expected.
+struct RuleFault {
+  std::string field, expected;
+};
+
+// The figures a broken rule's message quotes: the layout's degrees, and the model and cluster
+// values they clash with (no model for the degree rules checked alone). One message per rule,
+// in two tables: the degrees' (divisibility, SP, batch, attention) and the pipeline split's.
+struct RuleMessages {
+  const Layout& l;
+  const Model* m;
+  std::int64_t world;
+  const std::string& cluster_name;
+  std::int64_t tp, pp, cp, ep, vpp, first, last, dp, layers;
+  std::string model;  // " of model NAME", or empty
+  RuleMessages(const Layout& layout, const Model* of, std::int64_t world_size, const std::string& cluster)
+      : l(layout),
+        m(of),
+        world(world_size),
+        cluster_name(cluster),
+        tp(layout.tensor_model_parallel_size),
+        pp(layout.pipeline_model_parallel_size),
+        cp(layout.context_parallel_size),
+        ep(layout.expert_model_parallel_size),
+        vpp(layout.virtual_pipeline_model_parallel_size),
+        first(layout.decoder_first_pipeline_num_layers),
+        last(layout.decoder_last_pipeline_num_layers),
+        dp(world_size % layout.model_parallel_size() == 0 ? layout.data_parallel_size(world_size) : 0),
+        layers(of ? of->num_layers : 0),
+        model(of ? " of model " + of->name : "") {}
+  std::optional<RuleFault> parallel(LayoutRule rule) const;
+  std::optional<RuleFault> pipeline(LayoutRule rule) const;
+};
+
+std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
   switch (rule) {
     case LayoutRule::model_parallel_divides_world:
-      fail("pipeline_model_parallel_size", "TP×CP×PP (" + str(tp) + "×" + str(cp) + "×" + str(pp) + " = " +
-                                               str(l.model_parallel_size()) + ") to divide the world size" +
-                                               (cluster_name.empty() ? "" : " of cluster " + cluster_name) + " (" +
-                                               str(world) + ")");
+      return RuleFault{"pipeline_model_parallel_size", "TP×CP×PP (" + str(tp) + "×" + str(cp) + "×" + str(pp) + " = " +
+                                                           str(l.model_parallel_size()) + ") to divide the world size" +
+                                                           (cluster_name.empty() ? "" : " of cluster " + cluster_name) +
+                                                           " (" + str(world) + ")"};
     case LayoutRule::tp_divides_heads:
-      fail("tensor_model_parallel_size",
-           "a divisor of num_attention_heads (" + str(m->num_attention_heads) + ")" + model + ", got " + str(tp));
+      return RuleFault{
+          "tensor_model_parallel_size",
+          "a divisor of num_attention_heads (" + str(m->num_attention_heads) + ")" + model + ", got " + str(tp)};
     case LayoutRule::tp_divides_query_groups:
-      fail("tensor_model_parallel_size",
-           "a divisor of num_query_groups (" + str(m->num_query_groups) + ")" + model + ", got " + str(tp));
+      return RuleFault{"tensor_model_parallel_size",
+                       "a divisor of num_query_groups (" + str(m->num_query_groups) + ")" + model + ", got " + str(tp)};
     case LayoutRule::tp_divides_ffn:
-      fail("tensor_model_parallel_size", "a divisor of the FFN width" + model + ", got " + str(tp));
+      return RuleFault{"tensor_model_parallel_size", "a divisor of the FFN width" + model + ", got " + str(tp)};
     case LayoutRule::ep_is_one_for_dense:
-      fail("expert_model_parallel_size", "1 for dense model " + m->name + ", got " + str(ep));
+      return RuleFault{"expert_model_parallel_size", "1 for dense model " + m->name + ", got " + str(ep)};
     case LayoutRule::ep_divides_experts:
-      fail("expert_model_parallel_size",
-           "a divisor of num_experts (" + str(m->num_experts) + ")" + model + ", got " + str(ep));
+      return RuleFault{"expert_model_parallel_size",
+                       "a divisor of num_experts (" + str(m->num_experts) + ")" + model + ", got " + str(ep)};
     case LayoutRule::ep_divides_dp:
-      fail("expert_model_parallel_size", "a divisor of the data-parallel size (" + str(dp) + "), got " + str(ep));
+      return RuleFault{"expert_model_parallel_size",
+                       "a divisor of the data-parallel size (" + str(dp) + "), got " + str(ep)};
     case LayoutRule::cp_divides_sequence:
-      fail("context_parallel_size", "a CP size with seq_length (" + str(m->seq_length) +
-                                        ") divisible by 2×CP (causal load balancing), got " + str(cp));
+      return RuleFault{"context_parallel_size", "a CP size with seq_length (" + str(m->seq_length) +
+                                                    ") divisible by 2×CP (causal load balancing), got " + str(cp)};
     case LayoutRule::sp_divides_sequence:
-      fail("sequence_parallel", "false, or a sequence per CP rank (" + str(m->seq_length / cp) +
-                                    ") divisible by tensor_model_parallel_size (" + str(tp) + ")");
+      return RuleFault{"sequence_parallel", "false, or a sequence per CP rank (" + str(m->seq_length / cp) +
+                                                ") divisible by tensor_model_parallel_size (" + str(tp) + ")"};
     case LayoutRule::tp_comm_overlap_needs_sp:
-      fail("tp_comm_overlap", std::string("false unless tensor_model_parallel_size > 1 and sequence_parallel is true "
-                                          "(Megatron overlaps only sequence-parallel TP communication), got true with "
-                                          "tensor_model_parallel_size ") +
-                                  str(tp) + " and sequence_parallel " + (l.sequence_parallel ? "true" : "false"));
+      return RuleFault{"tp_comm_overlap",
+                       std::string("false unless tensor_model_parallel_size > 1 and sequence_parallel is true "
+                                   "(Megatron overlaps only sequence-parallel TP communication), got true with "
+                                   "tensor_model_parallel_size ") +
+                           str(tp) + " and sequence_parallel " + (l.sequence_parallel ? "true" : "false")};
     case LayoutRule::moe_tp_needs_sp:
-      fail("sequence_parallel", "true for MoE model " + m->name + " with tensor_model_parallel_size " + str(tp) +
-                                    " (Megatron requires sequence parallelism with MoE and TP > 1)");
+      return RuleFault{"sequence_parallel", "true for MoE model " + m->name + " with tensor_model_parallel_size " +
+                                                str(tp) +
+                                                " (Megatron requires sequence parallelism with MoE and TP > 1)"};
+    case LayoutRule::batch_divides:
+      return RuleFault{"micro_batch_size", "micro_batch_size × DP (" + str(l.micro_batch_size) + "×" + str(dp) +
+                                               ") to divide global_batch_size (" + str(m->global_batch_size) + ")"};
+    case LayoutRule::interleaved_microbatches_divide:
+      return RuleFault{"micro_batch_size", "a number of micro-batches (" + str(l.num_microbatches(*m, world)) +
+                                               ") divisible by pipeline_model_parallel_size (" + str(pp) +
+                                               ") for the interleaved schedule"};
+    case LayoutRule::flash_needs_half_precision:
+      return RuleFault{"attention_backend", std::string("unfused, local or auto for ") + to_string(m->dtype) +
+                                                " model " + m->name +
+                                                " (flash and fused attention run in bf16, fp16 or fp8), got " +
+                                                to_string(l.attention_backend)};
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<RuleFault> RuleMessages::pipeline(LayoutRule rule) const {
+  switch (rule) {
     case LayoutRule::stage_layers_at_most_layers:
-      fail(first ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers",
-           "first + last stage layers at most num_layers (" + str(layers) + ")");
+      return RuleFault{first ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers",
+                       "first + last stage layers at most num_layers (" + str(layers) + ")"};
     case LayoutRule::stage_layers_cover_layers:
-      fail(last ? "decoder_last_pipeline_num_layers" : "decoder_first_pipeline_num_layers",
-           "first + last stage layers equal to num_layers (" + str(layers) + ") when they are the only stages");
+      return RuleFault{
+          last ? "decoder_last_pipeline_num_layers" : "decoder_first_pipeline_num_layers",
+          "first + last stage layers equal to num_layers (" + str(layers) + ") when they are the only stages"};
     case LayoutRule::stages_split_evenly: {
       const std::int64_t middle_stages = pp - (first ? 1 : 0) - (last ? 1 : 0);
       const std::string why =
           str(layers - first - last) + " layers to split evenly over " + str(middle_stages) + " stages";
       if (first || last)
-        fail(first ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers",
-             "a count that leaves " + why + " (num_layers " + str(layers) + ")");
-      fail("pipeline_model_parallel_size", "a divisor of num_layers (" + str(layers) + "), got " + str(pp));
+        return RuleFault{first ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers",
+                         "a count that leaves " + why + " (num_layers " + str(layers) + ")"};
+      return RuleFault{"pipeline_model_parallel_size", "a divisor of num_layers (" + str(layers) + "), got " + str(pp)};
     }
     case LayoutRule::pipeline_layout_alone:
-      fail("pipeline_model_parallel_layout",
-           "no layout string together with decoder_first/last_pipeline_num_layers or "
-           "account_for_embedding/loss_in_pipeline_split (Megatron takes one of them), got \"" +
-               l.pipeline_model_parallel_layout + "\"");
+      return RuleFault{"pipeline_model_parallel_layout",
+                       "no layout string together with decoder_first/last_pipeline_num_layers or "
+                       "account_for_embedding/loss_in_pipeline_split (Megatron takes one of them), got \"" +
+                           l.pipeline_model_parallel_layout + "\""};
     case LayoutRule::pipeline_layout_malformed:
-      fail("pipeline_model_parallel_layout", parse_pipeline_layout(l.pipeline_model_parallel_layout).error);
+      return RuleFault{"pipeline_model_parallel_layout", parse_pipeline_layout(l.pipeline_model_parallel_layout).error};
     case LayoutRule::pipeline_layout_stages: {
       const auto stages =
           static_cast<std::int64_t>(parse_pipeline_layout(l.pipeline_model_parallel_layout).stages.size());
       if (stages % pp != 0)
-        fail("pipeline_model_parallel_layout",
-             "a number of virtual stages ('|'-separated) divisible by "
-             "pipeline_model_parallel_size (" +
-                 str(pp) + "), got " + str(stages) + " stages");
-      fail("virtual_pipeline_model_parallel_size", str(stages / pp) + " (the layout string's " + str(stages) +
-                                                       " virtual stages over pipeline_model_parallel_size " + str(pp) +
-                                                       "), got " + str(vpp));
+        return RuleFault{"pipeline_model_parallel_layout",
+                         "a number of virtual stages ('|'-separated) divisible by "
+                         "pipeline_model_parallel_size (" +
+                             str(pp) + "), got " + str(stages) + " stages"};
+      return RuleFault{"virtual_pipeline_model_parallel_size",
+                       str(stages / pp) + " (the layout string's " + str(stages) +
+                           " virtual stages over pipeline_model_parallel_size " + str(pp) + "), got " + str(vpp)};
     }
     case LayoutRule::account_for_with_uneven:
-      fail(l.account_for_embedding_in_pipeline_split ? "account_for_embedding_in_pipeline_split"
-                                                     : "account_for_loss_in_pipeline_split",
-           "false when decoder_first/last_pipeline_num_layers is set (Megatron takes one of them)");
+      return RuleFault{l.account_for_embedding_in_pipeline_split ? "account_for_embedding_in_pipeline_split"
+                                                                 : "account_for_loss_in_pipeline_split",
+                       "false when decoder_first/last_pipeline_num_layers is set (Megatron takes one of them)"};
     case LayoutRule::pipeline_layout_layers:
-      fail("pipeline_model_parallel_layout",
-           "num_layers (" + str(layers) + ")" + model + " transformer layers ('t'), got " +
-               str(parse_pipeline_layout(l.pipeline_model_parallel_layout).decoder_layers()) + " in \"" +
-               l.pipeline_model_parallel_layout + "\"");
+      return RuleFault{"pipeline_model_parallel_layout",
+                       "num_layers (" + str(layers) + ")" + model + " transformer layers ('t'), got " +
+                           str(parse_pipeline_layout(l.pipeline_model_parallel_layout).decoder_layers()) + " in \"" +
+                           l.pipeline_model_parallel_layout + "\""};
     case LayoutRule::account_for_divides_stages: {
       const bool e = l.account_for_embedding_in_pipeline_split, lo = l.account_for_loss_in_pipeline_split;
-      fail(e ? "account_for_embedding_in_pipeline_split" : "account_for_loss_in_pipeline_split",
-           "num_layers (" + str(layers) + ")" + (e ? " + 1 (embedding)" : "") + (lo ? " + 1 (loss)" : "") + " = " +
-               str(layers + (e ? 1 : 0) + (lo ? 1 : 0)) + " divisible by pipeline_model_parallel_size (" + str(pp) +
-               ")");
+      return RuleFault{e ? "account_for_embedding_in_pipeline_split" : "account_for_loss_in_pipeline_split",
+                       "num_layers (" + str(layers) + ")" + (e ? " + 1 (embedding)" : "") + (lo ? " + 1 (loss)" : "") +
+                           " = " + str(layers + (e ? 1 : 0) + (lo ? 1 : 0)) +
+                           " divisible by pipeline_model_parallel_size (" + str(pp) + ")"};
     }
     case LayoutRule::vpp_divides_stage_layers:
       if (l.account_for_embedding_in_pipeline_split || l.account_for_loss_in_pipeline_split) {
         const std::int64_t counted = layers + (l.account_for_embedding_in_pipeline_split ? 1 : 0) +
                                      (l.account_for_loss_in_pipeline_split ? 1 : 0);
-        fail("virtual_pipeline_model_parallel_size",
-             "a divisor of the layers per pipeline stage with the embedding/loss "
-             "counted (" +
-                 str(counted) + " / " + str(pp) + " = " + str(counted / pp) + "), got " + str(vpp));
+        return RuleFault{"virtual_pipeline_model_parallel_size",
+                         "a divisor of the layers per pipeline stage with the embedding/loss "
+                         "counted (" +
+                             str(counted) + " / " + str(pp) + " = " + str(counted / pp) + "), got " + str(vpp)};
       }
       for (std::int64_t n : split_stage_layers(layers, pp, first, last))
         if (n % vpp != 0)
-          fail("virtual_pipeline_model_parallel_size",
-               "a divisor of every stage's layer count (a stage holds " + str(n) + "), got " + str(vpp));
-      break;
-    case LayoutRule::batch_divides:
-      fail("micro_batch_size", "micro_batch_size × DP (" + str(l.micro_batch_size) + "×" + str(dp) +
-                                   ") to divide global_batch_size (" + str(m->global_batch_size) + ")");
-    case LayoutRule::interleaved_microbatches_divide:
-      fail("micro_batch_size", "a number of micro-batches (" + str(l.num_microbatches(*m, world)) +
-                                   ") divisible by pipeline_model_parallel_size (" + str(pp) +
-                                   ") for the interleaved schedule");
-    case LayoutRule::flash_needs_half_precision:
-      fail("attention_backend", std::string("unfused, local or auto for ") + to_string(m->dtype) + " model " + m->name +
-                                    " (flash and fused attention run in bf16, fp16 or fp8), got " +
-                                    to_string(l.attention_backend));
+          return RuleFault{"virtual_pipeline_model_parallel_size",
+                           "a divisor of every stage's layer count (a stage holds " + str(n) + "), got " + str(vpp)};
+      return std::nullopt;
     default:
-      break;
+      return std::nullopt;
   }
+}
+
+}  // namespace
+
+[[noreturn]] static void fail_rule(LayoutRule rule, const Layout& l, const Model* m, std::int64_t world,
+                                   const std::string& cluster_name, const std::string& file) {
+  const RuleMessages messages(l, m, world, cluster_name);
+  std::optional<RuleFault> fault = messages.parallel(rule);
+  if (!fault) fault = messages.pipeline(rule);
   // The schedule rules are read_layout's; a layout built in code reaches here.
-  fail("schedule", std::string("a pipeline schedule that fits the layout's pipeline (rule ") +
-                       std::to_string(static_cast<int>(rule)) + ")");
+  if (!fault)
+    fault = RuleFault{"schedule", std::string("a pipeline schedule that fits the layout's pipeline (rule ") +
+                                      std::to_string(static_cast<int>(rule)) + ")"};
+  throw InputError(file, "/" + fault->field, fault->expected);
 }
 
 void validate_layout(const Layout& l, const Model& m, const Cluster& c, const std::string& file) {

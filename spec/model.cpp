@@ -97,13 +97,8 @@ double Model::forward_flops_per_token() const {
 // finite and int64 products of two of them do not wrap; the layer count sizes a per-layer vector,
 // so it gets a tighter bound.
 
-Model read_model(const json& value, const std::string& file) {
-  Fields f(value, file, "");
-  f.choice("kind", {"model"}, "model");  // a file of another kind is refused wherever it is read
-  f.allow("comment");
-  Model m;
-  m.name = f.name("name");
-  m.dtype = *parse_dtype(f.choice("dtype", dtype_names(), "bf16"));
+// read_model's phases, in the order its fields are read (the first fault found is the one said).
+static void read_transformer(Fields& f, Model& m) {
   m.num_layers = f.count("num_layers", Quantity::layers);
   m.hidden_size = f.count("hidden_size", Quantity::size);
   m.swiglu = f.boolean("swiglu", false);
@@ -136,7 +131,36 @@ Model read_model(const json& value, const std::string& file) {
     if (f.has(key)) {
       *p = f.quantity(key, Quantity::probability);
     }
+}
 
+// Megatron's moe_layer_freq: an integer N puts an MoE layer every N layers, starting with layer 0;
+// a list says 0 (dense) or 1 (MoE) per layer; absent, every layer is MoE.
+static std::vector<bool> read_moe_layer_freq(Fields& f, const std::string& file, std::int64_t num_layers) {
+  const json* freq = f.optional("moe_layer_freq");
+  std::vector<bool> pattern(static_cast<std::size_t>(num_layers), true);
+  if (freq && (freq->is_number_integer() || freq->is_number_unsigned())) {
+    std::int64_t n = freq->get<std::int64_t>();
+    if (n < 1) f.fail("moe_layer_freq", "an integer >= 1 or a list of 0/1 per layer, got " + freq->dump());
+    for (std::int64_t i = 0; i < num_layers; ++i) pattern[i] = (i % n == 0);
+  } else if (freq && freq->is_array()) {
+    if (static_cast<std::int64_t>(freq->size()) != num_layers)
+      f.fail("moe_layer_freq",
+             "a list of num_layers (" + std::to_string(num_layers) + ") entries, got " + std::to_string(freq->size()));
+    for (std::size_t i = 0; i < freq->size(); ++i) {
+      const json& e = (*freq)[i];
+      // Compared as int64: get<int> would truncate 4294967297 to 1.
+      if (!e.is_number_integer() || (e.get<std::int64_t>() != 0 && e.get<std::int64_t>() != 1))
+        throw InputError(file, json_path(f.path_of("moe_layer_freq"), i),
+                         "0 (dense) or 1 (MoE), got " + json_type_name(e));
+      pattern[i] = e.get<std::int64_t>() == 1;
+    }
+  } else if (freq) {
+    f.fail("moe_layer_freq", "an integer >= 1 or a list of 0/1 per layer, got " + json_type_name(*freq));
+  }
+  return pattern;
+}
+
+static void read_moe(Fields& f, const std::string& file, Model& m) {
   m.num_experts = f.count("num_experts", Quantity::experts, 0);
   const bool moe_field = f.has("moe_router_topk") || f.has("moe_ffn_hidden_size") || f.has("moe_layer_freq");
   m.moe_router_topk = f.count("moe_router_topk", Quantity::size, 2);
@@ -150,35 +174,29 @@ Model read_model(const json& value, const std::string& file) {
     if (m.moe_router_topk > m.num_experts)
       f.fail("moe_router_topk",
              "at most num_experts (" + std::to_string(m.num_experts) + "), got " + std::to_string(m.moe_router_topk));
-    const json* freq = f.optional("moe_layer_freq");
-    m.moe_layer_pattern.assign(static_cast<std::size_t>(m.num_layers), true);
-    if (freq && (freq->is_number_integer() || freq->is_number_unsigned())) {
-      // As Megatron: an integer N puts an MoE layer every N layers, starting with layer 0.
-      std::int64_t n = freq->get<std::int64_t>();
-      if (n < 1) f.fail("moe_layer_freq", "an integer >= 1 or a list of 0/1 per layer, got " + freq->dump());
-      for (std::int64_t i = 0; i < m.num_layers; ++i) m.moe_layer_pattern[i] = (i % n == 0);
-    } else if (freq && freq->is_array()) {
-      if (static_cast<std::int64_t>(freq->size()) != m.num_layers)
-        f.fail("moe_layer_freq", "a list of num_layers (" + std::to_string(m.num_layers) + ") entries, got " +
-                                     std::to_string(freq->size()));
-      for (std::size_t i = 0; i < freq->size(); ++i) {
-        const json& e = (*freq)[i];
-        // Compared as int64: get<int> would truncate 4294967297 to 1.
-        if (!e.is_number_integer() || (e.get<std::int64_t>() != 0 && e.get<std::int64_t>() != 1))
-          throw InputError(file, json_path(f.path_of("moe_layer_freq"), i),
-                           "0 (dense) or 1 (MoE), got " + json_type_name(e));
-        m.moe_layer_pattern[i] = e.get<std::int64_t>() == 1;
-      }
-    } else if (freq) {
-      f.fail("moe_layer_freq", "an integer >= 1 or a list of 0/1 per layer, got " + json_type_name(*freq));
-    }
+    m.moe_layer_pattern = read_moe_layer_freq(f, file, m.num_layers);
   }
+}
+
+static void read_batch(Fields& f, Model& m) {
   m.global_batch_size = f.count("global_batch_size", Quantity::size);
   // Both factors may be 2^40: their product (tokens_per_step) is checked, not assumed to fit.
   const auto tokens = checked_mul(m.seq_length, m.global_batch_size);
   if (!tokens || !within(bound(Quantity::tokens_per_step), static_cast<double>(*tokens)))
     f.fail("global_batch_size", describe(bound(Quantity::tokens_per_step)) + ", got " + std::to_string(m.seq_length) +
                                     " x " + std::to_string(m.global_batch_size));
+}
+
+Model read_model(const json& value, const std::string& file) {
+  Fields f(value, file, "");
+  f.choice("kind", {"model"}, "model");  // a file of another kind is refused wherever it is read
+  f.allow("comment");
+  Model m;
+  m.name = f.name("name");
+  m.dtype = *parse_dtype(f.choice("dtype", dtype_names(), "bf16"));
+  read_transformer(f, m);
+  read_moe(f, file, m);
+  read_batch(f, m);
   f.finish();
   return m;
 }

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/cpu/float_math.hpp"
 #include "kernels/random.hpp"
 
 // The memory-bound ops are built twice on x86-64: for AVX2 (8 floats a vector) and for the
@@ -33,35 +34,11 @@ bool set_blas_threads(int threads) {
 
 namespace {
 
-constexpr double kF = 4;  // bytes of a float
-double fl(std::int64_t n) { return static_cast<double>(n) * kF; }
-std::size_t z(std::int64_t n) { return static_cast<std::size_t>(n); }
-
 // Dropout's keep decisions for elements [first, first + n) (kernels/random.hpp).
 inline void keep_mask(std::uint64_t seed, std::uint64_t first, std::int64_t n, float p, std::uint8_t* mask) {
   const DropoutHash hash(seed, p);
   for (std::int64_t i = 0; i < n; ++i) mask[i] = hash.keep(first + static_cast<std::uint64_t>(i)) ? 1 : 0;
 }
-
-// exp for float, branch-free so that loops over it vectorise: 2^(x·log2 e) split into an integer
-// power (the exponent bits) and 2^f, |f| ≤ 1/2, by its Taylor series to degree 6 (relative error
-// below 1.3e-7 before rounding). Arguments are clamped to [−87, 88] (no denormals, no overflow).
-inline float fast_exp(float x) {
-  x = __builtin_fminf(__builtin_fmaxf(x, -87.0f), 88.0f);  // vector max/min (finite math)
-  const float t = x * 1.44269504f;
-  const float r = (t + 12582912.0f) - 12582912.0f;  // round to nearest: 1.5·2^23 pushes the fraction out
-  const auto n = static_cast<std::int32_t>(r);
-  const float y = (t - r) * 0.693147181f;
-  const float p =
-      1.0f + y * (1.0f + y * (0.5f + y * (1.0f / 6 + y * (1.0f / 24 + y * (1.0f / 120 + y * (1.0f / 720))))));
-  const std::int32_t bits = (n + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, 4);
-  return p * scale;
-}
-// A running maximum's start: finite (the file is built with -ffinite-math-only), far below any
-// score, and far enough from the float limit that subtracting a score cannot overflow.
-constexpr float kNoMax = -1e30f;
 
 inline float fast_tanh(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
 inline float fast_sigmoid(float g) { return 1.0f / (1.0f + fast_exp(-g)); }
@@ -377,179 +354,6 @@ Traffic rope_forward(std::int64_t tokens, std::int64_t heads, std::int64_t d, co
 }
 Traffic rope_backward(std::int64_t tokens, std::int64_t heads, std::int64_t d, const float* table, float* dx) {
   return rotate(tokens, heads, d, table, dx, -1.0f);  // the inverse rotation
-}
-
-// ---- attention ----------------------------------------------------------------------------
-
-namespace {
-struct Strides {
-  std::int64_t q_row, kv_row;  // floats between consecutive positions
-};
-Strides strides(const AttentionShape& s) { return {s.heads * s.d, s.kv_heads * s.d}; }
-std::int64_t kv_head_of(const AttentionShape& s, std::int64_t h) { return h / (s.heads / s.kv_heads); }
-// Strided GEMM through cblas: C (m×n, ldc) = op(A)·op(B).
-void sgemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
-           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
-}
-}  // namespace
-
-Traffic attention_unfused_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                                  float* scores, float* o) {
-  const Strides st = strides(s);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
-  for (std::int64_t b = 0; b < s.b; ++b)
-    for (std::int64_t h = 0; h < s.heads; ++h) {
-      const std::int64_t g = kv_head_of(s, h);
-      float* S = scores + (b * s.heads + h) * s.sq * s.sk;
-      sgemm(false, true, s.sq, s.sk, s.d, 1.0f, q + b * s.sq * st.q_row + h * s.d, st.q_row,
-            k + b * s.sk * st.kv_row + g * s.d, st.kv_row, 0.0f, S, s.sk);
-      scale_mask_softmax_forward(1, s.sq, s.sk, s.sk - s.sq, scale, S);
-      sgemm(false, false, s.sq, s.d, s.sk, 1.0f, S, s.sk, v + b * s.sk * st.kv_row + g * s.d, st.kv_row, 0.0f,
-            o + b * s.sq * st.q_row + h * s.d, st.q_row);
-    }
-  // Per batch and head: the scores product, the softmax pass, the values product.
-  const double bh = static_cast<double>(s.b * s.heads), sc = fl(s.sq * s.sk);
-  return {bh * (fl(s.sq * s.d + s.sk * s.d) + sc + sc + fl(s.sk * s.d)), bh * (sc + sc + fl(s.sq * s.d)),
-          bh * 4.0 * static_cast<double>(s.sq * s.sk * s.d)};
-}
-
-Traffic attention_unfused_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                                   const float* probs, const float* dout, float* scratch, float* dq, float* dk,
-                                   float* dv) {
-  const Strides st = strides(s);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
-  std::fill(dk, dk + s.b * s.sk * st.kv_row, 0.0f), std::fill(dv, dv + s.b * s.sk * st.kv_row, 0.0f);
-  for (std::int64_t b = 0; b < s.b; ++b)
-    for (std::int64_t h = 0; h < s.heads; ++h) {
-      const std::int64_t g = kv_head_of(s, h);
-      const float* P = probs + (b * s.heads + h) * s.sq * s.sk;
-      const float* dO = dout + b * s.sq * st.q_row + h * s.d;
-      float* dP = scratch;  // sq × sk
-      // dV += Pᵀ·dO; dP = dO·Vᵀ; dS = softmax'(dP) (scaled); dQ = dS·K; dK += dSᵀ·Q.
-      sgemm(true, false, s.sk, s.d, s.sq, 1.0f, P, s.sk, dO, st.q_row, 1.0f, dv + b * s.sk * st.kv_row + g * s.d,
-            st.kv_row);
-      sgemm(false, true, s.sq, s.sk, s.d, 1.0f, dO, st.q_row, v + b * s.sk * st.kv_row + g * s.d, st.kv_row, 0.0f, dP,
-            s.sk);
-      scale_mask_softmax_backward(1, s.sq, s.sk, scale, P, dP);
-      sgemm(false, false, s.sq, s.d, s.sk, 1.0f, dP, s.sk, k + b * s.sk * st.kv_row + g * s.d, st.kv_row, 0.0f,
-            dq + b * s.sq * st.q_row + h * s.d, st.q_row);
-      sgemm(true, false, s.sk, s.d, s.sq, 1.0f, dP, s.sk, q + b * s.sq * st.q_row + h * s.d, st.q_row, 1.0f,
-            dk + b * s.sk * st.kv_row + g * s.d, st.kv_row);
-    }
-  // The values product's backward (reads P, dO, V; writes dP, dV), the softmax's (reads P, dP;
-  // writes dS), the scores product's (reads dS, Q, K; writes dQ, dK), per batch and head.
-  const double bh = static_cast<double>(s.b * s.heads), sc = fl(s.sq * s.sk), qd = fl(s.sq * s.d), kd = fl(s.sk * s.d);
-  return {bh * ((2 * sc + qd + kd) - sc + qd + 2 * sc + (sc + qd + kd)), bh * ((sc + kd) + sc + (qd + kd)),
-          bh * 8.0 * static_cast<double>(s.sq * s.sk * s.d)};
-}
-
-Traffic attention_flash_forward(const AttentionShape& s, const float* q, const float* k, const float* v, float* o,
-                                float* lse) {
-  const Strides st = strides(s);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
-  constexpr std::int64_t kBq = 64, kBk = 64;
-  std::vector<float> S(z(kBq * kBk)), acc(z(kBq * s.d)), m(z(kBq)), l(z(kBq));
-  const std::int64_t offset = s.sk - s.sq;  // query i sees keys up to offset + i
-  double executed = 0;
-  for (std::int64_t b = 0; b < s.b; ++b)
-    for (std::int64_t h = 0; h < s.heads; ++h) {
-      const std::int64_t g = kv_head_of(s, h);
-      const float* K = k + b * s.sk * st.kv_row + g * s.d;
-      const float* V = v + b * s.sk * st.kv_row + g * s.d;
-      for (std::int64_t i0 = 0; i0 < s.sq; i0 += kBq) {
-        const std::int64_t bq = std::min(kBq, s.sq - i0);
-        const float* Q = q + (b * s.sq + i0) * st.q_row + h * s.d;
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        std::fill(m.begin(), m.end(), kNoMax);
-        std::fill(l.begin(), l.end(), 0.0f);
-        const std::int64_t keys = std::min(s.sk, offset + i0 + bq);  // causal: blocks past the last query skipped
-        for (std::int64_t j0 = 0; j0 < keys; j0 += kBk) {
-          const std::int64_t bk = std::min(kBk, keys - j0);
-          sgemm(false, true, bq, bk, s.d, scale, Q, st.q_row, K + j0 * st.kv_row, st.kv_row, 0.0f, S.data(), bk);
-          executed += 4.0 * static_cast<double>(bq * bk * s.d);  // this product and the values one
-          for (std::int64_t i = 0; i < bq; ++i) {
-            float* row = S.data() + i * bk;
-            const std::int64_t visible = std::min(bk, offset + i0 + i + 1 - j0);
-            float mx = m[i];
-            for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j]);
-            const float corr = fast_exp(m[i] - mx);
-            float sum = 0;
-            for (std::int64_t j = 0; j < bk; ++j) {
-              row[j] = j < visible ? fast_exp(row[j] - mx) : 0.0f;
-              sum += row[j];
-            }
-            l[i] = l[i] * corr + sum;
-            for (std::int64_t c = 0; c < s.d; ++c) acc[i * s.d + c] *= corr;
-            m[i] = mx;
-          }
-          sgemm(false, false, bq, s.d, bk, 1.0f, S.data(), bk, V + j0 * st.kv_row, st.kv_row, 1.0f, acc.data(), s.d);
-        }
-        for (std::int64_t i = 0; i < bq; ++i) {
-          float* out = o + (b * s.sq + i0 + i) * st.q_row + h * s.d;
-          for (std::int64_t c = 0; c < s.d; ++c) out[c] = acc[i * s.d + c] / l[i];
-          lse[(b * s.heads + h) * s.sq + i0 + i] = m[i] + std::log(l[i]);
-        }
-      }
-    }
-  // Q, K, V read and O, the log-sum-exp written, each element once (the blocks stay on chip).
-  const double qb = fl(s.b * s.sq * s.heads * s.d), kvb = fl(s.b * s.sk * s.kv_heads * s.d),
-               lb = fl(s.b * s.heads * s.sq);
-  return {qb + 2 * kvb, qb + lb, executed};
-}
-
-Traffic attention_flash_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                                 const float* o, const float* dout, const float* lse, float* dq, float* dk, float* dv) {
-  const Strides st = strides(s);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
-  constexpr std::int64_t kBq = 64, kBk = 64;
-  std::vector<float> P(z(kBq * kBk)), dP(z(kBq * kBk)), D(z(kBq));
-  const std::int64_t offset = s.sk - s.sq;
-  double executed = 0;
-  std::fill(dq, dq + s.b * s.sq * st.q_row, 0.0f);
-  std::fill(dk, dk + s.b * s.sk * st.kv_row, 0.0f), std::fill(dv, dv + s.b * s.sk * st.kv_row, 0.0f);
-  for (std::int64_t b = 0; b < s.b; ++b)
-    for (std::int64_t h = 0; h < s.heads; ++h) {
-      const std::int64_t g = kv_head_of(s, h);
-      const float* K = k + b * s.sk * st.kv_row + g * s.d;
-      const float* V = v + b * s.sk * st.kv_row + g * s.d;
-      float* dK = dk + b * s.sk * st.kv_row + g * s.d;
-      float* dV = dv + b * s.sk * st.kv_row + g * s.d;
-      for (std::int64_t i0 = 0; i0 < s.sq; i0 += kBq) {
-        const std::int64_t bq = std::min(kBq, s.sq - i0);
-        const std::int64_t row0 = (b * s.sq + i0) * st.q_row + h * s.d;
-        const float *Q = q + row0, *O = o + row0, *dO = dout + row0;
-        float* dQ = dq + row0;
-        const float* L = lse + (b * s.heads + h) * s.sq + i0;
-        for (std::int64_t i = 0; i < bq; ++i) {  // D = rowsum(dO ∘ O)
-          double dot = 0;
-          for (std::int64_t c = 0; c < s.d; ++c) dot += static_cast<double>(dO[i * st.q_row + c]) * O[i * st.q_row + c];
-          D[i] = static_cast<float>(dot);
-        }
-        const std::int64_t keys = std::min(s.sk, offset + i0 + bq);
-        for (std::int64_t j0 = 0; j0 < keys; j0 += kBk) {
-          const std::int64_t bk = std::min(kBk, keys - j0);
-          sgemm(false, true, bq, bk, s.d, scale, Q, st.q_row, K + j0 * st.kv_row, st.kv_row, 0.0f, P.data(), bk);
-          executed += 10.0 * static_cast<double>(bq * bk * s.d);  // S again, dV, dP, dQ, dK
-          for (std::int64_t i = 0; i < bq; ++i) {
-            const std::int64_t visible = std::min(bk, offset + i0 + i + 1 - j0);
-            for (std::int64_t j = 0; j < bk; ++j) P[i * bk + j] = j < visible ? fast_exp(P[i * bk + j] - L[i]) : 0.0f;
-          }
-          // dV += Pᵀ·dO; dP = dO·Vᵀ; dS = P ∘ (dP − D); dQ += scale·dS·K; dK += scale·dSᵀ·Q.
-          sgemm(true, false, bk, s.d, bq, 1.0f, P.data(), bk, dO, st.q_row, 1.0f, dV + j0 * st.kv_row, st.kv_row);
-          sgemm(false, true, bq, bk, s.d, 1.0f, dO, st.q_row, V + j0 * st.kv_row, st.kv_row, 0.0f, dP.data(), bk);
-          for (std::int64_t i = 0; i < bq; ++i)
-            for (std::int64_t j = 0; j < bk; ++j) dP[i * bk + j] = P[i * bk + j] * (dP[i * bk + j] - D[i]);
-          sgemm(false, false, bq, s.d, bk, scale, dP.data(), bk, K + j0 * st.kv_row, st.kv_row, 1.0f, dQ, st.q_row);
-          sgemm(true, false, bk, s.d, bq, scale, dP.data(), bk, Q, st.q_row, 1.0f, dK + j0 * st.kv_row, st.kv_row);
-        }
-      }
-    }
-  const double qb = fl(s.b * s.sq * s.heads * s.d), kvb = fl(s.b * s.sk * s.kv_heads * s.d),
-               lb = fl(s.b * s.heads * s.sq);
-  return {3 * qb + 2 * kvb + lb, qb + 2 * kvb, executed};
 }
 
 // ---- output, embedding, router, optimizer ---------------------------------------------------

@@ -1,0 +1,140 @@
+// CostParams: the datasheet figures with the published defaults of what NCCL reaches of a link,
+// and what a calibration file overrides.
+#include <array>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "explorer/compute_defaults.hpp"
+#include "explorer/cost_model.hpp"
+
+namespace sax::explorer {
+
+namespace {
+
+// What NCCL reaches of a link's datasheet bandwidth, as nccl-tests' busbw (README "Cost-model
+// defaults"; none of these is fitted to a step time). Each is the ring's unless it says so.
+// NVLink 4 (H100/H200, 450 GB/s per direction): ring 370 GB/s ("~20 % protocol overhead",
+// https://github.com/NVIDIA/nccl-tests/issues/212; 365–370 on 2–8 GPUs,
+// https://github.com/NVIDIA/nccl/issues/1455).
+constexpr double kNvlink4RingBusbwGbps = 370, kNvlink4Gbps = 450;
+// NVLS all-reduce on 8 H100s: busbw ~480 GB/s (same two threads; 476 in
+// https://github.com/NVIDIA/nccl-tests/issues/290).
+constexpr double kNvlink4NvlsAllReduceBusbwGbps = 480;
+// NVLink 3 (A100, 300 GB/s per direction): NCCL's tuner caps sm80 busbw at 235 GB/s
+// (https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc, `compCap80`); 8×A100
+// all_reduce_perf 230–250 (https://docs.alayanew.com/en/docs/tech-blog/2026-05-06-nccl-tests).
+constexpr double kNvlink3RingBusbwGbps = 235, kNvlink3Gbps = 300;
+// InfiniBand NDR 400 Gb/s (50 GB/s): 46–48 GB/s per NIC (NVIDIA, the nccl-tests thread cited above);
+// taken as the fraction of every network link's rate (HDR and the cross-building links alike).
+constexpr double kNetRingBusbwOfRate = 47.0 / 50.0;
+// NCCL's tuner prices a tree at 0.9 of the ring's busbw (tuning.cc: `busBw*.9` for TREE).
+constexpr double kTreeBusbwOfRing = 0.9;
+
+// The ring's achievable fraction of a link and the other algorithms' β scales, by backend and
+// device: the CPU testbed's Open MPI runs rings at the emulated rate, nothing else.
+struct AlgorithmDefaults {
+  double ring_busbw_of_rate = 1.0;  // the ring's achievable busbw over the link's datasheet rate
+  std::array<double, kNumCollAlgorithms> beta_scale{1.0, 0.0, 0.0};
+};
+AlgorithmDefaults algorithm_defaults(const Cluster& cl, LinkClass lc) {
+  AlgorithmDefaults d;
+  if (cl.backend != Backend::cuda) return d;
+  d.beta_scale[static_cast<std::size_t>(CollAlgorithm::tree)] = 1.0 / kTreeBusbwOfRing;
+  if (lc != LinkClass::intra_node) {
+    d.ring_busbw_of_rate = kNetRingBusbwOfRate;
+    return d;
+  }
+  const GpuKind kind = gpu_kind(cl.device.name);
+  if (cl.device.nvlink_sharp || kind.hopper())
+    d.ring_busbw_of_rate = kNvlink4RingBusbwGbps / kNvlink4Gbps;
+  else if (kind.generation == GpuGeneration::a100)
+    d.ring_busbw_of_rate = kNvlink3RingBusbwGbps / kNvlink3Gbps;
+  if (cl.device.nvlink_sharp)
+    d.beta_scale[static_cast<std::size_t>(CollAlgorithm::nvls)] =
+        kNvlink4RingBusbwGbps / kNvlink4NvlsAllReduceBusbwGbps;
+  return d;
+}
+
+LinkCost datasheet_link(const Link& l, bool apply_oversubscription, const AlgorithmDefaults& d) {
+  LinkCost c;
+  // Datasheet: one latency per algorithm step and the achievable per-device bandwidth for every op.
+  const double bw = l.bandwidth_gbps * 1e9 * d.ring_busbw_of_rate / (apply_oversubscription ? l.oversubscription : 1.0);
+  c.alpha_s.fill(l.latency_us * 1e-6);
+  c.beta_s_per_byte.fill(1.0 / bw);
+  c.beta_scale = d.beta_scale;
+  c.oversubscription = apply_oversubscription ? 1.0 : l.oversubscription;
+  return c;
+}
+
+}  // namespace
+
+CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
+  CostParams p;
+  p.peak_flops = cl.device.peak_tflops_for(m.dtype) * 1e12;
+  p.hbm_bytes_per_s = cl.device.hbm_bandwidth_gbps * 1e9;
+  p.hbm_gib = cl.device.hbm_gib;
+  p.sm_count = cl.device.sm_count;
+  const AlgorithmDefaults node = algorithm_defaults(cl, LinkClass::intra_node),
+                          net = algorithm_defaults(cl, LinkClass::intra_building);
+  p.links[0] = datasheet_link(cl.intra_node, true, node);
+  p.links[1] = datasheet_link(cl.intra_building, true, net);
+  p.links[2] = datasheet_link(cl.cross_building, false, net);
+  for (const auto& t : cl.network_technologies) p.technologies.push_back(datasheet_link(t.link, false, net));
+  // Defaults (README "Cost-model defaults"): published cuBLAS and FlashAttention-2 measurements
+  // on tensor-core dtypes of a cuda cluster, the assumed curves elsewhere.
+  p.gemm = default_gemm_curve(cl, m.dtype);
+  p.attention = default_attention_curve(cl, m.dtype, p.peak_flops);
+  return p;
+}
+
+void CostParams::prepare_curves() {
+  auto logs = [](const EfficiencyCurve& c) {
+    std::vector<double> v;
+    for (const EfficiencyPoint& pt : c.points) v.push_back(std::log10(pt.flops));
+    return v;
+  };
+  gemm_log10 = logs(gemm);
+  attention_log10 = logs(attention);
+}
+
+CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calibration& calibration,
+                                  const std::string& file) {
+  CostParams p = datasheet(cl, m);
+  p.source = "calibration " + file;
+  auto term = [&p](bool set, const std::string& name) {
+    (set ? p.calibrated_terms : p.datasheet_terms).push_back(name);
+  };
+  for (LinkClass lc : kLinkClasses) {
+    std::string ops;
+    for (CollOp op : kPricedCollOps)
+      if (const auto& ab = calibration.links[static_cast<int>(lc)][static_cast<int>(op)]) {
+        LinkCost& l = p.links[static_cast<int>(lc)];
+        l.alpha_s[static_cast<int>(op)] = ab->alpha_us * 1e-6;
+        l.beta_s_per_byte[static_cast<int>(op)] = ab->beta_ns_per_byte * 1e-9;
+        ops += (ops.empty() ? "" : ",") + std::string(to_string(op));
+      }
+    term(!ops.empty(), std::string(link_class_name(lc)) + " alpha-beta" + (ops.empty() ? "" : " (" + ops + ")"));
+  }
+  if (calibration.gemm) p.gemm = *calibration.gemm;
+  term(calibration.gemm.has_value(), "gemm efficiency");
+  if (calibration.attention) p.attention = *calibration.attention;
+  term(calibration.attention.has_value(), "attention efficiency");
+  if (calibration.hbm_efficiency) p.hbm_efficiency = *calibration.hbm_efficiency;
+  term(calibration.hbm_efficiency.has_value(), "hbm efficiency");
+  if (calibration.overlap_slowdown) p.overlap_slowdown = *calibration.overlap_slowdown;
+  term(calibration.overlap_slowdown.has_value(), "overlap slowdown");
+  // The cross-building β of a calibration is the link's own where the oversubscription was
+  // measured beside it; without it, it was fitted with every group crossing at once (calibrate
+  // --cluster, or bench coll files): the sharing is in it already, not to be applied again.
+  bool cross_fitted = false;
+  for (const auto& ab : calibration.links[static_cast<int>(LinkClass::cross_building)]) cross_fitted |= ab.has_value();
+  if (calibration.cross_oversubscription)
+    p.links[2].oversubscription = calibration.cross_oversubscription->value;
+  else if (cross_fitted)
+    p.links[2].oversubscription = 1;
+  term(calibration.cross_oversubscription.has_value(), "cross_building oversubscription");
+  return p;
+}
+
+}  // namespace sax::explorer

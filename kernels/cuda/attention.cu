@@ -1,0 +1,337 @@
+// CUDA attention (cuda_ops.cuh): own flash-style kernels (one warp per query or key row, 32-key
+// blocks in shared memory, an online softmax; the backward recomputes the probabilities from the
+// log-sum-exp), or unfused (cuBLAS products around the softmax kernel).
+#include <cmath>
+
+#include "kernels/cuda/cuda_ops.cuh"
+
+namespace sax::kernels::gpu {
+
+namespace {
+
+// ---- flash attention: a warp per row, 32-row blocks of the other side in shared memory -------
+
+constexpr int kWarps = 8;  // rows per block of threads
+
+// Forward: warp w of block (x, h, b) owns query i = x·kWarps + w. Per 32-key block: lane j's score
+// q·k_j from shared memory, an online softmax across the warp, then each lane accumulates its d/32
+// output columns. DPL: output columns per lane (⌈d/32⌉).
+template <int DPL>
+__global__ void flash_fwd(AttentionShape s, float scale, const bf16* q, const bf16* k, const bf16* v, bf16* o,
+                          float* lse) {
+  extern __shared__ float smem[];
+  const int d = static_cast<int>(s.d), dp = d + 1;
+  float* Ks = smem;          // 32 × (d+1)
+  float* Vs = Ks + 32 * dp;  // 32 × d
+  float* Qs = Vs + 32 * d;   // kWarps × d
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t b = blockIdx.z, h = blockIdx.y, g = h / (s.heads / s.kv_heads);
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kWarps) + warp, offset = s.sk - s.sq;
+  const bool active = i < s.sq;
+  const std::int64_t q_row = s.heads * s.d, kv_row = s.kv_heads * s.d;
+  for (int c = lane; c < d; c += 32)
+    Qs[warp * d + c] = active ? ld(q, (b * s.sq + i) * q_row + h * d + c) * scale : 0.0f;
+  const std::int64_t last =
+      std::min<std::int64_t>(s.sq - 1, blockIdx.x * static_cast<std::int64_t>(kWarps) + kWarps - 1);
+  const std::int64_t keys = std::min<std::int64_t>(s.sk, offset + last + 1);
+  float m = -1e30f, l = 0, acc[DPL];
+  for (int t = 0; t < DPL; ++t) acc[t] = 0;
+  for (std::int64_t j0 = 0; j0 < keys; j0 += 32) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < 32 * d; e += blockDim.x) {
+      const int r = e / d, c = e % d;
+      const std::int64_t j = j0 + r;
+      const std::int64_t at = (b * s.sk + j) * kv_row + g * d + c;
+      Ks[r * dp + c] = j < s.sk ? ld(k, at) : 0.0f;
+      Vs[r * d + c] = j < s.sk ? ld(v, at) : 0.0f;
+    }
+    __syncthreads();
+    if (!active) continue;
+    const std::int64_t j = j0 + lane;
+    const bool vis = j < s.sk && j <= offset + i;
+    float sc = -1e30f;
+    if (vis) {
+      sc = 0;
+      for (int c = 0; c < d; ++c) sc += Qs[warp * d + c] * Ks[lane * dp + c];
+    }
+    const float m_new = fmaxf(m, warp_max(sc));
+    const float p = vis ? __expf(sc - m_new) : 0.0f, corr = __expf(m - m_new);
+    l = l * corr + warp_sum(p);
+    for (int t = 0; t < DPL; ++t) acc[t] *= corr;
+    for (int jj = 0; jj < 32; ++jj) {
+      const float pj = __shfl_sync(0xffffffffu, p, jj);
+      for (int t = 0; t < DPL; ++t) {
+        const int c = lane + 32 * t;
+        if (c < d) acc[t] += pj * Vs[jj * d + c];
+      }
+    }
+    m = m_new;
+  }
+  if (!active) return;
+  for (int t = 0; t < DPL; ++t) {
+    const int c = lane + 32 * t;
+    if (c < d) st(o, (b * s.sq + i) * q_row + h * d + c, acc[t] / l);
+  }
+  if (lane == 0) lse[(b * s.heads + h) * s.sq + i] = m + logf(l);
+}
+
+// D = rowsum(dO ∘ O) per (b, h, query): a warp per row.
+__global__ void flash_dot(AttentionShape s, const bf16* o, const bf16* dout, float* D) {
+  const int lane = threadIdx.x % 32;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  for (std::int64_t row = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
+       row < s.b * s.heads * s.sq; row += warps) {
+    const std::int64_t i = row % s.sq, h = (row / s.sq) % s.heads, b = row / (s.sq * s.heads);
+    const std::int64_t at = (b * s.sq + i) * s.heads * s.d + h * s.d;
+    float sum = 0;
+    for (std::int64_t c = lane; c < s.d; c += 32) sum += ld(o, at + c) * ld(dout, at + c);
+    sum = warp_sum(sum);
+    if (lane == 0) D[row] = sum;
+  }
+}
+
+// dQ: warp per query as in the forward; per key block P = exp(scale·q·k − lse), dP = dO·v,
+// dS = P(dP − D), dq += scale·dS·K.
+template <int DPL>
+__global__ void flash_bwd_dq(AttentionShape s, float scale, const bf16* q, const bf16* k, const bf16* v,
+                             const bf16* dout, const float* lse, const float* D, bf16* dq) {
+  extern __shared__ float smem[];
+  const int d = static_cast<int>(s.d), dp = d + 1;
+  float* Ks = smem;          // 32 × (d+1)
+  float* Vs = Ks + 32 * dp;  // 32 × (d+1)
+  float* Qs = Vs + 32 * dp;  // kWarps × d
+  float* dOs = Qs + kWarps * d;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t b = blockIdx.z, h = blockIdx.y, g = h / (s.heads / s.kv_heads);
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kWarps) + warp, offset = s.sk - s.sq;
+  const bool active = i < s.sq;
+  const std::int64_t q_row = s.heads * s.d, kv_row = s.kv_heads * s.d, at = (b * s.sq + i) * q_row + h * d;
+  for (int c = lane; c < d; c += 32) {
+    Qs[warp * d + c] = active ? ld(q, at + c) : 0.0f;
+    dOs[warp * d + c] = active ? ld(dout, at + c) : 0.0f;
+  }
+  const float L = active ? lse[(b * s.heads + h) * s.sq + i] : 0.0f,
+              Di = active ? D[(b * s.heads + h) * s.sq + i] : 0.0f;
+  const std::int64_t last =
+      std::min<std::int64_t>(s.sq - 1, blockIdx.x * static_cast<std::int64_t>(kWarps) + kWarps - 1);
+  const std::int64_t keys = std::min<std::int64_t>(s.sk, offset + last + 1);
+  float acc[DPL];
+  for (int t = 0; t < DPL; ++t) acc[t] = 0;
+  for (std::int64_t j0 = 0; j0 < keys; j0 += 32) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < 32 * d; e += blockDim.x) {
+      const int r = e / d, c = e % d;
+      const std::int64_t j = j0 + r, kat = (b * s.sk + j) * kv_row + g * d + c;
+      Ks[r * dp + c] = j < s.sk ? ld(k, kat) : 0.0f;
+      Vs[r * dp + c] = j < s.sk ? ld(v, kat) : 0.0f;
+    }
+    __syncthreads();
+    if (!active) continue;
+    const std::int64_t j = j0 + lane;
+    float ds = 0;
+    if (j < s.sk && j <= offset + i) {
+      float sc = 0, dpv = 0;
+      for (int c = 0; c < d; ++c)
+        sc += Qs[warp * d + c] * Ks[lane * dp + c], dpv += dOs[warp * d + c] * Vs[lane * dp + c];
+      const float p = __expf(sc * scale - L);
+      ds = p * (dpv - Di);
+    }
+    for (int jj = 0; jj < 32; ++jj) {
+      const float dj = __shfl_sync(0xffffffffu, ds, jj);
+      for (int t = 0; t < DPL; ++t) {
+        const int c = lane + 32 * t;
+        if (c < d) acc[t] += dj * Ks[jj * dp + c];
+      }
+    }
+  }
+  if (!active) return;
+  for (int t = 0; t < DPL; ++t) {
+    const int c = lane + 32 * t;
+    if (c < d) st(dq, at + c, scale * acc[t]);
+  }
+}
+
+// dK, dV: warp w of block (x, g, b) owns key j of KV head g, summing over the query heads that
+// share it and the queries that see it: dv += P·dO, dk += scale·dS·q.
+template <int DPL>
+__global__ void flash_bwd_dkdv(AttentionShape s, float scale, const bf16* q, const bf16* k, const bf16* v,
+                               const bf16* dout, const float* lse, const float* D, bf16* dk, bf16* dv) {
+  extern __shared__ float smem[];
+  const int d = static_cast<int>(s.d), dp = d + 1;
+  float* Qs = smem;             // 32 × (d+1)
+  float* dOs = Qs + 32 * dp;    // 32 × (d+1)
+  float* Ks = dOs + 32 * dp;    // kWarps × d
+  float* Vs = Ks + kWarps * d;  // kWarps × d
+  float* Ls = Vs + kWarps * d;  // 32
+  float* Ds = Ls + 32;          // 32
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t b = blockIdx.z, g = blockIdx.y, group = s.heads / s.kv_heads;
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kWarps) + warp, offset = s.sk - s.sq;
+  const bool active = j < s.sk;
+  const std::int64_t q_row = s.heads * s.d, kv_row = s.kv_heads * s.d, at = (b * s.sk + j) * kv_row + g * d;
+  for (int c = lane; c < d; c += 32) {
+    Ks[warp * d + c] = active ? ld(k, at + c) : 0.0f;
+    Vs[warp * d + c] = active ? ld(v, at + c) : 0.0f;
+  }
+  // The first query that sees the block's first key.
+  const std::int64_t j_first = blockIdx.x * static_cast<std::int64_t>(kWarps);
+  const std::int64_t i_start = std::max<std::int64_t>(0, j_first - offset) / 32 * 32;
+  float ak[DPL], av[DPL];
+  for (int t = 0; t < DPL; ++t) ak[t] = av[t] = 0;
+  for (std::int64_t r = 0; r < group; ++r) {
+    const std::int64_t h = g * group + r;
+    for (std::int64_t i0 = i_start; i0 < s.sq; i0 += 32) {
+      __syncthreads();
+      for (int e = threadIdx.x; e < 32 * d; e += blockDim.x) {
+        const int rr = e / d, c = e % d;
+        const std::int64_t i = i0 + rr, qat = (b * s.sq + i) * q_row + h * d + c;
+        Qs[rr * dp + c] = i < s.sq ? ld(q, qat) : 0.0f;
+        dOs[rr * dp + c] = i < s.sq ? ld(dout, qat) : 0.0f;
+      }
+      if (threadIdx.x < 32) {
+        const std::int64_t i = i0 + threadIdx.x;
+        Ls[threadIdx.x] = i < s.sq ? lse[(b * s.heads + h) * s.sq + i] : 0.0f;
+        Ds[threadIdx.x] = i < s.sq ? D[(b * s.heads + h) * s.sq + i] : 0.0f;
+      }
+      __syncthreads();
+      if (!active) continue;
+      const std::int64_t i = i0 + lane;
+      float p = 0, ds = 0;
+      if (i < s.sq && j <= offset + i) {
+        float sc = 0, dpv = 0;
+        for (int c = 0; c < d; ++c)
+          sc += Qs[lane * dp + c] * Ks[warp * d + c], dpv += dOs[lane * dp + c] * Vs[warp * d + c];
+        p = __expf(sc * scale - Ls[lane]);
+        ds = p * (dpv - Ds[lane]);
+      }
+      for (int ii = 0; ii < 32; ++ii) {
+        const float pi = __shfl_sync(0xffffffffu, p, ii), di = __shfl_sync(0xffffffffu, ds, ii);
+        for (int t = 0; t < DPL; ++t) {
+          const int c = lane + 32 * t;
+          if (c < d) av[t] += pi * dOs[ii * dp + c], ak[t] += di * Qs[ii * dp + c];
+        }
+      }
+    }
+  }
+  if (!active) return;
+  for (int t = 0; t < DPL; ++t) {
+    const int c = lane + 32 * t;
+    if (c < d) st(dk, at + c, scale * ak[t]), st(dv, at + c, av[t]);
+  }
+}
+
+}  // namespace
+
+Traffic CudaOps::attention_unfused_forward(const AttentionShape& s, const void* q, const void* k, const void* v,
+                                           void* scores, void* o) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      bf16* S = B(scores) + (b * s.heads + h) * s.sq * s.sk;
+      gemm_ld(false, true, s.sq, s.sk, s.d, 1.0f, qp(s, q, b, h), s.heads * s.d, kvp(s, k, b, h), s.kv_heads * s.d,
+              0.0f, S, s.sk);
+    }
+  scale_mask_softmax_forward(s.b * s.heads, s.sq, s.sk, s.sk - s.sq, scale, scores);
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.heads; ++h)
+      gemm_ld(false, false, s.sq, s.d, s.sk, 1.0f, B(scores) + (b * s.heads + h) * s.sq * s.sk, s.sk, kvp(s, v, b, h),
+              s.kv_heads * s.d, 0.0f, B(const_cast<void*>(qp(s, o, b, h))), s.heads * s.d);
+  const double bh = static_cast<double>(s.b * s.heads), sc = act(s.sq * s.sk);
+  return {bh * (act(s.sq * s.d + s.sk * s.d) + sc + sc + act(s.sk * s.d)), bh * (sc + sc + act(s.sq * s.d)),
+          bh * 4.0 * static_cast<double>(s.sq * s.sk * s.d)};
+}
+
+Traffic CudaOps::attention_unfused_backward(const AttentionShape& s, const void* q, const void* k, const void* v,
+                                            const void* probs, const void* dout, void* scratch, void* dq, void* dk,
+                                            void* dv) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  const std::int64_t qr = s.heads * s.d, kr = s.kv_heads * s.d;
+  fill(dk, s.b * s.sk * kr, 0.0f), fill(dv, s.b * s.sk * kr, 0.0f);
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      const bf16* P = B(probs) + (b * s.heads + h) * s.sq * s.sk;
+      bf16* dP = B(scratch) + (b * s.heads + h) * s.sq * s.sk;
+      gemm_ld(true, false, s.sk, s.d, s.sq, 1.0f, P, s.sk, qp(s, dout, b, h), qr, 1.0f, mut(kvp(s, dv, b, h)), kr);
+      gemm_ld(false, true, s.sq, s.sk, s.d, 1.0f, qp(s, dout, b, h), qr, kvp(s, v, b, h), kr, 0.0f, dP, s.sk);
+    }
+  scale_mask_softmax_backward(s.b * s.heads, s.sq, s.sk, scale, probs, scratch);
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      const bf16* dS = B(scratch) + (b * s.heads + h) * s.sq * s.sk;
+      gemm_ld(false, false, s.sq, s.d, s.sk, 1.0f, dS, s.sk, kvp(s, k, b, h), kr, 0.0f, mut(qp(s, dq, b, h)), qr);
+      gemm_ld(true, false, s.sk, s.d, s.sq, 1.0f, dS, s.sk, qp(s, q, b, h), qr, 1.0f, mut(kvp(s, dk, b, h)), kr);
+    }
+  const double bh = static_cast<double>(s.b * s.heads), sc = act(s.sq * s.sk), qd = act(s.sq * s.d),
+               kd = act(s.sk * s.d);
+  return {bh * ((2 * sc + qd + kd) - sc + qd + 2 * sc + (sc + qd + kd)), bh * ((sc + kd) + sc + (qd + kd)),
+          bh * 8.0 * static_cast<double>(s.sq * s.sk * s.d)};
+}
+
+Traffic CudaOps::attention_flash_forward(const AttentionShape& s, const void* q, const void* k, const void* v, void* o,
+                                         float* lse) {
+  if (s.b * s.heads * s.sq == 0) return {};
+  const int d = head_dim(s);
+  const std::size_t smem = static_cast<std::size_t>(32 * (d + 1) + 32 * d + kWarps * d) * 4;
+  const dim3 grid(static_cast<unsigned>((s.sq + kWarps - 1) / kWarps), static_cast<unsigned>(s.heads),
+                  static_cast<unsigned>(s.b));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  dispatch(d, [&](auto dpl) {
+    constexpr int kDpl = decltype(dpl)::value;
+    allow_smem(flash_fwd<kDpl>, smem);
+    flash_fwd<kDpl><<<grid, kWarps * 32, smem, stream_>>>(s, scale, B(q), B(k), B(v), B(o), lse);
+  });
+  launched();
+  const double qb = act(s.b * s.sq * s.heads * s.d), kvb = act(s.b * s.sk * s.kv_heads * s.d),
+               lb = f32(s.b * s.heads * s.sq);
+  // Per (query, key) pair computed: the score and its share of the output, d multiply-adds each.
+  return {qb + 2 * kvb, qb + lb, 4.0 * static_cast<double>(s.d) * flash_pairs(s, false)};
+}
+
+Traffic CudaOps::attention_flash_backward(const AttentionShape& s, const void* q, const void* k, const void* v,
+                                          const void* o, const void* dout, const float* lse, void* dq, void* dk,
+                                          void* dv) {
+  if (s.b * s.heads * s.sq == 0) return {};
+  const int d = head_dim(s);
+  const std::int64_t rows = s.b * s.heads * s.sq;
+  float* D = scratch_f32(rows);
+  flash_dot<<<blocks_for(rows * 32), kThreads, 0, stream_>>>(s, B(o), B(dout), D);
+  launched();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  const std::size_t smem_q = static_cast<std::size_t>(64 * (d + 1) + 2 * kWarps * d) * 4;
+  const std::size_t smem_k = static_cast<std::size_t>(64 * (d + 1) + 2 * kWarps * d + 64) * 4;
+  const dim3 grid_q(static_cast<unsigned>((s.sq + kWarps - 1) / kWarps), static_cast<unsigned>(s.heads),
+                    static_cast<unsigned>(s.b));
+  const dim3 grid_k(static_cast<unsigned>((s.sk + kWarps - 1) / kWarps), static_cast<unsigned>(s.kv_heads),
+                    static_cast<unsigned>(s.b));
+  dispatch(d, [&](auto dpl) {
+    constexpr int kDpl = decltype(dpl)::value;
+    allow_smem(flash_bwd_dq<kDpl>, smem_q);
+    flash_bwd_dq<kDpl><<<grid_q, kWarps * 32, smem_q, stream_>>>(s, scale, B(q), B(k), B(v), B(dout), lse, D, B(dq));
+    allow_smem(flash_bwd_dkdv<kDpl>, smem_k);
+    flash_bwd_dkdv<kDpl>
+        <<<grid_k, kWarps * 32, smem_k, stream_>>>(s, scale, B(q), B(k), B(v), B(dout), lse, D, B(dk), B(dv));
+  });
+  launched();
+  const double qb = act(s.b * s.sq * s.heads * s.d), kvb = act(s.b * s.sk * s.kv_heads * s.d),
+               lb = f32(s.b * s.heads * s.sq);
+  // dQ kernel: score, dP and dQ per pair; dK/dV kernel: score, dP, dK and dV per pair.
+  const double d2 = 2.0 * static_cast<double>(s.d);
+  // D = rowsum(dO∘O) goes through device memory: written once, read by both kernels.
+  return {3 * qb + 2 * kvb + lb + f32(2 * rows), qb + 2 * kvb + f32(rows),
+          3 * d2 * flash_pairs(s, false) + 4 * d2 * flash_pairs(s, true)};
+}
+
+double CudaOps::flash_pairs(const AttentionShape& s, bool by_key) {
+  const std::int64_t offset = s.sk - s.sq, n = by_key ? s.sk : s.sq;
+  double pairs = 0;
+  for (std::int64_t x0 = 0; x0 < n; x0 += kWarps) {
+    const std::int64_t rows = std::min<std::int64_t>(kWarps, n - x0);
+    const std::int64_t span =
+        by_key ? s.sq - std::max<std::int64_t>(0, x0 - offset) / 32 * 32 : std::min(s.sk, offset + x0 + rows);
+    const std::int64_t padded = (span + 31) / 32 * 32;  // whole 32-key tiles
+    pairs += static_cast<double>(rows * padded);
+  }
+  return pairs * static_cast<double>(s.b * s.heads);
+}
+
+}  // namespace sax::kernels::gpu
