@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "explorer/candidate.hpp"
+#include "explorer/search.hpp"
 #include "harness/stats.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
