@@ -281,7 +281,7 @@ def plan(src, build, outdir, tidy):
     # CUDA sources where this build compiles no CUDA (no toolkit) or no clang of TIDY's version
     # can read it: said, not counted as missing.
     with open(os.path.join(outdir, "not_built"), "w") as f:
-        f.write("".join(rel + "\n" for rel in files if rel.endswith(".cu") and rel not in cuda_read))
+        f.write("".join(rel + "\n" for rel in files if rel.endswith((".cu", ".cuh")) and rel not in cuda_read))
 
 
 def read_files(src, outdir):
