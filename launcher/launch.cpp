@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "spec/env.hpp"
@@ -58,13 +57,6 @@ std::string shell_line(const std::vector<std::string>& argv) {
   std::string l;
   for (const auto& w : argv) l += (l.empty() ? "" : " ") + shell_quote(w);
   return l;
-}
-
-std::string num(double v) {
-  std::ostringstream s;
-  s.precision(12);
-  s << v;
-  return s.str();
 }
 
 std::vector<char*> c_argv(const std::vector<std::string>& argv) {
