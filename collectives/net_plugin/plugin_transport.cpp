@@ -176,6 +176,11 @@ int PluginTransport::devices() {
   return n;
 }
 
+// The inner's own properties (the boundary replaces speed and latency where it has a building).
+// Its host and CUDA pointer bits stay: nothing on our side reads a message's bytes, so a
+// GPUDirect-capable inner may be given CUDA buffers through us. DMA-BUF goes: our exported structs
+// have no regMrDmaBuf. regIsGlobal, forceFlush and maxRecvs stay ours (0, 0, 1), which every
+// plugin must accept.
 Properties PluginTransport::properties(int dev) {
   Properties p;
   check(api_->with([&](const auto& n) {
@@ -196,7 +201,8 @@ Properties PluginTransport::properties(int dev) {
 }
 
 ListenComm* PluginTransport::listen(int dev, void* handle) {
-  // The inner gets all of NCCL's size, zeroed; what it wrote past our part must be nothing.
+  // The inner gets all of NCCL's size, zeroed; what it wrote past our part (kInnerHandleBytes, what
+  // the boundary carries beside its own fields) must be nothing. connect() hands it back the same.
   unsigned char full[kHandleBytes] = {};
   void* inner = nullptr;
   check(api_->with([&](const auto& n) {
@@ -266,6 +272,8 @@ void PluginTransport::deregister_memory(Comm* comm, void* memory) {
 Request* PluginTransport::post(PluginComm& c, bool send, void* data, std::size_t size, int tag, void* memory) {
   if (c.requests.full()) return nullptr;
   void* temporary = nullptr;
+  // A message without a memory handle (the boundary's own hello, in host memory) is registered
+  // for its duration: RDMA plugins need one.
   if (!memory && data && size > 0) memory = temporary = register_memory(&c, data, size, kPtrHost);
   void* inner = nullptr;
   const abi::Result r = api_->with([&](const auto& n) {
