@@ -9,7 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "collectives/net_plugin/env.hpp"
+#include "spec/env.hpp"
 #include "spec/error.hpp"
 
 namespace sax::coll::net {
@@ -38,7 +38,7 @@ std::string one_line(std::string s) {
 }
 
 [[noreturn]] void refuse(const std::string& value, const std::string& why) {
-  throw UsageError(one_line(std::string("environment variable ") + kEnvInner + "='" + value + "': " + why));
+  throw UsageError(one_line(std::string("environment variable ") + kEnvNetInner.name + "='" + value + "': " + why));
 }
 
 // The properties struct a getProperties takes (declared only, for decltype).
@@ -166,7 +166,7 @@ int PluginTransport::version() const { return api_->version; }
 
 void PluginTransport::check(abi::Result r, const char* call) const {
   if (r != abi::kSuccess)
-    throw RunError(std::string(kEnvInner) + " " + describe() + ": " + call + " failed (NCCL error " +
+    throw RunError(std::string(kEnvNetInner.name) + " " + describe() + ": " + call + " failed (NCCL error " +
                    std::to_string(r) + ")");
 }
 
@@ -215,7 +215,7 @@ ListenComm* PluginTransport::listen(int dev, void* handle) {
         "listen");
   if (std::any_of(full + kInnerHandleBytes, full + kHandleBytes, [](unsigned char b) { return b != 0; })) {
     api_->with([&](const auto& n) { return n.close_listen(inner); });
-    throw UsageError(one_line(std::string("environment variable ") + kEnvInner + ": " + describe() +
+    throw UsageError(one_line(std::string("environment variable ") + kEnvNetInner.name + ": " + describe() +
                               " writes a listen handle of more than " + std::to_string(kInnerHandleBytes) +
                               " bytes, which does not fit beside the boundary's fields in NCCL's " +
                               std::to_string(kHandleBytes)));
