@@ -7,16 +7,14 @@
 #include <map>
 
 #include "spec/error.hpp"
+#include "spec/number_text.hpp"
 
 namespace sax::calibration {
 
 namespace {
 
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", v);
-  return b;
-}
+// Notes and the exported figures are for a reader: 6 significant digits.
+constexpr int kDigits = 6;
 
 // A link class's figures for a ring all-reduce: latency per step (µs) and bus bandwidth (GB/s of
 // 1e9 bytes) per device with every group crossing at once; from the calibration when it has
@@ -71,11 +69,11 @@ Export astra_sim_network(const Calibration& k, const Cluster& c) {
     auto add = [](std::string& list, const std::string& v) { list += (list.empty() ? "" : ", ") + v; };
     add(topology, d.topology);
     add(npus, std::to_string(d.npus));
-    add(bandwidth, num(f.busbw_gbps * 1e9 / (1u << 30)));  // ASTRA-sim's GB is 2^30 bytes
-    add(latency, num(f.alpha_us * 1e3 / d.hops));
+    add(bandwidth, num(f.busbw_gbps * 1e9 / (1u << 30), kDigits));  // ASTRA-sim's GB is 2^30 bytes
+    add(latency, num(f.alpha_us * 1e3 / d.hops, kDigits));
     e.notes.push_back(std::string(link_class_name(d.link)) + ": " + d.topology + " of " + std::to_string(d.npus) +
-                      ", " + num(f.busbw_gbps) + " GB/s bus bandwidth, " + num(f.alpha_us) + " us per step, from the " +
-                      f.source);
+                      ", " + num(f.busbw_gbps, kDigits) + " GB/s bus bandwidth, " + num(f.alpha_us, kDigits) +
+                      " us per step, from the " + f.source);
   }
   if (topology.empty()) throw UsageError("calibrate export --astra-sim: cluster " + c.name + " has a single device");
   // The copied names are escaped as error lines are (a newline would end the comment and start a key).
@@ -114,18 +112,19 @@ Export calculon_system(const Calibration& k, const Cluster& c, DType dtype) {
     tflops = peak * top;
     for (auto it = k.gemm->points.rbegin(); it != k.gemm->points.rend(); ++it)
       matrix_eff.push_back({std::next(it) == k.gemm->points.rend() ? 0.0 : it->flops / 1e9, it->efficiency / top});
-    e.notes.push_back("matrix: " + num(tflops) + " TFLOP/s and " + std::to_string(k.gemm->points.size()) +
+    e.notes.push_back("matrix: " + num(tflops, kDigits) + " TFLOP/s and " + std::to_string(k.gemm->points.size()) +
                       " efficiency steps from the calibration's GEMM curve");
   } else {
     matrix_eff.push_back({0.0, 1.0});
-    e.notes.push_back("matrix: the datasheet's " + num(peak) + " TFLOP/s at efficiency 1 (no GEMM curve calibrated)");
+    e.notes.push_back("matrix: the datasheet's " + num(peak, kDigits) +
+                      " TFLOP/s at efficiency 1 (no GEMM curve calibrated)");
   }
-  e.notes.push_back("vector: the datasheet's " + num(peak) + " TFLOP/s (sax calibrates no vector figure)");
+  e.notes.push_back("vector: the datasheet's " + num(peak, kDigits) + " TFLOP/s (sax calibrates no vector figure)");
   const double hbm_eff = k.hbm_efficiency.value_or(1.0);
   const double gbps = c.device.hbm_bandwidth_gbps * hbm_eff;
   e.notes.push_back(
-      "mem1: " + num(c.device.hbm_gib) + " GiB, " + num(gbps) + " GB/s (" +
-      (k.hbm_efficiency ? "the datasheet's x the calibrated fraction " + num(hbm_eff) : "the datasheet's") +
+      "mem1: " + num(c.device.hbm_gib, kDigits) + " GiB, " + num(gbps, kDigits) + " GB/s (" +
+      (k.hbm_efficiency ? "the datasheet's x the calibrated fraction " + num(hbm_eff, kDigits) : "the datasheet's") +
       "); mem2 (the offload tier): none, sax has no figure for it");
   json networks = json::array();
   const std::int64_t per_building = nodes_per_building(c, "--calculon") * c.devices_per_node;
@@ -157,11 +156,11 @@ Export calculon_system(const Calibration& k, const Cluster& c, DType dtype) {
          {"must_be_filled", false},
          {"processor_usage", k.overlap_slowdown ? *k.overlap_slowdown / (1 + *k.overlap_slowdown) : 0.0}});
     e.notes.push_back("network " + std::to_string(networks.size() - 1) + " (" + link_class_name(t.link) + ", " +
-                      std::to_string(t.size) + " processors): " + num(f.busbw_gbps) + " GB/s, latency " +
-                      num(f.alpha_us) + " us x " + num(steps) + " ring steps, from the " + f.source);
+                      std::to_string(t.size) + " processors): " + num(f.busbw_gbps, kDigits) + " GB/s, latency " +
+                      num(f.alpha_us, kDigits) + " us x " + num(steps, kDigits) + " ring steps, from the " + f.source);
   }
   if (k.overlap_slowdown)
-    e.notes.push_back("processor_usage: the calibrated overlap slowdown " + num(*k.overlap_slowdown) +
+    e.notes.push_back("processor_usage: the calibrated overlap slowdown " + num(*k.overlap_slowdown, kDigits) +
                       " as Calculon's share of compute communication takes, s / (1 + s)");
   json sys = {{"matrix", {{name->second, {{"tflops", tflops}, {"gflops_efficiency", matrix_eff}}}}},
               {"vector", {{name->second, {{"tflops", peak}, {"gflops_efficiency", json::array({{0.0, 1.0}})}}}}},

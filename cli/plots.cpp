@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "spec/env.hpp"
 #include "spec/error.hpp"
 
 extern char** environ;
@@ -28,7 +29,7 @@ constexpr int kExitNoMatplotlib = 3;
 constexpr int kExitNotFound = 127;
 
 std::string plot_script() {
-  if (const char* s = std::getenv("SAX_PLOTS_SCRIPT"); s && *s) return s;
+  if (std::string s = env_text(kEnvPlotsScript); !s.empty()) return s;
   return std::string(SAX_SOURCE_DIR) + "/scripts/plots.py";
 }
 

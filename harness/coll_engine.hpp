@@ -1,24 +1,11 @@
 // `bench coll`'s engine, shared by every collective (nccl-tests' structure): sizes, warmup,
-// timing, checking; what differs per op is in coll_table.
-//
-// Timing, as nccl-tests times a size: after the warmup the ranks meet; then each rank enqueues
-// the `iters` iterations one after another and waits once at the end (`-z 1`: every iteration
-// is synchronised before the next is enqueued, nccl-tests' -z 1; `-G N`: the iterations are
-// captured once as a CUDA graph, launched N times). nccl-tests' structure, timed with events on
-// the stream rather than its host timer around the loop (so a batch's first launch latency and
-// the final wake-up are not in it). For the spread, an event also ends each sample: a run of
-// consecutive iterations long enough by the warmup's pace to last --min-sample-us (default 50 µs;
-// at most iters / 10 iterations; 0: every iteration its own sample), so that short operations
-// are not slowed by the timing (an event every iteration cost 3-7 % of a 1 KiB MPI collective
-// on 4 ranks here, bench/coll_overhead with min_sample_us 0; on CUDA each record is a host API
-// call). On the MPI backend every call is complete on return and the events stamp
-// the host's steady clock. A rank's time per iteration is its loop's elapsed time / iters; a
-// sample's is its events' interval / its iterations (with -G: per launch / iters). Both are
-// aggregated over the ranks as --average says (nccl-tests' -a: rank 0, the mean — the default,
-// as nccl-tests and OSU —, min or max). Reported:
-//   time_us   the aggregate of each rank's mean time per iteration;
-//   p50_us, p99_us, cv   over the aggregated samples (times_us in the JSON, iters_per_sample each).
-// algbw = bytes / time_us; busbw = algbw × busbw_factor(op, group size).
+// timing, checking; what differs per op is in coll_table. A size is timed as nccl-tests times it
+// (all iterations enqueued, one wait; `-z 1` synchronises each, `-G N` replays a CUDA graph), with
+// events on the stream rather than a host timer, so launch latency and wake-up are not in it. An
+// event also ends each sample of --min-sample-us worth of iterations, so short operations are not
+// slowed by the timing (0: every iteration its own sample). Each rank's mean time per iteration and
+// its samples are aggregated over the ranks as --average says (nccl-tests' -a): time_us, and
+// p50_us, p99_us, cv over the samples; algbw = bytes / time_us, busbw = algbw × busbw_factor.
 #pragma once
 
 #include <cstdint>

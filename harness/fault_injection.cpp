@@ -13,13 +13,12 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 
 const FaultInjection& FaultInjection::get() {
   static const FaultInjection f = [] {
-    constexpr std::int64_t kMaxRank = 1 << 30;
     FaultInjection x;
-    x.hang_rank_ = static_cast<int>(env_integer("SAX_TEST_HANG_RANK", -1, kMaxRank).value_or(-1));
-    x.exit_rank_ = static_cast<int>(env_integer("SAX_TEST_EXIT_RANK", -1, kMaxRank).value_or(-1));
-    x.corrupt_rank_ = static_cast<int>(env_integer("SAX_TEST_CORRUPT_RANK", -1, kMaxRank).value_or(-1));
-    x.slowdown_ = env_number("SAX_BENCH_INJECT_SLOWDOWN", 0.0, 100.0).value_or(0.0);
-    x.block_ = static_cast<int>(env_integer("SAX_BENCH_INJECT_BLOCK", 0, 1 << 20).value_or(0));
+    x.hang_rank_ = static_cast<int>(env_integer(kEnvTestHangRank).value_or(-1));
+    x.exit_rank_ = static_cast<int>(env_integer(kEnvTestExitRank).value_or(-1));
+    x.corrupt_rank_ = static_cast<int>(env_integer(kEnvTestCorruptRank).value_or(-1));
+    x.slowdown_ = env_number(kEnvBenchInjectSlowdown).value_or(0.0);
+    x.block_ = static_cast<int>(env_integer(kEnvBenchInjectBlock).value_or(0));
     return x;
   }();
   return f;

@@ -109,17 +109,17 @@ bool process_runs(long pid) {
 }  // namespace
 
 nlohmann::json emulation_record() {
-  if (const char* watch = std::getenv(kEnvEmulationWatch); watch && *watch) {
+  if (const std::string watch = env_text(kEnvEmulationWatch); !watch.empty()) {
     std::istringstream ids(watch);
     std::string id;
     while (std::getline(ids, id, ','))
       if (const long pid = std::strtol(id.c_str(), nullptr, 10); pid <= 0 || !process_runs(pid))
         throw RunError(std::string("the emulated boundary no longer holds: process ") + id + " of " +
-                       kEnvEmulationWatch + " (the launcher or a delay helper) has ended; no result claims it");
+                       kEnvEmulationWatch.name + " (the launcher or a delay helper) has ended; no result claims it");
   }
-  const char* e = std::getenv("SAX_EMULATION");
-  const char* t = std::getenv("SAX_TECHNOLOGY");
-  return {{"emulation", e && *e ? e : "none"}, {"technology", t && *t ? nlohmann::json(t) : nlohmann::json(nullptr)}};
+  const std::string technology = env_text(kEnvTechnology);
+  return {{"emulation", env_text(kEnvEmulation)},
+          {"technology", technology.empty() ? nlohmann::json(nullptr) : nlohmann::json(technology)}};
 }
 
 std::string emulation_text() {
@@ -130,11 +130,8 @@ std::string emulation_text() {
 
 void check_emulation(const Cluster* cluster) {
   const nlohmann::json record = emulation_record();
-  if (record["emulation"] != "software") return;
-  if (!cluster)
-    throw UsageError(
-        "--emulate software needs --cluster on the command: the link to emulate comes from the "
-        "cluster file");
+  if (record["emulation"] != to_string(Emulation::software)) return;
+  check_cluster_for(Emulation::software, cluster != nullptr, "");
   if (!record["technology"].is_null() && !cluster->technology(record["technology"].get<std::string>()))
     throw UsageError("--technology " + record["technology"].get<std::string>() + ": cluster " + cluster->name +
                      " has no such network technology");
@@ -330,7 +327,7 @@ std::unique_ptr<kernels::Device> Job::make_device(Backend backend) {
 std::unique_ptr<coll::CommunicatorFactory> Job::communicators(kernels::Device& device, const Cluster* cluster) {
   std::optional<coll::LinkEmulationSetup> emulation;
   const nlohmann::json record = emulation_record();
-  if (record["emulation"] == "software") {
+  if (record["emulation"] == to_string(Emulation::software)) {
     check_emulation(cluster);
     emulation = coll::LinkEmulationSetup{
         *cluster, record["technology"].is_null() ? std::string() : record["technology"].get<std::string>()};

@@ -12,6 +12,7 @@
 #include "harness/job.hpp"
 #include "harness/stats.hpp"
 #include "harness/watchdog.hpp"
+#include "spec/bounds.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
 
@@ -26,37 +27,25 @@ struct Entry {
   std::vector<double> busbw;  // per-iteration samples
 };
 
-// What a results file may hold: physical ranges, so that every sample busbw × time_us / t_i is a
-// finite, normal number (a busbw of 1e308 × a time of 1e308 overflowed to inf, its median to NaN,
-// and a NaN spun the Mann-Whitney test forever), and integers read at the width they
-// are used at (a ranks of 4294967300 read as int became 4). Local to regress for now; the spec's
-// bounds table is where they belong.
-//   times (time_us, each of times_us): 1 ns (below any timer's resolution) to 1e12 µs (the
-//     longest --timeout, 1e6 s: the watchdog ends an iteration that takes longer);
-//   busbw_gbps: 0 (a one-rank group moves nothing over a bus), or 1e-15 GB/s (a byte in the
-//     longest time) to 1e5 GB/s (100 TB/s, 50x today's fastest link);
-//   bytes: 1 B to kMaxSize (1 TiB); ranks: 1 to INT_MAX (RegressRow::ranks is an int).
-constexpr double kMinTimeUs = 1e-3, kMaxTimeUs = kMaxTimeoutS * 1e6;
-constexpr double kMinBusbwGbps = 1e-15, kMaxBusbwGbps = 1e5;
-
 std::string range_text(double lo, double hi) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "from %g to %g", lo, hi);
   return buf;
 }
 
-// A time in µs within [kMinTimeUs, kMaxTimeUs] (a denormal, zero or negative time is refused).
+// A time within spec/bounds' measured_time row (a denormal, zero or negative time is refused), so
+// that with a busbw within measured_bandwidth every sample busbw × time_us / t_i is a finite,
+// normal number: a NaN would spin the Mann-Whitney test forever.
 bool is_time_us(const nlohmann::json& v) {
-  if (!v.is_number()) return false;
-  const double x = v.get<double>();
-  return std::isfinite(x) && x >= kMinTimeUs && x <= kMaxTimeUs;
+  return v.is_number() && within(bound(Quantity::measured_time), v.get<double>());
 }
 
 // busbw_i = busbw × time_us / t_i: the same bytes and factor, each iteration's own time.
 std::vector<Entry> read_entries(const nlohmann::json& doc, const std::string& file) {
   if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
     throw InputError(file, "/results", "an array of bench coll results (a file written by sax bench coll --json)");
-  const std::string time_range = "a time in µs " + range_text(kMinTimeUs, kMaxTimeUs);
+  const std::string time_range = describe(bound(Quantity::measured_time));
+  const Bound& busbw_bound = bound(Quantity::measured_bandwidth);
   std::vector<Entry> out;
   const auto& results = doc["results"];
   for (std::size_t i = 0; i < results.size(); ++i) {
@@ -70,8 +59,7 @@ std::vector<Entry> read_entries(const nlohmann::json& doc, const std::string& fi
     const std::optional<CollOp> parsed = parse_coll_op(op);
     const bool in_place = (parsed && coll_op_entry(*parsed).one_buffer) || f.boolean("in_place", false);
     const double busbw = f.nonnegative("busbw_gbps");
-    if (busbw != 0 && (busbw < kMinBusbwGbps || busbw > kMaxBusbwGbps))
-      f.fail("busbw_gbps", "0 or a bandwidth in GB/s " + range_text(kMinBusbwGbps, kMaxBusbwGbps));
+    if (busbw != 0 && !within(busbw_bound, busbw)) f.fail("busbw_gbps", "0 or " + describe(busbw_bound));
     const nlohmann::json* time = f.optional("time_us");
     if (!time || !is_time_us(*time)) f.fail("time_us", time_range);
     const double time_us = time->get<double>();

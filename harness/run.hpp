@@ -5,7 +5,7 @@
 // {"version", "config", "env", "step_time_s": {"median", "min", "max"}, "steps": [...],
 //  "ranks": [{"rank", "building", "stage", "breakdown_s": {...}, "bytes": {...}, "peak_rss_gib"}],
 //  "trace": {...} with --trace}. With `--trace DIR` every rank records its measured steps
-// (harness/step_trace.hpp) and writes DIR/rank-N.json, on rank 0's clock.
+// (harness/tracer.hpp) and writes DIR/rank-N.json, on rank 0's clock.
 #pragma once
 
 #include <functional>

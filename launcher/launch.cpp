@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "spec/env.hpp"
@@ -58,13 +57,6 @@ std::string shell_line(const std::vector<std::string>& argv) {
   std::string l;
   for (const auto& w : argv) l += (l.empty() ? "" : " ") + shell_quote(w);
   return l;
-}
-
-std::string num(double v) {
-  std::ostringstream s;
-  s.precision(12);
-  s << v;
-  return s.str();
 }
 
 std::vector<char*> c_argv(const std::vector<std::string>& argv) {
@@ -186,10 +178,8 @@ void check_request(const Cluster& c, const std::string& cluster_file, const Laun
   if (!under_launcher.count(o.command.front()))
     throw UsageError("launch: '" + o.command.front() +
                      "' is not a sax command that runs on the testbed (expected bench, run, calibrate or validate)");
-  if (p.emulation == Emulation::software &&
-      std::find(o.command.begin(), o.command.end(), "--cluster") == o.command.end())
-    throw UsageError("--emulate software: the command must name the cluster (--cluster " + cluster_file +
-                     "): the emulated link comes from it");
+  check_cluster_for(p.emulation, std::find(o.command.begin(), o.command.end(), "--cluster") != o.command.end(),
+                    cluster_file);
 }
 
 // Whether this host can start the plan's ranks (before anything is made).
@@ -208,12 +198,12 @@ void check_host(const std::string& cluster_file, const LaunchOptions& o, const L
 // The environment the launcher and the ranks get: the mode, the watch, the collectives' rings,
 // NCCL's side of the boundary.
 void set_environment(const Cluster& c, const LaunchOptions& o, LaunchPlan& p) {
-  p.env.emplace_back("SAX_EMULATION", to_string(p.emulation));
-  if (!p.technology.empty()) p.env.emplace_back("SAX_TECHNOLOGY", p.technology);
+  p.env.emplace_back(kEnvEmulation.name, to_string(p.emulation));
+  if (!p.technology.empty()) p.env.emplace_back(kEnvTechnology.name, p.technology);
   if (!o.watch.empty()) {
     std::string pids;
     for (int pid : o.watch) pids += (pids.empty() ? "" : ",") + std::to_string(pid);
-    p.env.emplace_back(kEnvEmulationWatch, pids);
+    p.env.emplace_back(kEnvEmulationWatch.name, pids);
   }
   // Open MPI's collectives take the ring algorithms the cost model prices (spec::ring_algorithm:
   // 2(n-1) steps of alpha for all_reduce, n-1 for all_gather and reduce_scatter, pairwise
@@ -387,7 +377,7 @@ int run_plan(const LaunchPlan& plan, const std::function<std::string()>& broken)
     ~RemovePacing() {
       if (plan.emulation != Emulation::plugin) return;
       for (const auto& [k, v] : plan.nccl.common)
-        if (k == nccl_plugin::kKey) ::shm_unlink(pacing_segment_name(v).c_str());
+        if (k == kEnvNetKey.name) ::shm_unlink(pacing_segment_name(v).c_str());
     }
   } remove_pacing{plan};
   int status = 0;

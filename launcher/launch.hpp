@@ -26,6 +26,7 @@
 #include "launcher/nccl_env.hpp"
 #include "launcher/netns.hpp"
 #include "spec/cluster.hpp"
+#include "spec/number_text.hpp"  // num(), which netns.cpp and nccl_env.cpp write figures with
 
 namespace sax::launcher {
 
@@ -105,8 +106,5 @@ std::string shell_quote(const std::string& word);
 std::string shell_line(const std::vector<std::string>& argv);
 // argv as exec wants it: pointers into `argv`'s strings, null-terminated (valid while argv lives).
 std::vector<char*> c_argv(const std::vector<std::string>& argv);
-// A number as a command line or an environment variable takes it: 12 significant digits, no
-// trailing zeros ("0.25", "2090000000").
-std::string num(double v);
 
 }  // namespace sax::launcher

@@ -21,20 +21,6 @@ std::string netns_interface(int slot, int building) {
 
 }  // namespace
 
-const char* to_string(Emulation e) {
-  switch (e) {
-    case Emulation::none:
-      return "none";
-    case Emulation::netns:
-      return "netns";
-    case Emulation::software:
-      return "software";
-    case Emulation::plugin:
-      return "plugin";
-  }
-  return "?";
-}
-
 bool NcclEnv::per_rank() const {
   return !hostid_prefix.empty() ||
          std::any_of(per_building.begin(), per_building.end(), [](const EnvList& e) { return !e.empty(); });
@@ -56,16 +42,16 @@ NcclEnv nccl_env(const Cluster& c, Emulation emulation, const NcclEnvOptions& o)
     set(e.common, "NCCL_NET_PLUGIN", o.plugin_path);
     set(e.common, "NCCL_NET", nccl_plugin::kNetName);
     const Link& link = c.cross_building_link(o.technology);
-    set(e.common, nccl_plugin::kLatencyUs, num(link.latency_us));
-    set(e.common, nccl_plugin::kBandwidthGbps, num(link.bandwidth_gbps));
-    set(e.common, nccl_plugin::kOversubscription, num(link.oversubscription));
-    set(e.common, nccl_plugin::kNicGbps, num(c.boundary(0, o.technology).nic_gbps));
-    set(e.common, nccl_plugin::kKey, boundary_pacing_key(c, o.technology, o.job));
-    if (in_environment(nccl_plugin::kInner)) e.kept.emplace_back(nccl_plugin::kInner);
+    set(e.common, kEnvNetLatencyUs.name, num(link.latency_us));
+    set(e.common, kEnvNetBandwidthGbps.name, num(link.bandwidth_gbps));
+    set(e.common, kEnvNetOversubscription.name, num(link.oversubscription));
+    set(e.common, kEnvNetNicGbps.name, num(c.boundary(0, o.technology).nic_gbps));
+    set(e.common, kEnvNetKey.name, boundary_pacing_key(c, o.technology, o.job));
+    if (in_environment(kEnvNetInner.name)) e.kept.emplace_back(kEnvNetInner.name);
     for (int b = 0; b < buildings; ++b) {
       EnvList& to = e.per_building[static_cast<std::size_t>(b)];
-      set(to, nccl_plugin::kBuilding, std::to_string(b));
-      set(to, nccl_plugin::kDevicesInBuilding, std::to_string(c.boundary(b, o.technology).devices_in_building));
+      set(to, kEnvNetBuilding.name, std::to_string(b));
+      set(to, kEnvNetDevicesInBuilding.name, std::to_string(c.boundary(b, o.technology).devices_in_building));
     }
   } else if (emulation == Emulation::netns) {
     set(e.common, "NCCL_NET", "Socket");
@@ -73,7 +59,7 @@ NcclEnv nccl_env(const Cluster& c, Emulation emulation, const NcclEnvOptions& o)
     set(e.common, "NCCL_SOCKET_NTHREADS", std::to_string(kNcclSocketThreads));
     set(e.common, "NCCL_NSOCKS_PERTHREAD", std::to_string(kNcclSocketsPerThread));
     for (int b = 0; b < buildings; ++b)
-      set(e.per_building[static_cast<std::size_t>(b)], "NCCL_SOCKET_IFNAME", netns_interface(o.netns_slot, b));
+      set(e.per_building[static_cast<std::size_t>(b)], kEnvNcclSocketIfname.name, netns_interface(o.netns_slot, b));
   }
   // NCCL_HOSTID's value is per node: the wrapper appends the node's index to the building's prefix.
   EnvList hostid;

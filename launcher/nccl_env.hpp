@@ -24,29 +24,19 @@
 #include <vector>
 
 #include "spec/cluster.hpp"
+#include "spec/env.hpp"
 
 namespace sax::launcher {
 
-enum class Emulation { none, netns, software, plugin };
-const char* to_string(Emulation e);
+// SAX_EMULATION's values (spec/env.hpp), which the launcher's modes are.
+using sax::Emulation;
+using sax::to_string;
 
-// The NCCL net plugin's names, in one place to rename them.
+// The NCCL net plugin's names, in one place to rename them; its settings are spec/env.hpp's
+// SAX_NET_* declarations.
 namespace nccl_plugin {
 inline constexpr const char* kLibrary = "libnccl-net-sax.so";  // built beside the sax program
 inline constexpr const char* kNetName = "sax";                 // its ncclNet name, which NCCL_NET selects
-// Per rank (set by the rank wrapper): the rank's building index and the devices sharing its boundary.
-inline constexpr const char* kBuilding = "SAX_NET_BUILDING";
-inline constexpr const char* kDevicesInBuilding = "SAX_NET_DEVICES_IN_BUILDING";
-// The same for every rank: the cross-building link (spec/cluster.hpp Link: µs one way, GB/s per
-// device and direction), a device's NIC (GB/s), the pacing key (cluster, technology, job).
-inline constexpr const char* kLatencyUs = "SAX_NET_LATENCY_US";
-inline constexpr const char* kBandwidthGbps = "SAX_NET_BANDWIDTH_GBPS";
-inline constexpr const char* kOversubscription = "SAX_NET_OVERSUBSCRIPTION";
-inline constexpr const char* kNicGbps = "SAX_NET_NIC_GBPS";
-inline constexpr const char* kKey = "SAX_NET_KEY";
-// Another net plugin (an InfiniBand one) under the boundary instead of the plugin's TCP transport:
-// the user's choice, never set by the launcher, passed on to the ranks where it is set.
-inline constexpr const char* kInner = "SAX_NET_INNER";
 }  // namespace nccl_plugin
 
 // NCCL's socket transport on a veth: auto-tuning gives no helper thread and one socket there

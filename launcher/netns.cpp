@@ -241,8 +241,6 @@ std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c)
 }
 
 std::vector<std::string> netns_delay_command(const NetnsConfig& c, int b) {
-  // SAX_LINKDELAY_STATS=1: each helper says at the end how late it let packets go.
-  const char* stats = std::getenv("SAX_LINKDELAY_STATS");
   std::vector<std::string> cmd = {"ip",
                                   "netns",
                                   "exec",
@@ -252,7 +250,7 @@ std::vector<std::string> netns_delay_command(const NetnsConfig& c, int b) {
                                   std::to_string(kQueueBase + b),
                                   "--delay-us",
                                   num(c.latency_us)};
-  if (stats && std::string(stats) == "1") cmd.emplace_back("--stats");
+  if (env_flag(kEnvLinkdelayStats)) cmd.emplace_back("--stats");
   return cmd;
 }
 

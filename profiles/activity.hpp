@@ -1,6 +1,6 @@
 // Device activity (kernels, copies, API calls, NVTX markers) as CUPTI's Activity API delivers it,
 // behind an injected source, after kineto's CuptiActivityApi / MockCuptiActivities: the real
-// source (profiles/cupti/, later) turns CUPTI's buffers into ActivityRecords; tests feed
+// source (profiles/cupti/cupti_source.cpp) turns CUPTI's buffers into ActivityRecords; tests feed
 // synthetic ones. ActivityProcessor, which turns records into Events, never sees CUPTI.
 #pragma once
 

@@ -46,9 +46,15 @@ constexpr std::array kTable = {
           "longer overlap"},
     Bound{Quantity::probability, "a probability", "", 0, 1, true, false, "model hidden_dropout, attention_dropout",
           "a dropout probability in [0, 1)"},
-    Bound{Quantity::measured_time, "a measured time", "us", 1e-6, 1e10, false, false,
-          "calibration cross_oversubscription.alone_us, together_us",
-          "1 ps is below any clock; 1e10 us (3 hours) is longer than any collective"},
+    Bound{Quantity::measured_time, "a measured time", "us", 1e-6, 1e12, false, false,
+          "calibration cross_oversubscription.alone_us, together_us; bench coll results[].time_us, times_us[] (read "
+          "by regress)",
+          "1 ps is below any clock; 1e12 us is the longest --timeout (1e6 s), past which the watchdog ends an "
+          "iteration"},
+    Bound{Quantity::measured_bandwidth, "a measured bandwidth", "GB/s", 1e-15, 1e5, false, false,
+          "bench coll results[].busbw_gbps (read by regress, which takes 0 too: a one-rank group moves nothing)",
+          "a byte in the longest measured time, up to the bandwidth row's 100 TB/s: every busbw x time / time "
+          "sample stays a finite, normal number"},
     Bound{Quantity::degree, "a degree", "", 1, static_cast<double>(kMaxDegree), false, true,
           "layout *_parallel_size, micro_batch_size, decoder_{first,last}_pipeline_num_layers",
           "2^31: a product of two degrees fits in 62 bits"},

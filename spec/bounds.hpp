@@ -20,28 +20,29 @@ inline constexpr std::int64_t kMaxDegree = std::int64_t{1} << 31;
 inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 40;
 
 enum class Quantity {
-  bandwidth,          // a link's bandwidth per device and direction
-  latency,            // a link's one-way latency, a fitted α
-  oversubscription,   // how many devices share a link's bandwidth when all send
-  peak_compute,       // a device's dense peak per dtype
-  hbm_capacity,       // a device's memory
-  hbm_bandwidth,      // a device's memory bandwidth
-  efficiency,         // achieved / the datasheet's figure
-  inverse_bandwidth,  // a fitted β
-  curve_flops,        // an efficiency curve's point
-  overlap_slowdown,   // the share of overlapped time still paid
-  probability,        // a dropout probability
-  measured_time,      // a measured duration
-  degree,             // a parallel degree, a micro-batch size, a stage's layers
-  size,               // a model's widths, heads, sequence, vocabulary, batch; a building's nodes
-  experts,            // num_experts (0: dense)
-  layers,             // num_layers
-  devices_per_node,   // devices_per_node
-  world_size,         // nodes × devices_per_node
-  tokens_per_step,    // seq_length × global_batch_size
-  sm_count,           // a device's streaming multiprocessors
-  technologies,       // a cluster's network technologies
-  compute_slowdown,   // the testbed's emulated slower generation
+  bandwidth,           // a link's bandwidth per device and direction
+  latency,             // a link's one-way latency, a fitted α
+  oversubscription,    // how many devices share a link's bandwidth when all send
+  peak_compute,        // a device's dense peak per dtype
+  hbm_capacity,        // a device's memory
+  hbm_bandwidth,       // a device's memory bandwidth
+  efficiency,          // achieved / the datasheet's figure
+  inverse_bandwidth,   // a fitted β
+  curve_flops,         // an efficiency curve's point
+  overlap_slowdown,    // the share of overlapped time still paid
+  probability,         // a dropout probability
+  measured_time,       // a measured duration
+  measured_bandwidth,  // a measured bus bandwidth
+  degree,              // a parallel degree, a micro-batch size, a stage's layers
+  size,                // a model's widths, heads, sequence, vocabulary, batch; a building's nodes
+  experts,             // num_experts (0: dense)
+  layers,              // num_layers
+  devices_per_node,    // devices_per_node
+  world_size,          // nodes × devices_per_node
+  tokens_per_step,     // seq_length × global_batch_size
+  sm_count,            // a device's streaming multiprocessors
+  technologies,        // a cluster's network technologies
+  compute_slowdown,    // the testbed's emulated slower generation
 };
 
 struct Bound {

@@ -56,30 +56,10 @@ class RequestHandle final : public Handle::Impl {
 
 constexpr int kTag = 7301;
 
-// The op table of the MPI backend: which call carries each blocking collective at each size
-// (nccl-tests' size, bytes). Decided by measurement with bench/coll_paths (`mpirun -np 4
-// build/bench/coll_paths 15`, every candidate as a bare loop, rotated, mean over ranks, median of
-// the repetitions) on Open MPI 4.1.4 (Debian 12), 4 ranks on one 2-core host, float32, in three
-// launches: the library's own call unless another was faster at every size of a window in
-// every launch. Another MPI or another host may decide otherwise: rerun bench/coll_paths there.
-//   all_reduce      MPI_Reduce + MPI_Bcast at 8-64 KiB: 1.5-1.7x faster than MPI_Allreduce in all
-//                   three launches; at 1-4 KiB they tie, from 128 KiB MPI_Allreduce is faster
-//                   (up to 1.6x at 512 KiB-16 MiB). MPI_Reduce_scatter_block + MPI_Allgather is
-//                   never faster.
-//   all_gather      MPI_Gather + MPI_Bcast at 8-32 KiB: 1.1-1.4x faster than MPI_Allgather in all
-//                   three; elsewhere MPI_Allgather (MPI_Allgatherv won 1-16 MiB by 1.1-1.3x in
-//                   one launch and lost by 1.2-1.4x in another: no consistent winner).
-//   reduce_scatter  MPI_Reduce_scatter with equal counts, every size: within 4 % of
-//                   MPI_Reduce_scatter_block up to 64 KiB; at 16 MiB 2.1-2.5x faster in both
-//                   launches, at 256 KiB-4 MiB up to 6.5x faster in one launch where the _block
-//                   call's best elsewhere was 1.6x. Open MPI 4.1's reduce_scatter_block takes a
-//                   slower algorithm (the 4-8x gap to OSU, which calls MPI_Reduce_scatter).
-//   all_to_all      MPI_Alltoall (MPI_Alltoallv and posted MPI_Isend/MPI_Irecv within 10 %).
-//   broadcast       MPI_Bcast (1.35-3.2x faster than MPI_Scatter + MPI_Allgather).
-//   send_recv       MPI_Sendrecv (MPI_Irecv + MPI_Isend within 6 %).
-// Nonblocking calls (Mode::async) use the one nonblocking call of the same family (a composite
-// cannot be one request): MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter, MPI_Ialltoall,
-// MPI_Ibcast, MPI_Irecv + MPI_Isend.
+// The op table of the MPI backend: which call carries each blocking collective at each size, the
+// library's own unless another was faster at every size of a window, as bench/coll_paths measured
+// on Open MPI 4.1 (rerun it on another MPI or host). Nonblocking calls (Mode::async) use the one
+// nonblocking call of the same family: a composite cannot be one request.
 struct PathWindow {
   CollOp op;
   std::uint64_t from_bytes, to_bytes;  // inclusive

@@ -4,7 +4,7 @@
 // each a thin adapter to the same functions. Nothing else leaves the library (exports.map). No exception crosses into
 // NCCL: each call turns one into an NCCL error code and one line in NCCL's log (stderr before init).
 //
-// The boundary is made at the first init from the environment (env.hpp), read once; if that
+// The boundary is made at the first init from the environment (env.hpp, spec/env.hpp), read once; if that
 // fails, init fails with one line on stderr naming the variable. Under ncclNet_v11 NCCL calls init
 // and finalize once per communicator: the boundary (with its pacer's shared-memory segment) is
 // released when the last context is finalized and no comm of it is open, and made again by a
@@ -25,6 +25,7 @@
 #include "collectives/net_plugin/nccl_net_abi.hpp"
 #include "collectives/net_plugin/plugin_transport.hpp"
 #include "collectives/net_plugin/socket_transport.hpp"
+#include "spec/env.hpp"
 #include "spec/error.hpp"
 
 namespace sax::coll::net {
@@ -95,7 +96,7 @@ std::string describe(const PluginSettings& s, const std::string& via, const Prop
   std::ostringstream out;
   out << "sax net plugin: " << via << " on " << props.name << "; ";
   if (!s.boundary.building) {
-    out << "no building (" << kEnvBuilding << " unset): messages pass through";
+    out << "no building (" << kEnvNetBuilding.name << " unset): messages pass through";
     return out.str();
   }
   const LinkEmulation& e = s.boundary.emulation;

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "collectives/net_plugin/env.hpp"
+#include "spec/env.hpp"
 #include "spec/error.hpp"
 
 namespace sax::coll::net {
@@ -38,7 +38,7 @@ std::string one_line(std::string s) {
 }
 
 [[noreturn]] void refuse(const std::string& value, const std::string& why) {
-  throw UsageError(one_line(std::string("environment variable ") + kEnvInner + "='" + value + "': " + why));
+  throw UsageError(one_line(std::string("environment variable ") + kEnvNetInner.name + "='" + value + "': " + why));
 }
 
 // The properties struct a getProperties takes (declared only, for decltype).
@@ -166,7 +166,7 @@ int PluginTransport::version() const { return api_->version; }
 
 void PluginTransport::check(abi::Result r, const char* call) const {
   if (r != abi::kSuccess)
-    throw RunError(std::string(kEnvInner) + " " + describe() + ": " + call + " failed (NCCL error " +
+    throw RunError(std::string(kEnvNetInner.name) + " " + describe() + ": " + call + " failed (NCCL error " +
                    std::to_string(r) + ")");
 }
 
@@ -176,6 +176,11 @@ int PluginTransport::devices() {
   return n;
 }
 
+// The inner's own properties (the boundary replaces speed and latency where it has a building).
+// Its host and CUDA pointer bits stay: nothing on our side reads a message's bytes, so a
+// GPUDirect-capable inner may be given CUDA buffers through us. DMA-BUF goes: our exported structs
+// have no regMrDmaBuf. regIsGlobal, forceFlush and maxRecvs stay ours (0, 0, 1), which every
+// plugin must accept.
 Properties PluginTransport::properties(int dev) {
   Properties p;
   check(api_->with([&](const auto& n) {
@@ -196,7 +201,8 @@ Properties PluginTransport::properties(int dev) {
 }
 
 ListenComm* PluginTransport::listen(int dev, void* handle) {
-  // The inner gets all of NCCL's size, zeroed; what it wrote past our part must be nothing.
+  // The inner gets all of NCCL's size, zeroed; what it wrote past our part (kInnerHandleBytes, what
+  // the boundary carries beside its own fields) must be nothing. connect() hands it back the same.
   unsigned char full[kHandleBytes] = {};
   void* inner = nullptr;
   check(api_->with([&](const auto& n) {
@@ -209,7 +215,7 @@ ListenComm* PluginTransport::listen(int dev, void* handle) {
         "listen");
   if (std::any_of(full + kInnerHandleBytes, full + kHandleBytes, [](unsigned char b) { return b != 0; })) {
     api_->with([&](const auto& n) { return n.close_listen(inner); });
-    throw UsageError(one_line(std::string("environment variable ") + kEnvInner + ": " + describe() +
+    throw UsageError(one_line(std::string("environment variable ") + kEnvNetInner.name + ": " + describe() +
                               " writes a listen handle of more than " + std::to_string(kInnerHandleBytes) +
                               " bytes, which does not fit beside the boundary's fields in NCCL's " +
                               std::to_string(kHandleBytes)));
@@ -266,6 +272,8 @@ void PluginTransport::deregister_memory(Comm* comm, void* memory) {
 Request* PluginTransport::post(PluginComm& c, bool send, void* data, std::size_t size, int tag, void* memory) {
   if (c.requests.full()) return nullptr;
   void* temporary = nullptr;
+  // A message without a memory handle (the boundary's own hello, in host memory) is registered
+  // for its duration: RDMA plugins need one.
   if (!memory && data && size > 0) memory = temporary = register_memory(&c, data, size, kPtrHost);
   void* inner = nullptr;
   const abi::Result r = api_->with([&](const auto& n) {

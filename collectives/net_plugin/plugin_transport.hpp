@@ -1,32 +1,10 @@
-// A Transport over ANOTHER NCCL net plugin library (SAX_NET_INNER, env.hpp): loaded with dlopen,
-// its newest ncclNetPlugin_vN among v11, v10, v9 and v8 (nccl_net_abi.hpp) taken with dlsym, and
-// every call made through that struct. This is how the boundary sits on a real NIC path NCCL's own
-// transports do not expose (NCCL's IB transport is internal to NCCL): an IB-capable plugin such as
-// nccl-rdma-sharp-plugins' libnccl-net.so or aws-ofi-nccl's.
-//
-// What passes through and what does not:
-// - Properties: name, PCI path, GUID, speed, latency, max comms come from the inner plugin (the
-//   boundary replaces speed and latency when it has a building). ptrSupport keeps the inner's
-//   NCCL_PTR_HOST and NCCL_PTR_CUDA bits: neither the boundary nor this adapter ever reads or
-//   writes a message's bytes (they hold a send's pointer until its time, then hand it on), so a
-//   GPUDirect-capable inner may be given CUDA buffers through us; NCCL_PTR_DMABUF is dropped
-//   because our exported structs have no regMrDmaBuf. regIsGlobal, forceFlush and maxRecvs are
-//   not taken from the inner: ours report 0, 0 and 1, which every plugin must accept (NCCL then
-//   registers per comm, flushes as usual, and posts one receive per irecv).
-// - A send or receive without a memory handle (the boundary's own hello, host memory) is
-//   registered with the inner as host memory for its duration: RDMA plugins need one.
-// - Handles: listen() gives the inner a kHandleBytes buffer, zeroed, and refuses (UsageError
-//   naming SAX_NET_INNER) when it wrote anything past kInnerHandleBytes, the part the boundary can
-//   carry beside its own fields; connect() gets what listen wrote, zero after it, in the
-//   kHandleBytes buffer the boundary keeps for that connect (transport.hpp), so the inner may keep
-//   its connect state in it. The constructor makes one such listen on device 0, so a plugin whose
-//   handle does not fit fails init rather than the first connection.
-// - The library is never dlclosed (NCCL's and the inner's threads may outlive us); under v11 the
-//   inner's context is finalized by the destructor.
-// Loading ourselves: a library that is this very object (the same dlopen handle: it would init
-// itself again, recursively) is refused. A copy of libnccl-net-sax.so under another file name is
-// a separate object with its own state, and works as an inner where its environment gives it no
-// SAX_NET_INNER of its own (the tests load the built plugin under a process that is not it).
+// A Transport over ANOTHER NCCL net plugin library (SAX_NET_INNER, spec/env.hpp), loaded with
+// dlopen and called through its newest ncclNetPlugin_vN we adapt (nccl_net_abi.hpp): how the
+// boundary sits on a NIC path NCCL's own transports do not expose (an IB plugin such as
+// aws-ofi-nccl). Neither the boundary nor this adapter touches a message's bytes, so the inner's
+// host and CUDA pointer support pass through (plugin_transport.cpp says what else does and why).
+// The library is never dlclosed (NCCL's and the inner's threads may outlive us), and this very
+// library is refused as its own inner: it would init itself again, recursively.
 #pragma once
 
 #include <memory>

@@ -11,18 +11,12 @@
 #include <vector>
 
 #include "profiles/host_recorder.hpp"
+#include "spec/checks/cupti.hpp"
 #include "spec/error.hpp"
 
 namespace sax::profiles {
 
 namespace {
-
-void check(CUptiResult r, const char* what) {
-  if (r == CUPTI_SUCCESS) return;
-  const char* text = nullptr;
-  cuptiGetResultString(r, &text);
-  throw RunError(std::string("CUPTI: ") + what + ": " + (text ? text : "unknown error"));
-}
 
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                          CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -53,6 +47,7 @@ void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::si
 void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer, std::size_t,
                                std::size_t valid) {
   std::size_t dropped = 0;
+  // Tolerated: this runs on CUPTI's thread, where nothing may throw; a failure loses only the count.
   if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS) g_dropped += dropped;
   std::lock_guard lock(g_mutex);
   g_completed.push_back({buffer, valid});
@@ -77,8 +72,8 @@ MemcpyKind copy_kind(std::uint8_t k) {
 
 const char* api_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   const char* name = nullptr;
-  if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS) return nullptr;
-  return name;
+  // Tolerated: a callback id CUPTI cannot name (a newer API's) is recorded without its name.
+  return cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS ? name : nullptr;
 }
 
 // The fields every record of device work has (kernels, copies, memsets), whatever its struct.
@@ -152,15 +147,16 @@ namespace {
 class CuptiSource final : public ActivitySource {
  public:
   void start() override {
-    check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
-    for (CUpti_ActivityKind k : kKinds) check(cuptiActivityEnable(k), "cuptiActivityEnable");
+    SAX_CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+    for (CUpti_ActivityKind k : kKinds) SAX_CUPTI_CHECK(cuptiActivityEnable(k));
   }
   void stop() override {
+    // Tolerated: stop runs on every way out, a failed run's too; a failure loses only undelivered records.
     for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
   void flush(const ActivityCallback& deliver) override {
-    check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
+    SAX_CUPTI_CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
     std::vector<Completed> done;
     {
       std::lock_guard lock(g_mutex);
@@ -169,6 +165,7 @@ class CuptiSource final : public ActivitySource {
     ActivityRecord r;
     for (const Completed& c : done) {
       CUpti_Activity* record = nullptr;
+      // A buffer's records end with CUPTI_ERROR_MAX_LIMIT_REACHED: not an error, the loop's end.
       while (cuptiActivityGetNextRecord(c.buffer, c.valid, &record) == CUPTI_SUCCESS)
         if (convert_cupti_record(record, r)) deliver(r);
       std::free(c.buffer);
@@ -192,7 +189,7 @@ std::int64_t cupti_clock_offset_ns() {
   for (int i = 0; i < 8; ++i) {
     std::uint64_t c = 0;
     const std::int64_t h0 = now_ns();
-    if (cuptiGetTimestamp(&c) != CUPTI_SUCCESS) return 0;
+    SAX_CUPTI_CHECK(cuptiGetTimestamp(&c));  // without it the trace's device records would be misplaced
     const std::int64_t h1 = now_ns();
     if (h1 - h0 < best) best = h1 - h0, offset = h0 + (h1 - h0) / 2 - static_cast<std::int64_t>(c);
   }
@@ -208,11 +205,12 @@ bool route_nvtx_to_cupti() {
 }
 
 void push_external_id(std::uint64_t id) {
-  cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+  SAX_CUPTI_CHECK(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id));
 }
 
 void pop_external_id() {
   std::uint64_t id = 0;
+  // Tolerated: called from a destructor (harness/executor.cpp), where a throw would terminate.
   cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
 }
 

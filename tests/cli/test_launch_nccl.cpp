@@ -140,10 +140,10 @@ TEST(LaunchNccl, TheRankWrapperSetsEachRanksValuesUnderMpirunAndSrun) {
                                         "-node" + std::to_string(place.node))
           << mode << " rank " << r;
       if (mode == "plugin") {
-        EXPECT_EQ(env[nccl_plugin::kBuilding], std::to_string(place.building)) << "rank " << r;
-        EXPECT_EQ(env[nccl_plugin::kDevicesInBuilding], "4") << "rank " << r;
+        EXPECT_EQ(env[sax::kEnvNetBuilding.name], std::to_string(place.building)) << "rank " << r;
+        EXPECT_EQ(env[sax::kEnvNetDevicesInBuilding.name], "4") << "rank " << r;
       } else {
-        EXPECT_EQ(env.count(nccl_plugin::kBuilding), 0u) << mode;
+        EXPECT_EQ(env.count(sax::kEnvNetBuilding.name), 0u) << mode;
       }
     }
     EXPECT_EQ(ids[0], ids[1]) << "a node's ranks are one host";
@@ -174,8 +174,8 @@ TEST(LaunchNccl, BuildingsOfDifferentSizesGetTheirOwnValues) {
     auto env = rank_env(p.argv, r);
     const auto node = static_cast<std::size_t>(r / 2);
     EXPECT_EQ(env["NCCL_HOSTID"], "sax-local-2x2-" + want[node].first) << "rank " << r;
-    EXPECT_EQ(env[nccl_plugin::kDevicesInBuilding], want[node].second) << "rank " << r;
-    EXPECT_EQ(env[nccl_plugin::kBuilding], std::to_string(c.place(r).building)) << "rank " << r;
+    EXPECT_EQ(env[sax::kEnvNetDevicesInBuilding.name], want[node].second) << "rank " << r;
+    EXPECT_EQ(env[sax::kEnvNetBuilding.name], std::to_string(c.place(r).building)) << "rank " << r;
   }
 }
 
@@ -186,21 +186,23 @@ TEST(LaunchNccl, ThePluginsLinkIsTheClustersCrossBuildingLinkUnderEachTechnology
     o.technology = tech;
     const auto p = sax::launcher::plan_launch(c, "local-2x2.json", o);
     const sax::BuildingBoundary b = c.boundary(0, tech);
-    EXPECT_DOUBLE_EQ(std::stod(value(p.env, nccl_plugin::kLatencyUs)), c.cross_building_link(tech).latency_us) << tech;
-    EXPECT_DOUBLE_EQ(std::stod(value(p.env, nccl_plugin::kBandwidthGbps)), c.cross_building_link(tech).bandwidth_gbps)
+    EXPECT_DOUBLE_EQ(std::stod(value(p.env, sax::kEnvNetLatencyUs.name)), c.cross_building_link(tech).latency_us)
         << tech;
-    EXPECT_DOUBLE_EQ(std::stod(value(p.env, nccl_plugin::kOversubscription)),
+    EXPECT_DOUBLE_EQ(std::stod(value(p.env, sax::kEnvNetBandwidthGbps.name)),
+                     c.cross_building_link(tech).bandwidth_gbps)
+        << tech;
+    EXPECT_DOUBLE_EQ(std::stod(value(p.env, sax::kEnvNetOversubscription.name)),
                      c.cross_building_link(tech).oversubscription)
         << tech;
-    EXPECT_DOUBLE_EQ(std::stod(value(p.env, nccl_plugin::kNicGbps)), b.nic_gbps) << tech;
-    EXPECT_EQ(value(p.env, nccl_plugin::kKey), sax::boundary_pacing_key(c, tech, 4242));
+    EXPECT_DOUBLE_EQ(std::stod(value(p.env, sax::kEnvNetNicGbps.name)), b.nic_gbps) << tech;
+    EXPECT_EQ(value(p.env, sax::kEnvNetKey.name), sax::boundary_pacing_key(c, tech, 4242));
     EXPECT_EQ(value(p.env, "NCCL_NET_PLUGIN"), "/opt/sax/libnccl-net-sax.so");
     EXPECT_EQ(value(p.env, "NCCL_NET"), nccl_plugin::kNetName);
   }
-  EXPECT_EQ(value(sax::launcher::plan_launch(c, "x", options("plugin")).env, nccl_plugin::kOversubscription), "1");
+  EXPECT_EQ(value(sax::launcher::plan_launch(c, "x", options("plugin")).env, sax::kEnvNetOversubscription.name), "1");
   auto o = options("plugin");
   o.technology = "gbe-1-shared";
-  EXPECT_EQ(value(sax::launcher::plan_launch(c, "x", o).env, nccl_plugin::kOversubscription), "2");
+  EXPECT_EQ(value(sax::launcher::plan_launch(c, "x", o).env, sax::kEnvNetOversubscription.name), "2");
 }
 
 TEST(LaunchNccl, NetnsPutsNcclOnSocketsOverEachNamespacesVeth) {

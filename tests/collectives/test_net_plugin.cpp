@@ -25,6 +25,7 @@
 #include "collectives/net_plugin/env.hpp"
 #include "collectives/net_plugin/plugin_transport.hpp"
 #include "collectives/net_plugin/socket_transport.hpp"
+#include "spec/env.hpp"
 #include "spec/error.hpp"
 #include "tests/collectives/fake_net_transport.hpp"
 
@@ -299,8 +300,9 @@ namespace {
 // Sets the plugin's variables for one test and unsets them after.
 class PluginEnv : public ::testing::Test {
  protected:
-  static constexpr const char* kAll[] = {kEnvBuilding,          kEnvLatencyUs, kEnvBandwidthGbps, kEnvOversubscription,
-                                         kEnvDevicesInBuilding, kEnvNicGbps,   kEnvKey,           kEnvInner};
+  static constexpr const char* kAll[] = {
+      kEnvNetBuilding.name,          kEnvNetLatencyUs.name, kEnvNetBandwidthGbps.name, kEnvNetOversubscription.name,
+      kEnvNetDevicesInBuilding.name, kEnvNetNicGbps.name,   kEnvNetKey.name,           kEnvNetInner.name};
   void SetUp() override { clear(); }
   void TearDown() override { clear(); }
   static void clear() {
@@ -322,37 +324,38 @@ class PluginEnv : public ::testing::Test {
 TEST_F(PluginEnv, NoBuildingIsNoBoundary) {
   const PluginSettings s = read_plugin_settings();
   EXPECT_FALSE(s.boundary.building);
-  EXPECT_EQ(s.boundary.emulation.pacing_key, kDefaultKey);
+  EXPECT_EQ(s.boundary.emulation.pacing_key, std::string(kEnvNetKey.unset_text));
   EXPECT_TRUE(s.inner.empty());  // our socket transport
-  setenv(kEnvInner, "ib", 1);
+  setenv(kEnvNetInner.name, "ib", 1);
   EXPECT_EQ(read_plugin_settings().inner, "ib");
 }
 
 TEST_F(PluginEnv, ABuildingWithItsLinkAndDefaults) {
-  setenv(kEnvBuilding, "2", 1);
-  setenv(kEnvLatencyUs, "1000", 1);
-  setenv(kEnvBandwidthGbps, "0.125", 1);
-  setenv(kEnvKey, "job-7", 1);
+  setenv(kEnvNetBuilding.name, "2", 1);
+  setenv(kEnvNetLatencyUs.name, "1000", 1);
+  setenv(kEnvNetBandwidthGbps.name, "0.125", 1);
+  setenv(kEnvNetKey.name, "job-7", 1);
   const PluginSettings s = read_plugin_settings();
   ASSERT_TRUE(s.boundary.building);
   EXPECT_EQ(*s.boundary.building, 2);
   EXPECT_DOUBLE_EQ(s.boundary.emulation.link.latency_us, 1000);
   EXPECT_DOUBLE_EQ(s.boundary.emulation.link.bandwidth_gbps, 0.125);
-  EXPECT_DOUBLE_EQ(s.boundary.emulation.link.oversubscription, kDefaultOversubscription);
-  EXPECT_EQ(s.boundary.emulation.devices_in_building, kDefaultDevicesInBuilding);
-  EXPECT_DOUBLE_EQ(s.boundary.emulation.nic_gbps, kDefaultNicGbps);
+  EXPECT_DOUBLE_EQ(s.boundary.emulation.link.oversubscription, kEnvNetOversubscription.unset);
+  EXPECT_EQ(s.boundary.emulation.devices_in_building, static_cast<int>(kEnvNetDevicesInBuilding.unset));
+  EXPECT_DOUBLE_EQ(s.boundary.emulation.nic_gbps, kEnvNetNicGbps.unset);
   EXPECT_EQ(s.boundary.emulation.pacing_key, "job-7");
 }
 
 TEST_F(PluginEnv, BadOrMissingValuesNameTheVariable) {
-  setenv(kEnvBuilding, "0", 1);
-  setenv(kEnvLatencyUs, "1000", 1);
-  EXPECT_NE(refusal().find(kEnvBandwidthGbps), std::string::npos) << "missing bandwidth";
-  setenv(kEnvBandwidthGbps, "0.125", 1);
+  setenv(kEnvNetBuilding.name, "0", 1);
+  setenv(kEnvNetLatencyUs.name, "1000", 1);
+  EXPECT_NE(refusal().find(kEnvNetBandwidthGbps.name), std::string::npos) << "missing bandwidth";
+  setenv(kEnvNetBandwidthGbps.name, "0.125", 1);
   EXPECT_EQ(refusal(), "");
   const std::pair<const char*, const char*> bad[] = {
-      {kEnvBuilding, "-1"},          {kEnvBuilding, "510"},        {kEnvLatencyUs, "1ms"}, {kEnvBandwidthGbps, "0"},
-      {kEnvOversubscription, "0.5"}, {kEnvDevicesInBuilding, "0"}, {kEnvNicGbps, "fast"}};
+      {kEnvNetBuilding.name, "-1"},     {kEnvNetBuilding.name, "510"},         {kEnvNetLatencyUs.name, "1ms"},
+      {kEnvNetBandwidthGbps.name, "0"}, {kEnvNetOversubscription.name, "0.5"}, {kEnvNetDevicesInBuilding.name, "0"},
+      {kEnvNetNicGbps.name, "fast"}};
   for (const auto& [name, value] : bad) {
     const std::string good = std::getenv(name) ? std::getenv(name) : "";
     setenv(name, value, 1);
@@ -367,12 +370,13 @@ TEST_F(PluginEnv, BadOrMissingValuesNameTheVariable) {
 // SAX_NET_BANDWIDTH_GBPS=1e-300 was taken, and the link then not held at all: each link figure
 // obeys the bounds a cluster file's link fields do (spec/bounds.hpp), named in the refusal.
 TEST_F(PluginEnv, TheLinkIsReadThroughTheBoundsTable) {
-  setenv(kEnvBuilding, "0", 1);
-  setenv(kEnvLatencyUs, "1000", 1);
-  setenv(kEnvBandwidthGbps, "0.125", 1);
+  setenv(kEnvNetBuilding.name, "0", 1);
+  setenv(kEnvNetLatencyUs.name, "1000", 1);
+  setenv(kEnvNetBandwidthGbps.name, "0.125", 1);
   const std::pair<const char*, const char*> out_of_range[] = {
-      {kEnvBandwidthGbps, "1e-300"}, {kEnvBandwidthGbps, "1e6"},    {kEnvLatencyUs, "1e8"},
-      {kEnvNicGbps, "1e-300"},       {kEnvOversubscription, "1e9"}, {kEnvDevicesInBuilding, "4294967296"}};
+      {kEnvNetBandwidthGbps.name, "1e-300"}, {kEnvNetBandwidthGbps.name, "1e6"},
+      {kEnvNetLatencyUs.name, "1e8"},        {kEnvNetNicGbps.name, "1e-300"},
+      {kEnvNetOversubscription.name, "1e9"}, {kEnvNetDevicesInBuilding.name, "4294967296"}};
   for (const auto& [name, value] : out_of_range) {
     const std::string good = std::getenv(name) ? std::getenv(name) : "";
     setenv(name, value, 1);
@@ -385,7 +389,7 @@ TEST_F(PluginEnv, TheLinkIsReadThroughTheBoundsTable) {
       setenv(name, good.c_str(), 1);
   }
   EXPECT_EQ(refusal(), "");
-  setenv(kEnvBandwidthGbps, "1e-300", 1);
+  setenv(kEnvNetBandwidthGbps.name, "1e-300", 1);
   EXPECT_NE(refusal().find("a bandwidth between 0.001 and 100000 GB/s"), std::string::npos) << refusal();
 }
 
@@ -454,7 +458,7 @@ TEST(NetPluginSocket, PicksTheNamedInterfaceOrSaysWhichVariableIsWrong) {
 // is this test's. Both ends share that one instance, as ranks' comms share one plugin under NCCL.
 // The same figures and tolerances as NetPluginSocket.TheBoundaryHoldsOverLoopbackToo.
 TEST(NetPluginInner, TheBoundaryHoldsOverAnotherPluginToo) {
-  setenv(kEnvSocketIfname, "lo", 1);
+  setenv(kEnvNcclSocketIfname.name, "lo", 1);
   const std::string k = key("inner");
   auto inner = std::make_unique<PluginTransport>(SAX_NET_PLUGIN_PATH, nullptr);
   EXPECT_EQ(inner->version(), 11);
@@ -478,7 +482,7 @@ TEST(NetPluginInner, TheBoundaryHoldsOverAnotherPluginToo) {
   EXPECT_GE(gbps, kBandwidthGbps * kRateFloor);
   expect_order_and_sizes(sender, receiver, c);
   close(sender, receiver, c);
-  unsetenv(kEnvSocketIfname);
+  unsetenv(kEnvNcclSocketIfname.name);
 }
 
 TEST(NetPluginInner, ResolvesANameAsNcclDoes) {
@@ -512,7 +516,7 @@ std::string plugin_copy(const char* tag) {
 // own path), and what it printed on stderr.
 std::pair<int, std::string> init_copy_with_inner(const char* tag, const std::string& inner) {
   const std::string copy = plugin_copy(tag);
-  setenv(kEnvInner, inner.empty() ? copy.c_str() : inner.c_str(), 1);
+  setenv(kEnvNetInner.name, inner.empty() ? copy.c_str() : inner.c_str(), 1);
   void* lib = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
   EXPECT_NE(lib, nullptr) << dlerror();
   auto* v11 = lib ? static_cast<sax::coll::net::abi::NetV11*>(dlsym(lib, "ncclNetPlugin_v11")) : nullptr;
@@ -525,7 +529,7 @@ std::pair<int, std::string> init_copy_with_inner(const char* tag, const std::str
     out.second = ::testing::internal::GetCapturedStderr();
     v11->finalize(ctx);
   }
-  unsetenv(kEnvInner);
+  unsetenv(kEnvNetInner.name);
   std::filesystem::remove(copy);  // the mapping stays
   return out;
 }
@@ -537,14 +541,14 @@ TEST(NetPluginInner, ABadLibraryFailsInitInOneLineNamingTheVariable) {
                                    std::string("libc.so.6")}) {  // loads, but is no net plugin
     const std::string why = inner_refusal(value);
     std::printf("%s\n", why.c_str());
-    EXPECT_NE(why.find(kEnvInner), std::string::npos) << value;
+    EXPECT_NE(why.find(kEnvNetInner.name), std::string::npos) << value;
     EXPECT_EQ(why.find('\n'), std::string::npos) << value;
   }
   EXPECT_NE(inner_refusal("libc.so.6").find("no ncclNetPlugin_v11"), std::string::npos);
   // A handle that would not fit beside the boundary's fields: refused at init, its listen closed.
   const std::string big = inner_refusal(SAX_BIG_HANDLE_PLUGIN_PATH);
   std::printf("%s\n", big.c_str());
-  EXPECT_NE(big.find(kEnvInner), std::string::npos);
+  EXPECT_NE(big.find(kEnvNetInner.name), std::string::npos);
   EXPECT_NE(big.find("more than 96 bytes"), std::string::npos);
   EXPECT_EQ(big.find('\n'), std::string::npos);
   void* lib = dlopen(SAX_BIG_HANDLE_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
@@ -556,7 +560,7 @@ TEST(NetPluginInner, ABadLibraryFailsInitInOneLineNamingTheVariable) {
   const auto [result, printed] = init_copy_with_inner("bad", "/no/such/libnccl-net-x.so");
   std::printf("%s", printed.c_str());
   EXPECT_NE(result, 0);
-  EXPECT_NE(printed.find(kEnvInner), std::string::npos);
+  EXPECT_NE(printed.find(kEnvNetInner.name), std::string::npos);
   EXPECT_EQ(std::count(printed.begin(), printed.end(), '\n'), 1);
   // A plugin told to wrap itself refuses instead of calling its own init again.
   const auto [self_result, self_printed] = init_copy_with_inner("self", "");
