@@ -9,7 +9,7 @@ namespace sax::explorer {
 
 namespace {
 
-// Compute efficiency defaults (README "Cost-model defaults"; none is fitted to a step time).
+// Compute efficiency defaults (docs/explorer.md "Cost-model defaults"; none is fitted to a step time).
 //
 // GEMMs: the shape by FLOPs of NVIDIA's published cuBLAS sweep, BF16 on A100 SXM4, m = n = k
 // from 256 to 8192 in steps of 256 (Figure 6 of "CUDA 11 Features Revealed",
@@ -59,7 +59,7 @@ double matmul_ceiling(const std::string& device, DType dtype) {
 constexpr std::array<double, 6> kFa2A100CausalTflops = {99, 133, 155, 173, 182, 189};
 constexpr std::array<double, 6> kFa2H100CausalTflops = {163, 221, 265, 294, 308, 328};
 
-// The assumed curves of before (README: "assumed"), kept where no source covers the case: the
+// The assumed curves of before (docs/explorer.md: "assumed"), kept where no source covers the case: the
 // CPU testbed (OpenBLAS; calibration measures it), fp32/tf32 models, attention on other devices.
 constexpr std::array<EfficiencyPoint, 5> kAssumedGemm = {
     {{1e8, 0.20}, {1e9, 0.40}, {1e10, 0.60}, {1e11, 0.72}, {1e12, 0.75}}};

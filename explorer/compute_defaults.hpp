@@ -1,4 +1,4 @@
-// The cost model's default compute efficiencies (README "Cost-model defaults"), each from a
+// The cost model's default compute efficiencies (docs/explorer.md "Cost-model defaults"), each from a
 // published measurement with its source beside it in compute_defaults.cpp, none fitted to a step
 // time: the GEMM curve from NVIDIA's cuBLAS sweep on A100 scaled to the device's Maximum
 // Achievable Matmul FLOPS, the fused-attention curve from FlashAttention-2's forward + backward

@@ -2,7 +2,7 @@
 // layout. It prices the closed forms' counts (closed_forms.hpp: the same messages the workload
 // lists) with α-β link costs and the compute efficiencies, as named terms (the `terms` functions
 // below) that the calibrator fits and the tests check one by one. Datasheet values (peak × the
-// default efficiencies, README "Cost-model defaults") unless a calibration file is given.
+// default efficiencies, docs/explorer.md "Cost-model defaults") unless a calibration file is given.
 #pragma once
 
 #include <algorithm>
@@ -29,7 +29,7 @@ namespace sax::explorer {
 // α (s per algorithm step) and β (s per byte of bus traffic) per collective op, one link: the
 // ring's (the calibration's fit). NCCL's other algorithms on this link run at the ring's α and
 // at β × beta_scale[algorithm] (the ring's achievable busbw over theirs, published nccl-tests
-// figures, README "Cost-model defaults"); 0 where the link does not have the algorithm.
+// figures, docs/explorer.md "Cost-model defaults"); 0 where the link does not have the algorithm.
 struct LinkCost {
   std::array<double, kNumCollOps> alpha_s{}, beta_s_per_byte{};      // by CollOp; read through priced_as()
   std::array<double, kNumCollAlgorithms> beta_scale{1.0, 0.0, 0.0};  // by CollAlgorithm; ring 1
@@ -40,7 +40,7 @@ struct LinkCost {
 };
 
 // Everything the cost model assumes. `datasheet` fills it from the cluster and the documented
-// defaults (README "Cost-model defaults" gives each one's source); `calibrated` overrides what a
+// defaults (docs/explorer.md "Cost-model defaults" gives each one's source); `calibrated` overrides what a
 // calibration file measured.
 struct CostParams {
   double peak_flops = 0;  // dense FLOP/s of the model's dtype

@@ -12,7 +12,7 @@ namespace sax::explorer {
 
 namespace {
 
-// What NCCL reaches of a link's datasheet bandwidth, as nccl-tests' busbw (README "Cost-model
+// What NCCL reaches of a link's datasheet bandwidth, as nccl-tests' busbw (docs/explorer.md "Cost-model
 // defaults"; none of these is fitted to a step time). Each is the ring's unless it says so.
 // NVLink 4 (H100/H200, 450 GB/s per direction): ring 370 GB/s ("~20 % protocol overhead",
 // https://github.com/NVIDIA/nccl-tests/issues/212; 365–370 on 2–8 GPUs,
@@ -81,7 +81,7 @@ CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
   p.links[1] = datasheet_link(cl.intra_building, true, net);
   p.links[2] = datasheet_link(cl.cross_building, false, net);
   for (const auto& t : cl.network_technologies) p.technologies.push_back(datasheet_link(t.link, false, net));
-  // Defaults (README "Cost-model defaults"): published cuBLAS and FlashAttention-2 measurements
+  // Defaults (docs/explorer.md "Cost-model defaults"): published cuBLAS and FlashAttention-2 measurements
   // on tensor-core dtypes of a cuda cluster, the assumed curves elsewhere.
   p.gemm = default_gemm_curve(cl, m.dtype);
   p.attention = default_attention_curve(cl, m.dtype, p.peak_flops);

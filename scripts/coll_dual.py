@@ -7,7 +7,7 @@ median over runs of time(reduce_scatter) / time(all_gather).
 
   scripts/coll_dual.py [--runs 5] [--np 4] [--sax build/sax] [-- extra bench coll arguments]
 
-As root on one small host it adds the flags and environment Open MPI needs (README).
+As root on one small host it adds the flags and environment Open MPI needs (docs/collectives.md).
 """
 import argparse
 import json

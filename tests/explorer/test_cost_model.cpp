@@ -545,7 +545,7 @@ TEST(CostModel, OnH100AGemmOneColumnPastWholeTilesIsSlowerPerFlop) {
               1e-4);
 }
 
-// The datasheet's curves on a cuda cluster come from published measurements (README "Cost-model
+// The datasheet's curves on a cuda cluster come from published measurements (docs/explorer.md "Cost-model
 // defaults"): the GEMM curve is NVIDIA's cuBLAS BF16 sweep on A100 (each point over its own
 // quantization on 108 SMs, binned as the calibrator bins), its top scaled to the device's Maximum
 // Achievable Matmul FLOPS (ml-engineering's table); fused attention is FlashAttention-2's forward

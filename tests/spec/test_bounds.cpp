@@ -1,5 +1,5 @@
 // The table of accepted ranges (spec/bounds.hpp): every reader checks its numbers against it, the
-// presets are within it, README lists it; and the products of counts are checked for overflow.
+// presets are within it, docs/hardening.md lists it; and the products of counts are checked for overflow.
 #include <gtest/gtest.h>
 
 #include <filesystem>
