@@ -61,6 +61,11 @@ def main():
          "report": cmd_report}[a.cmd](a)
     except InputError as e:
         fail(2, f"error: {e}")
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        # A value of another type than sax writes there: one line, as for any bad input.
+        given = [v for k, v in vars(a).items() if k not in ("cmd", "out", "title", "step") and v]
+        inputs = [f for v in given for f in (v if isinstance(v, list) else [v]) if isinstance(f, str)]
+        fail(2, f"error: {', '.join(inputs) or 'the input'}: not as sax writes it ({type(e).__name__}: {e})")
     except MatplotlibMissing as e:
         reexec_with_system_python()
         fail(3, f"matplotlib is not importable by {sys.executable} ({e}): install python3-matplotlib")
