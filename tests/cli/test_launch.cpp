@@ -146,8 +146,10 @@ TEST(LaunchMpi, SoftwareEmulationShapesOnlyTheBoundary) {
               " --group intra_building --op send_recv -b 4M -e 4M -n 5 -w 1 --json " + t.file("i.json"));
   ASSERT_EQ(r.code, 0) << r.err;
   const auto i = nlohmann::json::parse(sax::test::slurp(t.file("i.json")));
-  EXPECT_GT(i["results"][0]["algbw_gbps"].get<double>(), 0.125 * 2) << "inside a building is not shaped";
-  EXPECT_EQ(i["results"][0]["path"].get<std::string>().find("software"), std::string::npos);
+  // Inside a building is not shaped: its call is the library's own, not the emulator's (a
+  // bandwidth floor here is the host's speed, which a busy host misses).
+  EXPECT_EQ(i["results"][0]["path"].get<std::string>().find("software"), std::string::npos) << i["results"][0];
+  EXPECT_EQ(i["env"]["emulation"], "software");
   r = run_sax("launch --cluster " + c + " --emulate software -- run --cluster " + c + " --model " +
               sax::test::preset_path("models/moe-tiny.json") + " --layout " +
               sax::test::preset_path("layouts/local-ep2-dp4.json"));
