@@ -98,32 +98,31 @@ def import_pyplot():
     return plt
 
 
-def save_figure(fig, file):
-    d = os.path.dirname(os.path.abspath(file))
-    if not os.path.isdir(d):
-        raise InputError(file, "", "a path in an existing directory")
-    tmp = os.path.join(d, f".{os.path.basename(file)}.tmp.{os.getpid()}")
+def replace_atomically(file, write):
+    """write(tmp) beside FILE, then renamed over it: FILE is whole or untouched."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(file)), f".{os.path.basename(file)}.tmp.{os.getpid()}")
     try:
-        fig.savefig(tmp, format="png", dpi=110)
+        write(tmp)
         os.replace(tmp, file)
     except OSError as e:
         raise InputError(file, "", f"a writable path ({e.strerror})")
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def save_figure(fig, file):
+    if not os.path.isdir(os.path.dirname(os.path.abspath(file))):
+        raise InputError(file, "", "a path in an existing directory")
+    replace_atomically(file, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
 
 
 def write_text(file, text):
-    tmp = os.path.join(os.path.dirname(os.path.abspath(file)), f".{os.path.basename(file)}.tmp.{os.getpid()}")
-    try:
+    def write(tmp):
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
-        os.replace(tmp, file)
-    except OSError as e:
-        raise InputError(file, "", f"a writable path ({e.strerror})")
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+
+    replace_atomically(file, write)
 
 
 def out_dir(path):
