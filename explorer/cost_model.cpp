@@ -182,6 +182,8 @@ CostModel::Prices CostModel::prices(const TrafficUnits& u, const Channels& ch) c
     p.tp_message_s[static_cast<std::size_t>(i)] = p.tp[static_cast<std::size_t>(i)].time({1.0, u.tp[i].bytes});
   p.dp_grad_kinds = sync(p.dp_grad, u.dense_grad, u.expert_grad);
   p.dp_gather_kinds = sync(p.dp_gather, u.dense_gather, u.expert_gather);
+  p.dp_dense_grad_kinds = u.dense_grad.size;
+  p.dp_dense_gather_kinds = u.dense_gather.size;
   return p;
 }
 
@@ -226,7 +228,44 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
   for (int i = 0; i < price.dp_gather_kinds; ++i)
     gather += price.dp_gather[static_cast<std::size_t>(i)].time(tr.dp_gather[static_cast<std::size_t>(i)]);
   if (cand.dp_sync == DpSync::overlapped) {
-    tail.dp = terms::overlapped_sync_time(grad, gather, t.backward(st), t.forward(st), p_.overlap_slowdown);
+    // Each kind's messages split into the per-layer ones and the embedding/output parameters'
+    // (dense kinds carry both: their bytes scale with the parameters, the edge's share apart).
+    const StageParams& sp = tr.params;
+    const double layers = static_cast<double>(st.layers());
+    const double edge_share = sp.dense > 0 ? sp.edge / sp.dense : 0.0;
+    const double edge_forward = (st.first ? t.first_forward : 0.0) + (st.last ? t.last_forward : 0.0);
+    const double edge_backward = (st.first ? t.first_backward : 0.0) + (st.last ? t.last_backward : 0.0);
+    auto queue = [&](const std::array<terms::Price, 6>& prices, const std::array<Amount, 6>& amounts, int kinds,
+                     int dense_kinds, double total, double layer_compute, bool edge_first) {
+      terms::SyncQueue q;
+      q.total_s = total;
+      double per_layer = 0, edge = 0;
+      for (int i = 0; i < kinds; ++i) {
+        const auto k = static_cast<std::size_t>(i);
+        const Amount& a = amounts[k];
+        if (!(a.count > 0)) continue;
+        const bool dense = i < dense_kinds;
+        const double edge_msgs = dense && sp.edge > 0 ? 1.0 : 0.0, edge_bytes = dense ? a.bytes * edge_share : 0.0;
+        const double layer_msgs = a.count - edge_msgs;
+        if (layer_msgs > 0) per_layer += prices[k].time({layer_msgs, a.bytes - edge_bytes}) / std::max(1.0, layers);
+        if (edge_msgs > 0) edge += prices[k].time({1.0, edge_bytes});
+      }
+      q.count = layers, q.each_s = per_layer, q.between_s = layers > 0 ? layer_compute / layers : 0.0;
+      // The first stage's embedding parameters are needed first; the output layer's come last
+      // in the forward and first in the backward, and leave (or are needed) with the chain.
+      if (edge_first) {
+        q.lone_s = edge;
+      } else if (q.count >= 1) {
+        q.each_s = (per_layer * q.count + edge) / (q.count + (edge > 0 ? 1.0 : 0.0));
+        q.count += edge > 0 ? 1.0 : 0.0;
+      }
+      return q;
+    };
+    const terms::SyncQueue g = queue(price.dp_grad, tr.dp_grad, price.dp_grad_kinds, price.dp_dense_grad_kinds, grad,
+                                     t.backward(st) - edge_backward, true);
+    const terms::SyncQueue a = queue(price.dp_gather, tr.dp_gather, price.dp_gather_kinds, price.dp_dense_gather_kinds,
+                                     gather, t.forward(st) - edge_forward, st.first);
+    tail.dp = terms::overlapped_sync_time(g, a, p_.overlap_slowdown);
   } else {
     tail.dp = grad + gather;
   }

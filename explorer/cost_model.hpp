@@ -22,6 +22,7 @@
 #include "spec/collective.hpp"
 #include "spec/layout.hpp"
 #include "spec/model.hpp"
+#include "workload/device_time.hpp"
 #include "workload/layer_ops.hpp"
 
 namespace sax::explorer {
@@ -42,29 +43,16 @@ struct LinkCost {
 // Everything the cost model assumes. `datasheet` fills it from the cluster and the documented
 // defaults (docs/explorer.md "Cost-model defaults" gives each one's source); `calibrated` overrides what a
 // calibration file measured.
-struct CostParams {
-  double peak_flops = 0;  // dense FLOP/s of the model's dtype
-  double hbm_bytes_per_s = 0;
+struct CostParams : workload::DeviceSpeed {  // the device's compute: workload/device_time.hpp
   double hbm_gib = 0;
   std::array<LinkCost, 3> links;       // by LinkClass; cross_building = the cluster's own link
   std::vector<LinkCost> technologies;  // cross-building link per cluster network technology
-  EfficiencyCurve gemm, attention;
-  // The device's SMs: a GEMM's or attention product's efficiency is the GEMM curve's at its
-  // FLOPs × its tile and wave quantization on them (workload::quantization); 0 (not known, the
-  // CPU testbed): factor 1.
-  int sm_count = 0;
-  double hbm_efficiency = 0.8;
   double overlap_slowdown = 0.1;
   double router_imbalance = 1.25;
   double memory_usable_fraction = 0.92;
   std::string source = "datasheet";
   // With a calibration: the terms it set, and those left at the datasheet or the defaults.
   std::vector<std::string> calibrated_terms, datasheet_terms;
-
-  // log10 of the curves' points, worked out once by CostModel (empty: EfficiencyCurve::at works
-  // them out per call).
-  std::vector<double> gemm_log10, attention_log10;
-  void prepare_curves();
 
   static CostParams datasheet(const Cluster& cluster, const Model& model);
   static CostParams calibrated(const Cluster& cluster, const Model& model, const Calibration& calibration,
@@ -188,22 +176,13 @@ inline Price price(CollOp op, const Channel& ch) {
   return p;
 }
 
-// Compute, op by op, at the roofline: every compute op of the workload (workload/layer_ops.hpp,
-// the one definition the step builder lists) takes the longer of its FLOPs at the efficiency
-// its size reaches — GEMMs and unfused attention's products on the GEMM curve times the tile and
-// wave quantization of their shapes (workload::quantization), fused attention on the attention
-// curve, each curve at the op's forward FLOPs — and its bytes at the HBM bandwidth reached;
-// memory-bound ops (norms, residuals, activations, softmax, RoPE, the router's top-k, permutes,
-// embedding, cross-entropy) take their bytes alone.
-double gemm_time(const CostParams& params, double flops);
-double attention_time(const CostParams& params, double flops);
-// The roofline of one op of `kind`: `flops` at the efficiency reached at `forward_flops` (the
-// op's forward, which sets its size) times `quantization` (the part's tile and wave
-// quantization; 1 for fused attention), or `bytes` at the HBM rate reached, the longer.
-double roofline_time(const CostParams& params, workload::ComputeKind kind, double flops, double forward_flops,
-                     double bytes, double quantization);
-// One part of a layer op at its roofline, its quantization on params.sm_count from its shape.
-double op_time(const CostParams& params, const workload::LayerOp& op, workload::Part part, double bytes_per_element);
+// Compute, op by op, at the roofline (workload/device_time.hpp, the one definition a paced device
+// runs at too): every compute op of the workload (workload/layer_ops.hpp, the one definition the
+// step builder lists) at its FLOPs or its bytes, the longer, plus the device's fixed cost per op.
+using workload::attention_time;
+using workload::gemm_time;
+using workload::op_time;
+using workload::roofline_time;
 // One micro-batch on one rank, per layer and per pipeline edge, forward and backward (with zero
 // bubble the backward is its B and W parts, each at its own roofline).
 struct LayerTimes {
@@ -268,11 +247,25 @@ struct Tail {
 // hide, and the compute `overlap_slowdown` slower while they overlap (the communication kernels
 // take SMs and memory bandwidth): max(0, comm − compute) + overlap_slowdown · min(comm, compute).
 double overlap_time(double comm_s, double compute_s, double overlap_slowdown);
-// Overlapped DP sync: gradients reduce behind the last micro-batch's backward (`backward_s`),
-// parameters gather behind the next step's first forward (`forward_s`); what they overlap runs
-// `overlap_slowdown` slower.
-double overlapped_sync_time(double grad_s, double gather_s, double backward_s, double forward_s,
-                            double overlap_slowdown);
+// Messages on one link that compute issues (or needs) one at a time, in order: `count` of
+// `each_s`, with `between_s` of compute between two consecutive ones, and `lone_s` more that no
+// compute hides (gradients that leave once the backward has ended, parameters needed before the
+// forward begins). The link carries them one after another, so what the compute does not hide is
+// the lone message, the chain's last (or first) one, and what the chain's messages take beyond
+// the compute between them: lone + each + (count − 1) · max(0, each − between); 0 without any.
+double queued_time(double count, double each_s, double between_s, double lone_s);
+// One overlapped DP sync's messages on their link: `total_s` in all (every kind), `count` per
+// layer of `each_s` (a layer's kinds together) with a layer's compute `between_s` between them,
+// and `lone_s` of the embedding/output parameters' that nothing hides.
+struct SyncQueue {
+  double total_s = 0, count = 0, each_s = 0, between_s = 0, lone_s = 0;
+};
+// Overlapped DP sync: each layer's gradients reduced once its last backward is done, behind the
+// rest of the last micro-batch's backward, the embedding/output ones after the last backward
+// op; each layer's parameters gathered behind the next step's forward, needed layer by layer,
+// the first stage's embedding first. What neither hides is queued_time of each (at most its
+// total); what they overlap runs `overlap_slowdown` slower.
+double overlapped_sync_time(const SyncQueue& grad, const SyncQueue& gather, double overlap_slowdown);
 // tp_comm_overlap: one micro-batch's TP messages that run behind a GEMM on a stage of `st`'s
 // layers, each group at overlap_time against its GEMM (LayerTimes::gemm_*): per layer and
 // forward pass (`forward_passes`: 2 with full recompute) an all-gather (`all_gather_s` each)
@@ -336,7 +329,8 @@ class CostModel {
     terms::Price cp, ep, pp, embedding;
     std::array<terms::Price, 6> dp_grad, dp_gather;  // dense then expert kinds: the first *_kinds
     int tp_kinds = 0, dp_grad_kinds = 0, dp_gather_kinds = 0;
-    bool dp_tuned = false;  // a DP-sync kind has an algorithm besides the ring
+    int dp_dense_grad_kinds = 0, dp_dense_gather_kinds = 0;  // the first of each: the dense kinds
+    bool dp_tuned = false;                                   // a DP-sync kind has an algorithm besides the ring
   };
   Prices prices(const TrafficUnits& units, const Channels& ch) const;
   // What evaluate prices a candidate's traffic with: where its groups sit, the channels, the

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "explorer/compute_defaults.hpp"
 #include "explorer/cost_model.hpp"
 
 namespace sax::explorer {
@@ -71,31 +70,18 @@ LinkCost datasheet_link(const Link& l, bool apply_oversubscription, const Algori
 
 CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
   CostParams p;
-  p.peak_flops = cl.device.peak_tflops_for(m.dtype) * 1e12;
-  p.hbm_bytes_per_s = cl.device.hbm_bandwidth_gbps * 1e9;
+  static_cast<workload::DeviceSpeed&>(p) = workload::DeviceSpeed::of(cl.device, cl.backend, m.dtype);
   p.hbm_gib = cl.device.hbm_gib;
-  p.sm_count = cl.device.sm_count;
+  // A paced op ends at its deadline whatever communicates beside it (the testbed's cost of
+  // progressing that communication is an overrun, counted, not a slower device).
+  if (cl.paced()) p.overlap_slowdown = 0;
   const AlgorithmDefaults node = algorithm_defaults(cl, LinkClass::intra_node),
                           net = algorithm_defaults(cl, LinkClass::intra_building);
   p.links[0] = datasheet_link(cl.intra_node, true, node);
   p.links[1] = datasheet_link(cl.intra_building, true, net);
   p.links[2] = datasheet_link(cl.cross_building, false, net);
   for (const auto& t : cl.network_technologies) p.technologies.push_back(datasheet_link(t.link, false, net));
-  // Defaults (docs/explorer.md "Cost-model defaults"): published cuBLAS and FlashAttention-2 measurements
-  // on tensor-core dtypes of a cuda cluster, the assumed curves elsewhere.
-  p.gemm = default_gemm_curve(cl, m.dtype);
-  p.attention = default_attention_curve(cl, m.dtype, p.peak_flops);
   return p;
-}
-
-void CostParams::prepare_curves() {
-  auto logs = [](const EfficiencyCurve& c) {
-    std::vector<double> v;
-    for (const EfficiencyPoint& pt : c.points) v.push_back(std::log10(pt.flops));
-    return v;
-  };
-  gemm_log10 = logs(gemm);
-  attention_log10 = logs(attention);
 }
 
 CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calibration& calibration,
@@ -116,14 +102,17 @@ CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calib
       }
     term(!ops.empty(), std::string(link_class_name(lc)) + " alpha-beta" + (ops.empty() ? "" : " (" + ops + ")"));
   }
-  if (calibration.gemm) p.gemm = *calibration.gemm;
-  term(calibration.gemm.has_value(), "gemm efficiency");
-  if (calibration.attention) p.attention = *calibration.attention;
-  term(calibration.attention.has_value(), "attention efficiency");
-  if (calibration.hbm_efficiency) p.hbm_efficiency = *calibration.hbm_efficiency;
-  term(calibration.hbm_efficiency.has_value(), "hbm efficiency");
-  if (calibration.overlap_slowdown) p.overlap_slowdown = *calibration.overlap_slowdown;
-  term(calibration.overlap_slowdown.has_value(), "overlap slowdown");
+  // A paced device computes what the cluster declares: a calibration's compute terms (measured on
+  // the host's own kernels) do not describe it, and pacing never changes what the explorer assumes.
+  const bool compute = !cl.paced();
+  if (compute && calibration.gemm) p.gemm = *calibration.gemm;
+  term(compute && calibration.gemm.has_value(), "gemm efficiency");
+  if (compute && calibration.attention) p.attention = *calibration.attention;
+  term(compute && calibration.attention.has_value(), "attention efficiency");
+  if (compute && calibration.hbm_efficiency) p.hbm_efficiency = *calibration.hbm_efficiency;
+  term(compute && calibration.hbm_efficiency.has_value(), "hbm efficiency");
+  if (compute && calibration.overlap_slowdown) p.overlap_slowdown = *calibration.overlap_slowdown;
+  term(compute && calibration.overlap_slowdown.has_value(), "overlap slowdown");
   // The cross-building β of a calibration is the link's own where the oversubscription was
   // measured beside it; without it, it was fitted with every group crossing at once (calibrate
   // --cluster, or bench coll files): the sharing is in it already, not to be applied again.

@@ -11,35 +11,6 @@ namespace sax::explorer {
 namespace terms {
 
 namespace {
-const double* logs_of(const EfficiencyCurve& curve, const std::vector<double>& log10) {
-  return log10.size() == curve.points.size() ? log10.data() : nullptr;
-}
-}  // namespace
-
-double gemm_time(const CostParams& p, double flops) {
-  return flops > 0 ? flops / (p.peak_flops * p.gemm.at(flops, logs_of(p.gemm, p.gemm_log10))) : 0.0;
-}
-
-double attention_time(const CostParams& p, double flops) {
-  return flops > 0 ? flops / (p.peak_flops * p.attention.at(flops, logs_of(p.attention, p.attention_log10))) : 0.0;
-}
-
-double roofline_time(const CostParams& p, workload::ComputeKind kind, double flops, double forward_flops, double bytes,
-                     double quantization) {
-  const double memory = bytes / (p.hbm_bytes_per_s * p.hbm_efficiency);
-  if (kind == workload::ComputeKind::memory || !(forward_flops > 0)) return memory;
-  const double once =
-      kind == workload::ComputeKind::attention ? attention_time(p, forward_flops) : gemm_time(p, forward_flops);
-  return std::max(flops / forward_flops * once / quantization, memory);
-}
-
-double op_time(const CostParams& p, const workload::LayerOp& o, workload::Part part, double e) {
-  const workload::OpCost cost = workload::op_cost(o, part, e);
-  return roofline_time(p, o.kind, cost.flops, workload::op_cost(o, workload::Part::forward, e).flops,
-                       cost.bytes_read + cost.bytes_written, workload::quantization(o, part, p.sm_count));
-}
-
-namespace {
 // The candidate's layer ops, its attention backend resolved for the model (what layer_times
 // prices and curve_reads reads).
 workload::LayerOps layer_ops(const Model& model, const Candidate& cand) {
@@ -138,9 +109,18 @@ double overlap_time(double comm_s, double compute_s, double overlap_slowdown) {
   return std::max(0.0, comm_s - compute_s) + overlap_slowdown * std::min(comm_s, compute_s);
 }
 
-double overlapped_sync_time(double grad_s, double gather_s, double backward_s, double forward_s,
-                            double overlap_slowdown) {
-  return overlap_time(grad_s, backward_s, overlap_slowdown) + overlap_time(gather_s, forward_s, overlap_slowdown);
+double queued_time(double count, double each_s, double between_s, double lone_s) {
+  if (!(count >= 1)) return lone_s;
+  return lone_s + each_s + (count - 1) * std::max(0.0, each_s - between_s);
+}
+
+double overlapped_sync_time(const SyncQueue& grad, const SyncQueue& gather, double s) {
+  auto one = [s](const SyncQueue& q) {
+    if (!(q.total_s > 0)) return 0.0;
+    const double exposed = std::min(q.total_s, queued_time(q.count, q.each_s, q.between_s, q.lone_s));
+    return exposed + s * std::min(q.total_s - exposed, q.count * q.between_s);
+  };
+  return one(grad) + one(gather);
 }
 
 double tp_overlap_time(const LayerTimes& t, const StageLayers& st, double ag, double rs, double forward_passes,
@@ -155,7 +135,7 @@ double tp_overlap_time(const LayerTimes& t, const StageLayers& st, double ag, do
 
 double optimizer_time(const CostParams& p, double updated, DType dtype) {
   const workload::OptimizerBytes b = workload::optimizer_bytes(dtype);
-  return updated * (b.read + b.written) / (p.hbm_bytes_per_s * p.hbm_efficiency);
+  return roofline_time(p, workload::ComputeKind::memory, 0, 0, updated * (b.read + b.written), 1);
 }
 
 }  // namespace terms

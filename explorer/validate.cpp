@@ -24,14 +24,8 @@ std::vector<std::size_t> pick(std::size_t ranked, std::size_t top, std::size_t s
 Parts predicted_parts(const Prediction& p) {
   const Breakdown& b = p.breakdown;
   auto comm = [&](Dim d) { return b.exposed_comm_s[static_cast<int>(d)]; };
-  return {b.compute_s + b.recompute_s,
-          b.optimizer_s,
-          comm(Dim::tp),
-          comm(Dim::cp),
-          comm(Dim::ep),
-          comm(Dim::dp),
-          comm(Dim::pp),
-          b.bubble_s};
+  return {b.compute_s,  // recompute included already
+          b.optimizer_s, comm(Dim::tp), comm(Dim::cp), comm(Dim::ep), comm(Dim::dp), comm(Dim::pp), b.bubble_s};
 }
 
 std::size_t worst_part(const Parts& predicted, const Parts& measured) {

@@ -23,8 +23,8 @@ inline constexpr std::array<const char*, 8> kParts = {"compute", "optimizer", "t
                                                       "ep_comm", "dp_comm",   "pp_comm", "idle"};
 using Parts = std::array<double, kParts.size()>;
 
-// A prediction's breakdown in those parts: compute + recompute is compute, the pipeline bubble
-// is idle, each dimension's exposed communication its own.
+// A prediction's breakdown in those parts: compute (its recompute included, as the testbed
+// measures it), the pipeline bubble as idle, each dimension's exposed communication its own.
 Parts predicted_parts(const Prediction& p);
 
 // The part whose predicted and measured seconds differ most (an index into kParts).

@@ -31,6 +31,7 @@ CostParams alpha_only(const Cluster& c, const Model& m) {
   for (auto& l : p.technologies) set(l);
   p.peak_flops = 1e300;  // compute (and so the cover of the CP ring and an overlapped DP sync) is free
   p.hbm_bytes_per_s = 1e300;
+  p.op_overhead_s = 0;
   p.memory_usable_fraction = 1e9;
   return p;
 }
@@ -148,7 +149,8 @@ void expect_compute_is_the_workloads_ops_each_at_its_roofline(const Case& s) {
       if (o.kind != workload::OpKind::compute) continue;
       if (o.phase == workload::Phase::optimizer) {
         optimizer =
-            std::max(optimizer, (o.bytes_read + o.bytes_written) / (params.hbm_bytes_per_s * params.hbm_efficiency));
+            std::max(optimizer, (o.bytes_read + o.bytes_written) / (params.hbm_bytes_per_s * params.hbm_efficiency) +
+                                    params.op_overhead_s);
         continue;
       }
       workload::Op fwd = o;
@@ -193,9 +195,11 @@ TEST_P(CostTerms, CurveReadsAreTheWorkloadsForwardFlops) {
 // and is silent where the range covers every read.
 TEST(PredictCli, SaysWhereACalibratedCurveIsExtrapolated) {
   test::TempDir t;
-  const std::string cl = test::preset_path("clusters/local-2bld.json"), md = test::preset_path("models/gpt-tiny.json"),
+  // The native testbed: a paced device computes what it declares, whatever a calibration says.
+  const std::string cl = test::preset_path("clusters/local-2bld-native.json"),
+                    md = test::preset_path("models/gpt-tiny.json"),
                     ly = test::preset_path("layouts/local-tp2-pp2.json");
-  const Cluster c = read_cluster(test::preset("clusters/local-2bld.json"), "local-2bld");
+  const Cluster c = read_cluster(test::preset("clusters/local-2bld-native.json"), "local-2bld-native");
   const Model m = read_model(test::preset("models/gpt-tiny.json"), "gpt-tiny");
   const terms::CurveReads r =
       terms::curve_reads(m, Candidate::of(read_layout(test::preset("layouts/local-tp2-pp2.json"), "l"), c));

@@ -12,7 +12,9 @@
 #include "spec/calibration.hpp"
 #include "spec/groups.hpp"
 #include "tests/support/layout_grid.hpp"
+#include "tests/support/presets.hpp"
 #include "tests/support/run.hpp"
+#include "workload/device_time.hpp"
 #include "workload/layer_ops.hpp"
 #include "workload/workload.hpp"
 
@@ -447,4 +449,38 @@ TEST(LayerOps, EachPartIsQuantizedAtItsOwnProductsOutput) {
   EXPECT_EQ(part_of(Phase::backward), Part::backward);
   EXPECT_EQ(part_of(Phase::backward_input), Part::input_grad);
   EXPECT_EQ(part_of(Phase::backward_weight), Part::weight_grad);
+}
+
+// One definition of an op's device time: the compute op the workload lists (what a paced device
+// holds a rank for) takes what its layer op takes at its part (what the cost model prices), on a
+// device with SMs (quantization) and a fixed cost per op, for every op of a dense and a MoE layer.
+TEST(DeviceTime, AWorkloadOpTakesWhatItsLayerOpTakes) {
+  for (const bool moe : {false, true}) {
+    Model m = tiny(moe, 2, 1);
+    m.dtype = DType::bf16;
+    const json layout = {{"attention_backend", "unfused"}};
+    const Workload w = one_rank(m, layout);
+    Device h100 = sax::test::preset_cluster("h100-3bld").device;
+    h100.op_overhead_us = 4;
+    const DeviceSpeed speed = DeviceSpeed::of(h100, Backend::cuda, m.dtype);
+    ASSERT_GT(speed.sm_count, 0);
+    const LayerOps ops(m, 1, 1, 1, false, true);
+    std::map<std::string, LayerOp> by_name;
+    for (const LayerOp& o : ops.attention_ops()) by_name.emplace(o.name, o);
+    for (const LayerOp& o : ops.mlp_ops(moe)) by_name.emplace(o.name, o);
+    for (const char* n : {"input_norm", "pre_mlp_norm"}) by_name.emplace(n, ops.norm(n, ops.sp_tokens()));
+    for (const char* n : {"attention_residual", "mlp_residual"}) by_name.emplace(n, ops.residual(n));
+    const double e = dtype_bytes(m.dtype);
+    int compared = 0;
+    for (const Op& o : w.ops) {
+      if (o.kind != OpKind::compute || o.layer != 0 || o.microbatch != 0) continue;
+      const auto it = by_name.find(o.name);
+      ASSERT_NE(it, by_name.end()) << o.name;
+      const double layer_op = op_time(speed, it->second, part_of(o.phase), e);
+      EXPECT_NEAR(op_time(speed, o), layer_op, 1e-9 * layer_op) << o.name << " " << to_string(o.phase);
+      EXPECT_GE(op_time(speed, o), h100.op_overhead_us * 1e-6);
+      ++compared;
+    }
+    EXPECT_GE(compared, moe ? 30 : 24);
+  }
 }

@@ -1,11 +1,11 @@
-#include "explorer/compute_defaults.hpp"
+#include "workload/compute_defaults.hpp"
 
 #include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
 
-namespace sax::explorer {
+namespace sax::workload {
 
 namespace {
 
@@ -71,8 +71,8 @@ bool tensor_core_dtype(DType d) { return d == DType::bf16 || d == DType::fp16 ||
 
 }  // namespace
 
-EfficiencyCurve default_gemm_curve(const Cluster& cl, DType dtype) {
-  if (cl.backend != Backend::cuda || !tensor_core_dtype(dtype)) return curve_of(kAssumedGemm);
+EfficiencyCurve default_gemm_curve(const Device& device, Backend backend, DType dtype) {
+  if (backend != Backend::cuda || !tensor_core_dtype(dtype)) return curve_of(kAssumedGemm);
   std::vector<EfficiencyPoint> samples;
   for (std::size_t i = 0; i < kA100CublasBf16Tflops.size(); ++i) {
     const double size = 256.0 * static_cast<double>(i + 1);
@@ -82,19 +82,19 @@ EfficiencyCurve default_gemm_curve(const Cluster& cl, DType dtype) {
   EfficiencyCurve c = EfficiencyCurve::from_samples(samples);
   double top = 0;
   for (const EfficiencyPoint& p : c.points) top = std::max(top, p.efficiency);
-  if (const double ceiling = matmul_ceiling(cl.device.name, dtype); ceiling > 0)
+  if (const double ceiling = matmul_ceiling(device.name, dtype); ceiling > 0)
     for (EfficiencyPoint& p : c.points) p.efficiency *= ceiling / top;
   return c;
 }
 
-EfficiencyCurve default_attention_curve(const Cluster& cl, DType dtype, double peak_flops) {
-  const GpuKind kind = gpu_kind(cl.device.name);
+EfficiencyCurve default_attention_curve(const Device& device, Backend backend, DType dtype, double peak_flops) {
+  const GpuKind kind = gpu_kind(device.name);
   const std::array<double, 6>* fa2 = nullptr;
   if (kind.generation == GpuGeneration::a100)
     fa2 = &kFa2A100CausalTflops;
   else if (kind.hopper())
     fa2 = &kFa2H100CausalTflops;
-  if (cl.backend != Backend::cuda || !tensor_core_dtype(dtype) || !fa2 || !(peak_flops > 0))
+  if (backend != Backend::cuda || !tensor_core_dtype(dtype) || !fa2 || !(peak_flops > 0))
     return curve_of(kAssumedAttention);
   EfficiencyCurve c;
   constexpr double kTokens = 16384, kHeads = 16, kHeadDim = 128;
@@ -105,4 +105,4 @@ EfficiencyCurve default_attention_curve(const Cluster& cl, DType dtype, double p
   return c;
 }
 
-}  // namespace sax::explorer
+}  // namespace sax::workload
