@@ -87,6 +87,12 @@ constexpr std::array kTable = {
     Bound{Quantity::compute_slowdown, "a compute slowdown", "x", 1, 1e3, false, false,
           "cluster buildings[].compute_slowdown",
           "1 is the testbed's own speed; 1000x slower turns a 2-minute run into more than a day"},
+    Bound{Quantity::op_overhead, "a per-op fixed cost", "us", 0, 1e6, false, false,
+          "cluster device.op_overhead_us, buildings[].device.op_overhead_us",
+          "0 is none; a kernel launch is a few us; a second per op is no longer a device"},
+    Bound{Quantity::poll_interval, "a polling interval", "us", 1, 1e4, false, false,
+          "cluster device.poll_us, buildings[].device.poll_us",
+          "below 1 us a sleep is a spin; 10 ms between tests delays every message by that much"},
 };
 
 constexpr bool in_order() {

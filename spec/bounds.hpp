@@ -43,6 +43,8 @@ enum class Quantity {
   sm_count,            // a device's streaming multiprocessors
   technologies,        // a cluster's network technologies
   compute_slowdown,    // the testbed's emulated slower generation
+  op_overhead,         // a device's fixed cost per compute op
+  poll_interval,       // how long a paced rank sleeps between tests of its communication
 };
 
 struct Bound {

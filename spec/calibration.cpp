@@ -189,6 +189,20 @@ static Oversubscription read_oversubscription(Fields g) {
   return v;
 }
 
+static HeldDevice read_held_device(Fields g) {
+  HeldDevice v;
+  v.peak_tflops = g.quantity("peak_tflops", Quantity::peak_compute);
+  v.hbm_bandwidth_gbps = g.quantity("hbm_bandwidth_gbps", Quantity::hbm_bandwidth);
+  v.declared_peak_tflops = g.quantity("declared_peak_tflops", Quantity::peak_compute);
+  v.declared_hbm_bandwidth_gbps = g.quantity("declared_hbm_bandwidth_gbps", Quantity::hbm_bandwidth);
+  v.margin = g.quantity("margin", Quantity::efficiency);
+  v.peak_limited_by = g.string("peak_limited_by", "");
+  v.memory_limited_by = g.string("memory_limited_by", "");
+  v.ops = g.integer("ops", 1);
+  g.finish();
+  return v;
+}
+
 Calibration read_calibration(const json& value, const std::string& file) {
   Fields f(value, file, "");
   f.choice("kind", {"calibration"}, "calibration");  // a file of another kind is refused wherever it is read
@@ -207,6 +221,8 @@ Calibration read_calibration(const json& value, const std::string& file) {
     f.allow("overlap_slowdown");
   if (const json* o = f.optional("cross_oversubscription"))
     c.cross_oversubscription = read_oversubscription(Fields(*o, file, f.path_of("cross_oversubscription")));
+  if (const json* h = f.optional("held_device"))
+    c.held_device = read_held_device(Fields(*h, file, f.path_of("held_device")));
   if (const json* points = f.optional("points")) {
     if (!points->is_array()) f.fail("points", "an array of the raw measurements");
     c.points = *points;
@@ -246,6 +262,15 @@ json to_json(const Calibration& c) {
   if (const auto& o = c.cross_oversubscription)
     j["cross_oversubscription"] = {
         {"value", o->value}, {"alone_us", o->alone_us}, {"together_us", o->together_us}, {"samples", o->samples}};
+  if (const auto& h = c.held_device)
+    j["held_device"] = {{"peak_tflops", h->peak_tflops},
+                        {"hbm_bandwidth_gbps", h->hbm_bandwidth_gbps},
+                        {"declared_peak_tflops", h->declared_peak_tflops},
+                        {"declared_hbm_bandwidth_gbps", h->declared_hbm_bandwidth_gbps},
+                        {"margin", h->margin},
+                        {"peak_limited_by", h->peak_limited_by},
+                        {"memory_limited_by", h->memory_limited_by},
+                        {"ops", h->ops}};
   if (!c.points.empty()) j["points"] = c.points;
   return j;
 }

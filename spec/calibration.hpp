@@ -100,6 +100,22 @@ struct Oversubscription {
   std::int64_t samples = 0;  // sizes compared
 };
 
+// On a paced cluster (spec/cluster.hpp DeviceEmulation): the fastest device of the kind the
+// cluster declares (its efficiencies and fixed cost per op) that the host held with every rank
+// computing at once, each op's p99 within its time: the declared peak and memory bandwidth each
+// scaled by what its tightest op allowed, times a margin for waking late. Pacing never changes
+// what the explorer prices; this says which paced device the host can carry.
+struct HeldDevice {
+  double peak_tflops = 0, hbm_bandwidth_gbps = 0;  // the fastest held, margin included
+  double declared_peak_tflops = 0, declared_hbm_bandwidth_gbps = 0;
+  double margin = 1;                               // what the figures keep of the p99 bound
+  std::string peak_limited_by, memory_limited_by;  // the op that set each ("" none)
+  std::int64_t ops = 0;                            // ops measured
+  bool holds_declared() const {
+    return peak_tflops >= declared_peak_tflops && hbm_bandwidth_gbps >= declared_hbm_bandwidth_gbps;
+  }
+};
+
 struct Calibration {
   int version = 1;
   CalibrationProvenance provenance;
@@ -109,6 +125,7 @@ struct Calibration {
   std::optional<double> hbm_efficiency;
   std::optional<double> overlap_slowdown;
   std::optional<Oversubscription> cross_oversubscription;
+  std::optional<HeldDevice> held_device;  // a paced cluster's, with --model
   json points = json::array();
 };
 

@@ -216,6 +216,19 @@ static Device read_device(Fields& parent, const std::string& key, const std::str
   dev.hbm_bandwidth_gbps = d.quantity("hbm_bandwidth_gbps", Quantity::hbm_bandwidth);
   dev.nvlink_sharp = d.boolean("nvlink_sharp", nvlink_sharp_by_name(dev.name));
   dev.sm_count = static_cast<int>(d.count("sm_count", Quantity::sm_count, 0));
+  dev.emulation = d.choice("emulation", {"native", "paced"}, "native") == "paced" ? DeviceEmulation::paced
+                                                                                  : DeviceEmulation::native;
+  dev.op_overhead_us = d.quantity("op_overhead_us", Quantity::op_overhead, 0.0);
+  dev.poll_us = d.quantity("poll_us", Quantity::poll_interval, 50.0);
+  if (d.has("efficiency")) {
+    Fields e(d.object("efficiency"), file, d.path_of("efficiency"));
+    DeclaredEfficiency x;
+    x.gemm = e.quantity("gemm", Quantity::efficiency);
+    x.attention = e.quantity("attention", Quantity::efficiency);
+    x.memory = e.quantity("memory", Quantity::efficiency);
+    e.finish();
+    dev.efficiency = x;
+  }
   d.allow("comment");
   d.finish();
   return dev;
@@ -258,6 +271,8 @@ GpuKind gpu_kind(const std::string& name) {
   k.pcie = has("PCIe");
   return k;
 }
+
+const char* to_string(DeviceEmulation e) { return e == DeviceEmulation::paced ? "paced" : "native"; }
 
 bool nvlink_sharp_by_name(const std::string& name) {
   const GpuKind k = gpu_kind(name);
@@ -329,6 +344,26 @@ static void read_technologies(Fields& f, const json* techs, const std::string& f
   }
 }
 
+// Paced compute is the CPU testbed's (a GPU runs at its own speed), and one mode for every rank: a
+// building's own device follows the cluster's.
+static void check_emulation(Fields& f, const std::string& file, Cluster& c) {
+  if (c.device.paced() && c.backend == Backend::cuda)
+    throw InputError(file, f.path_of("device") + "/emulation",
+                     "\"native\" on a cuda cluster (a GPU runs at its own speed)");
+  const json& buildings = f.array("buildings");
+  for (std::size_t i = 0; i < c.buildings.size(); ++i) {
+    Building& b = c.buildings[i];
+    if (!b.device) continue;
+    const bool stated = buildings[i].contains("device") && buildings[i]["device"].contains("emulation");
+    if (stated && b.device->emulation != c.device.emulation)
+      throw InputError(
+          file, json_path(f.path_of("buildings"), i) + "/device/emulation",
+          std::string("\"") + to_string(c.device.emulation) + "\", as the cluster's device (one mode for every rank)");
+    b.device->emulation = c.device.emulation;
+    if (!buildings[i]["device"].contains("poll_us")) b.device->poll_us = c.device.poll_us;
+  }
+}
+
 // Links between given buildings that differ from the cluster's cross-building link.
 static void read_building_links(Fields& f, const json* links, const std::string& file, Cluster& c) {
   if (!links->is_array()) f.fail("building_links", "an array, got " + json_type_name(*links));
@@ -361,6 +396,7 @@ Cluster read_cluster(const json& value, const std::string& file) {
   const std::int64_t total_nodes = read_buildings(f, file, c);
   read_devices_per_node(f, c, total_nodes);
   c.device = read_device(f, "device", file);
+  check_emulation(f, file, c);
   {
     Fields links(f.object("links"), file, f.path_of("links"));
     c.intra_node = read_link(links, "intra_node", file);
@@ -389,6 +425,11 @@ static json to_json(const Device& d) {
             {"hbm_bandwidth_gbps", d.hbm_bandwidth_gbps},
             {"nvlink_sharp", d.nvlink_sharp}};
   if (d.sm_count > 0) j["sm_count"] = d.sm_count;
+  if (d.paced()) j["emulation"] = to_string(d.emulation), j["poll_us"] = d.poll_us;
+  if (d.op_overhead_us > 0) j["op_overhead_us"] = d.op_overhead_us;
+  if (d.efficiency)
+    j["efficiency"] = {
+        {"gemm", d.efficiency->gemm}, {"attention", d.efficiency->attention}, {"memory", d.efficiency->memory}};
   return j;
 }
 

@@ -65,6 +65,20 @@ struct BuildingBoundary {
   double nic_gbps = 0;
 };
 
+// How the testbed runs a device's compute ops (DESIGN.md "Devices: native and paced"): native, the
+// host's kernels at the host's speed (benchmarking the kernels; the only mode on CUDA); or paced,
+// each op's real kernel on real buffers, then a wait until the declared device would have finished
+// it (workload/device_time.hpp: the time the cost model prices the op at), so that a rank's speed
+// is the declared device's and not what the ranks sharing the host's cores leave it.
+enum class DeviceEmulation { native, paced };
+const char* to_string(DeviceEmulation e);
+
+// Efficiencies a device declares (achieved / its peak, one per kind of op, whatever its size), in
+// place of the default curves: what a paced device is defined by.
+struct DeclaredEfficiency {
+  double gemm = 1, attention = 1, memory = 1;
+};
+
 struct Device {
   std::string name;
   std::map<DType, double> peak_tflops;  // dense, per dtype
@@ -77,6 +91,14 @@ struct Device {
   // cost model's tile and wave quantization, spec/calibration.hpp gemm_quantization). The
   // cluster file's optional `sm_count`; 0 when not known (no quantization: factor 1).
   int sm_count = 0;
+  DeviceEmulation emulation = DeviceEmulation::native;
+  // A fixed cost of every compute op (the launch and the host's path to it), µs; 0: none.
+  double op_overhead_us = 0;
+  std::optional<DeclaredEfficiency> efficiency;  // absent: the defaults by device and dtype
+  // Paced: how long a rank waiting for a deadline or a message sleeps between tests of its
+  // pending communication (MPI moves a nonblocking operation only inside its calls).
+  double poll_us = 50;
+  bool paced() const { return emulation == DeviceEmulation::paced; }
   // The peak a model in `dtype` is priced against: its dtype's figure; a device without one gets
   // the slowest figure it has (the fastest would be no better than a guess). 0 when none.
   double peak_tflops_for(DType dtype) const {
@@ -126,6 +148,8 @@ struct Cluster {
   std::vector<NetworkTechnology> network_technologies;
   std::vector<BuildingLink> building_links;  // per pair; a pair not listed has cross_building
 
+  // Every rank's compute paced (the cluster's device says so; a building's own device follows it).
+  bool paced() const { return device.paced(); }
   std::int64_t num_nodes() const;
   std::int64_t world_size() const;
   // A building's device (its own, else the cluster's; slowed by its compute_slowdown) and devices

@@ -22,7 +22,8 @@ constexpr const char* kNames[kNumGroupKinds] = {"world",
                                                 "expert_dp_cp_cross_building",
                                                 "embedding",
                                                 "intra_building",
-                                                "cross_building"};
+                                                "cross_building",
+                                                "intra_node"};
 
 // Dense axes: 0 tp, 1 cp, 2 dp, 3 pp.
 int axis_of(Dim d) {
@@ -54,7 +55,8 @@ std::optional<GroupKind> parse_group_kind(const std::string& name) {
 std::vector<std::string> group_kind_names() { return {std::begin(kNames), std::end(kNames)}; }
 
 bool needs_layout(GroupKind g) {
-  return g != GroupKind::world && g != GroupKind::intra_building && g != GroupKind::cross_building;
+  return g != GroupKind::world && g != GroupKind::intra_building && g != GroupKind::cross_building &&
+         g != GroupKind::intra_node;
 }
 
 bool needs_cluster(GroupKind g) {
@@ -65,6 +67,7 @@ bool needs_cluster(GroupKind g) {
     case GroupKind::expert_dp_cp_cross_building:
     case GroupKind::intra_building:
     case GroupKind::cross_building:
+    case GroupKind::intra_node:
       return true;
     default:
       return false;
@@ -93,6 +96,9 @@ RankGrid::RankGrid(const Layout& l, const Cluster& c) : RankGrid(l, c.world_size
     first += c.building_ranks(b);
   }
   building_start_.push_back(first);
+  for (std::int64_t r = 0; r < c.world_size(); ++r)
+    if (r == 0 || c.place(r).node != c.place(r - 1).node) node_start_.push_back(r);
+  node_start_.push_back(c.world_size());
 }
 
 int RankGrid::building(std::int64_t rank) const {
@@ -224,6 +230,12 @@ std::vector<std::int64_t> RankGrid::group(std::int64_t rank, GroupKind g) const 
     case GroupKind::intra_building:
     case GroupKind::cross_building:
       return building_half(rank, GroupKind::world, g == GroupKind::intra_building);
+    case GroupKind::intra_node: {
+      if (node_start_.empty()) throw std::logic_error("RankGrid: node groups need the cluster");
+      const auto next = std::upper_bound(node_start_.begin(), node_start_.end(), rank);
+      for (std::int64_t r = *(next - 1); r < *next; ++r) members.push_back(r);
+      break;
+    }
     case GroupKind::embedding: {
       const std::int64_t pp = sizes_[3], s = dense_coord(rank, 3);
       if (pp == 1 || (s != 0 && s != pp - 1)) return {rank};

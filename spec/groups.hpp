@@ -47,8 +47,10 @@ enum class GroupKind {
   // the same index inside their building).
   intra_building,
   cross_building,
+  // The ranks of one node (a node's devices share its NVLink, or its memory on one host).
+  intra_node,
 };
-constexpr int kNumGroupKinds = 16;
+constexpr int kNumGroupKinds = 17;
 
 const char* to_string(GroupKind g);
 std::optional<GroupKind> parse_group_kind(const std::string& name);
@@ -85,8 +87,8 @@ class RankGrid {
   std::array<std::int64_t, 4> sizes_{}, strides_{};
   std::int64_t world_ = 0, ep_ = 1;
   bool ep_inner_ = true;  // "ep-dp": EP groups are consecutive DP coordinates
-  // First rank of each building, then the world size; empty without a cluster.
-  std::vector<std::int64_t> building_start_;
+  // First rank of each building (and node), then the world size; empty without a cluster.
+  std::vector<std::int64_t> building_start_, node_start_;
   std::int64_t dense_coord(std::int64_t rank, int axis) const { return (rank / strides_[axis]) % sizes_[axis]; }
   std::vector<std::int64_t> building_half(std::int64_t rank, GroupKind parent, bool intra) const;
 };

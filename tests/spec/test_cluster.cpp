@@ -299,3 +299,52 @@ TEST(ClusterNames, EveryNameRefusesControlCharacters) {
   j["buildings"][0]["name"] = "bâtiment-α";
   EXPECT_NO_THROW(read_cluster(j, "c.json"));
 }
+
+// A paced device: the testbed presets declare one; its fields round-trip, a building's own device
+// follows the cluster's mode, and what cannot be is refused naming the field.
+TEST(PacedDevice, ThePresetsArePacedAndTheFieldsRoundTrip) {
+  for (const char* p : {"local-2bld", "local-4bld", "local-2bld-slow"}) {
+    const Cluster c = load_cluster(preset_path(std::string("clusters/") + p + ".json"));
+    EXPECT_TRUE(c.paced()) << p;
+    ASSERT_TRUE(c.device.efficiency.has_value()) << p;
+    EXPECT_GT(c.device.op_overhead_us, 0) << p;
+    const Cluster back = read_cluster(to_json(c), "back.json");
+    EXPECT_EQ(to_json(back), to_json(c)) << p;
+    EXPECT_TRUE(back.paced()) << p;
+  }
+  for (const char* p : {"h100-3bld", "mixed-3bld", "h200-1node"}) {
+    const Cluster c = load_cluster(preset_path(std::string("clusters/") + p + ".json"));
+    EXPECT_FALSE(c.paced()) << p;
+    EXPECT_EQ(c.device.op_overhead_us, 0) << p;
+    EXPECT_FALSE(c.device.efficiency.has_value()) << p;
+  }
+  const Cluster four = load_cluster(preset_path("clusters/local-4bld.json"));
+  EXPECT_EQ(four.world_size(), 16);
+  EXPECT_EQ(four.buildings.size(), 4u);
+  EXPECT_DOUBLE_EQ(four.cross_link(0, 3, "").latency_us, 3000);  // the farther pair
+  EXPECT_DOUBLE_EQ(four.cross_link(0, 1, "").latency_us, 1000);
+}
+
+TEST(PacedDevice, ABuildingsDeviceFollowsTheClustersModeAndBadValuesNameTheirField) {
+  json j = load_json_file(preset_path("clusters/local-2bld.json"));
+  j["buildings"][1]["device"] = j["device"];
+  j["buildings"][1]["device"].erase("emulation");
+  j["buildings"][1]["device"]["peak_tflops"]["fp32"] = 0.01;
+  const Cluster c = read_cluster(j, "c.json");
+  EXPECT_TRUE(c.device_of(1).paced());
+  EXPECT_DOUBLE_EQ(c.device_of(1).poll_us, c.device.poll_us);
+  auto path = [&](auto edit) {
+    json k = j;
+    edit(k);
+    return sax::test::input_error([&] { read_cluster(k, "c.json"); }).path();
+  };
+  EXPECT_EQ(path([](json& k) { k["buildings"][1]["device"]["emulation"] = "native"; }),
+            "/buildings/1/device/emulation");
+  EXPECT_EQ(path([](json& k) { k["backend"] = "cuda"; }), "/device/emulation");
+  EXPECT_EQ(path([](json& k) { k["device"]["emulation"] = "fast"; }), "/device/emulation");
+  EXPECT_EQ(path([](json& k) { k["device"]["op_overhead_us"] = -1; }), "/device/op_overhead_us");
+  EXPECT_EQ(path([](json& k) { k["device"]["poll_us"] = 0; }), "/device/poll_us");
+  EXPECT_EQ(path([](json& k) { k["device"]["efficiency"]["gemm"] = 0; }), "/device/efficiency/gemm");
+  EXPECT_EQ(path([](json& k) { k["device"]["efficiency"].erase("memory"); }), "/device/efficiency/memory");
+  EXPECT_EQ(path([](json& k) { k["device"]["efficiency"]["tensor"] = 1; }), "/device/efficiency/tensor");
+}

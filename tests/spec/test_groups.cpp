@@ -144,4 +144,22 @@ TEST(RankGrid, BuildingHalvesOfTheGradientGroupAndTheEmbeddingGroup) {
   EXPECT_EQ(pp.group(1, GroupKind::embedding), (std::vector<std::int64_t>{1}));
   // Without a cluster the building kinds are a programming error, not a silent answer.
   EXPECT_THROW(RankGrid(Layout{}, 4).group(0, GroupKind::intra_building), std::logic_error);
+  EXPECT_THROW(RankGrid(Layout{}, 4).group(0, GroupKind::intra_node), std::logic_error);
+}
+
+// A node's ranks: local-4bld has 2 nodes of 2 ranks in each of its 4 buildings, so a building's
+// group holds two node groups; the calibrator measures the node's link on them.
+TEST(RankGrid, NodeGroupsAreTheRanksOfOneNode) {
+  const Cluster c = test::preset_cluster("local-4bld");
+  RankGrid g(Layout{}, c);
+  EXPECT_EQ(g.group(0, GroupKind::intra_node), (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(g.group(6, GroupKind::intra_node), (std::vector<std::int64_t>{6, 7}));
+  EXPECT_EQ(g.group(15, GroupKind::intra_node), (std::vector<std::int64_t>{14, 15}));
+  EXPECT_EQ(g.group(6, GroupKind::intra_building), (std::vector<std::int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(parse_group_kind("intra_node"), GroupKind::intra_node);
+  EXPECT_FALSE(needs_layout(GroupKind::intra_node));
+  EXPECT_TRUE(needs_cluster(GroupKind::intra_node));
+  for (std::int64_t r = 0; r < c.world_size(); ++r)
+    for (std::int64_t peer : g.group(r, GroupKind::intra_node))
+      if (peer != r) EXPECT_EQ(c.link_between(r, peer), LinkClass::intra_node) << r << " " << peer;
 }
