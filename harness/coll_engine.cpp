@@ -8,6 +8,7 @@
 #include "collectives/bf16.hpp"
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
+#include "harness/waiter.hpp"
 #include "profiles/host_recorder.hpp"
 
 namespace sax::harness {
@@ -67,7 +68,15 @@ struct OpCall {
   void* recv;
   std::size_t count;
   DType dtype;
-  void operator()(coll::Mode mode) const { entry.run(comm, send, recv, count, dtype, mode); }
+  const Waiter* waiter = nullptr;  // paced: posted nonblocking, waited for asleep
+  void operator()(coll::Mode mode) const {
+    if (!waiter || mode == coll::Mode::async) {
+      entry.run(comm, send, recv, count, dtype, mode);
+      return;
+    }
+    coll::Handle h = entry.run(comm, send, recv, count, dtype, coll::Mode::async);
+    waiter->until([&h] { return h.test(); });
+  }
 };
 
 // An iteration completed (on the CPU backend each call is complete on return; on CUDA an enqueue
@@ -186,7 +195,8 @@ double time_samples(const OpCall& run, kernels::Device& device, kernels::Graph* 
 
 Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job, kernels::Device& device, void* send,
                     void* recv, std::size_t count, DType dtype, const Timing& t, const FaultInjection& faults) {
-  const OpCall run{entry, comm, send, recv, count, dtype};
+  const std::optional<Waiter> waiter = t.poll_us > 0 ? std::optional<Waiter>(Waiter(t.poll_us)) : std::nullopt;
+  const OpCall run{entry, comm, send, recv, count, dtype, waiter ? &*waiter : nullptr};
   const coll::Mode mode = t.blocking ? coll::Mode::blocking : coll::Mode::enqueue;
   const double per_iteration_us = warm_up_coll(run, device, t, mode);
   const std::unique_ptr<kernels::Graph> graph = capture_graph(run, device, t);

@@ -51,6 +51,7 @@ struct Timing {
   // --groups-at-once: whether this rank's group runs the op (false: it waits without polling and
   // is left out of the aggregate); `quiet` when some groups wait (every rank meets quietly).
   bool active = true, quiet = false;
+  double poll_us = 0;  // > 0: each op posted nonblocking and waited for asleep (CollBenchConfig::poll_us)
   // --trace: the timed batch and each iteration on this rank's timeline, named `trace_name`.
   StepTracer* tracer = nullptr;
   const char* trace_name = "";
@@ -58,7 +59,8 @@ struct Timing {
   // it, so a size longer than the timeout is not a hang while its iterations keep completing.
   Watchdog* watchdog = nullptr;
   static Timing of(const CollBenchConfig& c) {
-    return {c.iters, c.warmup, c.average, c.blocking, c.graph_launches, c.min_sample_us, true, c.groups_at_once > 0};
+    return {c.iters,  c.warmup, c.average, c.blocking, c.graph_launches, c.min_sample_us, true, c.groups_at_once > 0,
+            c.poll_us};
   }
 };
 

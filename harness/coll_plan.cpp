@@ -114,6 +114,7 @@ json CollBenchConfig::to_json() const {
           {"min_sample_us", min_sample_us},
           {"group", group},
           {"groups_at_once", groups_at_once},
+          {"poll_us", poll_us},
           {"cluster", cluster_file},
           {"layout", layout_file},
           {"backend", to_string(backend)},
@@ -224,6 +225,7 @@ void plan_groups(const CollBenchArgs& a, std::int64_t world_size, CollBenchPlan&
     plan.cluster = load_cluster(a.cluster_file);
     src.cluster = &*plan.cluster;
     src.cluster_file = a.cluster_file;
+    if (plan.cluster->paced()) plan.config.poll_us = plan.cluster->device.poll_us;
   }
   if (!a.layout_file.empty()) {
     plan.layout = load_layout(a.layout_file);

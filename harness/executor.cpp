@@ -1,5 +1,9 @@
 #include "harness/executor.hpp"
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -71,6 +75,9 @@ struct StepExecutor::Pending {
   const char* name = "";    // the message's trace name
   std::int64_t issued = 0;  // ns
   double bytes = 0;
+  // A parameter all-gather after the optimizer: the next step's forward of `layer` needs it.
+  bool for_next_step = false;
+  std::int64_t layer = -1;
 };
 
 double StepRecord::timed_s() const {
@@ -118,10 +125,13 @@ StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Lay
                            kernels::Device& device, kernels::Ops& ops, coll::CommunicatorFactory& factory,
                            const std::vector<GroupKind>& kinds, const coll::GroupSource& source,
                            const OpRunnerOptions& options, Watchdog* watchdog)
-    : w_(std::move(w)), device_(&device), watchdog_(watchdog) {
+    : w_(std::move(w)), device_(&device), ops_(&ops), watchdog_(watchdog) {
   act_dtype_ = model.dtype;
   slowdown_ = cluster.buildings[static_cast<std::size_t>(cluster.place(w_.rank).building)].compute_slowdown;
+  if (cluster.paced()) pacer_ = std::make_unique<Pacer>(cluster, model, w_.rank);
   idle_drain_ = profiles::process_names().intern("waiting for sends to complete");
+  overrun_name_ = profiles::process_names().intern("overrun: the kernel ended after the device's time");
+  paced_wait_name_ = profiles::process_names().intern("paced: waiting for the device's time");
   step_name_ = profiles::process_names().intern("step");
   for (GroupKind k : kinds) {
     const coll::GroupSet set = coll::resolve_group(to_string(k), cluster.world_size(), source);
@@ -217,14 +227,25 @@ std::vector<std::int64_t> StepExecutor::route_experts(const Model& model, const 
 }
 
 double StepExecutor::buffer_bytes() const {
+  SharedBuffers shared;
   double b = 0;
-  for (const auto& r : runners_) b += r->buffer_bytes();
+  for (const auto& r : runners_) b += r->own_bytes(), shared.reserve(*r);
+  b += shared.bytes();
   for (double m : max_bytes_) b += 2 * m;
   return b;
 }
 
 void StepExecutor::allocate() {
-  for (auto& r : runners_) r->allocate();
+#if defined(__SSE__)
+  // The shared buffers' values drift from op to op; denormals among them would make a kernel's
+  // time depend on its inputs (x86 takes microcode assists on them): flush them, as CPU deep
+  // learning libraries do.
+  if (device_->backend() == Backend::cpu) _mm_setcsr(_mm_getcsr() | 0x8040);  // FTZ | DAZ
+#endif
+  shared_ = SharedBuffers{};
+  for (const auto& r : runners_) shared_.reserve(*r);
+  shared_.allocate(*device_, *ops_);
+  for (auto& r : runners_) r->allocate(&shared_);
   for (std::size_t d = 0; d < 5; ++d)
     if (max_bytes_[d] > 0) {
       send_buf_[d] = device_->allocate(static_cast<std::size_t>(max_bytes_[d]) + 64);
@@ -235,8 +256,9 @@ void StepExecutor::allocate() {
 // Moves outstanding asynchronous operations forward (MPI progresses them inside its calls, and
 // reduces there too): the time it takes is communication of their dimension when `rec` is
 // given (inside a receive's wait it is already counted as waiting). Completed ones are dropped.
-void StepExecutor::progress(StepRecord* rec) {
-  for (auto* list : {&pending_, &overlap_, &sends_}) {
+bool StepExecutor::progress(StepRecord* rec) {
+  bool outstanding = false;
+  for (auto* list : {&pending_, &overlap_, &sends_, &carried_}) {
     std::size_t kept = 0;
     for (std::size_t i = 0; i < list->size(); ++i) {
       Pending& p = (*list)[i];
@@ -249,21 +271,53 @@ void StepExecutor::progress(StepRecord* rec) {
       if (!complete) ++kept;
     }
     list->resize(kept);
+    outstanding |= kept > 0;
   }
+  return outstanding;
+}
+
+void StepExecutor::wait_until(const std::function<bool()>& done) {
+  if (!pacer_) {
+    while (!done()) {
+    }
+    return;
+  }
+  if (done()) return;  // nothing to wait for: the chain of paced ops goes on
+  pacer_->break_chain();
+  pacer_->waiter().until([&] {
+    progress(nullptr);
+    return done();
+  });
 }
 
 void StepExecutor::wait_all(std::vector<Pending>& list, StepRecord& rec) {
-  for (auto& p : list) {
+  std::vector<Pending> waiting = std::move(list);  // out of the lists progress() tests
+  list.clear();
+  for (auto& p : waiting) {
     const std::int64_t t0 = now_ns();
-    p.handle.wait();
+    if (pacer_)
+      wait_until([&p] { return p.handle.test(); });
+    else
+      p.handle.wait();
     const std::int64_t t1 = now_ns();
     span(rec.comm_s[static_cast<std::size_t>(p.dim)], Category::communication, p.name, t0, t1);
     lifetime(p.dim, p.name, p.issued, t1, p.bytes);
   }
-  list.clear();
 }
 
 void StepExecutor::wait_pending(StepRecord& rec) { wait_all(pending_, rec); }
+
+void StepExecutor::wait_carried(std::int64_t layer, StepRecord& rec) {
+  std::vector<Pending> now, later;
+  for (Pending& p : carried_) (p.layer == layer ? now : later).push_back(std::move(p));
+  carried_ = std::move(later);
+  if (!now.empty()) wait_all(now, rec);
+}
+
+void StepExecutor::finish() {
+  for (auto& p : carried_) p.handle.wait();
+  carried_.clear();
+}
 
 // What a message goes with: its group and communicator, its dimension, element type and buffers.
 struct StepExecutor::Call {
@@ -301,13 +355,22 @@ void StepExecutor::recv_message(const Call& m, StepRecord& rec, std::int64_t t0)
   const std::size_t count = elements(m.o.bytes, m.e, m.o);
   const int peer = m.peer();
   coll::Communicator& c = *m.g.comm;
-  while (!c.arrived(peer)) {
-    progress(nullptr);
-    std::this_thread::yield();
+  if (pacer_) {
+    wait_until([&] { return c.arrived(peer); });
+  } else {
+    while (!c.arrived(peer)) {
+      progress(nullptr);
+      std::this_thread::yield();
+    }
   }
   const std::int64_t t1 = now_ns();
   span(rec.idle_s, Category::idle, m.name, t0, t1);
-  c.recv(m.recv, count, m.dt, peer, coll::Mode::blocking);
+  if (pacer_) {
+    coll::Handle h = c.recv(m.recv, count, m.dt, peer, coll::Mode::async);
+    wait_until([&h] { return h.test(); });
+  } else {
+    c.recv(m.recv, count, m.dt, peer, coll::Mode::blocking);
+  }
   const std::int64_t t2 = now_ns();
   const auto bytes = static_cast<double>(count * m.e);
   span(rec.comm_s[static_cast<std::size_t>(m.d)], Category::communication, m.name, t1, t2, bytes);
@@ -376,12 +439,15 @@ void StepExecutor::message(std::size_t i, StepRecord& rec) {
   const std::int64_t t0 = now_ns();
   if (o.op == CollOp::send) return send_message(m, rec, t0);
   if (o.op == CollOp::recv) return recv_message(m, rec, t0);
-  auto [h, sent] = issue(m, mode);
+  // Paced: a blocking collective is issued nonblocking and waited for testing the rest.
+  auto [h, sent] = issue(m, pacer_ ? coll::Mode::async : mode);
+  if (pacer_ && mode == coll::Mode::blocking) wait_until([&h = h] { return h.test(); });
   rec.sent_bytes[di] += sent;
   const std::int64_t t1 = now_ns();
   span(rec.comm_s[di], Category::communication, m.name, t0, t1, sent);
   if (mode == coll::Mode::async)
-    (o.overlap_gemm != 0 ? overlap_ : pending_).push_back({std::move(h), d, m.name, t0, sent});
+    (o.overlap_gemm != 0 ? overlap_ : pending_)
+        .push_back({std::move(h), d, m.name, t0, sent, o.phase == Phase::optimizer && o.overlappable, o.layer});
   else
     lifetime(d, m.name, t0, t1, sent);
 }
@@ -407,11 +473,13 @@ StepRecord StepExecutor::run_step(int step) {
       // The optimizer needs every gradient: the overlapped sync must be complete.
       optimizer_started = true;
       wait_pending(rec);
+      if (!carried_.empty()) wait_all(carried_, rec);  // a layer no forward of this step needed
     }
     if (o.kind == OpKind::message) {
       issue(i);
       continue;
     }
+    if (!carried_.empty() && (o.phase == Phase::forward || o.phase == Phase::recompute)) wait_carried(o.layer, rec);
     progress(&rec);
     // tp_comm_overlap: the reduce-scatter of what this GEMM produces (listed right after it) is
     // issued first, to run beside it, as Transformer Engine pipelines the GEMM's chunks into it.
@@ -425,13 +493,23 @@ StepRecord StepExecutor::run_step(int step) {
     const profiles::nvtx::Range range(name_[i]);
     const Correlate correlate(*this, step, i);
     const std::int64_t t0 = now_ns();
-    runners_[static_cast<std::size_t>(runner_of_[i])]->run();
+    OpRunner& runner = *runners_[static_cast<std::size_t>(runner_of_[i])];
+    if (pacer_) pacer_->begin(o, runner.load(), t0);
+    runner.run();
     if (cuda) device_->synchronize(stream);
     std::int64_t t1 = now_ns();
-    // An emulated slower generation (the building's compute_slowdown): the op's own time again
-    // (s - 1) times over, spinning as a busy device would (the host core held, no MPI progress,
-    // as while the op ran).
-    if (slowdown_ > 1.0) {
+    if (pacer_) {
+      // The declared device's time (its building's, compute_slowdown included): the rest of it
+      // waited for, the pending communication moving on meanwhile.
+      const std::int64_t deadline = pacer_->deadline_ns();
+      if (tracer_ && t1 > deadline) tracer_->span(Category::other, overrun_name_, deadline, t1);
+      const std::int64_t kernel_end = t1;
+      t1 = pacer_->end(t1, [this] { return progress(nullptr); });
+      if (tracer_ && t1 > kernel_end) tracer_->span(Category::other, paced_wait_name_, kernel_end, t1);
+    } else if (slowdown_ > 1.0) {
+      // An emulated slower generation on a native device (the building's compute_slowdown): the
+      // op's own time again (s - 1) times over, spinning as a busy device would (the host core
+      // held, no MPI progress, as while the op ran).
       const auto until = t1 + static_cast<std::int64_t>((slowdown_ - 1.0) * static_cast<double>(t1 - t0));
       while ((t1 = now_ns()) < until) {
       }
@@ -443,14 +521,26 @@ StepRecord StepExecutor::run_step(int step) {
     span(into, Category::compute, name_[i], t0, t1);
     if (!overlap_.empty()) wait_all(overlap_, rec);  // what the GEMM did not hide is TP communication
   }
-  wait_pending(rec);  // what the optimizer did not wait for (the parameter all-gathers after it)
+  // The parameter all-gathers after the optimizer go on into the next step, whose forward waits
+  // for each layer's (Megatron's overlapped parameter gather); anything else is waited for now.
+  for (Pending& p : pending_)
+    if (p.for_next_step) carried_.push_back(std::move(p));
+  std::erase_if(pending_, [](const Pending& p) { return p.for_next_step; });
+  wait_pending(rec);
   const std::int64_t t0 = now_ns();
-  for (auto& p : sends_) {
-    p.handle.wait();
+  std::vector<Pending> sends = std::move(sends_);
+  sends_.clear();
+  for (auto& p : sends) {
+    if (pacer_)
+      wait_until([&p] { return p.handle.test(); });
+    else
+      p.handle.wait();
     lifetime(p.dim, p.name, p.issued, now_ns(), p.bytes);
   }
-  sends_.clear();
   const std::int64_t end = now_ns();
+  if (pacer_) {
+    rec.pacing = pacer_->take();  // the chain ends: the next step starts at the job's start line
+  }
   span(rec.idle_s, Category::idle, idle_drain_, t0, end);
   rec.time_s = static_cast<double>(end - start) * 1e-9;
   if (tracer_) tracer_->span(Category::step, step_name_, start, end);

@@ -11,6 +11,11 @@
 // GEMM; pipeline sends asynchronous (so that two stages sending to each other
 // cannot deadlock), receives blocking; the CP ring a send-receive to the ring's neighbours.
 //
+// On a paced device (harness/pacer.hpp) each compute op's kernel is followed by a wait for its
+// deadline, and every wait — the deadline's, a receive's, a collective's (blocking collectives are
+// issued nonblocking and waited for so) — tests the pending communication and sleeps between
+// tests: an overlapped collective moves on while the device computes, and no rank spins.
+//
 // Each op is timed on the host's clock (on CUDA after synchronising the stream it ran on) and its
 // time lands in one category: compute by phase; a blocking collective's time as exposed
 // communication of its dimension; a receive's time until the message is there (the peer had not
@@ -21,6 +26,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -31,6 +37,7 @@
 #include "collectives/factory.hpp"
 #include "collectives/groups.hpp"
 #include "harness/op_runner.hpp"
+#include "harness/pacer.hpp"
 #include "harness/watchdog.hpp"
 #include "kernels/device.hpp"
 #include "kernels/ops.hpp"
@@ -48,6 +55,8 @@ struct StepRecord {
   std::array<double, 5> comm_s{};  // exposed communication per Dim (tp cp ep dp pp)
   double idle_s = 0;               // waiting for a peer (the bubble; draining sends)
   std::array<double, 5> sent_bytes{};
+  PacingStats pacing;  // a paced device's ops of the step (empty on a native one)
+  double cpu_s = 0;    // run.cpp: the process's CPU seconds from the first measured step to this one's end
   double compute_s() const { return forward_s + backward_s + recompute_s; }
   double timed_s() const;
   double other_s() const { return time_s - timed_s(); }
@@ -80,8 +89,12 @@ class StepExecutor {
   double buffer_bytes() const;
   void allocate();
   StepRecord run_step(int step);
+  // After the last step: waits for what it left for a next one (its parameter all-gathers).
+  void finish();
   // The building's compute_slowdown this rank's compute ops run at (1: none).
   double compute_slowdown() const { return slowdown_; }
+  // The pacer of a paced device (null on a native one).
+  const Pacer* pacer() const { return pacer_.get(); }
   const workload::Workload& workload() const { return w_; }
   // Records every timed span of the following steps on `tracer` (null: stops recording). With
   // `device` (CUPTI is recording), each op's device work is tagged with the op's id (CUPTI's
@@ -98,8 +111,14 @@ class StepExecutor {
   struct Pending;
   struct Correlate;
   struct Call;
-  void progress(StepRecord* rec);
+  // Tests every outstanding operation once; true while any is still outstanding.
+  bool progress(StepRecord* rec);
+  // Waits until `done()`: on a paced device testing the outstanding operations and sleeping in
+  // between; on a native one spinning on `done()` alone (as the host's MPI would).
+  void wait_until(const std::function<bool()>& done);
   void wait_pending(StepRecord& rec);
+  // Waits for the parameter all-gathers the last step left for `layer`'s forward.
+  void wait_carried(std::int64_t layer, StepRecord& rec);
   // Waits for every operation of `list` (its dimension's communication) and empties it.
   void wait_all(std::vector<Pending>& list, StepRecord& rec);
   void message(std::size_t i, StepRecord& rec);
@@ -113,8 +132,11 @@ class StepExecutor {
 
   workload::Workload w_;
   double slowdown_ = 1.0;
+  std::unique_ptr<Pacer> pacer_;
   kernels::Device* device_;
+  kernels::Ops* ops_;
   Watchdog* watchdog_;
+  SharedBuffers shared_;  // the runners' float buffers
   std::map<GroupKind, coll::GroupCommunicator> comms_;
   std::vector<std::unique_ptr<OpRunner>> runners_;  // by distinct compute op
   std::vector<int> runner_of_;                      // op index → runner (−1 for messages)
@@ -124,6 +146,8 @@ class StepExecutor {
   bool correlate_ = false;
   std::uint64_t op_id_ = 0;  // the op being run, while correlating: its spans' external id
   const char* idle_drain_ = nullptr;
+  const char* overrun_name_ = nullptr;
+  const char* paced_wait_name_ = nullptr;
   const char* step_name_ = nullptr;
   std::array<std::unique_ptr<kernels::Buffer>, 5> send_buf_, recv_buf_;  // per Dim
   std::array<double, 5> max_bytes_{};
@@ -131,6 +155,7 @@ class StepExecutor {
   std::vector<Pending> pending_;
   std::vector<Pending> overlap_;  // TP messages beside their GEMM (tp_comm_overlap), waited for after it
   std::vector<Pending> sends_;
+  std::vector<Pending> carried_;  // parameter all-gathers of the last step, for this one's forward
   // MoE with a skewed router: elements this rank sends to and receives from each EP peer in a
   // dispatch (a combine goes the other way), from the routed counts exchanged at start-up.
   struct Dispatch {

@@ -40,10 +40,23 @@ float* f32(kernels::Buffer& b) { return static_cast<float*>(b.data()); }
 
 constexpr int kBuffers = 10;  // flash attention's backward: q, k, v, o, dO, lse, dq, dk, dv
 
+// The float buffers and the mask are the runner's own or a shared set's (SharedBuffers: their
+// contents are values only); the index buffers (token ids, expert indices, rows) are its own.
 struct OpRunner::Buffers {
-  std::unique_ptr<kernels::Buffer> f[kBuffers];
-  std::unique_ptr<kernels::Buffer> mask, ids, index, row_of;
+  std::unique_ptr<kernels::Buffer> own[kBuffers], own_mask;
+  kernels::Buffer* f[kBuffers] = {};
+  kernels::Buffer* mask = nullptr;
+  std::unique_ptr<kernels::Buffer> ids, index, row_of;
+  void set(int i, std::unique_ptr<kernels::Buffer> b) {
+    own[i] = std::move(b);
+    f[i] = own[i].get();
+  }
 };
+
+bool uses_indices(const Op& o) {
+  return o.name == "embedding" || o.name == "cross_entropy" || o.name == "router_topk" || o.name == "permute" ||
+         o.name == "unpermute";
+}
 
 std::vector<std::int64_t> rows_per_expert(const std::vector<std::int32_t>& index, std::int64_t local, std::int64_t ep) {
   std::vector<std::int64_t> rows(static_cast<std::size_t>(local), 0);
@@ -104,19 +117,54 @@ OpRunner::OpRunner(const Model& model, const Op& op, kernels::Device& device, ke
     if (op.name == "unpermute") big = mul(big, topk, op);                     // k rows per token
     if (routed(op)) big = std::max(big, mul(rows, std::max<std::int64_t>(1, model.num_experts), op));
     small = std::max(big, rows * topk);
+    if (uses_indices(op)) indices_ = rows * topk;
     big += 2 * std::max(rows, cols);  // row statistics and column gradients beside the data
     buffers_ = 6;
   }
   elements_ = big + 16;
   small_ = small + 16;
+  indices_ += 16;
 }
 
 OpRunner::~OpRunner() = default;
 void OpRunner::release() { b_.reset(); }
 OpRunner::OpRunner(OpRunner&&) noexcept = default;
 
+double OpRunner::load() const {
+  if (groups_.empty() || !(op_.m > 0)) return 1.0;
+  double rows = 0;
+  for (std::int64_t g : groups_) rows += static_cast<double>(g);
+  return std::max(rows, 1.0) / op_.m;
+}
+
 double OpRunner::buffer_bytes() const {
-  return static_cast<double>(buffers_) * static_cast<double>(elements_) * 4 + static_cast<double>(small_) * 13;
+  return static_cast<double>(buffers_) * static_cast<double>(elements_) * 4 + static_cast<double>(small_) + own_bytes();
+}
+
+double OpRunner::own_bytes() const { return static_cast<double>(indices_) * 12; }
+
+void SharedBuffers::reserve(const OpRunner& r) {
+  if (f.size() < static_cast<std::size_t>(r.buffers_)) f.resize(static_cast<std::size_t>(r.buffers_), 0);
+  for (int i = 0; i < r.buffers_; ++i)
+    f[static_cast<std::size_t>(i)] =
+        std::max(f[static_cast<std::size_t>(i)], static_cast<std::size_t>(r.elements_) * 4);
+  mask = std::max(mask, static_cast<std::size_t>(r.small_));
+}
+
+double SharedBuffers::bytes() const {
+  double b = static_cast<double>(mask);
+  for (std::size_t x : f) b += static_cast<double>(x);
+  return b;
+}
+
+void SharedBuffers::allocate(kernels::Device& device, kernels::Ops& ops) {
+  buffers.clear();
+  for (std::size_t x : f) {
+    buffers.push_back(device.allocate(x));
+    ops.fill_f32(static_cast<float*>(buffers.back()->data()), static_cast<std::int64_t>(x / 4), 0.5f);
+  }
+  mask_buffer = device.allocate(mask);
+  device.synchronize(device.compute_stream());
 }
 
 // Router logits (skewed) → top-k: the expert of each of `tokens`·k copies in `index`, their
@@ -128,7 +176,7 @@ void OpRunner::route(std::int64_t tokens) {
   if (!b_) {
     b_ = std::make_unique<Buffers>();
     b_->index = device_->allocate(static_cast<std::size_t>(tokens * k) * 4);
-    b_->f[1] = device_->allocate(static_cast<std::size_t>(tokens * k) * 4);
+    b_->set(1, device_->allocate(static_cast<std::size_t>(tokens * k) * 4));
   }
   auto logits = device_->allocate(static_cast<std::size_t>(tokens * experts) * 4);
   ops_->router_logits(tokens, experts, opt_.router_skew, opt_.seed, f32(*logits));
@@ -137,18 +185,25 @@ void OpRunner::route(std::int64_t tokens) {
   device_->synchronize(device_->compute_stream());
 }
 
-void OpRunner::allocate() {
+void OpRunner::allocate(SharedBuffers* shared) {
   b_ = std::make_unique<Buffers>();
-  const auto bytes = static_cast<std::size_t>(elements_) * 4;
-  for (int i = 0; i < buffers_; ++i) b_->f[i] = device_->allocate(bytes);
-  const bool adam = op_.name == "optimizer_step";
-  for (int i = 0; i < buffers_; ++i)
-    if (adam)
-      ops_->fill_f32(f32(*b_->f[i]), elements_, 0.5f);
-    else
-      ops_->fill(b_->f[i]->data(), elements_, 0.5f);
-  const auto s = static_cast<std::size_t>(small_);
-  b_->mask = device_->allocate(s);
+  if (shared) {
+    for (int i = 0; i < buffers_; ++i) b_->f[i] = shared->buffers.at(static_cast<std::size_t>(i)).get();
+    b_->mask = shared->mask_buffer.get();
+  } else {
+    const auto bytes = static_cast<std::size_t>(elements_) * 4;
+    const bool adam = op_.name == "optimizer_step";
+    for (int i = 0; i < buffers_; ++i) {
+      b_->set(i, device_->allocate(bytes));
+      if (adam)
+        ops_->fill_f32(f32(*b_->f[i]), elements_, 0.5f);
+      else
+        ops_->fill(b_->f[i]->data(), elements_, 0.5f);
+    }
+    b_->own_mask = device_->allocate(static_cast<std::size_t>(small_));
+    b_->mask = b_->own_mask.get();
+  }
+  const auto s = static_cast<std::size_t>(indices_);
   b_->ids = device_->allocate(s * 4);
   b_->index = device_->allocate(s * 4);
   b_->row_of = device_->allocate(s * 4);

@@ -30,6 +30,23 @@ struct OpRunnerOptions {
   std::vector<std::int64_t> expert_rows;
 };
 
+class OpRunner;
+
+// Buffers the runners of one step share (the step runs one op at a time): each float buffer and
+// the mask as large as the largest runner's. What an op reads there is what an earlier op left:
+// values only, never indices (every runner keeps its own token ids, expert indices and rows).
+// Sharing keeps a rank's memory to its largest op's instead of the sum over its ops: a host
+// carrying many ranks touches a fraction of the pages (first touch was most of start-up).
+struct SharedBuffers {
+  std::vector<std::size_t> f;  // bytes per float buffer
+  std::size_t mask = 0;
+  std::vector<std::unique_ptr<kernels::Buffer>> buffers;
+  std::unique_ptr<kernels::Buffer> mask_buffer;
+  void reserve(const OpRunner& runner);  // large enough for `runner` too
+  double bytes() const;
+  void allocate(kernels::Device& device, kernels::Ops& ops);  // filled with 0.5
+};
+
 class OpRunner {
  public:
   // A UsageError when the op has no kernel (message ops) or a dimension is not a positive
@@ -38,14 +55,20 @@ class OpRunner {
            const OpRunnerOptions& options = {});
   ~OpRunner();
   OpRunner(OpRunner&&) noexcept;
-  // Bytes of the buffers run() needs: checked against the device's memory before allocate().
+  // Bytes of the buffers run() needs: checked against the device's memory before allocate();
+  // own_bytes() of them its own with SharedBuffers.
   double buffer_bytes() const;
-  void allocate();
+  double own_bytes() const;
+  // Its buffers, the float ones and the mask from `shared` (reserved for it and allocated) if given.
+  void allocate(SharedBuffers* shared = nullptr);
   void release();  // frees the buffers
   kernels::Traffic run();
   const workload::Op& op() const { return op_; }
   // Rows each local expert received (experts_fc1/experts_fc2; empty for other ops).
   const std::vector<std::int64_t>& expert_rows() const { return groups_; }
+  // The work run() does over the work the op lists: the rows the local experts really received
+  // over the workload's m for a routed expert GEMM, 1 for every other op.
+  double load() const;
 
  private:
   struct Buffers;
@@ -58,7 +81,8 @@ class OpRunner {
   kernels::Device* device_;
   kernels::Ops* ops_;
   OpRunnerOptions opt_;
-  std::int64_t elements_ = 0, small_ = 0;  // per big buffer; per index/mask buffer
+  friend struct SharedBuffers;
+  std::int64_t elements_ = 0, small_ = 0, indices_ = 0;  // per big buffer; the mask (bytes); per index buffer
   int buffers_ = 0;
   std::vector<std::int64_t> groups_;
   std::unique_ptr<Buffers> b_;

@@ -31,6 +31,26 @@ double peak_rss_gib() {
   return static_cast<double>(u.ru_maxrss) * 1024.0 / (1u << 30);  // ru_maxrss is in KiB on Linux
 }
 
+// What pacing did over this rank's measured steps (a paced device only).
+PacingStats measured_pacing(const std::vector<StepRecord>& records) {
+  PacingStats all;
+  for (const StepRecord& r : records) all.add(r.pacing);
+  return all;
+}
+
+json pacing_json(const PacingStats& p, double compute_s) {
+  return {{"ops", p.ops},
+          {"late_ops", p.late_ops},
+          {"paced_s", p.paced_s},
+          {"compute_s", compute_s},
+          {"overruns", p.overruns},
+          {"overrun_s", p.overrun_s},
+          {"late_s", p.late_s},
+          {"load_p50", p.load_p(0.5)},
+          {"load_p99", p.load_p(0.99)},
+          {"load_max", p.load_p(1.0)}};
+}
+
 json bytes_json(const StepRecord& r) {
   json b = json::object();
   for (Dim d : kDims) b[dim_name(d)] = r.sent_bytes[static_cast<std::size_t>(d)];
@@ -58,6 +78,14 @@ std::string RunArgs::text() const {
 }
 
 namespace {
+
+// CPU seconds this process has used, every thread.
+double cpu_now_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 // The command line as every rank checked it.
 struct RunInputs {
@@ -174,8 +202,10 @@ void start_tracing(RunTracing& t, Job& job, const RunInputs& in, const StepExecu
 // The warm-up and measured steps, every rank starting each together; the measured steps' records.
 std::vector<StepRecord> run_steps(Job& job, StepExecutor& exec, RunTracing& t, int warmup, int steps) {
   std::vector<StepRecord> records;
+  double cpu_start = 0;
   for (int s = 0; s < warmup + steps; ++s) {
     if (s == warmup) {  // the measured steps only
+      cpu_start = cpu_now_s();
       if (t.cupti) try {
           t.cupti->start();
         } catch (const RunError& e) {  // a profiler attached already, say: the host side still records
@@ -184,13 +214,22 @@ std::vector<StepRecord> run_steps(Job& job, StepExecutor& exec, RunTracing& t, i
         }
       exec.trace(t.tracer.get(), t.cupti != nullptr);
     }
-    job.barrier();  // every rank starts the step together
+    // Every rank starts the step together; on a paced device waiting asleep (a rank that spins
+    // here takes the core a rank still finishing its step computes on).
+    if (exec.pacer())
+      job.quiet_barrier();
+    else
+      job.barrier();
     if (s == 0) FaultInjection::get().before_first_measurement(job.rank());
     StepRecord r = exec.run_step(s);
-    if (s >= warmup) records.push_back(r);
+    if (s >= warmup) {
+      r.cpu_s = cpu_now_s() - cpu_start;  // since the first measured step began
+      records.push_back(r);
+    }
     if (s >= warmup && t.cupti) t.activity.drain(*t.cupti);  // each step's records, outside its time
     if (job.rank() == 0) std::fprintf(stderr, "[step %d/%d] %.3f s on rank 0\n", s + 1, warmup + steps, r.time_s);
   }
+  exec.finish();
   exec.trace(nullptr);
   if (t.cupti) {
     t.cupti->stop();
@@ -255,15 +294,42 @@ json rank_result(Job& job, const RunInputs& in, const RankGrid& grid, const std:
                           {"rank_time_s", records[s].time_s},
                           {"breakdown_s", breakdown_json(records[s], st.step_s[s])}});
   const int rank = job.rank();
-  return {{"rank", rank},
-          {"building", grid.building(rank)},
-          {"stage", grid.stage(rank)},
-          {"compute_slowdown", in.cluster.buildings[static_cast<std::size_t>(grid.building(rank))].compute_slowdown},
-          {"time_s", records[st.at].time_s},
-          {"breakdown_s", breakdown_json(records[st.at], st.step_s[st.at])},
-          {"bytes", bytes_json(records[st.at])},
-          {"peak_rss_gib", peak_rss_gib()},
-          {"steps", steps_json}};
+  json out = {
+      {"rank", rank},
+      {"building", grid.building(rank)},
+      {"stage", grid.stage(rank)},
+      {"compute_slowdown", in.cluster.buildings[static_cast<std::size_t>(grid.building(rank))].compute_slowdown},
+      {"time_s", records[st.at].time_s},
+      {"breakdown_s", breakdown_json(records[st.at], st.step_s[st.at])},
+      {"bytes", bytes_json(records[st.at])},
+      {"peak_rss_gib", peak_rss_gib()},
+      {"steps", steps_json}};
+  // The CPU this rank's process used in the measured steps (getrusage, every thread), per step:
+  // on a paced device its kernels and what waiting costs, not the time it waited.
+  out["cpu_s_per_step"] = records.empty() ? 0.0 : records.back().cpu_s / static_cast<double>(records.size());
+  if (in.cluster.paced()) {
+    double compute = 0;
+    for (const StepRecord& r : records) compute += r.compute_s() + r.optimizer_s;
+    out["pacing"] = pacing_json(measured_pacing(records), compute);
+  }
+  return out;
+}
+
+// The job's pacing, over every rank's measured steps: what `validate` reads.
+json job_pacing(const json& ranks) {
+  json j = {{"device", "paced"}, {"ops", 0},      {"overruns", 0},       {"overrun_s", 0.0},
+            {"compute_s", 0.0},  {"late_s", 0.0}, {"load_p99_max", 0.0}, {"load_max", 0.0}};
+  for (const auto& r : ranks) {
+    const json& p = r["pacing"];
+    j["ops"] = j["ops"].get<std::int64_t>() + p["ops"].get<std::int64_t>();
+    j["overruns"] = j["overruns"].get<std::int64_t>() + p["overruns"].get<std::int64_t>();
+    for (const char* k : {"overrun_s", "compute_s", "late_s"}) j[k] = j[k].get<double>() + p[k].get<double>();
+    j["load_p99_max"] = std::max(j["load_p99_max"].get<double>(), p["load_p99"].get<double>());
+    j["load_max"] = std::max(j["load_max"].get<double>(), p["load_max"].get<double>());
+  }
+  const double compute = j["compute_s"].get<double>();
+  j["overrun_pct"] = compute > 0 ? 100 * j["overrun_s"].get<double>() / compute : 0.0;
+  return j;
 }
 
 // The table: each rank's breakdown of the median step, in predict's categories.
@@ -287,10 +353,24 @@ void print_table(const RunInputs& in, const json& ranks, const StepTimes& st) {
                 r["peak_rss_gib"].get<double>());
   }
   std::printf("(compute includes recompute; idle = waiting for a peer: the pipeline bubble and the slowest rank)\n");
+  if (in.cluster.paced()) {
+    const json p = job_pacing(ranks);
+    std::printf(
+        "(compute paced: every op held to the declared device's time; overruns %lld of %lld ops, %.4f s = %.2f %% of "
+        "compute; woke %.0f us late per op on average; kernel / device time p99 %.2f, max %.2f: this host holds a "
+        "device up to %.1fx the declared speed at p99)\n",
+        static_cast<long long>(p["overruns"].get<std::int64_t>()), static_cast<long long>(p["ops"].get<std::int64_t>()),
+        p["overrun_s"].get<double>(), p["overrun_pct"].get<double>(),
+        p["ops"].get<std::int64_t>() > 0 ? 1e6 * p["late_s"].get<double>() / p["ops"].get<double>() : 0.0,
+        p["load_p99_max"].get<double>(), p["load_max"].get<double>(),
+        p["load_p99_max"].get<double>() > 0 ? 1 / p["load_p99_max"].get<double>() : 0.0);
+  }
   for (std::size_t b = 0; b < in.cluster.buildings.size(); ++b)
     if (in.cluster.buildings[b].compute_slowdown != 1.0)
-      std::printf("(building %zu %s: every compute op emulated %gx slower, as its compute_slowdown says)\n", b,
-                  in.cluster.buildings[b].name.c_str(), in.cluster.buildings[b].compute_slowdown);
+      std::printf(in.cluster.paced()
+                      ? "(building %zu %s: its device paced %gx slower, as its compute_slowdown says)\n"
+                      : "(building %zu %s: every compute op emulated %gx slower, as its compute_slowdown says)\n",
+                  b, in.cluster.buildings[b].name.c_str(), in.cluster.buildings[b].compute_slowdown);
   std::fflush(stdout);
 }
 
@@ -314,6 +394,7 @@ json run_json(const RunArgs& a, const RunInputs& in, const json& env, const json
                 {"max", *std::max_element(step_s.begin(), step_s.end())}}},
               {"steps", step_s},
               {"ranks", ranks}};
+  if (in.cluster.paced()) out["pacing"] = job_pacing(ranks);
   if (!trace_json.is_null()) out["trace"] = trace_json;
   return out;
 }
@@ -329,6 +410,7 @@ void report(Job& job, const RunArgs& a, const RunInputs& in, const RankGrid& gri
   const std::vector<std::string> all = job.all_gather(rank_result(job, in, grid, records, st).dump());
   json env = result_env(&job, in.backend);
   env["device"] = device.name();
+  env["compute"] = to_string(in.cluster.device.emulation);  // paced: every op held to the declared device's time
   if (job.rank() != 0) return;
   json ranks = json::array();
   for (std::size_t r = 0; r < all.size(); ++r)
@@ -355,9 +437,10 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
     RankSetup rank = set_up_rank(job, a, in, watchdog);
     const RankGrid grid(in.layout, in.cluster);
     if (job.rank() == 0)
-      std::printf("# sax run: %s on %s, %s, %d ranks (%s), emulation %s, %d warm-up + %d measured steps\n",
+      std::printf("# sax run: %s on %s, %s, %d ranks (%s), emulation %s, compute %s, %d warm-up + %d measured steps\n",
                   in.model.name.c_str(), in.cluster.name.c_str(), a.layout_file.c_str(), job.size(),
-                  to_string(in.backend), emulation_text().c_str(), in.warmup, in.steps);
+                  to_string(in.backend), emulation_text().c_str(),
+                  in.cluster.paced() ? "paced to the declared device" : "native", in.warmup, in.steps);
     RunTracing tracing(job.rank());
     if (!a.trace_dir.empty()) start_tracing(tracing, job, in, *rank.exec, watchdog);
     const std::vector<StepRecord> records = run_steps(job, *rank.exec, tracing, in.warmup, in.steps);

@@ -2,10 +2,13 @@
 // always done and stamp the host's steady clock when recorded.
 #include "kernels/device.hpp"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <new>
 
 #include "spec/error.hpp"
 
@@ -13,17 +16,41 @@ namespace sax::kernels {
 
 namespace {
 
+// Host memory, zeroed. A large buffer is its own mapping on 2 MiB boundaries with transparent huge
+// pages asked for: the kernel hands it over zeroed a huge page per fault instead of 512 small
+// ones, which made filling a step's buffers most of a rank's start-up (seconds of CPU per rank).
 class HostBuffer final : public Buffer {
  public:
-  explicit HostBuffer(std::size_t bytes) : bytes_(bytes), data_(new unsigned char[bytes ? bytes : 1]()) {}
-  void* data() override { return data_.get(); }
+  explicit HostBuffer(std::size_t bytes) : bytes_(bytes) {
+    if (bytes < kHuge) {
+      small_.reset(new unsigned char[bytes ? bytes : 1]());
+      data_ = small_.get();
+      return;
+    }
+    mapped_ = (bytes + kHuge - 1) / kHuge * kHuge + kHuge;
+    void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    base_ = p;
+    const auto at = (reinterpret_cast<std::uintptr_t>(p) + kHuge - 1) / kHuge * kHuge;
+    data_ = reinterpret_cast<unsigned char*>(at);
+    ::madvise(data_, mapped_ - kHuge, MADV_HUGEPAGE);  // a hint: without THP it is small pages
+  }
+  ~HostBuffer() override {
+    if (base_) ::munmap(base_, mapped_);
+  }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  void* data() override { return data_; }
   std::size_t bytes() const override { return bytes_; }
-  void upload(const void* host, std::size_t n) override { std::memcpy(data_.get(), host, n); }
-  void download(void* host, std::size_t n) const override { std::memcpy(host, data_.get(), n); }
+  void upload(const void* host, std::size_t n) override { std::memcpy(data_, host, n); }
+  void download(void* host, std::size_t n) const override { std::memcpy(host, data_, n); }
 
  private:
-  std::size_t bytes_;
-  std::unique_ptr<unsigned char[]> data_;
+  static constexpr std::size_t kHuge = std::size_t{2} << 20;
+  std::size_t bytes_, mapped_ = 0;
+  std::unique_ptr<unsigned char[]> small_;
+  void* base_ = nullptr;
+  unsigned char* data_ = nullptr;
 };
 
 class HostEvent final : public Event {

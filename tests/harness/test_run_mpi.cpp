@@ -97,6 +97,15 @@ TEST_P(RunLayouts, SendsTheWorkloadsBytesAndTheBreakdownAddsUp) {
     EXPECT_LE(std::abs(b["other"].get<double>()), 0.02 * step) << "rank " << id << ": time no op accounts for";
     EXPECT_GT(b["compute"].get<double>(), 0) << "rank " << id;
     EXPECT_GT(rank["peak_rss_gib"].get<double>(), 0);
+    // The preset's device is paced: every op is counted, and a rank waiting (for a deadline, a
+    // message, a collective, the bubble) sleeps, so its CPU time is its kernels' (at most its
+    // compute's wall time) and a little: a rank that spun would burn its waits too. A busy host
+    // only lengthens the waits.
+    ASSERT_TRUE(rank.contains("pacing")) << "rank " << id;
+    EXPECT_GT(rank["pacing"]["ops"].get<std::int64_t>(), 0) << "rank " << id;
+    const double busy = b["compute"].get<double>() + b["optimizer"].get<double>();
+    EXPECT_LT(rank["cpu_s_per_step"].get<double>(), busy + 0.5 * (step - busy) + 0.05)
+        << "rank " << id << ": CPU per step against " << busy << " s of compute in a " << step << " s step";
   }
   if (skewed) {
     EXPECT_DOUBLE_EQ(ep_sent, ep_listed);
@@ -173,26 +182,61 @@ TEST(RunMpi, ALayoutThatDoesNotFitTheDeviceIsRefusedWithTheFigures) {
 
 // A building emulated at a slower generation (local-2bld-slow: bld-b's compute_slowdown 2): on DP4
 // every rank runs the same ops, and bld-b's ranks take about twice bld-a's compute time; each rank
-// reports its slowdown.
+// reports its slowdown. Paced (the preset), bld-b's device is paced at half the speed; native,
+// each op spins its own time again after it.
 TEST(RunMpi, ASlowedBuildingsRanksComputeThatManyTimesSlower) {
   TempDir t;
-  const std::string out = t.file("run.json");
-  Result r = sh(kMpirun + " -np 4 " + SAX_BINARY + " run --cluster " + preset_path("clusters/local-2bld-slow.json") +
-                " --model " + preset_path("models/gpt-tiny.json") + " --layout " +
-                preset_path("layouts/local-dp4.json") + " --steps 3 --json " + out);
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("building 1 bld-b: every compute op emulated 2x slower"), std::string::npos) << r.out;
-  const json j = json::parse(sax::test::slurp(out));
-  double fast = 0, slow = 0;
-  for (const json& rank : j["ranks"]) {
-    const int b = rank["building"].get<int>();
-    EXPECT_DOUBLE_EQ(rank["compute_slowdown"].get<double>(), b == 1 ? 2.0 : 1.0);
-    (b == 1 ? slow : fast) += rank["breakdown_s"]["compute"].get<double>();
+  json native = json::parse(sax::test::slurp(preset_path("clusters/local-2bld-slow.json")));
+  native["device"]["emulation"] = "native";
+  for (const std::string& cluster : {preset_path("clusters/local-2bld-slow.json"), t.write("native.json", native)}) {
+    const bool paced = cluster.find("native") == std::string::npos;
+    const std::string out = t.file("run.json");
+    Result r = sh(kMpirun + " -np 4 " + SAX_BINARY + " run --cluster " + cluster + " --model " +
+                  preset_path("models/gpt-tiny.json") + " --layout " + preset_path("layouts/local-dp4.json") +
+                  " --steps 2 --json " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(paced ? "building 1 bld-b: its device paced 2x slower"
+                               : "building 1 bld-b: every compute op emulated 2x slower"),
+              std::string::npos)
+        << r.out;
+    const json j = json::parse(sax::test::slurp(out));
+    double fast = 0, slow = 0;
+    for (const json& rank : j["ranks"]) {
+      const int b = rank["building"].get<int>();
+      EXPECT_DOUBLE_EQ(rank["compute_slowdown"].get<double>(), b == 1 ? 2.0 : 1.0);
+      (b == 1 ? slow : fast) += rank["breakdown_s"]["compute"].get<double>();
+    }
+    // Native: on 2 cores the ranks' own op times differ by which of them hold a core, so the ratio
+    // is a floor only (a busy host has given bld-a's ranks less of the cores and the ratio past 3).
+    // Paced: each op held to its device's time, 2x; a busy host makes ops overrun (bld-a's
+    // most, as their times are shorter), so the ratio is bounded on both sides, loosely.
+    EXPECT_GT(slow / fast, paced ? 1.5 : 1.25) << "bld-a compute " << fast << " s, bld-b " << slow << " s";
+    if (paced) EXPECT_LT(slow / fast, 2.2) << "bld-a compute " << fast << " s, bld-b " << slow << " s";
   }
-  // Each op spins (s - 1) times its own time after it: 2x of its own time. On 2 cores the ranks'
-  // own op times differ by which of them hold a core, so the ratio is a floor only (no ceiling: a
-  // busy host has given bld-a's ranks less of the cores and the ratio past 3).
-  EXPECT_GT(slow / fast, 1.25) << "bld-a compute " << fast << " s, bld-b " << slow << " s";
+}
+
+// A device declared faster than the host computes: the kernels end past their deadlines, the
+// overruns are counted per rank and for the job, in the JSON and the table, never hidden.
+TEST(RunMpi, ADeviceTheHostCannotHoldIsCountedAsOverruns) {
+  TempDir t;
+  json fast = json::parse(sax::test::slurp(kCluster));
+  fast["device"]["peak_tflops"]["fp32"] = 100.0;
+  fast["device"]["hbm_bandwidth_gbps"] = 10000.0;
+  fast["device"]["op_overhead_us"] = 0;
+  const std::string out = t.file("run.json");
+  Result r = sh(kMpirun + " -np 4 " + SAX_BINARY + " run --cluster " + t.write("fast.json", fast) + " --model " +
+                preset_path("models/gpt-tiny.json") + " --layout " + preset_path("layouts/local-dp4.json") +
+                " --steps 1 --warmup 0 --json " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(sax::test::slurp(out));
+  ASSERT_TRUE(j.contains("pacing"));
+  EXPECT_GT(j["pacing"]["overruns"].get<std::int64_t>(), 0);
+  EXPECT_GT(j["pacing"]["overrun_pct"].get<double>(), 1.0) << "a device 4000x the host's";
+  for (const json& rank : j["ranks"]) EXPECT_GT(rank["pacing"]["overrun_s"].get<double>(), 0) << rank["rank"];
+  EXPECT_NE(r.out.find("compute paced: every op held to the declared device's time; overruns " +
+                       std::to_string(j["pacing"]["overruns"].get<std::int64_t>()) + " of "),
+            std::string::npos)
+      << r.out;
 }
 
 // Buildings that differ: each pipeline stage's memory against its own building's device.
