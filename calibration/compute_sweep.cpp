@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "spec/error.hpp"
@@ -10,6 +11,7 @@
 #include "harness/kernel_bench.hpp"
 #include "harness/op_timing.hpp"
 #include "harness/stats.hpp"
+#include "workload/device_time.hpp"
 #include "workload/layer_ops.hpp"
 #endif
 
@@ -26,6 +28,14 @@ namespace {
 // whole core, which runs faster than the same op does in a step.
 constexpr int kComputeIters = 5, kComputeWarmup = 1;
 constexpr double kComputeWindowUs = 20000;
+// A paced device's points: each op timed kPacedIters times on every rank at once, each timing
+// over back-to-back runs for kPacedWindowUs (about a chain of paced ops between two waits of a
+// step, a micro-batch's pass through a stage): the p99 (the highest rank's) of the rate the host
+// sustains for the op while every rank computes. A single run can be preempted for a scheduler
+// slice; a chain of paced ops catches up on the ops quicker than their time (harness/pacer.hpp),
+// so what a device must not exceed is the sustained rate, not one run's.
+constexpr int kPacedIters = 5;
+constexpr double kPacedWindowUs = 50000;
 
 // The tile and wave quantization of a measured op on the device's SMs, as the cost model has it
 // (workload::quantization: 1 but for GEMMs and attention products on a device with an SM count).
@@ -69,6 +79,39 @@ json compute_point(const ComputeTask& ct, const Model& m, const Cluster& cluster
           {"time_us", time_us},
           {"peak_flops", cluster.device.peak_tflops_for(m.dtype) * 1e12},
           {"hbm_bytes_per_s", cluster.device.hbm_bandwidth_gbps * 1e9}};
+}
+
+// A paced cluster's op: single runs on every rank at once; its p99 (the highest rank's) beside the
+// declared device's time for it (the cluster's device, workload/device_time.hpp) and how that
+// time splits (the fixed cost per op; bound by FLOPs or by bytes), what fit_sweep's held device
+// reads.
+void measure_paced(const ComputeBench& b, harness::ComputeDevice& ops, const ComputeTask& ct) {
+  const Model& m = b.models[ct.model];
+  harness::ComputeOp op(ops, m, ct.op);
+  op.warm_up(kComputeWarmup);
+  // One run's time, the median of a few (one preempted run would make the windows too short).
+  const double one_us = b.job.aggregate(harness::median(op.time(5).us), harness::RankAggregate::max);
+  const int reps = static_cast<int>(std::clamp(std::ceil(kPacedWindowUs / std::max(one_us, 1.0)), 1.0, 10000.0));
+  b.job.barrier();  // every rank computes at once
+  const harness::OpTimes t = op.time(kPacedIters, reps);
+  const double time_us = b.job.aggregate(harness::median(t.us), harness::RankAggregate::mean);
+  const double p99_us = b.job.aggregate(harness::percentile(t.us, 0.99), harness::RankAggregate::max);
+  workload::DeviceSpeed speed = workload::DeviceSpeed::of(b.cluster.device, b.cluster.backend, m.dtype);
+  const double device_s = workload::op_time(speed, ct.op), overhead_s = speed.op_overhead_s;
+  speed.op_overhead_s = 0;
+  speed.hbm_bytes_per_s = std::numeric_limits<double>::infinity();  // the FLOPs' part alone
+  const bool bytes_bound = ct.op.compute == workload::ComputeKind::memory || !(ct.op.flops > 0) ||
+                           workload::op_time(speed, ct.op) < device_s - overhead_s;
+  json p = compute_point(ct, m, b.cluster, t.traffic.read + t.traffic.written, time_us);
+  p["paced"] = true;
+  p["p99_us"] = p99_us;
+  p["runs"] = kPacedIters * reps;
+  p["device_us"] = device_s * 1e6;
+  p["overhead_us"] = overhead_s * 1e6;
+  p["bound"] = bytes_bound ? "bytes" : "flops";
+  b.record(
+      p, ct.weight,
+      "paced " + m.name + " " + ct.op.name + " " + workload::to_string(ct.op.phase) + " " + harness::shape_text(ct.op));
 }
 
 // One op on every rank at once: repetitions per timing enough for the window on the slowest rank,
@@ -205,7 +248,10 @@ void measure_compute(const ComputeBench& b, const std::vector<ComputeTask>& task
   for (const ComputeTask& ct : tasks) {
     if (done.count(ct.key)) continue;
     b.watchdog.progress(ct.key);
-    measure_one(b, ops, ct);
+    if (b.cluster.paced())
+      measure_paced(b, ops, ct);
+    else
+      measure_one(b, ops, ct);
   }
   if (overlap.big && cross) measure_overlap(b, ops, overlap, *cross, done);
 }

@@ -46,7 +46,11 @@ std::map<std::string, coll::GroupSet> group_kinds(const harness::Job& job, const
     coll::GroupSet set = coll::resolve_group(kind, job.size(), src);
     std::size_t smallest = SIZE_MAX;
     for (const auto& g : set.groups) smallest = std::min(smallest, g.size());
-    if (smallest >= 2) kinds[kind] = set;
+    // A node's groups measure its link class only where a building has several nodes (with one,
+    // they are the building's groups, measured already).
+    const bool again = kind == std::string("intra_node") && kinds.count("intra_building") &&
+                       kinds.at("intra_building").groups == set.groups;
+    if (smallest >= 2 && !again) kinds[kind] = set;
   }
   if (kinds.empty())
     throw UsageError("calibrate: cluster " + a.cluster_file +

@@ -21,7 +21,7 @@
 namespace sax::calibration {
 
 // The group kinds a sweep measures, each reaching the link class the cluster says.
-inline constexpr const char* kKinds[] = {"cross_building", "intra_building"};
+inline constexpr const char* kKinds[] = {"cross_building", "intra_building", "intra_node"};
 // Sizes (the largest ones) measured with one cross-building group alone as well, and the op.
 inline constexpr std::size_t kSharingSizes = 3;
 inline constexpr CollOp kSharingOp = CollOp::all_reduce;

@@ -189,6 +189,17 @@ void check_point(const json& p, const std::string& what, const std::string& at) 
     if (p.contains("quantization") &&
         !(p["quantization"].is_number() && p["quantization"].get<double>() > 0 && p["quantization"].get<double>() <= 1))
       throw InputError(what, at + "/quantization", "a number in (0, 1] (the useful fraction of the work scheduled)");
+    if (p.contains("paced")) {  // a paced device's op: its p99 beside the declared time
+      if (!p["paced"].is_boolean()) throw InputError(what, at + "/paced", "true or false");
+      positive("p99_us"), positive("device_us");
+      if (!p.contains("overhead_us") || !p["overhead_us"].is_number() || !(p["overhead_us"].get<double>() >= 0))
+        throw InputError(what, at + "/overhead_us", "a number >= 0");
+      if (!p.contains("bound") || !p["bound"].is_string() ||
+          (p["bound"].get<std::string>() != "flops" && p["bound"].get<std::string>() != "bytes"))
+        throw InputError(what, at + "/bound", "flops or bytes");
+      for (const char* k : {"op", "phase", "shape"})
+        if (!p.contains(k) || !p[k].is_string()) throw InputError(what, at + "/" + k, "a name");
+    }
   } else if (kind == "link") {
     for (const char* k : {"group", "link_class", "op"})
       if (!p.contains(k) || !p[k].is_string()) throw InputError(what, at + "/" + k, "a name");

@@ -80,7 +80,9 @@ SweepPlan plan_points(harness::Job& job, const SweepInputs& in, const std::vecto
   SweepPlan plan;
   plan.links = link_tasks(in.links, in.cluster);
   plan.done = keys_measured_before(job, have);
-  plan.overlap = overlap_tasks(in.compute, in.models, in.links.kinds.count("cross_building") > 0);
+  // A paced op ends at its deadline whatever communicates beside it: no overlap slowdown to measure.
+  plan.overlap =
+      overlap_tasks(in.compute, in.models, in.links.kinds.count("cross_building") > 0 && !in.cluster.paced());
   auto left = [&](const std::string& key, double weight) {
     if (!plan.done.count(key)) plan.left_weight += weight, ++plan.left;
   };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <vector>
@@ -103,6 +104,7 @@ struct SortedPoints {
   std::map<std::uint64_t, double> cross_alone, cross_together;  // kSharingOp by size
   int cross_groups = 0;
   std::vector<json> compute;
+  std::vector<json> paced;      // a paced device's ops: what the host holds, not efficiencies
   std::vector<double> overlap;  // compute's slowdown beside a collective, per repetition
 };
 
@@ -125,7 +127,7 @@ SortedPoints sort_points(const json& points, const std::string& what) {
       continue;
     }
     if (kind == "compute") {
-      s.compute.push_back(p);
+      (p.value("paced", false) ? s.paced : s.compute).push_back(p);
       continue;
     }
     const LinkClass lc = *parse_link_class(p.at("link_class").get<std::string>());
@@ -171,6 +173,51 @@ void fit_oversubscription(const SortedPoints& s, Calibration& cal, std::string& 
   t += line;
 }
 
+// The host holds a paced device while every op's p99 is within the device's time for it. The
+// declared time is c + R (R the roofline part, c the fixed cost per op); a device s times faster
+// (peak, or memory bandwidth for the ops bound by bytes) takes c + R / s, so an op allows
+// s ≤ R / (p99 − c) (any s where p99 ≤ c). The fastest device held: each scale the least its ops
+// allow, times kHeldMargin, which leaves room for what single runs do not show (a rank waking
+// late from its wait, messages moving beside the kernels).
+constexpr double kHeldMargin = 0.8;
+
+void fit_held_device(const std::vector<json>& paced, Calibration& cal, std::string& t) {
+  if (paced.empty()) return;
+  double flops_scale = std::numeric_limits<double>::infinity(), bytes_scale = flops_scale;
+  HeldDevice h;
+  for (const json& p : paced) {
+    const double c = p["overhead_us"].get<double>(), rest = p["device_us"].get<double>() - c,
+                 p99 = p["p99_us"].get<double>();
+    const double scale = p99 > c ? rest / (p99 - c) : std::numeric_limits<double>::infinity();
+    const bool bytes = p["bound"].get<std::string>() == "bytes";
+    const std::string what =
+        p["op"].get<std::string>() + " " + p["phase"].get<std::string>() + " " + p["shape"].get<std::string>();
+    if (bytes && scale < bytes_scale) bytes_scale = scale, h.memory_limited_by = what;
+    if (!bytes && scale < flops_scale) flops_scale = scale, h.peak_limited_by = what;
+    h.declared_peak_tflops = p["peak_flops"].get<double>() * 1e-12;
+    h.declared_hbm_bandwidth_gbps = p["hbm_bytes_per_s"].get<double>() * 1e-9;
+  }
+  // An unbounded scale (no op of the kind, or every op within its fixed cost) is bounded by the
+  // other, or left at the declared device.
+  auto held = [](double s, double other) { return std::isfinite(s) ? s : std::isfinite(other) ? other : 1.0; };
+  h.margin = kHeldMargin;
+  h.peak_tflops = h.declared_peak_tflops * held(flops_scale, bytes_scale) * h.margin;
+  h.hbm_bandwidth_gbps = h.declared_hbm_bandwidth_gbps * held(bytes_scale, flops_scale) * h.margin;
+  h.ops = static_cast<std::int64_t>(paced.size());
+  cal.held_device = h;
+  char line[1024];
+  std::snprintf(
+      line, sizeof line,
+      "# paced device: with every rank computing at once this host holds up to %.4g TFLOP/s (%s) and "
+      "%.4g GB/s of memory (%s), a margin of %.0f%% kept, over %lld ops; the cluster declares %.4g TFLOP/s "
+      "and %.4g GB/s: %s\n",
+      h.peak_tflops, h.peak_limited_by.empty() ? "no op bound by FLOPs" : h.peak_limited_by.c_str(),
+      h.hbm_bandwidth_gbps, h.memory_limited_by.empty() ? "no op bound by bytes" : h.memory_limited_by.c_str(),
+      (1 - h.margin) * 100, static_cast<long long>(h.ops), h.declared_peak_tflops, h.declared_hbm_bandwidth_gbps,
+      h.holds_declared() ? "held" : "NOT held: expect overruns (declare a slower device)");
+  t += line;
+}
+
 void fit_overlap(const std::vector<double>& overlap, Calibration& cal, std::string& t) {
   if (overlap.empty()) return;
   const double m = harness::median(overlap);
@@ -194,6 +241,7 @@ Calibration fit_sweep(const json& points, const std::string& what, std::string* 
       cal);
   fit_oversubscription(s, cal, t);
   fit_compute(s.compute, cal, t);
+  fit_held_device(s.paced, cal, t);
   fit_overlap(s.overlap, cal, t);
   if (table) *table = t;
   return cal;

@@ -28,7 +28,8 @@ sax::Calibration calibration() {
   return k;
 }
 
-sax::Cluster cluster() { return sax::load_cluster(sax::test::preset_path("clusters/local-2bld.json")); }
+// The native testbed: its nominal peaks, which a calibration's curves scale.
+sax::Cluster cluster() { return sax::load_cluster(sax::test::preset_path("clusters/local-2bld-native.json")); }
 
 // "key: [ a, b ]" → the numbers or words between the brackets.
 std::vector<std::string> list(const std::string& text, const std::string& key) {
@@ -98,7 +99,7 @@ TEST(ExportCli, WritesBothFilesOrNone) {
   sax::Calibration k = calibration();
   const std::string file = t.write("k.json", sax::to_json(k));
   const std::string base = std::string(SAX_BINARY) + " calibrate export " + file + " --cluster " +
-                           sax::test::preset_path("clusters/local-2bld.json");
+                           sax::test::preset_path("clusters/local-2bld-native.json");
   auto r = sax::test::run_shell(base + " --astra-sim " + t.file("astra") + " --calculon " + t.file("sys.json"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::filesystem::exists(t.file("astra/network.yml")));
@@ -141,7 +142,7 @@ TEST(ExportCli, RefusesTwoOutputsThatAreOneFile) {
   sax::test::TempDir t;
   const std::string file = t.write("k.json", sax::to_json(calibration()));
   const std::string base = std::string(SAX_BINARY) + " calibrate export " + file + " --cluster " +
-                           sax::test::preset_path("clusters/local-2bld.json");
+                           sax::test::preset_path("clusters/local-2bld-native.json");
   const auto r =
       sax::test::run_shell(base + " --astra-sim " + t.file("x") + " --calculon " + t.file("x/../x/network.yml"));
   EXPECT_EQ(r.code, 2) << r.err << r.out;

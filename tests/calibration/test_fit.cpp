@@ -241,6 +241,61 @@ TEST(FitSweep, TheGemmCurveIsTheEfficiencyOfTheWorkScheduled) {
   }
 }
 
+// A paced device's ops: each allows the device to be as much faster as its roofline part over
+// what its p99 leaves after the fixed cost; the fastest device held is each scale's tightest op
+// times the margin, named; the fit says whether the declared device is held. Paced points are not
+// efficiencies: no curve is fitted from them.
+TEST(FitSweep, APacedDevicesOpsGiveTheFastestDeviceTheHostHolds) {
+  auto paced = [](const char* op, const char* bound, double device_us, double p99_us) {
+    return nlohmann::json{{"key", std::string("compute/") + op},
+                          {"kind", "compute"},
+                          {"compute", "gemm"},
+                          {"flops", 1e9},
+                          {"bytes", 1e6},
+                          {"time_us", p99_us * 0.9},
+                          {"peak_flops", 25e9},
+                          {"hbm_bytes_per_s", 1.6e9},
+                          {"paced", true},
+                          {"p99_us", p99_us},
+                          {"device_us", device_us},
+                          {"overhead_us", 300.0},
+                          {"bound", bound},
+                          {"op", op},
+                          {"phase", "forward"},
+                          {"shape", "1x1x1"}};
+  };
+  // mlp_fc1: roofline 3700 µs of 4000, p99 2150: allows 3700 / 1850 = 2x. qkv: 1.5x (tighter).
+  // input_norm (bytes): 1700 / 1000 = 1.7x. A norm within its fixed cost bounds nothing.
+  nlohmann::json points = {paced("mlp_fc1", "flops", 4000, 2150), paced("qkv_proj", "flops", 3300, 2300),
+                           paced("input_norm", "bytes", 2000, 1300), paced("final_norm", "bytes", 400, 250)};
+  std::string table;
+  sax::Calibration k = sax::calibration::fit_sweep(points, "pts", &table);
+  ASSERT_TRUE(k.held_device.has_value());
+  EXPECT_FALSE(k.gemm.has_value());
+  const sax::HeldDevice& h = *k.held_device;
+  EXPECT_NEAR(h.peak_tflops, 0.025 * 1.5 * h.margin, 1e-12);
+  EXPECT_NEAR(h.hbm_bandwidth_gbps, 1.6 * 1.7 * h.margin, 1e-12);
+  EXPECT_EQ(h.peak_limited_by, "qkv_proj forward 1x1x1");
+  EXPECT_EQ(h.memory_limited_by, "input_norm forward 1x1x1");
+  EXPECT_EQ(h.ops, 4);
+  EXPECT_TRUE(h.holds_declared());
+  EXPECT_NE(table.find("held"), std::string::npos) << table;
+  // An op whose p99 is past its declared time: the host does not hold the declared device.
+  points.push_back(paced("mlp_fc2", "flops", 1000, 1500));
+  k = sax::calibration::fit_sweep(points, "pts", &table);
+  EXPECT_NEAR(k.held_device->peak_tflops, 0.025 * (700.0 / 1200.0) * k.held_device->margin, 1e-12);
+  EXPECT_FALSE(k.held_device->holds_declared());
+  EXPECT_NE(table.find("NOT held"), std::string::npos) << table;
+  // A paced point without its p99 is refused naming the field.
+  points[0].erase("p99_us");
+  try {
+    sax::calibration::fit_sweep(points, "pts", nullptr);
+    FAIL() << "accepted";
+  } catch (const sax::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pts: /0/p99_us"), std::string::npos) << e.what();
+  }
+}
+
 // Counts are read at the width they are used at (int): a rank count that would narrow (4294967300
 // is 4 as an int) or a fractional one is refused with its path, in bench results and sweep points.
 TEST(HardeningSilentAcceptance, CalibrationPointsReadCountsAtTheirWidth) {
