@@ -12,11 +12,17 @@
 namespace sax::validation {
 
 struct Judgement {
-  std::vector<std::size_t> measured;  // the trials that ran, in trial order
+  std::vector<std::size_t> measured;  // the trials scored (ran, within the overruns allowed), in trial order
   std::vector<std::size_t> worst;     // per trial: the part most off (an index into kParts), if it ran
   std::size_t failed = 0;
+  std::size_t refused = 0;  // ran on a paced device that could not hold it (overruns): not scored
   double mape_pct = 0, kendall_tau = 0, top1_regret_pct = 0;  // NaN where no figure holds
-  std::optional<std::size_t> pick, best;                      // the trials predicted fastest and measured fastest
+  // The part that is not compute (exposed communication, the bubble, waiting): its MAPE, and its
+  // mean share of the measured step, over the trials scored.
+  double non_compute_mape_pct = 0, non_compute_share_pct = 0;
+  double non_compute_mae_s = 0;           // its mean |predicted − measured|, s
+  bool paced = false;                     // the trials ran on a paced device
+  std::optional<std::size_t> pick, best;  // the trials predicted fastest and measured fastest
 };
 
 Judgement judge(const std::vector<Trial>& trials);

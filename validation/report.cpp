@@ -35,6 +35,14 @@ std::string trials_table(const std::vector<Trial>& trials, const Judgement& j) {
       s += printf_text("%20s\n", ("failed (exit " + std::to_string(t.exit_code) + ")").c_str());
       continue;
     }
+    if (!t.scored()) {
+      const Pacing& p = *t.pacing;
+      s += printf_text(
+          "not scored: overruns %.1f %% of its compute (more than %.0f %%): this host held about %.2fx the declared "
+          "device's speed at p99; declare a device that much slower (sax calibrate --model says which it holds)\n",
+          p.overrun_pct(), kMaxOverrunPct, p.load_p99 > 0 ? 1 / p.load_p99 : 0.0);
+      continue;
+    }
     const std::size_t w = j.worst[i];
     s += printf_text(
         "%20s %+7.1f%%  %s %s / %s s\n",
@@ -66,13 +74,29 @@ std::string breakdown_table(const std::vector<Trial>& trials, const Judgement& j
 std::string summary_line(const std::vector<Trial>& trials, const Judgement& j) {
   const Trial* pick = j.pick ? &trials[*j.pick] : nullptr;
   const Trial* best = j.best ? &trials[*j.best] : nullptr;
-  return printf_text(
-      "\n  %zu of %zu layouts ran: MAPE %s %%, Kendall tau %s, top-1 regret %s %% (the explorer's pick %s ran %s s; "
+  std::int64_t overruns = 0;
+  for (const Trial& t : trials)
+    if (t.ran() && t.pacing) overruns += t.pacing->overruns;
+  std::string s = printf_text(
+      "\n  %zu of %zu layouts ran%s: MAPE %s %%, Kendall tau %s, top-1 regret %s %% (the explorer's pick %s ran %s s; "
       "fastest measured %s, %s s)\n",
-      j.measured.size(), trials.size(), nan_or(j.mape_pct, "%.1f").c_str(), nan_or(j.kendall_tau, "%.2f").c_str(),
+      j.measured.size(), trials.size(),
+      j.refused > 0 ? printf_text(" and were scored (%zu not: overruns)", j.refused).c_str() : "",
+      nan_or(j.mape_pct, "%.1f").c_str(), nan_or(j.kendall_tau, "%.2f").c_str(),
       nan_or(j.top1_regret_pct, "%.1f").c_str(), pick ? pick->label.c_str() : "-",
       pick ? seconds_text(pick->median_s).c_str() : "-", best ? best->label.c_str() : "-",
       best ? seconds_text(best->median_s).c_str() : "-");
+  s += printf_text(
+      "  not compute (exposed communication, bubble, waiting): %s %% of the measured step on average, MAPE %s %%, "
+      "mean error %s s\n",
+      nan_or(j.non_compute_share_pct, "%.1f").c_str(), nan_or(j.non_compute_mape_pct, "%.1f").c_str(),
+      nan_or(j.non_compute_mae_s, "%.4f").c_str());
+  if (j.paced)
+    s += printf_text(
+        "  compute paced: every op held to the declared device's time (the device the explorer prices); %lld "
+        "overruns in all\n",
+        static_cast<long long>(overruns));
+  return s;
 }
 
 json trial_json(const Trial& t, std::size_t worst, bool runs_kept) {
@@ -97,6 +121,15 @@ json trial_json(const Trial& t, std::size_t worst, bool runs_kept) {
   }
   json mb = parts_json(t.measured);
   mb["other"] = t.other_s;
+  if (t.pacing)
+    j["pacing"] = {{"ops", t.pacing->ops},
+                   {"overruns", t.pacing->overruns},
+                   {"overrun_s", t.pacing->overrun_s},
+                   {"compute_s", t.pacing->compute_s},
+                   {"overrun_pct", t.pacing->overrun_pct()},
+                   {"load_p99", t.pacing->load_p99},
+                   {"scored", t.scored()}};
+  j["non_compute_s"] = {{"predicted", t.predicted_non_compute_s()}, {"measured", t.measured_non_compute_s()}};
   j["measured"] = {{"step_time_s", {{"median", t.median_s}, {"min", t.min_s}, {"max", t.max_s}}}, {"breakdown_s", mb}};
   j["error_pct"] = metrics::error_pct({t.predicted.step_time_s, t.median_s});
   j["worst_term"] = {{"term", metrics::kParts[worst]}, {"predicted_s", p[worst]}, {"measured_s", t.measured[worst]}};
@@ -114,6 +147,7 @@ json inputs_json(const Setup& s, const explorer::CostParams& cost) {
           {"cost_source", cost.source},
           {"calibrated_terms", cost.calibrated_terms},
           {"emulation", s.emulation},
+          {"compute", to_string(s.cluster.device.emulation)},
           {"emulation_note", s.emulation_note},
           {"technology", o.technology.empty() ? json(nullptr) : json(o.technology)},
           {"steps", o.steps},
@@ -128,9 +162,17 @@ json inputs_json(const Setup& s, const explorer::CostParams& cost) {
 std::string header(const Setup& s, const Choice& choice, const std::filesystem::path& runs) {
   const Options& o = s.options;
   const std::size_t n = choice.trials.size();
+  const Device& d = s.cluster.device;
+  const std::string compute =
+      d.paced() ? printf_text(
+                      "\n  compute: paced to the declared device (%s: %g TFLOP/s %s, %g GB/s, %g us per op), "
+                      "the device the explorer prices",
+                      d.name.c_str(), d.peak_tflops_for(s.model.dtype), to_string(s.model.dtype), d.hbm_bandwidth_gbps,
+                      d.op_overhead_us)
+                : std::string("\n  compute: native (the host's own kernels at the host's speed)");
   return "validate " + s.model.name + " on " + s.cluster.name + " (" + std::to_string(s.cluster.world_size()) +
          " ranks, " + std::to_string(s.cluster.buildings.size()) + " buildings) — " + choice.cost().params().source +
-         "\n  boundary: " + s.emulation + (s.emulation_note.empty() ? "" : " (" + s.emulation_note + ")") +
+         compute + "\n  boundary: " + s.emulation + (s.emulation_note.empty() ? "" : " (" + s.emulation_note + ")") +
          (o.technology.empty() ? "" : ", technology " + o.technology) +
          "\n  ranking: " + std::to_string(choice.feasible()) + " feasible layouts on this boundary; running " +
          std::to_string(n) + " (top " + std::to_string(choice.top) + ", " +
@@ -156,6 +198,11 @@ json to_json(const Setup& s, const Choice& choice, const Judgement& j, bool runs
           {"summary",
            {{"layouts", j.measured.size()},
             {"failed", j.failed},
+            {"not_scored", j.refused},
+            {"compute", j.paced ? "paced" : "native"},
+            {"non_compute_share_pct", nan_or_null(j.non_compute_share_pct)},
+            {"non_compute_mape_pct", nan_or_null(j.non_compute_mape_pct)},
+            {"non_compute_mae_s", nan_or_null(j.non_compute_mae_s)},
             {"mape_pct", nan_or_null(j.mape_pct)},
             {"kendall_tau", nan_or_null(j.kendall_tau)},
             {"top1_regret_pct", nan_or_null(j.top1_regret_pct)},

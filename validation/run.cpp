@@ -74,6 +74,14 @@ void add_run(Trial& t, const fs::path& file) {
       t.measured[i] += b.at(metrics::kParts[i]).get<double>() / n;
     t.other_s += b.at("other").get<double>() / n;
   }
+  if (const auto it = r.find("pacing"); it != r.end()) {
+    Pacing& p = t.pacing ? *t.pacing : t.pacing.emplace();
+    p.ops += it->at("ops").get<std::int64_t>();
+    p.overruns += it->at("overruns").get<std::int64_t>();
+    p.overrun_s += it->at("overrun_s").get<double>();
+    p.compute_s += it->at("compute_s").get<double>();
+    p.load_p99 = std::max(p.load_p99, it->at("load_p99_max").get<double>());
+  }
   ++t.rounds;
 }
 

@@ -29,6 +29,18 @@ struct Options {
 // A UsageError naming the flag when a count or range is out of bounds, before any file is read.
 void check_options(const Options& o);
 
+// A run on a paced device that pacing could not hold (overruns beyond this share of its compute
+// time) measured the host, not the device: it is not scored.
+inline constexpr double kMaxOverrunPct = 1.0;
+
+// What a paced device's runs said of pacing (`sax run`'s "pacing"), over every round.
+struct Pacing {
+  std::int64_t ops = 0, overruns = 0;
+  double overrun_s = 0, compute_s = 0;
+  double load_p99 = 0;  // the highest rank's p99 of kernel time / device time, over the rounds
+  double overrun_pct() const { return compute_s > 0 ? 100 * overrun_s / compute_s : 0.0; }
+};
+
 struct Trial {
   std::string label;                // "#rank" in the explorer's ranking, or the layout file's stem
   std::optional<std::size_t> rank;  // 1-based, in the ranking on the emulated technology
@@ -42,10 +54,17 @@ struct Trial {
   double median_s = 0, min_s = 0, max_s = 0;  // over every measured step of every round
   metrics::Parts measured{};                  // the mean over rounds of the mean over ranks
   double other_s = 0;
-  std::vector<double> steps;  // each round's measured steps
-  int rounds = 0;             // rounds that ran
+  std::vector<double> steps;     // each round's measured steps
+  int rounds = 0;                // rounds that ran
+  std::optional<Pacing> pacing;  // a paced device's
 
   bool ran() const { return exit_code == 0; }
+  // Ran, and (on a paced device) within kMaxOverrunPct of overruns: what the judgement counts.
+  bool scored() const { return ran() && !(pacing && pacing->overrun_pct() > kMaxOverrunPct); }
+  // Of the step, what is not compute: exposed communication, the bubble and waiting (predicted:
+  // its breakdown's; measured: the median step less the compared stage's compute and optimizer).
+  double predicted_non_compute_s() const { return predicted.step_time_s - predicted_parts[0] - predicted_parts[1]; }
+  double measured_non_compute_s() const { return median_s - measured[0] - measured[1]; }
 };
 
 }  // namespace sax::validation

@@ -138,6 +138,45 @@ TEST(ValidationJudge, NothingRanIsNoFigure) {
             std::string::npos);
 }
 
+// On a paced device a run whose overruns pass kMaxOverrunPct of its compute measured the host: it
+// is counted as not scored, its figures are left out and the table says what the host held. What
+// is not compute (the step less compute and optimizer) is judged apart: its MAPE, its share of the
+// measured step and its mean error.
+TEST(ValidationJudge, OverrunsPastTheirShareAreNotScoredAndNonComputeIsJudgedApart) {
+  Made made;
+  std::vector<Trial>& t = made.choice.trials;
+  t[0].predicted_parts[0] = 0.6;  // predicted non-compute 0.4 s of 1.0
+  t[0].measured[0] = 0.75;        // measured 0.5 s of 1.25
+  t[1].predicted_parts = {};
+  t[1].measured = {};
+  t[1].predicted_parts[0] = 1.5;  // 0.5 s of 2.0
+  t[1].measured[0] = 1.4;         // 0.6 s of 2.0
+  for (Trial& x : t) x.pacing = Pacing{100, 0, 0.0, 1.0, 0.9};
+  Judgement j = judge(t);
+  EXPECT_TRUE(j.paced);
+  EXPECT_EQ(j.refused, 0u);
+  EXPECT_NEAR(j.non_compute_mape_pct, (20.0 + 100.0 / 6) / 2, 1e-9);
+  EXPECT_NEAR(j.non_compute_share_pct, (40.0 + 30.0) / 2, 1e-9);
+  EXPECT_NEAR(j.non_compute_mae_s, 0.1, 1e-12);
+  // Up to 1 % of its compute is allowed; 2 % is not.
+  t[1].pacing = Pacing{100, 3, 0.005, 1.0, 1.25};
+  EXPECT_TRUE(t[1].scored());
+  t[1].pacing->overrun_s = 0.02;
+  EXPECT_FALSE(t[1].scored());
+  j = judge(t);
+  EXPECT_EQ(j.refused, 1u);
+  EXPECT_EQ(j.measured, (std::vector<std::size_t>{0}));
+  EXPECT_DOUBLE_EQ(j.mape_pct, 20.0);
+  EXPECT_NEAR(j.non_compute_share_pct, 40.0, 1e-9);
+  const std::string s = tables(t, j);
+  EXPECT_NE(s.find("not scored: overruns 2.0 % of its compute (more than 1 %): this host held about 0.80x the "
+                   "declared device's speed at p99"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("compute paced"), std::string::npos) << s;
+  EXPECT_NE(s.find("(1 not: overruns)"), std::string::npos) << s;
+}
+
 TEST(ValidationReport, TablesSayEachTrialAndTheSummary) {
   const Made made;
   const std::vector<Trial>& t = made.choice.trials;
