@@ -3,7 +3,9 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "collectives/link_emulator.hpp"
 #include "collectives/mpi/mpi_communicator.hpp"
@@ -57,7 +59,12 @@ class Factory final : public CommunicatorFactory {
       throw RunError("software link emulation on MPI needs MPI_THREAD_MULTIPLE; this MPI library provides less");
     const int building = c.place(rank).building;
     const BuildingBoundary b = c.boundary(building, emulation_->technology);
-    const LinkEmulation e{b.link, b.devices_in_building, key_, b.nic_gbps};
+    std::vector<int> buildings;
+    for (std::int64_t m : g.members) buildings.push_back(c.place(m).building);
+    std::sort(buildings.begin(), buildings.end());
+    buildings.erase(std::unique(buildings.begin(), buildings.end()), buildings.end());
+    const LinkEmulation e{b.link, b.devices_in_building, key_, b.nic_gbps,
+                          c.worst_cross_link(emulation_->technology, buildings).latency_us};
     g.comm = emulate_link(std::move(g.comm), e, building);
   }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -191,8 +192,11 @@ class HeldHandle final : public Handle::Impl {
 
 class EmulatedLink final : public Communicator {
  public:
-  EmulatedLink(std::unique_ptr<Communicator> inner, std::shared_ptr<Outbox> outbox)
-      : inner_(std::move(inner)), o_(std::move(outbox)), in_order_(std::string(inner_->backend()) == "cuda") {}
+  EmulatedLink(std::unique_ptr<Communicator> inner, std::shared_ptr<Outbox> outbox, double latency_us)
+      : inner_(std::move(inner)),
+        o_(std::move(outbox)),
+        in_order_(std::string(inner_->backend()) == "cuda"),
+        latency_ns_(latency_us * 1e3) {}
   // Held sends go now, at their times (some may be this communicator's).
   ~EmulatedLink() override {
     try {
@@ -242,7 +246,7 @@ class EmulatedLink final : public Communicator {
   }
   Handle barrier(Mode mode) override {
     before(mode, true);
-    return paced(o_->pacer.reserve(0, 1), mode, [&](Mode m) { return inner_->barrier(m); });
+    return paced(reserve(0, 1), mode, [&](Mode m) { return inner_->barrier(m); });
   }
 
   Handle send(const void* buf, std::size_t count, DType d, int peer, Mode mode) override {
@@ -257,7 +261,7 @@ class EmulatedLink final : public Communicator {
     auto inner = [=](Mode m) { return in->send_recv(send, to, recv, from, count, d, m); };
     if (mode == Mode::async) return held(count * bytes(d), mode, inner);
     before(mode, false);
-    return paced(o_->pacer.reserve(static_cast<double>(count * bytes(d)), 1), mode, inner);
+    return paced(reserve(static_cast<double>(count * bytes(d)), 1), mode, inner);
   }
   Handle recv(void* buf, std::size_t count, DType d, int peer, Mode mode) override {
     before(mode, false);
@@ -270,6 +274,11 @@ class EmulatedLink final : public Communicator {
 
  private:
   static std::size_t bytes(DType d) { return static_cast<std::size_t>(dtype_bytes(d)); }
+  // The building's link for the bytes (shared with its other devices), this group's latency for
+  // the steps: a group between two near buildings is not held for a far pair's latency.
+  std::int64_t reserve(double wire_bytes, double latency_steps) {
+    return o_->pacer.reserve(wire_bytes, 0) + std::llround(latency_steps * latency_ns_);
+  }
 
   // Before an op reaches the inner communicator, held sends whose time has come go. Every held send
   // goes first, at its time, on NCCL (its stream runs ops in the order they are issued) and before
@@ -294,7 +303,7 @@ class EmulatedLink final : public Communicator {
   Handle collective(CollOp op, std::size_t S, Mode mode, const std::function<Handle(Mode)>& inner) {
     before(mode, true);
     const RingAlgorithm ring = ring_algorithm(op, size());
-    return paced(o_->pacer.reserve(ring.bus_factor * static_cast<double>(S), ring.steps), mode, inner);
+    return paced(reserve(ring.bus_factor * static_cast<double>(S), ring.steps), mode, inner);
   }
   // Runs the inner op at once; its completion is held until `deadline`.
   Handle paced(std::int64_t deadline, Mode mode, const std::function<Handle(Mode)>& inner) {
@@ -306,7 +315,7 @@ class EmulatedLink final : public Communicator {
   // A point-to-point message of `S` bytes leaves this rank at its finish time.
   Handle held(std::size_t S, Mode mode, const std::function<Handle(Mode)>& inner) {
     before(mode, false);
-    const std::int64_t deadline = o_->pacer.reserve(static_cast<double>(S), 1);
+    const std::int64_t deadline = reserve(static_cast<double>(S), 1);
     if (mode != Mode::async) {
       o_->hold(deadline);  // earlier held sends go first
       return run(mode, inner);
@@ -321,6 +330,7 @@ class EmulatedLink final : public Communicator {
   std::unique_ptr<Communicator> inner_;
   std::shared_ptr<Outbox> o_;
   bool in_order_;  // NCCL: ops reach the inner communicator in call order
+  double latency_ns_;
 };
 
 }  // namespace
@@ -335,7 +345,8 @@ std::unique_ptr<Communicator> emulate_link(std::unique_ptr<Communicator> inner, 
                                            int building) {
   // MPI takes concurrent calls (MPI_THREAD_MULTIPLE): held sends get a poster thread there.
   const bool threaded = std::string(inner->backend()) == "cpu";
-  return std::make_unique<EmulatedLink>(std::move(inner), shared_outbox(emulation, building, threaded));
+  const double latency_us = emulation.group_latency_us >= 0 ? emulation.group_latency_us : emulation.link.latency_us;
+  return std::make_unique<EmulatedLink>(std::move(inner), shared_outbox(emulation, building, threaded), latency_us);
 }
 
 }  // namespace sax::coll

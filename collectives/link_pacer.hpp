@@ -34,6 +34,9 @@ struct LinkEmulation {
   int devices_in_building = 1;  // devices sharing one building's boundary
   std::string pacing_key;       // names the shared pacing state (cluster, technology, job)
   double nic_gbps = 0;          // a device's NIC (intra_building link), which also bounds it; 0: none
+  // The software emulator's group: the latency of its worst pair of buildings (where pairs differ,
+  // building_links); < 0: the link's.
+  double group_latency_us = -1;
 };
 
 using sax::pacing_segment_name;  // spec/pacing.hpp: the segment's name, which the launcher removes too

@@ -106,12 +106,25 @@ std::string LaunchPlan::text(bool commands) const {
     for (std::size_t b = 0; b < netns.boundary_gbps.size(); ++b)
       t += " " + safe_text(building_names[b]) + "=" + netns_name(netns.slot, static_cast<int>(b)) + " " +
            g(netns.boundary_gbps[b]);
-    t += "; one-way latency " + g(netns.latency_us) + " us)" + (commands ? ", built by:" : "") + "\n";
+    t += "; one-way latency";
+    std::set<double> all;
+    for (const auto& row : netns.latency_us)
+      for (std::size_t j = 0; j < row.size(); ++j) all.insert(row[j]);
+    all.erase(0.0);
+    if (all.size() <= 1) {
+      t += " " + g(all.empty() ? 0.0 : *all.begin()) + " us";
+    } else {
+      for (std::size_t a = 0; a < netns.latency_us.size(); ++a)
+        for (std::size_t b = a + 1; b < netns.latency_us.size(); ++b)
+          t += " " + safe_text(building_names[a]) + "-" + safe_text(building_names[b]) + " " +
+               g(netns.latency_us[b][a]) + " us";
+    }
+    t += std::string(")") + (commands ? ", built by:" : "") + "\n";
     if (commands) {
       for (const auto& cmd : netns_setup_commands(netns)) t += "#   " + shell_line(cmd) + "\n";
-      if (netns.latency_us > 0)
-        for (int b = 0; b < static_cast<int>(netns.slots_per_building.size()); ++b)
-          t += "#   " + shell_line(netns_delay_command(netns, b)) + " &\n";
+      for (int b = 0; b < static_cast<int>(netns.slots_per_building.size()); ++b)
+        for (int k = 0; k < static_cast<int>(netns.delays_into(b).size()); ++k)
+          t += "#   " + shell_line(netns_delay_command(netns, b, k)) + " &\n";
     }
   }
   std::string line;
@@ -130,7 +143,13 @@ NetnsConfig netns_config(const Cluster& c, const std::string& technology, const 
     n.boundary_gbps.push_back(boundary.devices_in_building * boundary.link.bandwidth_gbps /
                               boundary.link.oversubscription);
   }
-  n.latency_us = c.cross_building_link(technology).latency_us;
+  const auto buildings = static_cast<int>(c.buildings.size());
+  n.latency_us.assign(static_cast<std::size_t>(buildings), std::vector<double>(static_cast<std::size_t>(buildings), 0));
+  for (int a = 0; a < buildings; ++a)
+    for (int b = 0; b < buildings; ++b)
+      if (a != b)
+        n.latency_us[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)] =
+            c.cross_link(a, b, technology).latency_us;
   return n;
 }
 

@@ -30,6 +30,8 @@ namespace {
 
 constexpr int kSlots = 8;
 constexpr int kQueueBase = 31000;
+// The NFQUEUE of building b's k-th delay (at most kMaxNetnsBuildings − 1 per building).
+int queue_of(int b, std::ptrdiff_t k) { return kQueueBase + b * kMaxNetnsBuildings + static_cast<int>(k); }
 // tbf counts whole frames; the cluster's bandwidth is payload (what nccl-tests and `bench coll`
 // measure, what the cost model moves). A full TCP segment on the testbed's 1500-byte MTU carries
 // 1448 bytes of payload (20 IP + 32 TCP header with timestamps) in a 1514-byte frame (+14
@@ -230,26 +232,49 @@ std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c)
     std::vector<std::string> in = {"tc", "qdisc", "add", "dev", host_link(s, b)};
     in.insert(in.end(), tbf.begin(), tbf.end());
     cmds.push_back(in);
-    if (c.latency_us > 0)
-      for (int j = 0; j < n; ++j)
-        if (j != b)
-          cmds.push_back({"ip", "netns", "exec", ns, "iptables", "-t", "mangle", "-A", "PREROUTING", "-i",
-                          ns_link(s, b), "-s", address(s, j + 1), "-j", "NFQUEUE", "--queue-num",
-                          std::to_string(kQueueBase + b), "--queue-bypass"});
+    const std::vector<double> delays = c.delays_into(b);
+    for (int j = 0; j < n; ++j) {
+      const double us = c.latency(b, j);
+      if (!(us > 0)) continue;
+      const auto k = std::find(delays.begin(), delays.end(), us) - delays.begin();
+      cmds.push_back({"ip", "netns", "exec", ns, "iptables", "-t", "mangle", "-A", "PREROUTING", "-i", ns_link(s, b),
+                      "-s", address(s, j + 1), "-j", "NFQUEUE", "--queue-num", std::to_string(queue_of(b, k)),
+                      "--queue-bypass"});
+    }
   }
   return cmds;
 }
 
-std::vector<std::string> netns_delay_command(const NetnsConfig& c, int b) {
+double NetnsConfig::latency(int to, int from) const {
+  const auto t = static_cast<std::size_t>(to), f = static_cast<std::size_t>(from);
+  return to != from && t < latency_us.size() && f < latency_us[t].size() ? latency_us[t][f] : 0.0;
+}
+
+std::vector<double> NetnsConfig::delays_into(int b) const {
+  std::vector<double> d;
+  for (int j = 0; j < static_cast<int>(slots_per_building.size()); ++j)
+    if (latency(b, j) > 0) d.push_back(latency(b, j));
+  std::sort(d.begin(), d.end());
+  d.erase(std::unique(d.begin(), d.end()), d.end());
+  return d;
+}
+
+bool NetnsConfig::delayed() const {
+  for (int b = 0; b < static_cast<int>(latency_us.size()); ++b)
+    if (!delays_into(b).empty()) return true;
+  return false;
+}
+
+std::vector<std::string> netns_delay_command(const NetnsConfig& c, int b, int k) {
   std::vector<std::string> cmd = {"ip",
                                   "netns",
                                   "exec",
                                   netns_name(c.slot, b),
                                   c.linkdelay,
                                   "--queue",
-                                  std::to_string(kQueueBase + b),
+                                  std::to_string(queue_of(b, k)),
                                   "--delay-us",
-                                  num(c.latency_us)};
+                                  num(c.delays_into(b).at(static_cast<std::size_t>(k)))};
   if (env_flag(kEnvLinkdelayStats)) cmd.emplace_back("--stats");
   return cmd;
 }
@@ -327,9 +352,9 @@ std::string NetnsTestbed::broken() {
     if (pid <= 0) continue;
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) != pid) continue;
-    const std::size_t b = static_cast<std::size_t>(&pid - helpers_.data());
+    const std::size_t i = static_cast<std::size_t>(&pid - helpers_.data());
     pid = 0;  // reaped
-    return broken_ = "the delay helper of " + netns_name(config_.slot, static_cast<int>(b)) + " (" +
+    return broken_ = "the delay helper of " + helper_names_[i] + " (" +
                      (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
                                           : "exit " + std::to_string(WEXITSTATUS(status))) +
                      ") ended: the boundary's latency no longer holds";
@@ -394,19 +419,21 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
       throw;
     }
     ::close(dirfd);
-    if (config_.latency_us > 0)
-      for (int b = 0; b < static_cast<int>(config_.slots_per_building.size()); ++b) {
-        const std::vector<std::string> cmd = netns_delay_command(config_, b);
+    for (int b = 0; b < static_cast<int>(config_.slots_per_building.size()); ++b)
+      for (int k = 0; k < static_cast<int>(config_.delays_into(b).size()); ++k) {
+        const std::vector<std::string> cmd = netns_delay_command(config_, b, k);
         int fd = -1;
         const pid_t pid = spawn_piped(cmd, &fd, false, true);
         helpers_.push_back(pid);
+        helper_names_.push_back(netns_name(config_.slot, b) + " (" +
+                                num(config_.delays_into(b)[static_cast<std::size_t>(k)]) + " us)");
         pollfd pfd{fd, POLLIN, 0};
         char buf[64] = {};
         ssize_t n = 0;
         if (::poll(&pfd, 1, 5000) > 0) n = ::read(fd, buf, sizeof buf - 1);
         ::close(fd);
         if (n <= 0 || std::string(buf).rfind("ready", 0) != 0)
-          throw RunError("--emulate netns: the delay helper of " + netns_name(config_.slot, b) + " did not start ('" +
+          throw RunError("--emulate netns: the delay helper of " + helper_names_.back() + " did not start ('" +
                          shell_line(cmd) + "')");
       }
   } catch (...) {

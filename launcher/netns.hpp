@@ -29,8 +29,15 @@ struct NetnsConfig {
   int slot = 0;
   std::vector<int> slots_per_building;  // ranks in each building, in rank order
   std::vector<double> boundary_gbps;    // each building's boundary, GB/s per direction
-  double latency_us = 0;                // one way, between any two buildings
-  std::string linkdelay;                // path of the sax-linkdelay program
+  // One-way latency between two buildings, µs: latency_us[to][from] (0 on the diagonal), each
+  // pair's link under the technology (a pair of building_links has its own).
+  std::vector<std::vector<double>> latency_us;
+  double latency(int to, int from) const;  // latency_us[to][from], 0 where it holds none
+  // The distinct latencies of what comes into building `b` from the others, ascending (0s left
+  // out): a delay helper and a queue each.
+  std::vector<double> delays_into(int b) const;
+  bool delayed() const;   // any latency at all
+  std::string linkdelay;  // path of the sax-linkdelay program
 };
 
 // Names and addresses of slot `slot`, building `b`.
@@ -51,8 +58,8 @@ std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c)
 // The mpirun hostfile (one line per building namespace) and the launch agent script.
 std::string netns_hostfile(const NetnsConfig& c);
 std::string netns_agent_script(int slot);
-// The helper command for building b (inside its namespace).
-std::vector<std::string> netns_delay_command(const NetnsConfig& c, int b);
+// The helper command for building b's k-th delay (delays_into(b)[k]; inside its namespace).
+std::vector<std::string> netns_delay_command(const NetnsConfig& c, int b, int k);
 
 // Why netns cannot run here ("" when it can): root, ip, tc, iptables, the helper program.
 std::string netns_unavailable(const std::string& linkdelay);
@@ -93,6 +100,7 @@ class NetnsTestbed {
   NetnsConfig config_;
   int lock_fd_ = -1;
   std::vector<int> helpers_;                 // pids
+  std::vector<std::string> helper_names_;    // what each holds: "sax-0-b1 (1000 us)"
   std::string dir_;                          // made by mkdtemp under kStateBase
   std::string broken_;                       // why the boundary stopped holding ("" while it holds)
   unsigned long dir_dev_ = 0, dir_ino_ = 0;  // recorded as it was made: teardown removes only it

@@ -36,7 +36,7 @@ TEST(HeteroCli, PredictShowsEachStageAndTheBalancedSplit) {
                    preset_path("models/gpt-tiny.json") + " --layout " + preset_path("layouts/local-pp2-dp2.json") +
                    " --json " + out);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("stage 1       bld-b, cpu-rank at 1/2 speed: 2 layers"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stage 1       bld-b, paced-cpu-4 at 1/2 speed: 2 layers"), std::string::npos) << r.out;
   const json j = json::parse(sax::test::slurp(out));
   EXPECT_EQ(j["heterogeneous"]["balanced_pipeline_layout"], "E,t*3|t*1,L");
   EXPECT_LT(j["heterogeneous"]["balanced_step_time_s"].get<double>(), j["predicted"]["step_time_s"].get<double>());

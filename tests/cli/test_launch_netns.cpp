@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -59,7 +60,8 @@ TEST(NetnsPlan, EveryNameCarriesTheSlotPrefixAndTheBoundaryComesFromTheCluster) 
   ASSERT_EQ(n.slots_per_building, (std::vector<int>{2, 2}));
   // gbe-5: 0.625 GB/s per device, 2 devices per building, oversubscription 1.
   EXPECT_DOUBLE_EQ(n.boundary_gbps[0], 1.25);
-  EXPECT_DOUBLE_EQ(n.latency_us, 1000);
+  EXPECT_DOUBLE_EQ(n.latency_us[0][1], 1000);
+  EXPECT_EQ(n.delays_into(1), (std::vector<double>{1000}));
   int tbf = 0, nfqueue = 0;
   for (const auto& cmd : sax::launcher::netns_setup_commands(n)) {
     std::string line;
@@ -86,6 +88,40 @@ TEST(NetnsPlan, EveryNameCarriesTheSlotPrefixAndTheBoundaryComesFromTheCluster) 
   // The shared-boundary technology: 2 devices × 0.125 / 2.
   const sax::launcher::NetnsConfig shared = sax::launcher::netns_config(c, "gbe-1-shared", "", 0);
   EXPECT_DOUBLE_EQ(shared.boundary_gbps[1], 0.125);
+}
+
+// Four buildings, one pair farther (building_links): each pair's latency is its own, a building
+// delays what comes from each other building by that pair's latency, one helper and queue per
+// distinct latency into it (bld-a and bld-d: 1 ms and 3 ms; bld-b and bld-c: 1 ms only).
+TEST(NetnsPlan, EachBuildingPairIsDelayedByItsOwnLink) {
+  const sax::Cluster c = load("local-4bld.json");
+  const sax::launcher::NetnsConfig n = sax::launcher::netns_config(c, "", "/x/sax-linkdelay", 5);
+  ASSERT_EQ(n.slots_per_building, (std::vector<int>{4, 4, 4, 4}));
+  EXPECT_DOUBLE_EQ(n.boundary_gbps[2], 4 * 0.03125);
+  EXPECT_DOUBLE_EQ(n.latency_us[3][0], 3000);
+  EXPECT_DOUBLE_EQ(n.latency_us[0][3], 3000);
+  EXPECT_DOUBLE_EQ(n.latency_us[1][0], 1000);
+  EXPECT_DOUBLE_EQ(n.latency_us[2][2], 0);
+  EXPECT_EQ(n.delays_into(0), (std::vector<double>{1000, 3000}));
+  EXPECT_EQ(n.delays_into(1), (std::vector<double>{1000}));
+  EXPECT_EQ(n.delays_into(3), (std::vector<double>{1000, 3000}));
+  // One rule per pair that is delayed, into the queue of its latency.
+  std::map<std::string, int> rules_per_queue;
+  for (const auto& cmd : sax::launcher::netns_setup_commands(n))
+    for (std::size_t i = 0; i + 1 < cmd.size(); ++i)
+      if (cmd[i] == "--queue-num") ++rules_per_queue[cmd[i + 1]];
+  int rules = 0;
+  for (const auto& [q, k] : rules_per_queue) rules += k;
+  EXPECT_EQ(rules, 12);                   // 4 buildings × 3 others
+  EXPECT_EQ(rules_per_queue.size(), 6u);  // bld-a, bld-d: two queues; bld-b, bld-c: one
+  auto helper = [&](int b, int k) {
+    std::string line;
+    for (const auto& w : sax::launcher::netns_delay_command(n, b, k)) line += w + " ";
+    return line;
+  };
+  EXPECT_NE(helper(0, 1).find("--delay-us 3000"), std::string::npos) << helper(0, 1);
+  EXPECT_NE(helper(2, 0).find("--delay-us 1000"), std::string::npos) << helper(2, 0);
+  EXPECT_EQ(rules_per_queue.count(helper(0, 1).substr(helper(0, 1).find("--queue ") + 8, 5)), 1u) << helper(0, 1);
 }
 
 TEST(NetnsPlan, TheAgentEntersOnlyTheSlotsNamespaces) {
