@@ -481,11 +481,13 @@ class Builder {
     opt.bytes_written = ob.written * opt.params;
     w_.ops.push_back(opt);
     if (overlapped()) {
+      // In the order the next step's forward needs them: the first stage's embedding first.
+      if (stage_ == 0) sync(GroupKind::dp_cp, edge_params(), -1, true, true);
       for (auto layer : my_layers()) {
         sync(GroupKind::dp_cp, layer_dense_params(layer), layer, true, true);
         sync(GroupKind::expert_dp_cp, layer_expert_params(layer), layer, true, true);
       }
-      sync(GroupKind::dp_cp, edge_params(), -1, true, true);
+      if (stage_ != 0) sync(GroupKind::dp_cp, edge_params(), -1, true, true);
     } else {
       sync(GroupKind::dp_cp, dense, -1, false, true);
       sync(GroupKind::expert_dp_cp, expert, -1, false, true);
