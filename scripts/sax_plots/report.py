@@ -94,6 +94,10 @@ def inputs_list(v):
     rows = [("cluster", i["cluster"]), ("model", i["model"]), ("costs", i["cost_source"] or (i["calibration"] or "")),
             ("emulation", i["emulation"] + (" — " + i["emulation_note"] if i["emulation_note"] else "")),
             ("network technology", i["technology"] or "the cluster's own"),
+            ("compute", "paced: every op held to the declared device's time (the device the explorer prices)"
+             if v["summary"]["compute"] == "paced" else "native: the host's own speed"),
+            ("not compute", f"{fmt(v['summary']['non_compute_share_pct'], '.1f')} % of the measured step, "
+                            f"MAPE {fmt(v['summary']['non_compute_mape_pct'], '.1f')} %"),
             ("steps", f"{fmt(i['steps'], '.0f', '?')} measured after {fmt(i['warmup'], '.0f', '?')} warm-up"),
             ("feasible layouts searched", fmt(v["feasible"], ",.0f"))]
     return '<dl class="kv">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(x)}</dd>" for k, x in rows) + "</dl>"

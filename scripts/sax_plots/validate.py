@@ -20,7 +20,10 @@ def read_validate(file):
         inputs["emulation"] = i["emulation"]
         layouts = [read_layout(file, f"/layouts/{n}", l) for n, l in enumerate(doc["layouts"])]
         summary = {k: doc["summary"].get(k) for k in ("layouts", "failed", "mape_pct", "kendall_tau",
-                                                     "top1_regret_pct", "explorer_pick", "best_measured")}
+                                                     "top1_regret_pct", "explorer_pick", "best_measured",
+                                                     "non_compute_share_pct", "non_compute_mape_pct")}
+        # A paced device (sax validate's "compute"): said wherever the figures are shown.
+        summary["compute"] = doc["summary"].get("compute") or "native"
     return {"file": file, "inputs": inputs, "feasible": doc.get("feasible"), "layouts": layouts, "summary": summary}
 
 
@@ -54,7 +57,8 @@ def time_unit(values):
 def summary_title(v):
     s = v["summary"]
     return (f"MAPE {fmt(s['mape_pct'], '.1f')} %   Kendall τ {fmt(s['kendall_tau'], '.2f')}   "
-            f"top-1 regret {fmt(s['top1_regret_pct'], '.1f')} %   emulation: {v['inputs']['emulation']}")
+            f"top-1 regret {fmt(s['top1_regret_pct'], '.1f')} %   emulation: {v['inputs']['emulation']}"
+            + ("   compute paced" if s["compute"] == "paced" else ""))
 
 
 # ---------------------------------------------------------------------------------------------
