@@ -501,7 +501,9 @@ StepRecord StepExecutor::run_step(int step) {
     if (pacer_) {
       // The declared device's time (its building's, compute_slowdown included): the rest of it
       // waited for, the pending communication moving on meanwhile.
-      const std::int64_t deadline = pacer_->deadline_ns();
+      // The part of the op past its deadline, inside the op's own span (a chained deadline can
+      // fall before the op began, when the rank was behind already).
+      const std::int64_t deadline = std::max(pacer_->deadline_ns(), t0);
       if (tracer_ && t1 > deadline) tracer_->span(Category::other, overrun_name_, deadline, t1);
       const std::int64_t kernel_end = t1;
       t1 = pacer_->end(t1, [this] { return progress(nullptr); });

@@ -21,9 +21,11 @@ namespace {
 
 const std::string kMpirun = sax::test::mpirun();
 
-sax::test::Result calibrate(const std::string& args) {
+// On local-2bld (its device paced: the links are fitted, compute is what it declares), or on
+// local-2bld-native (the host's own device, whose compute the calibration fits).
+sax::test::Result calibrate(const std::string& args, const std::string& cluster = "local-2bld") {
   return sax::test::run_shell(kMpirun + " -np 4 " + SAX_BINARY + " calibrate --cluster " +
-                              sax::test::preset_path("clusters/local-2bld.json") + " " + args);
+                              sax::test::preset_path("clusters/" + cluster + ".json") + " " + args);
 }
 
 std::vector<std::string> lines(const std::string& file) {
@@ -120,13 +122,14 @@ TEST(CalibrateSweep, FitsEveryPricedOpPerLinkClassAndResumesPointByPoint) {
 // once, give the GEMM curve the cost model reads (its GEMMs and, fp32 gpt-tiny's attention being
 // unfused, the score and value products it prices on that curve too; no fused attention, so no
 // attention curve), the HBM fraction and the overlap slowdown; each op shape is one point,
-// resumed like the links' points. The CPU testbed has no SM count: every quantization is 1.
+// resumed like the links' points. The CPU testbed has no SM count: every quantization is 1. On
+// the host's own device (native): a paced device's compute is what it declares.
 TEST(CalibrateSweep, AModelsComputeOpsGiveItsEfficiencyCurves) {
   TempDir t;
   const std::string out = t.file("k.json");
   const std::string args = "-b 16K -e 1M -f 8 --ops send_recv -n 3 -w 1 --model " +
                            sax::test::preset_path("models/gpt-tiny.json") + " --out " + out;
-  auto r = calibrate(args);
+  auto r = calibrate(args, "local-2bld-native");
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   const sax::Calibration k = sax::load_calibration(out);
   ASSERT_TRUE(k.gemm.has_value());
@@ -156,7 +159,7 @@ TEST(CalibrateSweep, AModelsComputeOpsGiveItsEfficiencyCurves) {
   EXPECT_NE(r.out.find("# gemm efficiency"), std::string::npos) << r.out;
   // The predictor says which terms the calibration set.
   const auto p = sax::test::run_shell(std::string(SAX_BINARY) + " predict --cluster " +
-                                      sax::test::preset_path("clusters/local-2bld.json") + " --model " +
+                                      sax::test::preset_path("clusters/local-2bld-native.json") + " --model " +
                                       sax::test::preset_path("models/gpt-tiny.json") + " --layout " +
                                       sax::test::preset_path("layouts/local-dp4.json") + " --calibration " + out);
   ASSERT_EQ(p.code, 0) << p.err;
@@ -173,7 +176,7 @@ TEST(CalibrateSweep, AModelsComputeOpsGiveItsEfficiencyCurves) {
   const std::string datasheet_line = p.out.substr(datasheet, p.out.find('\n', datasheet) - datasheet);
   EXPECT_NE(datasheet_line.find("intra_building alpha-beta"), std::string::npos) << p.out;
   // Resumed: nothing left to measure.
-  r = calibrate(args);
+  r = calibrate(args, "local-2bld-native");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find(" measured before, 0 to measure)"), std::string::npos) << r.err;
 }

@@ -1,6 +1,7 @@
-// `sax validate` end to end on local-2bld (4 ranks started by the launcher, unshaped so that the
-// test does not need namespaces): the explorer's best layout and its last run and are set beside
-// their predictions — each measured breakdown adds up to its step, each predicted one is the
+// `sax validate` end to end on local-2bld-native (4 ranks started by the launcher, unshaped so
+// that the test does not need namespaces; the host's own device, so that a busy host cannot make a
+// paced run overrun and go unscored — that refusal is tests/validation's): the explorer's best layout and its last run
+// and are set beside their predictions — each measured breakdown adds up to its step, each predicted one is the
 // explorer's in the testbed's parts, the error and the summary are those of the figures in the file. Bad input exits 2
 // with one line naming the flag or the field, before anything runs.
 #include <gtest/gtest.h>
@@ -21,8 +22,8 @@ namespace {
 const std::string kEnv = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
 
 Result validate(const std::string& args, const std::string& emulate = "none") {
-  return run_shell(kEnv + SAX_BINARY + " validate --cluster " + preset_path("clusters/local-2bld.json") + " --model " +
-                   preset_path("models/gpt-tiny.json") + " --emulate " + emulate + " " + args);
+  return run_shell(kEnv + SAX_BINARY + " validate --cluster " + preset_path("clusters/local-2bld-native.json") +
+                   " --model " + preset_path("models/gpt-tiny.json") + " --emulate " + emulate + " " + args);
 }
 
 int lines(const std::string& s) {
@@ -81,7 +82,9 @@ TEST(ValidateCli, TheBestAndTheLastLayoutRunBesideTheirPredictions) {
     // The predicted parts are the explorer's breakdown in the testbed's terms.
     const json& pb = l["predicted"]["breakdown_s"];
     const json& eb = l["predicted"]["explorer"]["breakdown_s"];
-    EXPECT_DOUBLE_EQ(pb["compute"].get<double>(), eb["compute"].get<double>() + eb["recompute"].get<double>());
+    // The explorer's compute holds its recompute (listed beside it as well): counted once.
+    EXPECT_DOUBLE_EQ(pb["compute"].get<double>(), eb["compute"].get<double>());
+    EXPECT_LE(eb["recompute"].get<double>(), eb["compute"].get<double>());
     EXPECT_DOUBLE_EQ(pb["idle"].get<double>(), eb["bubble"].get<double>());
     for (const char* k : {"optimizer", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_comm"})
       EXPECT_DOUBLE_EQ(pb[k].get<double>(), eb[k].get<double>()) << k;
