@@ -69,7 +69,7 @@ build/sax validate --cluster "$C2" --model "$GPT" --calibration "$report/calibra
   --layout $L/local-dp4-hierarchical.json --layout $L/local-dp4.json \
   --json "$report/validate-gpt-tiny.json" --plots "$report/gpt-tiny" --runs "$report/runs-gpt-tiny" | summary
 build/sax validate --cluster "$C2" --model "$MOE" --calibration "$report/calibration.json" --emulate "$emulate" \
-  --top 2 --spread 1 --steps "$steps" --layout $L/local-moe-ep2.json \
+  --top 2 --spread 0 --steps "$steps" --layout $L/local-moe-ep2.json \
   --json "$report/validate-moe-tiny.json" --plots "$report/moe-tiny" --runs "$report/runs-moe-tiny" | summary
 
 stage "7/8 local-4bld, 16 ranks on this host: calibrate its links, validate PP across 4 buildings, hierarchical DP16 and others"
@@ -92,7 +92,8 @@ for name, cluster in (("gpt-tiny", "local-2bld"), ("moe-tiny", "local-2bld"), ("
     s = json.load(open(f"{r}/validate-{name}.json"))
     x = s["summary"]
     f = lambda v, p: "n/a" if v is None else p % v
-    print(f"   {cluster} {s['inputs']['model']:9s} {x['layouts']} layouts: MAPE {f(x['mape_pct'], '%.1f')} %, "
+    model = s['inputs']['model'].rsplit('/', 1)[-1].removesuffix('.json')
+    print(f"   {cluster} {model:9s} {x['layouts']} layouts: MAPE {f(x['mape_pct'], '%.1f')} %, "
           f"Kendall tau {f(x['kendall_tau'], '%.2f')}, top-1 regret {f(x['top1_regret_pct'], '%.1f')} %, "
           f"not compute {f(x.get('non_compute_share_pct'), '%.0f')} % of the step "
           f"(compute {x.get('compute', 'native')}, {s['inputs']['emulation']} boundary)")
