@@ -104,15 +104,15 @@ CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calib
   }
   // A paced device computes what the cluster declares: a calibration's compute terms (measured on
   // the host's own kernels) do not describe it, and pacing never changes what the explorer assumes.
-  const bool compute = !cl.paced();
-  if (compute && calibration.gemm) p.gemm = *calibration.gemm;
-  term(compute && calibration.gemm.has_value(), "gemm efficiency");
-  if (compute && calibration.attention) p.attention = *calibration.attention;
-  term(compute && calibration.attention.has_value(), "attention efficiency");
-  if (compute && calibration.hbm_efficiency) p.hbm_efficiency = *calibration.hbm_efficiency;
-  term(compute && calibration.hbm_efficiency.has_value(), "hbm efficiency");
-  if (compute && calibration.overlap_slowdown) p.overlap_slowdown = *calibration.overlap_slowdown;
-  term(compute && calibration.overlap_slowdown.has_value(), "overlap slowdown");
+  auto compute_term = [&](const auto& measured, auto& into, const char* name) {
+    const bool taken = !cl.paced() && measured.has_value();
+    if (taken) into = *measured;
+    term(taken, name);
+  };
+  compute_term(calibration.gemm, p.gemm, "gemm efficiency");
+  compute_term(calibration.attention, p.attention, "attention efficiency");
+  compute_term(calibration.hbm_efficiency, p.hbm_efficiency, "hbm efficiency");
+  compute_term(calibration.overlap_slowdown, p.overlap_slowdown, "overlap slowdown");
   // The cross-building β of a calibration is the link's own where the oversubscription was
   // measured beside it; without it, it was fitted with every group crossing at once (calibrate
   // --cluster, or bench coll files): the sharing is in it already, not to be applied again.

@@ -277,11 +277,6 @@ bool StepExecutor::progress(StepRecord* rec) {
 }
 
 void StepExecutor::wait_until(const std::function<bool()>& done) {
-  if (!pacer_) {
-    while (!done()) {
-    }
-    return;
-  }
   if (done()) return;  // nothing to wait for: the chain of paced ops goes on
   pacer_->break_chain();
   pacer_->waiter().until([&] {
@@ -290,15 +285,19 @@ void StepExecutor::wait_until(const std::function<bool()>& done) {
   });
 }
 
+void StepExecutor::wait_for(coll::Handle& h) {
+  if (pacer_)
+    wait_until([&h] { return h.test(); });
+  else
+    h.wait();
+}
+
 void StepExecutor::wait_all(std::vector<Pending>& list, StepRecord& rec) {
   std::vector<Pending> waiting = std::move(list);  // out of the lists progress() tests
   list.clear();
   for (auto& p : waiting) {
     const std::int64_t t0 = now_ns();
-    if (pacer_)
-      wait_until([&p] { return p.handle.test(); });
-    else
-      p.handle.wait();
+    wait_for(p.handle);
     const std::int64_t t1 = now_ns();
     span(rec.comm_s[static_cast<std::size_t>(p.dim)], Category::communication, p.name, t0, t1);
     lifetime(p.dim, p.name, p.issued, t1, p.bytes);
@@ -367,7 +366,7 @@ void StepExecutor::recv_message(const Call& m, StepRecord& rec, std::int64_t t0)
   span(rec.idle_s, Category::idle, m.name, t0, t1);
   if (pacer_) {
     coll::Handle h = c.recv(m.recv, count, m.dt, peer, coll::Mode::async);
-    wait_until([&h] { return h.test(); });
+    wait_for(h);
   } else {
     c.recv(m.recv, count, m.dt, peer, coll::Mode::blocking);
   }
@@ -441,7 +440,7 @@ void StepExecutor::message(std::size_t i, StepRecord& rec) {
   if (o.op == CollOp::recv) return recv_message(m, rec, t0);
   // Paced: a blocking collective is issued nonblocking and waited for testing the rest.
   auto [h, sent] = issue(m, pacer_ ? coll::Mode::async : mode);
-  if (pacer_ && mode == coll::Mode::blocking) wait_until([&h = h] { return h.test(); });
+  if (pacer_ && mode == coll::Mode::blocking) wait_for(h);
   rec.sent_bytes[di] += sent;
   const std::int64_t t1 = now_ns();
   span(rec.comm_s[di], Category::communication, m.name, t0, t1, sent);
@@ -500,9 +499,8 @@ StepRecord StepExecutor::run_step(int step) {
     std::int64_t t1 = now_ns();
     if (pacer_) {
       // The declared device's time (its building's, compute_slowdown included): the rest of it
-      // waited for, the pending communication moving on meanwhile.
-      // The part of the op past its deadline, inside the op's own span (a chained deadline can
-      // fall before the op began, when the rank was behind already).
+      // waited for, the pending communication moving on meanwhile. What ran past the deadline is
+      // traced inside the op's own span (a chained deadline can fall before the op began).
       const std::int64_t deadline = std::max(pacer_->deadline_ns(), t0);
       if (tracer_ && t1 > deadline) tracer_->span(Category::other, overrun_name_, deadline, t1);
       const std::int64_t kernel_end = t1;
@@ -533,16 +531,11 @@ StepRecord StepExecutor::run_step(int step) {
   std::vector<Pending> sends = std::move(sends_);
   sends_.clear();
   for (auto& p : sends) {
-    if (pacer_)
-      wait_until([&p] { return p.handle.test(); });
-    else
-      p.handle.wait();
+    wait_for(p.handle);
     lifetime(p.dim, p.name, p.issued, now_ns(), p.bytes);
   }
   const std::int64_t end = now_ns();
-  if (pacer_) {
-    rec.pacing = pacer_->take();  // the chain ends: the next step starts at the job's start line
-  }
+  if (pacer_) rec.pacing = pacer_->take();  // the chain ends: the next step starts at the job's start line
   span(rec.idle_s, Category::idle, idle_drain_, t0, end);
   rec.time_s = static_cast<double>(end - start) * 1e-9;
   if (tracer_) tracer_->span(Category::step, step_name_, start, end);

@@ -113,9 +113,10 @@ class StepExecutor {
   struct Call;
   // Tests every outstanding operation once; true while any is still outstanding.
   bool progress(StepRecord* rec);
-  // Waits until `done()`: on a paced device testing the outstanding operations and sleeping in
-  // between; on a native one spinning on `done()` alone (as the host's MPI would).
+  // A paced device's wait until `done()`: testing the outstanding operations, sleeping in between.
   void wait_until(const std::function<bool()>& done);
+  // Waits for `h`: paced, as wait_until; native, inside the library's wait (as the host's MPI does).
+  void wait_for(coll::Handle& h);
   void wait_pending(StepRecord& rec);
   // Waits for the parameter all-gathers the last step left for `layer`'s forward.
   void wait_carried(std::int64_t layer, StepRecord& rec);

@@ -40,8 +40,8 @@ std::int64_t Pacer::begin(const workload::Op& op, double load, std::int64_t now)
   // Chained, an op starts when the device would have begun it: at the last op's deadline, even if
   // the rank is behind it (a late kernel, a slow issue of a message); the rank catches up on the
   // ops whose kernels are quicker than their time.
-  start_ = chained_ ? deadline_ : now;
-  deadline_ = start_ + std::llround(time_s_ * 1e9);
+  const std::int64_t start = chained_ ? deadline_ : now;
+  deadline_ = start + std::llround(time_s_ * 1e9);
   return deadline_;
 }
 

@@ -63,7 +63,7 @@ class Pacer {
  private:
   workload::DeviceSpeed speed_;
   Waiter waiter_;
-  std::int64_t start_ = 0, deadline_ = 0, began_ = 0, behind_ns_ = 0;
+  std::int64_t deadline_ = 0, began_ = 0, behind_ns_ = 0;
   double time_s_ = 0;
   bool chained_ = false;
   PacingStats stats_;

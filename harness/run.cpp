@@ -14,6 +14,7 @@
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
 #include "harness/tracer.hpp"
+#include "harness/waiter.hpp"
 #include "harness/watchdog.hpp"
 #include "kernels/ops.hpp"
 #include "profiles/activity.hpp"
@@ -78,14 +79,6 @@ std::string RunArgs::text() const {
 }
 
 namespace {
-
-// CPU seconds this process has used, every thread.
-double cpu_now_s() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
 
 // The command line as every rank checked it.
 struct RunInputs {
@@ -205,7 +198,7 @@ std::vector<StepRecord> run_steps(Job& job, StepExecutor& exec, RunTracing& t, i
   double cpu_start = 0;
   for (int s = 0; s < warmup + steps; ++s) {
     if (s == warmup) {  // the measured steps only
-      cpu_start = cpu_now_s();
+      cpu_start = cpu_seconds(true);
       if (t.cupti) try {
           t.cupti->start();
         } catch (const RunError& e) {  // a profiler attached already, say: the host side still records
@@ -223,7 +216,7 @@ std::vector<StepRecord> run_steps(Job& job, StepExecutor& exec, RunTracing& t, i
     if (s == 0) FaultInjection::get().before_first_measurement(job.rank());
     StepRecord r = exec.run_step(s);
     if (s >= warmup) {
-      r.cpu_s = cpu_now_s() - cpu_start;  // since the first measured step began
+      r.cpu_s = cpu_seconds(true) - cpu_start;  // since the first measured step began
       records.push_back(r);
     }
     if (s >= warmup && t.cupti) t.activity.drain(*t.cupti);  // each step's records, outside its time
@@ -333,7 +326,7 @@ json job_pacing(const json& ranks) {
 }
 
 // The table: each rank's breakdown of the median step, in predict's categories.
-void print_table(const RunInputs& in, const json& ranks, const StepTimes& st) {
+void print_table(const RunInputs& in, const json& ranks, const StepTimes& st, const json& pacing) {
   const auto& step_s = st.step_s;
   std::printf(
       "step time %.4f s median (min %.4f, max %.4f) over %d steps; breakdown of measured step %zu "
@@ -353,8 +346,8 @@ void print_table(const RunInputs& in, const json& ranks, const StepTimes& st) {
                 r["peak_rss_gib"].get<double>());
   }
   std::printf("(compute includes recompute; idle = waiting for a peer: the pipeline bubble and the slowest rank)\n");
-  if (in.cluster.paced()) {
-    const json p = job_pacing(ranks);
+  if (!pacing.is_null()) {
+    const json& p = pacing;
     std::printf(
         "(compute paced: every op held to the declared device's time; overruns %lld of %lld ops, %.4f s = %.2f %% of "
         "compute; woke %.0f us late per op on average; kernel / device time p99 %.2f, max %.2f: this host holds a "
@@ -375,7 +368,7 @@ void print_table(const RunInputs& in, const json& ranks, const StepTimes& st) {
 }
 
 json run_json(const RunArgs& a, const RunInputs& in, const json& env, const json& ranks, const StepTimes& st,
-              const json& trace_json) {
+              const json& pacing, const json& trace_json) {
   const auto& step_s = st.step_s;
   json out = {{"version", 1},
               {"config",
@@ -394,7 +387,7 @@ json run_json(const RunArgs& a, const RunInputs& in, const json& env, const json
                 {"max", *std::max_element(step_s.begin(), step_s.end())}}},
               {"steps", step_s},
               {"ranks", ranks}};
-  if (in.cluster.paced()) out["pacing"] = job_pacing(ranks);
+  if (!pacing.is_null()) out["pacing"] = pacing;
   if (!trace_json.is_null()) out["trace"] = trace_json;
   return out;
 }
@@ -415,8 +408,9 @@ void report(Job& job, const RunArgs& a, const RunInputs& in, const RankGrid& gri
   json ranks = json::array();
   for (std::size_t r = 0; r < all.size(); ++r)
     ranks.push_back(parse_json_text(all[r], "rank " + std::to_string(r) + "'s result"));
-  print_table(in, ranks, st);
-  if (!a.json_file.empty()) writer.write(a.json_file, run_json(a, in, env, ranks, st, trace_json));
+  const json pacing = in.cluster.paced() ? job_pacing(ranks) : json();
+  print_table(in, ranks, st, pacing);
+  if (!a.json_file.empty()) writer.write(a.json_file, run_json(a, in, env, ranks, st, pacing, trace_json));
 }
 
 }  // namespace

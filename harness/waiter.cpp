@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -46,6 +47,13 @@ void ask_prompt_wakeups() {
 }
 
 }  // namespace
+
+double cpu_seconds(bool whole_process) {
+  rusage u{};
+  getrusage(whole_process ? RUSAGE_SELF : RUSAGE_THREAD, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 Waiter::Waiter(double poll_us) : poll_ns_(std::max<std::int64_t>(1000, std::llround(poll_us * 1e3))) {
   // Sleeps end on time: the default timer slack (50 µs) is as long as the whole poll.

@@ -11,6 +11,10 @@
 namespace sax::harness {
 
 // How a rank waits: tests `progress` (true while something is still pending) between sleeps.
+// CPU seconds used so far by this thread, or by the whole process (every thread): what a waiting
+// rank keeps small (getrusage's user + system time).
+double cpu_seconds(bool whole_process);
+
 class Waiter {
  public:
   explicit Waiter(double poll_us);

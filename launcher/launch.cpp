@@ -117,7 +117,7 @@ std::string LaunchPlan::text(bool commands) const {
       for (std::size_t a = 0; a < netns.latency_us.size(); ++a)
         for (std::size_t b = a + 1; b < netns.latency_us.size(); ++b)
           t += " " + safe_text(building_names[a]) + "-" + safe_text(building_names[b]) + " " +
-               g(netns.latency_us[b][a]) + " us";
+               g(netns.latency(static_cast<int>(b), static_cast<int>(a))) + " us";
     }
     t += std::string(")") + (commands ? ", built by:" : "") + "\n";
     if (commands) {

@@ -4,7 +4,6 @@
 // not when the rank catches up, and waiting sleeps. Bounds are orders, not tight times: a loaded
 // host wakes late, but never early, and a sleeping thread does not burn its core.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -33,13 +32,6 @@ sax::workload::Op memory_op(double bytes) {
   o.m = 1, o.n = bytes / 4, o.count = 1;
   o.bytes_read = bytes / 2, o.bytes_written = bytes / 2;
   return o;
-}
-
-double thread_cpu_s() {
-  rusage u{};
-  getrusage(RUSAGE_THREAD, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 struct Paced {
@@ -131,13 +123,13 @@ TEST(Waiter, WaitingForAMessageSleepsInsteadOfSpinning) {
     arrived = true;
   });
   int tests = 0;
-  const double cpu0 = thread_cpu_s();
+  const double cpu0 = sax::harness::cpu_seconds(false);
   const std::int64_t t0 = now_ns();
   w.until([&] {
     ++tests;
     return arrived.load();
   });
-  const double wall = static_cast<double>(now_ns() - t0) * 1e-9, cpu = thread_cpu_s() - cpu0;
+  const double wall = static_cast<double>(now_ns() - t0) * 1e-9, cpu = sax::harness::cpu_seconds(false) - cpu0;
   sender.join();
   EXPECT_GE(wall, 0.29);
   EXPECT_LE(tests, static_cast<int>(wall / 1e-3) + 2) << "tested more often than once per poll interval";
