@@ -95,8 +95,9 @@ LinkPacer::LinkPacer(const LinkEmulation& e, int building) : link_(e.link), name
                      std::to_string(kMaxBuildings) + " it paces on one host");
   capacity_gbps_ = e.devices_in_building * link_.bandwidth_gbps / std::max(1.0, link_.oversubscription);
   // A device's bytes leave through its NIC too: the slower of the two paces it (as the cost
-  // model's channels, explorer/cost_model.hpp).
-  device_gbps_ = e.nic_gbps > 0 ? std::min(link_.bandwidth_gbps, e.nic_gbps) : link_.bandwidth_gbps;
+  // model's channels, explorer/cost_model.hpp), and on a lossy link no faster than TCP sustains.
+  const double device_link_gbps = achievable_bandwidth_gbps(link_);
+  device_gbps_ = e.nic_gbps > 0 ? std::min(device_link_gbps, e.nic_gbps) : device_link_gbps;
   // Another user's unlink can take the name from under an open; a few tries always get past it.
   for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
     int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW, 0600);

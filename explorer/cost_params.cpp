@@ -57,8 +57,10 @@ AlgorithmDefaults algorithm_defaults(const Cluster& cl, LinkClass lc) {
 
 LinkCost datasheet_link(const Link& l, bool apply_oversubscription, const AlgorithmDefaults& d) {
   LinkCost c;
-  // Datasheet: one latency per algorithm step and the achievable per-device bandwidth for every op.
-  const double bw = l.bandwidth_gbps * 1e9 * d.ring_busbw_of_rate / (apply_oversubscription ? l.oversubscription : 1.0);
+  // Datasheet: one latency per algorithm step and the achievable per-device bandwidth for every op
+  // (on a lossy link what TCP sustains there).
+  const double bw =
+      achievable_bandwidth_gbps(l) * 1e9 * d.ring_busbw_of_rate / (apply_oversubscription ? l.oversubscription : 1.0);
   c.alpha_s.fill(l.latency_us * 1e-6);
   c.beta_s_per_byte.fill(1.0 / bw);
   c.beta_scale = d.beta_scale;

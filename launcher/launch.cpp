@@ -102,29 +102,36 @@ std::string LaunchPlan::text(bool commands) const {
     t += "\n";
   }
   if (emulation == Emulation::netns) {
-    t += "# testbed " + netns_prefix(netns.slot) + "* (namespace per building, boundary GB/s:";
+    t += "# testbed " + netns_prefix(netns.slot) + "* (a namespace per node and per device; per building: uplink, " +
+         "device and NIC GB/s:";
     for (std::size_t b = 0; b < netns.boundary_gbps.size(); ++b)
-      t += " " + safe_text(building_names[b]) + "=" + netns_name(netns.slot, static_cast<int>(b)) + " " +
-           g(netns.boundary_gbps[b]);
+      t += " " + safe_text(building_names[b]) + " " + g(netns.boundary_gbps[b]) + "/" + g(netns.device_gbps[b]) + "/" +
+           g(netns.nic_gbps[b]);
     t += "; one-way latency";
     std::set<double> all;
-    for (const auto& row : netns.latency_us)
-      for (std::size_t j = 0; j < row.size(); ++j) all.insert(row[j]);
+    for (const auto& row : netns.arrivals)
+      for (const auto& a : row) all.insert(a.latency_us);
     all.erase(0.0);
+    const auto n = static_cast<int>(netns.arrivals.size());
     if (all.size() <= 1) {
       t += " " + g(all.empty() ? 0.0 : *all.begin()) + " us";
     } else {
-      for (std::size_t a = 0; a < netns.latency_us.size(); ++a)
-        for (std::size_t b = a + 1; b < netns.latency_us.size(); ++b)
-          t += " " + safe_text(building_names[a]) + "-" + safe_text(building_names[b]) + " " +
-               g(netns.latency(static_cast<int>(b), static_cast<int>(a))) + " us";
+      for (int a = 0; a < n; ++a)
+        for (int b = a + 1; b < n; ++b)
+          t += " " + safe_text(building_names[static_cast<std::size_t>(a)]) + "-" +
+               safe_text(building_names[static_cast<std::size_t>(b)]) + " " + g(netns.arrival(b, a).latency_us) + " us";
     }
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b)
+        if (a != b && (netns.arrival(b, a).loss > 0 || netns.arrival(b, a).jitter_us > 0)) {
+          t += "; loss " + g(netns.arrival(b, a).loss) + ", jitter " + g(netns.arrival(b, a).jitter_us) + " us";
+          a = n;
+          break;
+        }
     t += std::string(")") + (commands ? ", built by:" : "") + "\n";
     if (commands) {
       for (const auto& cmd : netns_setup_commands(netns)) t += "#   " + shell_line(cmd) + "\n";
-      for (int b = 0; b < static_cast<int>(netns.slots_per_building.size()); ++b)
-        for (int k = 0; k < static_cast<int>(netns.delays_into(b).size()); ++k)
-          t += "#   " + shell_line(netns_delay_command(netns, b, k)) + " &\n";
+      for (int d = 0; d < netns.devices(); ++d) t += "#   " + shell_line(netns_helper_command(netns, d)) + " &\n";
     }
   }
   std::string line;
@@ -136,20 +143,26 @@ NetnsConfig netns_config(const Cluster& c, const std::string& technology, const 
   NetnsConfig n;
   n.slot = slot;
   n.linkdelay = linkdelay;
-  // Each building's boundary as the software emulator and the net plugin see it (Cluster::boundary).
+  n.devices_per_node = static_cast<int>(c.devices_per_node);
+  // Each building's boundary as the software emulator and the net plugin see it (Cluster::boundary):
+  // the uplink devices × rate / oversubscription, a device's rate across it no more than its NIC.
   for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b) {
     const BuildingBoundary boundary = c.boundary(b, technology);
     n.slots_per_building.push_back(boundary.devices_in_building);
     n.boundary_gbps.push_back(boundary.devices_in_building * boundary.link.bandwidth_gbps /
                               boundary.link.oversubscription);
+    n.device_gbps.push_back(boundary.nic_gbps > 0 ? std::min(boundary.link.bandwidth_gbps, boundary.nic_gbps)
+                                                  : boundary.link.bandwidth_gbps);
+    n.nic_gbps.push_back(boundary.nic_gbps > 0 ? boundary.nic_gbps : boundary.link.bandwidth_gbps);
   }
-  const auto buildings = static_cast<int>(c.buildings.size());
-  n.latency_us.assign(static_cast<std::size_t>(buildings), std::vector<double>(static_cast<std::size_t>(buildings), 0));
-  for (int a = 0; a < buildings; ++a)
-    for (int b = 0; b < buildings; ++b)
-      if (a != b)
-        n.latency_us[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)] =
-            c.cross_link(a, b, technology).latency_us;
+  const auto buildings = static_cast<std::size_t>(c.buildings.size());
+  n.arrivals.assign(buildings, std::vector<NetnsArrival>(buildings));
+  for (std::size_t a = 0; a < buildings; ++a)
+    for (std::size_t b = 0; b < buildings; ++b)
+      if (a != b) {
+        const Link l = c.cross_link(static_cast<int>(a), static_cast<int>(b), technology);
+        n.arrivals[a][b] = {l.latency_us, l.jitter_us, l.loss};
+      }
   return n;
 }
 
@@ -264,14 +277,15 @@ void use_srun(const Cluster& c, LaunchPlan& p, std::int64_t n) {
 
 // The testbed's part of the mpirun line: building namespaces as hosts behind the launch agent.
 void add_netns_args(const Cluster& c, const LaunchOptions& o, LaunchPlan& p) {
-  // Each building's namespace is a host reached through the launch agent; daemons and ranks
-  // talk over the testbed's bridge only, so traffic between buildings crosses the shaped
-  // links (shared memory stays inside a building). Two TCP connections per peer: with one,
+  // Each node's namespace is a host reached through the launch agent; daemons and ranks talk
+  // over the testbed's subnet only, so traffic between nodes crosses the shaped NICs, and
+  // between buildings the uplinks (shared memory stays inside a node). Two TCP connections per peer: with one,
   // a pair exchanging both ways gets about half of each direction (TESTBED.md). Messages up to
-  // 16 MiB go eagerly: Open MPI's default (64 KiB) makes every larger message wait a round trip
+  // 64 MiB go eagerly: Open MPI's default (64 KiB) makes every larger message wait a round trip
   // for the receiver's go-ahead, which over the emulated 1 ms boundary added 2-5 ms at 64 KiB
-  // (send_recv 1.1 -> 3.3 ms) and bent every calibration fit; NCCL's network transport has no
-  // such handshake per message.
+  // (send_recv 1.1 -> 3.3 ms) and bent every calibration fit, and past the eager limit its
+  // pipeline over TCP is erratic (32 MiB send_recv at 0.059 GB/s on a 0.125 GB/s NIC with a
+  // 16 MiB limit, 0.12 with 64 MiB); NCCL's network transport has no such handshake per message.
   p.netns = netns_config(c, p.technology, o.linkdelay, o.slot);
   if (const std::string why = netns_host_problem(p.netns); !why.empty()) throw UsageError("--emulate netns: " + why);
   const std::string subnet = netns_subnet(o.slot), dir = o.state_dir.empty() ? netns_dir_pattern(o.slot) : o.state_dir;
@@ -294,10 +308,10 @@ void add_netns_args(const Cluster& c, const LaunchOptions& o, LaunchPlan& p) {
                                          "2",
                                          "--mca",
                                          "btl_tcp_eager_limit",
-                                         "16777216",
+                                         "67108864",
                                          "--mca",
                                          "btl_tcp_max_send_size",
-                                         "16777216"};
+                                         "67108864"};
   p.argv.insert(p.argv.end(), more.begin(), more.end());
 }
 
@@ -331,6 +345,10 @@ LaunchPlan plan_launch(const Cluster& c, const std::string& cluster_file, const 
     use_srun(c, p, n);
   else
     use_mpirun(c, o, p, n);
+  if (p.emulation == Emulation::netns) {
+    const std::vector<std::string> wrapper = netns_rank_wrapper(p.netns.slot);
+    p.argv.insert(p.argv.end(), wrapper.begin(), wrapper.end());
+  }
   if (p.nccl.per_rank()) {
     const std::vector<std::string> wrapper = rank_wrapper(p.nccl, c);
     p.argv.insert(p.argv.end(), wrapper.begin(), wrapper.end());

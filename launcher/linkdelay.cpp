@@ -1,20 +1,30 @@
-// sax-linkdelay: holds every packet of one NFQUEUE queue for a fixed delay, then lets it through —
-// the one-way latency of an emulated building boundary where the kernel has no netem
-// (../shared/TESTBED.md "Kernel traffic shaping"). `sax launch --emulate netns` starts one inside
-// each building's network namespace, on a queue that an iptables rule in that namespace's
-// PREROUTING chain fills with the packets arriving from other buildings.
+// sax-linkdelay: what a device's side of an emulated building boundary does to the packets that
+// arrive from other buildings, where the kernel has no netem (../shared/TESTBED.md "Kernel traffic
+// shaping"): it paces them at the device's rate, holds each for its link's one-way latency (plus a
+// jitter), and drops a share of them at random (the link's loss). `sax launch --emulate netns`
+// starts one inside each device's network namespace, with a queue per kind of arrival (a latency,
+// jitter and loss) that iptables NFQUEUE rules in that namespace's PREROUTING chain fill with the
+// packets from each other building.
 //
-//   sax-linkdelay --queue N --delay-us D [--stats]
+//   sax-linkdelay [--rate-gbps R] --queue N --delay-us D [--jitter-us J] [--loss P] [--queue ...]
+//                 [--seed S] [--stats]
 //
-// --stats: at the end, how late the packets were let go (percentiles, µs after their time).
+// --rate-gbps: the device's rate across the boundary, GB/s of TCP/UDP payload (what the cost model
+// moves); 0 or absent: no pacing. --stats: at the end, per queue, how late the packets were let go
+// (percentiles, µs after their time) and how many were dropped.
 //
-// Packets leave in arrival order, each D µs after it arrived (TCP's large segments are held whole,
-// and one batch verdict releases all that are due). The program waits on a timer
-// (timerfd, absolute CLOCK_MONOTONIC) set to the head packet's release time, never spinning: on a
-// host with fewer cores than ranks a busy-waiting holder steals the CPU the ranks need. It prints
-// "ready" once the queue is bound (the launcher waits for that line before starting ranks) and
-// on SIGTERM/SIGINT lets what it holds go and ends, saying so only if the kernel dropped packets
-// before they reached it.
+// Pacing is a virtual clock shared by the queues (one NIC): a packet's bytes leave the NIC when
+// the packets before them have, at the rate, and the packet goes D µs (+ jitter) after its last
+// byte — a message of S bytes so takes D + S / R after an idle gap as in a stream, with no token
+// bucket letting its first bytes through at the veth's speed; and a helper woken late lets the
+// packets that are due go at once without losing the rate. Packets of a queue leave in arrival
+// order (jitter never reorders them). TCP's large segments are held whole, except on a lossy
+// queue: there the kernel cuts them into packets first, so that loss is per packet as on a wire.
+// The program waits on a timer (timerfd, absolute CLOCK_MONOTONIC) set to the earliest release
+// time, never spinning: on a host with fewer cores than ranks a busy-waiting holder steals the
+// CPU the ranks need. It prints "ready" once every queue is bound (the launcher waits for that
+// line before starting ranks) and on SIGTERM/SIGINT lets what it holds go and ends, saying so only
+// if the kernel dropped packets before they reached it.
 #include <arpa/inet.h>
 #include <libnetfilter_queue/libnetfilter_queue.h>
 #include <linux/netfilter.h>
@@ -34,6 +44,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -44,18 +56,30 @@ struct Held {
   std::int64_t release_ns;
 };
 
-struct State {
-  nfq_q_handle* queue = nullptr;
+struct State;
+
+struct Queue {
+  State* state = nullptr;
+  long num = -1;
+  double delay_us = 0, jitter_us = 0, loss = 0;
+  nfq_q_handle* handle = nullptr;
   std::deque<Held> held;
-  std::int64_t delay_ns = 0;
-  std::uint64_t packets = 0;
-  std::uint64_t lost = 0;             // the netlink socket overflowed: packets the kernel could not hand over
-  std::uint64_t stamped = 0;          // packets whose kernel receive time was known
+  std::int64_t last_release_ns = 0;   // order kept: nothing leaves before the packet ahead of it
+  std::uint64_t packets = 0, dropped = 0, stamped = 0;
   std::vector<std::int32_t> late_us;  // --stats: how late each packet was let go (µs after its time)
+};
+
+struct State {
+  std::vector<std::unique_ptr<Queue>> queues;
+  double ns_per_byte = 0;       // the device's rate, inverted (0: not paced)
+  std::int64_t nic_free_ns = 0;  // the virtual clock: when the NIC has passed every byte it took
+  std::mt19937_64 rng;
+  std::uniform_real_distribution<double> unit{0.0, 1.0};
+  std::uint64_t lost = 0;  // the netlink socket overflowed: packets the kernel could not hand over
   // How late the timer wakes the helper (a moving average): the timer is armed that much early,
   // so that packets go on time on average rather than always late by the host's wake-up time
-  // (tens of µs on a VM even at real-time priority). At most a quarter of the delay.
-  std::int64_t advance_ns = 0;
+  // (tens of µs on a VM even at real-time priority). At most a quarter of the shortest delay.
+  std::int64_t advance_ns = 0, advance_cap_ns = 0;
   std::int64_t armed_for = -1;  // when the armed timer should fire (-1: not armed)
 };
 
@@ -68,10 +92,33 @@ std::int64_t now_ns() {
   return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
 }
 
+// The transport payload of an IPv4 packet (TCP or UDP; its headers read from the copied bytes),
+// what the rate is in: a TCP segment of 1448 bytes is 1448, a bare acknowledgement 0.
+std::int64_t payload_bytes(nfq_data* data) {
+  unsigned char* p = nullptr;
+  const int n = nfq_get_payload(data, &p);
+  if (n < 20 || p == nullptr || (p[0] >> 4) != 4) return 0;
+  const int ip_header = (p[0] & 0x0f) * 4;
+  const int total = (p[2] << 8) | p[3];
+  int transport_header = 0;
+  if (p[9] == 6 && n >= ip_header + 13)
+    transport_header = (p[ip_header + 12] >> 4) * 4;  // TCP's data offset
+  else if (p[9] == 17)
+    transport_header = 8;
+  return std::max(0, total - ip_header - transport_header);
+}
+
 int on_packet(nfq_q_handle*, nfgenmsg*, nfq_data* data, void* arg) {
-  auto* s = static_cast<State*>(arg);
+  auto* q = static_cast<Queue*>(arg);
+  State& s = *q->state;
   const nfqnl_msg_packet_hdr* h = nfq_get_msg_packet_hdr(data);
   if (h == nullptr) return 0;
+  ++q->packets;
+  if (q->loss > 0 && s.unit(s.rng) < q->loss) {
+    ++q->dropped;
+    nfq_set_verdict(q->handle, ntohl(h->packet_id), NF_DROP, 0, nullptr);
+    return 0;
+  }
   // The delay counts from the packet's arrival in the namespace (the kernel's receive timestamp),
   // not from the moment this process woke up to read it: the wake-up is not part of the link.
   std::int64_t arrived = now_ns();
@@ -81,18 +128,35 @@ int on_packet(nfq_q_handle*, nfgenmsg*, nfq_data* data, void* arg) {
     clock_gettime(CLOCK_REALTIME, &real);
     const std::int64_t age = (static_cast<std::int64_t>(real.tv_sec) - tv.tv_sec) * 1000000000 +
                              (real.tv_nsec - static_cast<std::int64_t>(tv.tv_usec) * 1000);
-    if (age > 0 && age < s->delay_ns) arrived -= age, ++s->stamped;
+    if (age > 0 && age < static_cast<std::int64_t>(q->delay_us * 1000) + 1000000) arrived -= age, ++q->stamped;
   }
-  s->held.push_back({ntohl(h->packet_id), arrived + s->delay_ns});
-  ++s->packets;
+  std::int64_t passed = arrived;
+  if (s.ns_per_byte > 0) {
+    s.nic_free_ns = std::max(s.nic_free_ns, arrived) +
+                    static_cast<std::int64_t>(static_cast<double>(payload_bytes(data)) * s.ns_per_byte);
+    passed = s.nic_free_ns;
+  }
+  const double jitter_ns = q->jitter_us > 0 ? q->jitter_us * 1000.0 * s.unit(s.rng) : 0.0;
+  const std::int64_t release =
+      std::max(q->last_release_ns, passed + static_cast<std::int64_t>(q->delay_us * 1000.0 + jitter_ns));
+  q->last_release_ns = release;
+  q->held.push_back({ntohl(h->packet_id), release});
   return 0;
+}
+
+// The earliest release time of what any queue holds (-1: nothing held).
+std::int64_t next_release(const State& s) {
+  std::int64_t t = -1;
+  for (const auto& q : s.queues)
+    if (!q->held.empty() && (t < 0 || q->held.front().release_ns < t)) t = q->held.front().release_ns;
+  return t;
 }
 
 void arm(int timer, State& s) {
   itimerspec when{};
   s.armed_for = -1;
-  if (!s.held.empty()) {
-    const std::int64_t t = std::max<std::int64_t>(1, s.held.front().release_ns - s.advance_ns);
+  if (const std::int64_t next = next_release(s); next >= 0) {
+    const std::int64_t t = std::max<std::int64_t>(1, next - s.advance_ns);
     s.armed_for = t;
     when.it_value.tv_sec = static_cast<time_t>(t / 1000000000);
     when.it_value.tv_nsec = static_cast<long>(t % 1000000000);
@@ -105,45 +169,83 @@ void arm(int timer, State& s) {
   std::exit(2);
 }
 
+struct QueueOptions {
+  long num = -1;
+  double delay_us = -1, jitter_us = 0, loss = 0;
+};
+
 struct Options {
-  long queue_num = -1;
-  double delay_us = -1;
+  std::vector<QueueOptions> queues;
+  double rate_gbps = 0;
+  unsigned long long seed = 0;
+  bool seeded = false;
   bool stats = false;
 };
 
+constexpr const char* kUsage =
+    "usage: sax-linkdelay [--rate-gbps R] --queue N --delay-us D [--jitter-us J] [--loss P] [--queue ...] "
+    "[--seed S] [--stats]";
+
+double number(const std::string& key, const char* text, double lo, double hi) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0') die(key + ": expected a number, got '" + text + "'");
+  if (!(v >= lo && v <= hi)) die(key + ": expected " + std::to_string(lo) + " to " + std::to_string(hi) + ", got " + text);
+  return v;
+}
+
 Options parse_options(int argc, char** argv) {
   Options o;
-  if (argc == 6 && std::string(argv[5]) == "--stats") o.stats = true, --argc;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    char* end = nullptr;
-    if (k == "--queue")
-      o.queue_num = std::strtol(argv[i + 1], &end, 10);
-    else if (k == "--delay-us")
-      o.delay_us = std::strtod(argv[i + 1], &end);
-    else
-      die("unknown option '" + k + "' (usage: sax-linkdelay --queue N --delay-us D)");
-    if (end == argv[i + 1] || *end != '\0') die(k + ": expected a number, got '" + argv[i + 1] + "'");
+    if (k == "--stats") {
+      o.stats = true;
+      continue;
+    }
+    if (i + 1 >= argc) die(k + ": expected a value (" + kUsage + ")");
+    const char* v = argv[++i];
+    if (k == "--queue") {
+      o.queues.push_back({static_cast<long>(number(k, v, 0, 65535)), -1, 0, 0});
+      if (o.queues.back().num != number(k, v, 0, 65535)) die(k + ": expected a whole number, got '" + v + "'");
+    } else if (k == "--rate-gbps") {
+      o.rate_gbps = number(k, v, 0, 1e5);
+    } else if (k == "--seed") {
+      o.seed = static_cast<unsigned long long>(number(k, v, 0, 1e18)), o.seeded = true;
+    } else if (o.queues.empty()) {
+      die(k + ": comes after the --queue it is for (" + kUsage + ")");
+    } else if (k == "--delay-us") {
+      o.queues.back().delay_us = number(k, v, 0, 10e6);
+    } else if (k == "--jitter-us") {
+      o.queues.back().jitter_us = number(k, v, 0, 10e6);
+    } else if (k == "--loss") {
+      o.queues.back().loss = number(k, v, 0, 1);
+    } else {
+      die("unknown option '" + k + "' (" + kUsage + ")");
+    }
   }
-  if (argc != 5 || o.queue_num < 0 || o.queue_num > 65535 || !(o.delay_us >= 0) || o.delay_us > 10e6)
-    die("usage: sax-linkdelay --queue N (0-65535) --delay-us D (0-10000000)");
+  if (o.queues.empty()) die(kUsage);
+  for (const auto& q : o.queues)
+    if (q.delay_us < 0) die("--queue " + std::to_string(q.num) + ": expected its --delay-us (" + kUsage + ")");
   return o;
 }
 
-// Binds queue `queue_num` to s (on_packet receives its packets) and returns the library handle.
-nfq_handle* open_queue(long queue_num, State& s) {
+// Binds every queue to s (on_packet receives their packets) and returns the library handle.
+nfq_handle* open_queues(State& s) {
   nfq_handle* h = nfq_open();
   if (h == nullptr) die(std::string("nfq_open: ") + std::strerror(errno) + " (needs root in the namespace)");
   nfq_unbind_pf(h, AF_INET);  // older kernels want a fresh binding; failure is harmless
   if (nfq_bind_pf(h, AF_INET) < 0) die(std::string("nfq_bind_pf: ") + std::strerror(errno));
-  s.queue = nfq_create_queue(h, static_cast<std::uint16_t>(queue_num), &on_packet, &s);
-  if (s.queue == nullptr) die("nfq_create_queue " + std::to_string(queue_num) + ": " + std::strerror(errno));
-  // Only the verdict is needed, not the payload: copy the metadata and no packet bytes, and take
-  // TCP's large segments whole (without F_GSO the kernel cuts each into MTU-sized packets first).
-  if (nfq_set_mode(s.queue, NFQNL_COPY_PACKET, 0) < 0) die(std::string("nfq_set_mode: ") + std::strerror(errno));
-  nfq_set_queue_flags(s.queue, NFQA_CFG_F_GSO, NFQA_CFG_F_GSO);
-  // Room for every packet in flight on the link during the delay (the kernel's default is 1024).
-  nfq_set_queue_maxlen(s.queue, 1 << 16);
+  for (auto& q : s.queues) {
+    q->handle = nfq_create_queue(h, static_cast<std::uint16_t>(q->num), &on_packet, q.get());
+    if (q->handle == nullptr) die("nfq_create_queue " + std::to_string(q->num) + ": " + std::strerror(errno));
+    // The IP and TCP headers are what is read (the payload's size); and TCP's large segments
+    // whole (without F_GSO the kernel cuts each into MTU-sized packets first) unless packets are
+    // to be lost one by one.
+    if (nfq_set_mode(q->handle, NFQNL_COPY_PACKET, 64) < 0) die(std::string("nfq_set_mode: ") + std::strerror(errno));
+    if (q->loss == 0) nfq_set_queue_flags(q->handle, NFQA_CFG_F_GSO, NFQA_CFG_F_GSO);
+    // Room for every packet in flight on the link during the delay (the kernel's default is 1024).
+    nfq_set_queue_maxlen(q->handle, 1 << 16);
+  }
   nfnl_rcvbufsiz(nfq_nfnlh(h), 16u << 20);
   // The kernel stamps received packets only while some socket asks for timestamps: this one does,
   // left open until the program ends.
@@ -185,36 +287,41 @@ void on_timer(int timer, State& s, std::int64_t now) {
   std::uint64_t expirations = 0;
   (void)!::read(timer, &expirations, sizeof expirations);
   if (s.armed_for > 0 && now >= s.armed_for)
-    s.advance_ns = std::min((s.advance_ns * 7 + (now - s.armed_for)) / 8, s.delay_ns / 4);
+    s.advance_ns = std::min((s.advance_ns * 7 + (now - s.armed_for)) / 8, s.advance_cap_ns);
 }
 
-// Packet ids rise in arrival order, so one batch verdict releases every packet that is due.
+// Packet ids rise in arrival order within a queue, so one batch verdict releases every packet of
+// it that is due (a dropped one has had its verdict already).
 void release_due(State& s, std::int64_t now, bool stats) {
-  std::uint32_t last = 0;
-  bool due = false;
-  while (!s.held.empty() && s.held.front().release_ns - s.advance_ns <= now) {
-    last = s.held.front().id;
-    if (stats) s.late_us.push_back(static_cast<std::int32_t>((now - s.held.front().release_ns) / 1000));
-    due = true;
-    s.held.pop_front();
+  for (auto& q : s.queues) {
+    std::uint32_t last = 0;
+    bool due = false;
+    while (!q->held.empty() && q->held.front().release_ns - s.advance_ns <= now) {
+      last = q->held.front().id;
+      if (stats) q->late_us.push_back(static_cast<std::int32_t>((now - q->held.front().release_ns) / 1000));
+      due = true;
+      q->held.pop_front();
+    }
+    if (due) nfq_set_verdict_batch(q->handle, last, NF_ACCEPT);
   }
-  if (due) nfq_set_verdict_batch(s.queue, last, NF_ACCEPT);
 }
 
 // Silent when all went well; packets the kernel could not hand over are a fault of the emulation.
 void report(State& s, const Options& o) {
-  if (o.stats && !s.late_us.empty()) {
-    std::sort(s.late_us.begin(), s.late_us.end());
-    const auto at = [&](double q) { return s.late_us[static_cast<std::size_t>(q * (s.late_us.size() - 1))]; };
-    std::fprintf(stderr,
-                 "sax-linkdelay: queue %ld: %zu packets, let go late by p1 %d us, p50 %d us, p99 %d us, max %d us "
-                 "(timer armed %lld us early; %llu timed from the kernel's receive stamp)\n",
-                 o.queue_num, s.late_us.size(), at(0.01), at(0.5), at(0.99), s.late_us.back(),
-                 static_cast<long long>(s.advance_ns / 1000), static_cast<unsigned long long>(s.stamped));
+  for (auto& q : s.queues) {
+    if (o.stats && !q->late_us.empty()) {
+      std::sort(q->late_us.begin(), q->late_us.end());
+      const auto at = [&](double p) { return q->late_us[static_cast<std::size_t>(p * (q->late_us.size() - 1))]; };
+      std::fprintf(stderr,
+                   "sax-linkdelay: queue %ld: %zu packets, let go late by p1 %d us, p50 %d us, p99 %d us, max %d us "
+                   "(timer armed %lld us early; %llu timed from the kernel's receive stamp; %llu dropped of %llu)\n",
+                   q->num, q->late_us.size(), at(0.01), at(0.5), at(0.99), q->late_us.back(),
+                   static_cast<long long>(s.advance_ns / 1000), static_cast<unsigned long long>(q->stamped),
+                   static_cast<unsigned long long>(q->dropped), static_cast<unsigned long long>(q->packets));
+    }
   }
   if (s.lost > 0)
-    std::fprintf(stderr, "sax-linkdelay: queue %ld: %llu packets held %.0f us, %llu lost before reaching the queue\n",
-                 o.queue_num, static_cast<unsigned long long>(s.packets), o.delay_us,
+    std::fprintf(stderr, "sax-linkdelay: %llu packets lost before reaching the queues\n",
                  static_cast<unsigned long long>(s.lost));
 }
 
@@ -223,8 +330,18 @@ void report(State& s, const Options& o) {
 int main(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
   State s;
-  s.delay_ns = static_cast<std::int64_t>(o.delay_us * 1000.0);
-  nfq_handle* h = open_queue(o.queue_num, s);
+  s.ns_per_byte = o.rate_gbps > 0 ? 1.0 / o.rate_gbps : 0.0;  // GB/s = bytes per ns
+  s.rng.seed(o.seeded ? o.seed : std::random_device{}());
+  double shortest = 1e300;
+  for (const auto& q : o.queues) {
+    auto queue = std::make_unique<Queue>();
+    queue->state = &s;
+    queue->num = q.num, queue->delay_us = q.delay_us, queue->jitter_us = q.jitter_us, queue->loss = q.loss;
+    s.queues.push_back(std::move(queue));
+    shortest = std::min(shortest, q.delay_us);
+  }
+  s.advance_cap_ns = static_cast<std::int64_t>(shortest * 1000.0 / 4);
+  nfq_handle* h = open_queues(s);
   const int fd = nfq_fd(h);
   const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (timer < 0) die(std::string("timerfd_create: ") + std::strerror(errno));
@@ -250,9 +367,10 @@ int main(int argc, char** argv) {
     arm(timer, s);
   }
   // Whatever is still held goes through at once: teardown must not strand a connection.
-  if (!s.held.empty()) nfq_set_verdict_batch(s.queue, s.held.back().id, NF_ACCEPT);
+  for (auto& q : s.queues)
+    if (!q->held.empty()) nfq_set_verdict_batch(q->handle, q->held.back().id, NF_ACCEPT);
   report(s, o);
-  nfq_destroy_queue(s.queue);
+  for (auto& q : s.queues) nfq_destroy_queue(q->handle);
   nfq_close(h);
   ::close(timer);
   return 0;

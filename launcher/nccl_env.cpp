@@ -13,11 +13,9 @@ namespace {
 
 bool in_environment(const std::string& name) { return std::getenv(name.c_str()) != nullptr; }
 
-// The veth a building's namespace has (launcher/netns.cpp names it): the only interface NCCL may
-// use there ("=" makes the name exact, not a prefix).
-std::string netns_interface(int slot, int building) {
-  return "=" + netns_prefix(slot) + "n" + std::to_string(building);
-}
+// The NIC a device's namespace has (launcher/netns.cpp names it): the only interface NCCL may use
+// there (a prefix: each device's NIC carries its index after it).
+std::string netns_interface(int slot) { return netns_nic_prefix(slot); }
 
 }  // namespace
 
@@ -58,8 +56,7 @@ NcclEnv nccl_env(const Cluster& c, Emulation emulation, const NcclEnvOptions& o)
     set(e.common, "NCCL_IB_DISABLE", "1");
     set(e.common, "NCCL_SOCKET_NTHREADS", std::to_string(kNcclSocketThreads));
     set(e.common, "NCCL_NSOCKS_PERTHREAD", std::to_string(kNcclSocketsPerThread));
-    for (int b = 0; b < buildings; ++b)
-      set(e.per_building[static_cast<std::size_t>(b)], kEnvNcclSocketIfname.name, netns_interface(o.netns_slot, b));
+    set(e.common, kEnvNcclSocketIfname.name, netns_interface(o.netns_slot));
   }
   // NCCL_HOSTID's value is per node: the wrapper appends the node's index to the building's prefix.
   EnvList hostid;

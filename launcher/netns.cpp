@@ -30,18 +30,68 @@ namespace {
 
 constexpr int kSlots = 8;
 constexpr int kQueueBase = 31000;
-// The NFQUEUE of building b's k-th delay (at most kMaxNetnsBuildings − 1 per building).
-int queue_of(int b, std::ptrdiff_t k) { return kQueueBase + b * kMaxNetnsBuildings + static_cast<int>(k); }
+// The NFQUEUE of device d's k-th arrival (at most kMaxNetnsBuildings − 1 per device).
+int queue_of(int d, std::ptrdiff_t k) { return kQueueBase + d * kMaxNetnsBuildings + static_cast<int>(k); }
 // tbf counts whole frames; the cluster's bandwidth is payload (what nccl-tests and `bench coll`
 // measure, what the cost model moves). A full TCP segment on the testbed's 1500-byte MTU carries
 // 1448 bytes of payload (20 IP + 32 TCP header with timestamps) in a 1514-byte frame (+14
 // Ethernet), so the wire rate is the payload rate × 1514/1448.
 constexpr double kFraming = 1514.0 / 1448.0;
 
-std::string host_link(int slot, int b) { return netns_prefix(slot) + "h" + std::to_string(b); }
-std::string ns_link(int slot, int b) { return netns_prefix(slot) + "n" + std::to_string(b); }
+// Link names (at most 15 characters: "sax-7-hd123"): the core bridge, a building's bridge, its
+// uplink's two ends (building side, core side), a node's veth and a device's (bridge side, inside).
 std::string bridge(int slot) { return netns_prefix(slot) + "br"; }
+std::string building_bridge(int slot, int b) { return netns_prefix(slot) + "bb" + std::to_string(b); }
+std::string uplink_inner(int slot, int b) { return netns_prefix(slot) + "ua" + std::to_string(b); }
+std::string uplink_outer(int slot, int b) { return netns_prefix(slot) + "uc" + std::to_string(b); }
+std::string node_link(int slot, int n) { return netns_prefix(slot) + "hn" + std::to_string(n); }
+std::string node_inner(int slot, int n) { return netns_prefix(slot) + "nn" + std::to_string(n); }
+std::string device_link(int slot, int d) { return netns_prefix(slot) + "hd" + std::to_string(d); }
+std::string device_nic(int slot, int d) { return netns_nic_prefix(slot) + std::to_string(d); }
 std::string address(int slot, int host) { return "10.231." + std::to_string(slot) + "." + std::to_string(host); }
+
+// Addresses: building b's devices hold the aligned block [(b+1)·P, (b+2)·P), P the smallest power
+// of two that holds the largest building, so one rule or filter names a building; the nodes
+// follow the blocks; the core bridge is .254.
+int block_size(const NetnsConfig& c) {
+  int p = 1;
+  for (int k : c.slots_per_building)
+    while (p < k) p *= 2;
+  return p;
+}
+int first_device(const NetnsConfig& c, int b) {
+  int d = 0;
+  for (int j = 0; j < b; ++j) d += c.slots_per_building[static_cast<std::size_t>(j)];
+  return d;
+}
+int device_host(const NetnsConfig& c, int d) {
+  const int b = c.building_of_device(d);
+  return (b + 1) * block_size(c) + d - first_device(c, b);
+}
+int node_host(const NetnsConfig& c, int n) {
+  return (static_cast<int>(c.slots_per_building.size()) + 1) * block_size(c) + n;
+}
+std::string building_block(const NetnsConfig& c, int b) {
+  const int p = block_size(c);
+  int bits = 0;
+  while ((1 << bits) < p) ++bits;
+  return address(c.slot, (b + 1) * p) + "/" + std::to_string(32 - bits);
+}
+
+// A token bucket's rate in bits/s on the wire for a payload rate, and its bucket: `seconds` of the
+// rate, at least two 64 KiB segments (a segment larger than the bucket is cut into MTU-sized
+// packets that then lose the rate: 1 Gbit/s with a 64 KiB bucket passed 48-87 MB/s, not 125).
+std::vector<std::string> bucket(double gbps, double seconds) {
+  const double bits = gbps * 8e9 * kFraming;
+  const double burst = std::max(131072.0, bits / 8 * seconds);
+  return {"rate", num(std::round(bits)) + "bit", "burst", num(std::round(burst))};
+}
+// A NIC's bucket holds 0.25 ms of its rate: what crosses buildings is paced again by the helper,
+// and inside a building a larger one lets a message's first bytes through at the veth's speed.
+// The uplink's holds 1 ms: a bucket is a ceiling only, so tokens lost to a late wake-up of the
+// qdisc's timer on a busy host are rate lost (0.25 ms gave a 2:1 uplink 8-9 % under its rate).
+// Packets wait at most 50 ms for tokens.
+constexpr double kNicBucketS = 0.25e-3, kUplinkBucketS = 1e-3;
 
 // Starts argv (no shell) with its stdout — and its stderr when `with_stderr` — on a pipe whose
 // read end `*out` receives; `with_parent` ties the child's life to this process (a helper must
@@ -169,7 +219,9 @@ void write_new_file(int dirfd, const std::string& dir, const char* name, const s
 }  // namespace
 
 std::string netns_prefix(int slot) { return "sax-" + std::to_string(slot) + "-"; }
-std::string netns_name(int slot, int b) { return netns_prefix(slot) + "b" + std::to_string(b); }
+std::string netns_node_name(int slot, int node) { return netns_prefix(slot) + "n" + std::to_string(node); }
+std::string netns_device_name(int slot, int device) { return netns_prefix(slot) + "d" + std::to_string(device); }
+std::string netns_nic_prefix(int slot) { return netns_prefix(slot) + "nd"; }
 std::string netns_subnet(int slot) { return address(slot, 0) + "/24"; }
 std::string netns_dir_pattern(int slot) { return std::string(kStateBase) + "/" + netns_prefix(slot) + "XXXXXX"; }
 
@@ -193,111 +245,182 @@ std::string netns_host_problem(const NetnsConfig& c) {
   if (c.slots_per_building.size() > static_cast<std::size_t>(kMaxNetnsBuildings))
     return "a testbed on one host has at most " + std::to_string(kMaxNetnsBuildings) + " buildings (this cluster has " +
            std::to_string(c.slots_per_building.size()) + "); use --emulate software";
-  for (std::size_t b = 0; b < c.boundary_gbps.size(); ++b)
-    if (c.boundary_gbps[b] > kMaxNetnsBoundaryGbps)
-      return "building " + std::to_string(b) + "'s boundary is " + num(c.boundary_gbps[b]) +
-             " GB/s, beyond what tc shapes (at most " + num(kMaxNetnsBoundaryGbps) + " GB/s); use --emulate software";
+  for (const auto* rates : {&c.boundary_gbps, &c.device_gbps, &c.nic_gbps})
+    for (std::size_t b = 0; b < rates->size(); ++b)
+      if ((*rates)[b] > kMaxNetnsBoundaryGbps)
+        return "building " + std::to_string(b) + "'s boundary is " + num((*rates)[b]) +
+               " GB/s, beyond what tc shapes (at most " + num(kMaxNetnsBoundaryGbps) + " GB/s); use --emulate software";
+  // Every device and node an address of the slot's /24 (.254 is the core bridge).
+  const int hosts = (static_cast<int>(c.slots_per_building.size()) + 1) * block_size(c) + c.nodes();
+  if (hosts > 254)
+    return "a testbed on one host holds at most 253 devices and nodes in its address blocks (this cluster needs " +
+           std::to_string(hosts - 1) + "); use --emulate software";
   return "";
 }
 
 std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c) {
-  const int s = c.slot, n = static_cast<int>(c.slots_per_building.size());
+  const int s = c.slot, buildings = static_cast<int>(c.slots_per_building.size());
   std::vector<std::vector<std::string>> cmds;
-  // The bridge only switches: the host's own firewall (br_netfilter) need not see its frames.
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const std::vector<std::string> tbf_latency = {"latency", "50ms"};
+  // The bridges only switch: the host's own firewall (br_netfilter) need not see their frames.
   cmds.push_back({"ip", "link", "add", bridge(s), "type", "bridge", "nf_call_iptables", "0"});
   cmds.push_back({"ip", "addr", "add", address(s, 254) + "/24", "dev", bridge(s)});
   cmds.push_back({"ip", "link", "set", bridge(s), "up"});
-  for (int b = 0; b < n; ++b) {
-    const std::string ns = netns_name(s, b);
-    // The boundary in bits/s; the bucket holds 0.25 ms of it (at least two 64 KiB segments): a
-    // message that fits in it passes at the veth's own speed, so a larger bucket bends the
-    // time-by-size line a calibration fits (1 ms at 2 Gbit/s let 256 KiB through at twice the
-    // rate; cross-building busbw fitted 0.137-0.151 GB/s against 0.125, with 0.25 ms
-    // 0.127-0.131). Packets wait at most 50 ms for tokens.
-    const double bits = c.boundary_gbps[static_cast<std::size_t>(b)] * 8e9 * kFraming;
-    const double burst = std::max(131072.0, bits / 8 * 0.25e-3);
-    const std::vector<std::string> tbf = {
-        "root", "tbf", "rate", num(std::round(bits)) + "bit", "burst", num(std::round(burst)), "latency", "50ms"};
+  for (int b = 0; b < buildings; ++b) {
+    const auto bi = static_cast<std::size_t>(b);
+    // The uplink: one veth pair from the building's bridge to the core, shaped both ways.
+    cmds.push_back({"ip", "link", "add", building_bridge(s, b), "type", "bridge", "nf_call_iptables", "0"});
+    cmds.push_back({"ip", "link", "set", building_bridge(s, b), "up"});
+    cmds.push_back({"ip", "link", "add", uplink_inner(s, b), "type", "veth", "peer", "name", uplink_outer(s, b)});
+    cmds.push_back({"ip", "link", "set", uplink_inner(s, b), "master", building_bridge(s, b)});
+    cmds.push_back({"ip", "link", "set", uplink_outer(s, b), "master", bridge(s)});
+    for (const std::string& end : {uplink_inner(s, b), uplink_outer(s, b)}) {
+      cmds.push_back({"ip", "link", "set", end, "up"});
+      cmds.push_back(with(with({"tc", "qdisc", "add", "dev", end, "root", "tbf"}, bucket(c.boundary_gbps[bi], kUplinkBucketS)),
+                          tbf_latency));
+    }
+  }
+  int node = 0;
+  for (int b = 0; b < buildings; ++b)
+    for (int k = 0; k < c.slots_per_building[static_cast<std::size_t>(b)] / std::max(1, c.devices_per_node); ++k) {
+      const std::string ns = netns_node_name(s, node);
+      cmds.push_back({"ip", "netns", "add", ns});
+      cmds.push_back({"ip", "link", "add", node_link(s, node), "type", "veth", "peer", "name", node_inner(s, node),
+                      "netns", ns});
+      cmds.push_back({"ip", "link", "set", node_link(s, node), "master", building_bridge(s, b)});
+      cmds.push_back({"ip", "link", "set", node_link(s, node), "up"});
+      cmds.push_back({"ip", "-n", ns, "link", "set", "lo", "up"});
+      cmds.push_back({"ip", "-n", ns, "addr", "add", address(s, node_host(c, node)) + "/24", "dev", node_inner(s, node)});
+      cmds.push_back({"ip", "-n", ns, "link", "set", node_inner(s, node), "up"});
+      ++node;
+    }
+  for (int d = 0; d < c.devices(); ++d) {
+    const int b = c.building_of_device(d);
+    const auto bi = static_cast<std::size_t>(b);
+    const std::string ns = netns_device_name(s, d), nic = device_nic(s, d);
     cmds.push_back({"ip", "netns", "add", ns});
-    cmds.push_back({"ip", "link", "add", host_link(s, b), "type", "veth", "peer", "name", ns_link(s, b), "netns", ns});
-    cmds.push_back({"ip", "link", "set", host_link(s, b), "master", bridge(s)});
-    cmds.push_back({"ip", "link", "set", host_link(s, b), "up"});
+    cmds.push_back({"ip", "link", "add", device_link(s, d), "type", "veth", "peer", "name", nic, "netns", ns});
+    cmds.push_back({"ip", "link", "set", device_link(s, d), "master", building_bridge(s, b)});
+    cmds.push_back({"ip", "link", "set", device_link(s, d), "up"});
     cmds.push_back({"ip", "-n", ns, "link", "set", "lo", "up"});
-    cmds.push_back({"ip", "-n", ns, "addr", "add", address(s, b + 1) + "/24", "dev", ns_link(s, b)});
-    cmds.push_back({"ip", "-n", ns, "link", "set", ns_link(s, b), "up"});
-    // Leaving the building (inside its namespace) and entering it (the bridge's side).
-    std::vector<std::string> out = {"tc", "-n", ns, "qdisc", "add", "dev", ns_link(s, b)};
-    out.insert(out.end(), tbf.begin(), tbf.end());
-    cmds.push_back(out);
-    std::vector<std::string> in = {"tc", "qdisc", "add", "dev", host_link(s, b)};
-    in.insert(in.end(), tbf.begin(), tbf.end());
-    cmds.push_back(in);
-    const std::vector<double> delays = c.delays_into(b);
-    for (int j = 0; j < n; ++j) {
-      const double us = c.latency(b, j);
-      if (!(us > 0)) continue;
-      const auto k = std::find(delays.begin(), delays.end(), us) - delays.begin();
-      cmds.push_back({"ip", "netns", "exec", ns, "iptables", "-t", "mangle", "-A", "PREROUTING", "-i", ns_link(s, b),
-                      "-s", address(s, j + 1), "-j", "NFQUEUE", "--queue-num", std::to_string(queue_of(b, k)),
+    cmds.push_back({"ip", "-n", ns, "addr", "add", address(s, device_host(c, d)) + "/24", "dev", nic});
+    cmds.push_back({"ip", "-n", ns, "link", "set", nic, "up"});
+    // A message after an idle gap goes at the window it had (NCCL's transports have no slow
+    // start; TCP's restart after idle, RFC 5681 4.1, made it take round trips to regrow).
+    // And it reacts to loss as the model the cost model prices a lossy path by describes (Reno,
+    // which CUBIC, Linux's default, keeps to where RTT × rate is small; a host may run BBR, which
+    // all but ignores loss). A namespace may pick only an allowed algorithm: Reno always is.
+    cmds.push_back({"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.tcp_slow_start_after_idle=0",
+                    "net.ipv4.tcp_congestion_control=reno"});
+    // Sending: at most the device's rate to other buildings (class 1:10), its NIC's inside (1:20).
+    const std::vector<std::string> htb = {"tc", "-n", ns, "class", "add", "dev", nic, "parent", "1:", "classid"};
+    cmds.push_back({"tc", "-n", ns, "qdisc", "add", "dev", nic, "root", "handle", "1:", "htb", "default", "20"});
+    for (const auto& [cls, gbps] : {std::pair{"1:10", c.device_gbps[bi]}, std::pair{"1:20", c.nic_gbps[bi]}}) {
+      std::vector<std::string> rate = bucket(gbps, kNicBucketS);
+      cmds.push_back(with(with(htb, {cls, "htb"}), {"rate", rate[1], "ceil", rate[1], "burst", rate[3], "cburst",
+                                                     rate[3], "quantum", "60000"}));
+    }
+    for (int j = 0; j < buildings; ++j)
+      if (j != b)
+        cmds.push_back({"tc", "-n", ns, "filter", "add", "dev", nic, "parent", "1:", "protocol", "ip", "prio", "1",
+                        "u32", "match", "ip", "dst", building_block(c, j), "flowid", "1:10"});
+    // Receiving: the NIC's rate; what comes from another building the helper paces and delays.
+    cmds.push_back(with(with({"tc", "qdisc", "add", "dev", device_link(s, d), "root", "tbf"}, bucket(c.nic_gbps[bi], kNicBucketS)),
+                        tbf_latency));
+    const std::vector<NetnsArrival> into = c.arrivals_into(b);
+    for (int j = 0; j < buildings; ++j) {
+      if (j == b) continue;
+      const auto k = std::find(into.begin(), into.end(), c.arrival(b, j)) - into.begin();
+      cmds.push_back({"ip", "netns", "exec", ns, "iptables", "-t", "mangle", "-A", "PREROUTING", "-i", nic, "-s",
+                      building_block(c, j), "-j", "NFQUEUE", "--queue-num", std::to_string(queue_of(d, k)),
                       "--queue-bypass"});
     }
   }
   return cmds;
 }
 
-double NetnsConfig::latency(int to, int from) const {
+const NetnsArrival& NetnsConfig::arrival(int to, int from) const {
+  static const NetnsArrival none;
   const auto t = static_cast<std::size_t>(to), f = static_cast<std::size_t>(from);
-  return to != from && t < latency_us.size() && f < latency_us[t].size() ? latency_us[t][f] : 0.0;
+  return to != from && t < arrivals.size() && f < arrivals[t].size() ? arrivals[t][f] : none;
 }
 
-std::vector<double> NetnsConfig::delays_into(int b) const {
-  std::vector<double> d;
+std::vector<NetnsArrival> NetnsConfig::arrivals_into(int b) const {
+  std::vector<NetnsArrival> d;
   for (int j = 0; j < static_cast<int>(slots_per_building.size()); ++j)
-    if (latency(b, j) > 0) d.push_back(latency(b, j));
+    if (j != b) d.push_back(arrival(b, j));
   std::sort(d.begin(), d.end());
   d.erase(std::unique(d.begin(), d.end()), d.end());
   return d;
 }
 
-bool NetnsConfig::delayed() const {
-  for (int b = 0; b < static_cast<int>(latency_us.size()); ++b)
-    if (!delays_into(b).empty()) return true;
-  return false;
+int NetnsConfig::devices() const {
+  int n = 0;
+  for (int k : slots_per_building) n += k;
+  return n;
 }
 
-std::vector<std::string> netns_delay_command(const NetnsConfig& c, int b, int k) {
-  std::vector<std::string> cmd = {"ip",
-                                  "netns",
-                                  "exec",
-                                  netns_name(c.slot, b),
-                                  c.linkdelay,
-                                  "--queue",
-                                  std::to_string(queue_of(b, k)),
-                                  "--delay-us",
-                                  num(c.delays_into(b).at(static_cast<std::size_t>(k)))};
+int NetnsConfig::nodes() const { return devices() / std::max(1, devices_per_node); }
+
+int NetnsConfig::building_of_device(int d) const {
+  for (std::size_t b = 0; b < slots_per_building.size(); ++b) {
+    if (d < slots_per_building[b]) return static_cast<int>(b);
+    d -= slots_per_building[b];
+  }
+  return static_cast<int>(slots_per_building.size()) - 1;
+}
+
+std::vector<std::string> netns_helper_command(const NetnsConfig& c, int d) {
+  const int b = c.building_of_device(d);
+  std::vector<std::string> cmd = {"ip",      "netns",     "exec", netns_device_name(c.slot, d), c.linkdelay,
+                                  "--rate-gbps", num(c.device_gbps.at(static_cast<std::size_t>(b)))};
+  const std::vector<NetnsArrival> into = c.arrivals_into(b);
+  for (std::size_t k = 0; k < into.size(); ++k) {
+    cmd.insert(cmd.end(), {"--queue", std::to_string(queue_of(d, static_cast<std::ptrdiff_t>(k))), "--delay-us",
+                           num(into[k].latency_us)});
+    if (into[k].jitter_us > 0) cmd.insert(cmd.end(), {"--jitter-us", num(into[k].jitter_us)});
+    if (into[k].loss > 0) cmd.insert(cmd.end(), {"--loss", num(into[k].loss)});
+  }
   if (env_flag(kEnvLinkdelayStats)) cmd.emplace_back("--stats");
   return cmd;
 }
 
 std::string netns_hostfile(const NetnsConfig& c) {
   std::string h;
-  for (std::size_t b = 0; b < c.slots_per_building.size(); ++b)
-    h += netns_name(c.slot, static_cast<int>(b)) + " slots=" + std::to_string(c.slots_per_building[b]) + "\n";
+  for (int n = 0; n < c.nodes(); ++n)
+    h += netns_node_name(c.slot, n) + " slots=" + std::to_string(std::max(1, c.devices_per_node)) + "\n";
   return h;
 }
 
 std::string netns_agent_script(int slot) {
   // Open MPI calls the agent as an rsh: the host, then the daemon's command line, which a
   // remote shell would read — so it is read by sh here too. The host must be one of this
-  // slot's namespaces; it becomes the hostname inside (shared-memory names collide otherwise).
+  // slot's node namespaces; it becomes the hostname inside (shared-memory names collide
+  // otherwise). The daemon's PMIx server listens on the testbed's subnet, where the node's ranks,
+  // each in its device's namespace, reach it (on loopback they could not).
   const std::string p = netns_prefix(slot);
   return "#!/bin/sh\n"
-         "# sax launch: starts an Open MPI daemon inside a building's network namespace, under its own hostname.\n"
+         "# sax launch: starts an Open MPI daemon inside a node's network namespace, under its own hostname.\n"
          "ns=\"$1\"; shift\n"
          "case \"$ns\" in " +
-         p + "b[0-9]|" + p + "b[0-9][0-9]|" + p +
-         "b[0-9][0-9][0-9]) ;; *) echo \"sax agent: refusing host '$ns'\" >&2; exit 1 ;; esac\n"
+         p + "n[0-9]|" + p + "n[0-9][0-9]|" + p +
+         "n[0-9][0-9][0-9]) ;; *) echo \"sax agent: refusing host '$ns'\" >&2; exit 1 ;; esac\n"
+         "export PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=" +
+         netns_subnet(slot) +
+         "\n"
          "exec ip netns exec \"$ns\" unshare --uts /bin/sh -c \"hostname $ns && exec $*\"\n";
+}
+
+std::vector<std::string> netns_rank_wrapper(int slot) {
+  // The rank's device is its index in the world (the cluster's placement is in rank order).
+  return {"sh", "-c",
+          "r=${OMPI_COMM_WORLD_RANK:?sax: no rank (not started by mpirun)}; exec ip netns exec " +
+              netns_device_name(slot, 0).substr(0, netns_device_name(slot, 0).size() - 1) + "\"$r\" \"$@\"",
+          "sax-device"};
 }
 
 std::string netns_unavailable(const std::string& linkdelay) {
@@ -354,10 +477,10 @@ std::string NetnsTestbed::broken() {
     if (::waitpid(pid, &status, WNOHANG) != pid) continue;
     const std::size_t i = static_cast<std::size_t>(&pid - helpers_.data());
     pid = 0;  // reaped
-    return broken_ = "the delay helper of " + helper_names_[i] + " (" +
+    return broken_ = "the link helper of " + helper_names_[i] + " (" +
                      (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
                                           : "exit " + std::to_string(WEXITSTATUS(status))) +
-                     ") ended: the boundary's latency no longer holds";
+                     ") ended: the boundary no longer holds";
   }
   return "";
 }
@@ -419,23 +542,26 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
       throw;
     }
     ::close(dirfd);
-    for (int b = 0; b < static_cast<int>(config_.slots_per_building.size()); ++b)
-      for (int k = 0; k < static_cast<int>(config_.delays_into(b).size()); ++k) {
-        const std::vector<std::string> cmd = netns_delay_command(config_, b, k);
-        int fd = -1;
-        const pid_t pid = spawn_piped(cmd, &fd, false, true);
-        helpers_.push_back(pid);
-        helper_names_.push_back(netns_name(config_.slot, b) + " (" +
-                                num(config_.delays_into(b)[static_cast<std::size_t>(k)]) + " us)");
-        pollfd pfd{fd, POLLIN, 0};
-        char buf[64] = {};
-        ssize_t n = 0;
-        if (::poll(&pfd, 1, 5000) > 0) n = ::read(fd, buf, sizeof buf - 1);
-        ::close(fd);
-        if (n <= 0 || std::string(buf).rfind("ready", 0) != 0)
-          throw RunError("--emulate netns: the delay helper of " + helper_names_.back() + " did not start ('" +
-                         shell_line(cmd) + "')");
+    // Every device's helper started, then each awaited (its "ready" line: its queues are bound).
+    std::vector<int> ready_fds;
+    for (int d = 0; d < config_.devices(); ++d) {
+      int fd = -1;
+      helpers_.push_back(spawn_piped(netns_helper_command(config_, d), &fd, false, true));
+      helper_names_.push_back(netns_device_name(config_.slot, d));
+      ready_fds.push_back(fd);
+    }
+    for (std::size_t d = 0; d < ready_fds.size(); ++d) {
+      pollfd pfd{ready_fds[d], POLLIN, 0};
+      char buf[64] = {};
+      ssize_t n = 0;
+      if (::poll(&pfd, 1, 5000) > 0) n = ::read(ready_fds[d], buf, sizeof buf - 1);
+      if (n <= 0 || std::string(buf).rfind("ready", 0) != 0) {
+        for (std::size_t k = d; k < ready_fds.size(); ++k) ::close(ready_fds[k]);
+        throw RunError("--emulate netns: the link helper of " + helper_names_[d] + " did not start ('" +
+                       shell_line(netns_helper_command(config_, static_cast<int>(d))) + "')");
       }
+      ::close(ready_fds[d]);
+    }
   } catch (...) {
     for (int pid : helpers_)
       if (pid > 0) kill_and_reap(pid);

@@ -1,12 +1,22 @@
-// Kernel shaping on one host (`sax launch --emulate netns`): one network namespace per building,
-// each joined by a veth pair to a bridge in the root namespace; the building's boundary rate —
-// devices × per-device bandwidth / oversubscription, shared by every flow that crosses it, as
-// payload (the wire rate adds TCP/IP/Ethernet framing) — by `tbf` on both ends of its veth (leaving the building inside
-// the namespace, entering it on the bridge side), and the one-way latency by sax-linkdelay (launcher/linkdelay.cpp)
-// holding the packets an iptables NFQUEUE rule takes from the namespace's PREROUTING chain when they come from another
-// building. Ranks run inside their building's namespace under its own hostname (the launch agent), so MPI goes over TCP
-// between buildings and over shared memory inside one. The facts this rests on were checked on these machines:
-// ../shared/TESTBED.md.
+// Kernel shaping on one host (`sax launch --emulate netns`): the building boundary as a network.
+// Every device (rank) is a network namespace of its own with one veth, its NIC; the NICs of a
+// building meet on the building's bridge, and each building's bridge reaches the core bridge (in
+// the root namespace) through one veth pair, the building's uplink. Shaped as the cost model
+// prices it (payload rates; the wire rate adds TCP/IP/Ethernet framing):
+//   - a NIC sends at most the device's rate across the boundary (htb, to other buildings) and its
+//     NIC rate inside the building, and receives at its NIC rate (tbf on the bridge's end);
+//   - the uplink carries devices × rate / oversubscription each way (tbf on both ends);
+//   - what arrives from another building is held by the device's sax-linkdelay helper
+//     (launcher/linkdelay.cpp; an iptables NFQUEUE rule per source building in the device's
+//     PREROUTING chain) for that pair's latency (plus jitter, less what it drops at random), and
+//     paced at the device's rate on a virtual clock — no token bucket, so the first bytes after an
+//     idle gap do not pass at the veth's speed.
+// One pair crossing alone so gets its NIC's rate; every device crossing at once shares the uplink.
+// Each node is a namespace too, where Open MPI's daemon runs under the node's hostname (the launch
+// agent): the node's ranks are its children, each entering its device's namespace (the rank
+// wrapper), so that Open MPI takes them for one host and they share memory, while between nodes
+// they talk TCP over their NICs — inside a building across the NICs alone, between buildings also
+// across both uplinks. The facts this rests on were checked on these machines: ../shared/TESTBED.md.
 //
 // Safety: every name carries the prefix `sax-<slot>-` and nothing read from a file reaches a
 // command (namespaces, links and addresses are built from indices; rates and delays are checked
@@ -25,25 +35,42 @@
 
 namespace sax::launcher {
 
+// What a pair of buildings does to the packets that cross from one to the other.
+struct NetnsArrival {
+  double latency_us = 0;  // one way
+  double jitter_us = 0;   // a uniform extra delay in [0, jitter) per packet, order kept
+  double loss = 0;        // the probability a packet is dropped
+  bool operator==(const NetnsArrival&) const = default;
+  auto operator<=>(const NetnsArrival&) const = default;
+};
+
 struct NetnsConfig {
   int slot = 0;
-  std::vector<int> slots_per_building;  // ranks in each building, in rank order
-  std::vector<double> boundary_gbps;    // each building's boundary, GB/s per direction
-  // One-way latency between two buildings, µs: latency_us[to][from] (0 on the diagonal), each
-  // pair's link under the technology (a pair of building_links has its own).
-  std::vector<std::vector<double>> latency_us;
-  double latency(int to, int from) const;  // latency_us[to][from], 0 where it holds none
-  // The distinct latencies of what comes into building `b` from the others, ascending (0s left
-  // out): a delay helper and a queue each.
-  std::vector<double> delays_into(int b) const;
-  bool delayed() const;   // any latency at all
+  std::vector<int> slots_per_building;  // devices (ranks) in each building, in rank order
+  int devices_per_node = 1;             // ranks per node (a node is a host to Open MPI)
+  std::vector<double> boundary_gbps;    // each building's uplink, GB/s per direction
+  std::vector<double> device_gbps;      // a device's rate across the boundary, per building (GB/s)
+  std::vector<double> nic_gbps;         // a device's NIC inside its building, per building (GB/s)
+  // Between two buildings: arrivals[to][from] (unused on the diagonal), each pair's link under the
+  // technology (a pair of building_links has its own).
+  std::vector<std::vector<NetnsArrival>> arrivals;
+  const NetnsArrival& arrival(int to, int from) const;
+  // The distinct arrivals into building `b` from the others, ascending: a queue each, all served
+  // by the helper of each of b's devices.
+  std::vector<NetnsArrival> arrivals_into(int b) const;
+  int devices() const;
+  int nodes() const;
+  int building_of_device(int d) const;
   std::string linkdelay;  // path of the sax-linkdelay program
 };
 
-// Names and addresses of slot `slot`, building `b`.
+// Names and addresses of slot `slot`: a node's namespace (where Open MPI's daemon runs, its host
+// name), a device's namespace (where its rank runs), and the NIC inside a device's namespace.
 std::string netns_prefix(int slot);  // "sax-<slot>-"
-std::string netns_name(int slot, int b);
-std::string netns_subnet(int slot);  // "10.231.<slot>.0/24"
+std::string netns_node_name(int slot, int node);      // "sax-<slot>-n<node>"
+std::string netns_device_name(int slot, int device);  // "sax-<slot>-d<device>"
+std::string netns_nic_prefix(int slot);               // "sax-<slot>-nd": every device's NIC starts so
+std::string netns_subnet(int slot);                   // "10.231.<slot>.0/24"
 // Where the launcher keeps its state: root-only (0700), made if absent, refused when it is anything
 // else (a link, another owner, group or world access).
 inline constexpr const char* kStateBase = "/run/sax";
@@ -55,17 +82,19 @@ std::string netns_state_base_problem();
 // The commands that build the testbed, in order (argv words; run without a shell). The helpers
 // that hold packets are not among them: the testbed starts and watches those itself.
 std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c);
-// The mpirun hostfile (one line per building namespace) and the launch agent script.
+// The mpirun hostfile (one line per node namespace), the launch agent script (it starts a daemon
+// in a node's namespace), and the rank wrapper's words (each rank enters its device's namespace).
 std::string netns_hostfile(const NetnsConfig& c);
 std::string netns_agent_script(int slot);
-// The helper command for building b's k-th delay (delays_into(b)[k]; inside its namespace).
-std::vector<std::string> netns_delay_command(const NetnsConfig& c, int b, int k);
+std::vector<std::string> netns_rank_wrapper(int slot);
+// The helper command of device d (inside its namespace): a queue per arrival into its building.
+std::vector<std::string> netns_helper_command(const NetnsConfig& c, int d);
 
 // Why netns cannot run here ("" when it can): root, ip, tc, iptables, the helper program.
 std::string netns_unavailable(const std::string& linkdelay);
 
 // What one host can carry as a testbed, checked by netns_host_problem before anything is made.
-inline constexpr int kMaxNetnsBuildings = 32;         // delay rules grow as buildings² (one per pair)
+inline constexpr int kMaxNetnsBuildings = 32;         // arrival rules grow as buildings × devices
 inline constexpr double kMaxNetnsBoundaryGbps = 125;  // 1 Tbit/s: beyond it tbf's bucket rounds to 0
 // Why this host cannot build the testbed `c` plans ("" when it can).
 std::string netns_host_problem(const NetnsConfig& c);
@@ -100,7 +129,7 @@ class NetnsTestbed {
   NetnsConfig config_;
   int lock_fd_ = -1;
   std::vector<int> helpers_;                 // pids
-  std::vector<std::string> helper_names_;    // what each holds: "sax-0-b1 (1000 us)"
+  std::vector<std::string> helper_names_;    // whose each is: "sax-0-d1"
   std::string dir_;                          // made by mkdtemp under kStateBase
   std::string broken_;                       // why the boundary stopped holding ("" while it holds)
   unsigned long dir_dev_ = 0, dir_ino_ = 0;  // recorded as it was made: teardown removes only it

@@ -37,7 +37,7 @@ if [ "$emulate" != netns ]; then
   emulate=software
   echo "   kernel shaping is not permitted here: the boundary is the software link emulator (a weaker check)"
 else
-  echo "   the boundary is kernel-shaped: each building's ranks in its own network namespace, tc rate limit + delay helper"
+  echo "   the boundary is kernel-shaped: each device in its own network namespace behind a shaped NIC, each building behind a shaped uplink, a helper pacing and delaying what crosses"
 fi
 
 stage "3/8 calibrate local-2bld: collectives on every link class (compute is the paced device's, as declared)"

@@ -18,7 +18,8 @@ constexpr std::array kTable = {
           "building_links[].bandwidth_gbps; the NCCL net plugin's SAX_NET_BANDWIDTH_GBPS, SAX_NET_NIC_GBPS",
           "1 MB/s is below any network sax models (1 GbE is 0.125 GB/s); 100 TB/s per device is over 50x NVLink 5"},
     Bound{Quantity::latency, "a latency", "us", 0, 1e7, false, false,
-          "cluster links.*.latency_us, building_links[].latency_us; calibration links.*.*.alpha_us; SAX_NET_LATENCY_US",
+          "cluster links.*.latency_us, links.*.jitter_us, building_links[].latency_us, jitter_us; calibration "
+          "links.*.*.alpha_us; SAX_NET_LATENCY_US",
           "0 is an ideal link; 10 s one way is 50x light's time around the Earth in fibre"},
     Bound{Quantity::oversubscription, "an oversubscription", "x", 1, 1e3, false, false,
           "cluster links.*.oversubscription, building_links[].oversubscription; calibration "
@@ -93,6 +94,15 @@ constexpr std::array kTable = {
     Bound{Quantity::poll_interval, "a polling interval", "us", 1, 1e4, false, false,
           "cluster device.poll_us, buildings[].device.poll_us",
           "below 1 us a sleep is a spin; 10 ms between tests delays every message by that much"},
+    Bound{Quantity::loss, "a loss probability", "", 0, 0.2, false, false,
+          "cluster links.*.loss, network_technologies[].cross_building.loss, building_links[].loss",
+          "0 is lossless; at 20 % of packets lost TCP lives on retransmission timeouts, outside any throughput "
+          "model"},
+    Bound{Quantity::tcp_streams, "a TCP stream count", "", 1, 1024, false, true,
+          "cluster links.*.tcp_streams, network_technologies[].cross_building.tcp_streams, "
+          "building_links[].tcp_streams",
+          "1 is one connection; NCCL's socket transport stripes over at most 64 (NCCL_SOCKET_NTHREADS x "
+          "NCCL_NSOCKS_PERTHREAD), 1024 leaves room for any other"},
 };
 
 constexpr bool in_order() {

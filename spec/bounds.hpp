@@ -45,6 +45,8 @@ enum class Quantity {
   compute_slowdown,    // the testbed's emulated slower generation
   op_overhead,         // a device's fixed cost per compute op
   poll_interval,       // how long a paced rank sleeps between tests of its communication
+  loss,                // a link's packet-loss probability
+  tcp_streams,         // TCP connections a device's traffic is striped over
 };
 
 struct Bound {

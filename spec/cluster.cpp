@@ -191,6 +191,9 @@ static Link read_link_fields(Fields& f) {
   l.bandwidth_gbps = f.quantity("bandwidth_gbps", Quantity::bandwidth);
   l.latency_us = f.quantity("latency_us", Quantity::latency);
   l.oversubscription = f.quantity("oversubscription", Quantity::oversubscription, 1.0);
+  l.loss = f.quantity("loss", Quantity::loss, 0.0);
+  l.jitter_us = f.quantity("jitter_us", Quantity::latency, 0.0);
+  l.tcp_streams = static_cast<int>(f.count("tcp_streams", Quantity::tcp_streams, 1));
   f.allow("comment");
   return l;
 }
@@ -413,7 +416,12 @@ Cluster read_cluster(const json& value, const std::string& file) {
 Cluster load_cluster(const std::string& file) { return read_cluster(load_json_file(file), file); }
 
 static json to_json(const Link& l) {
-  return {{"bandwidth_gbps", l.bandwidth_gbps}, {"latency_us", l.latency_us}, {"oversubscription", l.oversubscription}};
+  json j = {
+      {"bandwidth_gbps", l.bandwidth_gbps}, {"latency_us", l.latency_us}, {"oversubscription", l.oversubscription}};
+  if (l.loss > 0) j["loss"] = l.loss;
+  if (l.jitter_us > 0) j["jitter_us"] = l.jitter_us;
+  if (l.tcp_streams != 1) j["tcp_streams"] = l.tcp_streams;
+  return j;
 }
 
 static json to_json(const Device& d) {

@@ -5,6 +5,7 @@
 // reports them (`_gbps` in sax always means gigabytes per second); latencies are µs.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -30,15 +31,39 @@ struct Link {
   double bandwidth_gbps = 0;      // per device, per direction, GB/s
   double latency_us = 0;          // one-way, small message
   double oversubscription = 1.0;  // >= 1: bandwidth shared when every device sends at once
+  double loss = 0;                // the probability a packet is lost (a lossy TCP path; 0: lossless)
+  double jitter_us = 0;           // a packet's extra one-way delay, uniform in [0, jitter_us)
+  int tcp_streams = 1;            // TCP connections one device's traffic is striped over (lossy paths)
   double effective_bandwidth_gbps() const { return bandwidth_gbps / oversubscription; }
 };
 
+// What a device gets of a link, per direction (GB/s): its bandwidth, and on a lossy path no more
+// than TCP sustains there — Mathis, Semke, Mahdavi and Ott, "The Macroscopic Behavior of the TCP
+// Congestion Avoidance Algorithm" (ACM CCR 27(3), 1997, eq. 3): a flow carries MSS / RTT · C / √p
+// with C = √(3/2), RTT twice the one-way latency plus the jitter's mean both ways, MSS 1448 bytes
+// (a 1500-byte MTU with TCP timestamps); tcp_streams such flows side by side. Linux's CUBIC keeps
+// to this Reno rate where RTT × rate is small (its TCP-friendly region, RFC 8312 4.2). The
+// cost model, the software link emulator and the NCCL net plugin take a link's rate from here.
+// Header-only: the link pacer, which the NCCL net plugin links alone, takes it too.
+inline constexpr double kTcpMssBytes = 1448;
+inline double achievable_bandwidth_gbps(const Link& l) {
+  const double rtt_s = (2 * l.latency_us + l.jitter_us) * 1e-6;
+  if (!(l.loss > 0) || !(rtt_s > 0)) return l.bandwidth_gbps;
+  const double flow_gbps = kTcpMssBytes / rtt_s * std::sqrt(1.5 / l.loss) * 1e-9;
+  const double gbps = flow_gbps * (l.tcp_streams > 1 ? l.tcp_streams : 1);
+  return gbps < l.bandwidth_gbps ? gbps : l.bandwidth_gbps;
+}
+
 // `a` made no better than `b`, field by field: the lesser bandwidth, the longer latency, the
-// higher oversubscription (a path through both is no faster than the worse of each).
+// higher oversubscription, loss and jitter, the fewer TCP streams (a path through both is no faster than the worse of
+// each).
 inline Link worse_link(Link a, const Link& b) {
   a.bandwidth_gbps = b.bandwidth_gbps < a.bandwidth_gbps ? b.bandwidth_gbps : a.bandwidth_gbps;
   a.latency_us = b.latency_us > a.latency_us ? b.latency_us : a.latency_us;
   a.oversubscription = b.oversubscription > a.oversubscription ? b.oversubscription : a.oversubscription;
+  a.loss = b.loss > a.loss ? b.loss : a.loss;
+  a.jitter_us = b.jitter_us > a.jitter_us ? b.jitter_us : a.jitter_us;
+  a.tcp_streams = b.tcp_streams < a.tcp_streams ? b.tcp_streams : a.tcp_streams;
   return a;
 }
 

@@ -218,22 +218,20 @@ TEST(LaunchNccl, NetnsPutsNcclOnSocketsOverEachNamespacesVeth) {
   EXPECT_EQ(value(e.common, "NCCL_SOCKET_NTHREADS"), "4");
   EXPECT_EQ(value(e.common, "NCCL_NSOCKS_PERTHREAD"), "4");
   EXPECT_EQ(value(e.common, "NCCL_NET_PLUGIN"), "(unset)");
-  ASSERT_EQ(e.per_building.size(), 2u);
-  // The veth inside each building's namespace, as the testbed names it (launcher/netns.cpp).
+  // The NIC inside each device's namespace, as the testbed names it (launcher/netns.cpp): a prefix
+  // every device's NIC, and nothing else there, starts with.
+  EXPECT_EQ(value(e.common, "NCCL_SOCKET_IFNAME"), "sax-3-nd");
   sax::launcher::NetnsConfig n;
   n.slot = 3;
   n.slots_per_building = {4, 4};
-  n.boundary_gbps = {0.5, 0.5};
+  n.devices_per_node = 2;
+  n.boundary_gbps = n.device_gbps = n.nic_gbps = {0.5, 0.5};
   std::string setup;
   for (const auto& cmd : sax::launcher::netns_setup_commands(n)) setup += sax::launcher::shell_line(cmd) + "\n";
-  for (int b = 0; b < 2; ++b) {
-    const std::string ifname = value(e.per_building[static_cast<std::size_t>(b)], "NCCL_SOCKET_IFNAME");
-    ASSERT_EQ(ifname.rfind('=', 0), 0u) << "an exact name: " << ifname;
-    EXPECT_NE(setup.find("peer name " + ifname.substr(1) + " netns " + sax::launcher::netns_name(3, b)),
+  for (int d = 0; d < 8; ++d)
+    EXPECT_NE(setup.find("peer name sax-3-nd" + std::to_string(d) + " netns " + sax::launcher::netns_device_name(3, d)),
               std::string::npos)
-        << ifname << "\n"
         << setup;
-  }
   EXPECT_EQ(e.hostid_prefix.size(), 2u);
 }
 
@@ -253,13 +251,10 @@ TEST(LaunchNccl, NetnsDryRunShowsTheSocketSettingsWherePermitted) {
   for (const char* want : {"NCCL_NET=Socket ", "NCCL_IB_DISABLE=1 ", "NCCL_SOCKET_NTHREADS=4 ",
                            "NCCL_NSOCKS_PERTHREAD=4 ", "-x NCCL_NET ", "-x NCCL_SOCKET_NTHREADS "})
     EXPECT_NE(line.find(want), std::string::npos) << want << "\n" << line;
-  EXPECT_NE(r.out.find("node 1 (bld-a, ranks 2-3): NCCL_SOCKET_IFNAME==" + prefix + "n0 NCCL_HOSTID="),
-            std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("node 2 (bld-b, ranks 4-5): NCCL_SOCKET_IFNAME==" + prefix + "n1 NCCL_HOSTID="),
-            std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("peer name " + prefix + "n1 netns " + prefix + "b1"), std::string::npos) << r.out;
+  EXPECT_NE(line.find("NCCL_SOCKET_IFNAME=" + prefix + "nd "), std::string::npos) << line;
+  EXPECT_NE(r.out.find("node 1 (bld-a, ranks 2-3): NCCL_HOSTID="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("node 2 (bld-b, ranks 4-5): NCCL_HOSTID="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("peer name " + prefix + "nd5 netns " + prefix + "d5"), std::string::npos) << r.out;
   EXPECT_EQ(line.find("NCCL_NET_PLUGIN"), std::string::npos) << line;
 }
 

@@ -54,18 +54,38 @@ sax::Cluster load(const std::string& file) { return sax::read_cluster(sax::test:
 
 }  // namespace
 
+// The words after `key` in every command that has it.
+std::vector<std::string> after(const std::vector<std::vector<std::string>>& cmds, const std::string& key) {
+  std::vector<std::string> v;
+  for (const auto& cmd : cmds)
+    for (std::size_t i = 0; i + 1 < cmd.size(); ++i)
+      if (cmd[i] == key) v.push_back(cmd[i + 1]);
+  return v;
+}
+
+std::string words(const std::vector<std::string>& cmd) {
+  std::string line;
+  for (const auto& w : cmd) line += w + " ";
+  return line;
+}
+
 TEST(NetnsPlan, EveryNameCarriesTheSlotPrefixAndTheBoundaryComesFromTheCluster) {
   const sax::Cluster c = load("local-2bld.json");
   const sax::launcher::NetnsConfig n = sax::launcher::netns_config(c, "gbe-5", "/x/sax-linkdelay", 3);
   ASSERT_EQ(n.slots_per_building, (std::vector<int>{2, 2}));
-  // gbe-5: 0.625 GB/s per device, 2 devices per building, oversubscription 1.
+  EXPECT_EQ(n.devices(), 4);
+  EXPECT_EQ(n.nodes(), 2);
+  // gbe-5: 0.625 GB/s per device, 2 devices per building, oversubscription 1; the NIC is the
+  // intra-building link's 1.25 GB/s.
   EXPECT_DOUBLE_EQ(n.boundary_gbps[0], 1.25);
-  EXPECT_DOUBLE_EQ(n.latency_us[0][1], 1000);
-  EXPECT_EQ(n.delays_into(1), (std::vector<double>{1000}));
-  int tbf = 0, nfqueue = 0;
-  for (const auto& cmd : sax::launcher::netns_setup_commands(n)) {
-    std::string line;
-    for (const auto& w : cmd) line += w + " ";
+  EXPECT_DOUBLE_EQ(n.device_gbps[0], 0.625);
+  EXPECT_DOUBLE_EQ(n.nic_gbps[1], 1.25);
+  EXPECT_DOUBLE_EQ(n.arrival(0, 1).latency_us, 1000);
+  EXPECT_EQ(n.arrivals_into(1).size(), 1u);
+  int tbf = 0, nfqueue = 0, netns = 0;
+  const auto cmds = sax::launcher::netns_setup_commands(n);
+  for (const auto& cmd : cmds) {
+    const std::string line = words(cmd);
     // Whatever is named (a link, a namespace, a bridge) is the slot's.
     std::vector<std::string> named;
     for (std::size_t i = 0; i + 1 < cmd.size(); ++i) {
@@ -74,63 +94,110 @@ TEST(NetnsPlan, EveryNameCarriesTheSlotPrefixAndTheBoundaryComesFromTheCluster) 
       if (w == "netns") named.push_back(cmd[i + 1] == "add" || cmd[i + 1] == "exec" ? cmd[i + 2] : cmd[i + 1]);
       if (i == 1 && w == "link" && cmd[2] == "add") named.push_back(cmd[3]);
     }
-    for (const std::string& name : named) EXPECT_EQ(name.rfind("sax-3-", 0), 0u) << line;
-    if (line.find(" tbf ") != std::string::npos) {
-      ++tbf;
-      // 1.25 GB/s of payload = 10 Gbit/s, plus framing (1514/1448).
-      EXPECT_NE(line.find(" rate 10455801105bit "), std::string::npos) << line;
+    for (const std::string& name : named) {
+      EXPECT_EQ(name.rfind("sax-3-", 0), 0u) << line;
+      EXPECT_LE(name.size(), 15u) << "an interface name of at most IFNAMSIZ - 1: " << line;
     }
+    if (line.find(" tbf ") != std::string::npos) ++tbf;
     if (line.find("NFQUEUE") != std::string::npos) ++nfqueue;
+    if (line.rfind("ip netns add ", 0) == 0) ++netns;
   }
-  EXPECT_EQ(tbf, 4);      // leaving and entering each building
-  EXPECT_EQ(nfqueue, 2);  // each building delays what comes from the other
-  EXPECT_EQ(sax::launcher::netns_hostfile(n), "sax-3-b0 slots=2\nsax-3-b1 slots=2\n");
-  // The shared-boundary technology: 2 devices × 0.125 / 2.
+  EXPECT_EQ(netns, 6);    // two nodes, four devices
+  EXPECT_EQ(tbf, 4 + 4);  // each uplink both ways, each device's receiving end
+  EXPECT_EQ(nfqueue, 4);  // each device's arrivals from the other building
+  // The uplink both ways at 1.25 GB/s of payload = 10 Gbit/s, plus framing (1514/1448); each
+  // device sends at most 0.625 GB/s across (htb class 1:10), to addresses of the other building.
+  EXPECT_EQ(std::count(cmds.begin(), cmds.end(),
+                       std::vector<std::string>{"tc", "qdisc", "add", "dev", "sax-3-ua0", "root", "tbf", "rate",
+                                                "10455801105bit", "burst", "326744", "latency", "50ms"}),
+            1);
+  int cross_classes = 0;
+  for (const auto& cmd : cmds)
+    if (words(cmd).find("classid 1:10 htb rate 5227900552bit ceil 5227900552bit") != std::string::npos)
+      ++cross_classes;
+  EXPECT_EQ(cross_classes, 4);
+  const std::vector<std::string> dst = after(cmds, "dst");
+  EXPECT_EQ(std::count(dst.begin(), dst.end(), "10.231.3.4/31"), 2) << "bld-a's devices filter bld-b's block";
+  EXPECT_EQ(std::count(dst.begin(), dst.end(), "10.231.3.2/31"), 2);
+  EXPECT_EQ(sax::launcher::netns_hostfile(n), "sax-3-n0 slots=2\nsax-3-n1 slots=2\n");
+  // Each device's helper paces at its rate and delays by the link's latency.
+  const std::string helper = words(sax::launcher::netns_helper_command(n, 2));
+  EXPECT_EQ(helper.rfind("ip netns exec sax-3-d2 /x/sax-linkdelay --rate-gbps 0.625 --queue ", 0), 0u) << helper;
+  EXPECT_NE(helper.find(" --delay-us 1000 "), std::string::npos) << helper;
+  // The shared-boundary technology: 2 devices × 0.125 / 2; a device alone still gets 0.125.
   const sax::launcher::NetnsConfig shared = sax::launcher::netns_config(c, "gbe-1-shared", "", 0);
   EXPECT_DOUBLE_EQ(shared.boundary_gbps[1], 0.125);
+  EXPECT_DOUBLE_EQ(shared.device_gbps[1], 0.125);
 }
 
-// Four buildings, one pair farther (building_links): each pair's latency is its own, a building
-// delays what comes from each other building by that pair's latency, one helper and queue per
-// distinct latency into it (bld-a and bld-d: 1 ms and 3 ms; bld-b and bld-c: 1 ms only).
+// Four buildings, one pair farther (building_links): each pair's latency is its own, a device
+// delays what comes from each other building by that pair's latency, one queue per distinct
+// arrival into it (bld-a and bld-d: 1 ms and 3 ms; bld-b and bld-c: 1 ms only), one helper each.
 TEST(NetnsPlan, EachBuildingPairIsDelayedByItsOwnLink) {
   const sax::Cluster c = load("local-4bld.json");
   const sax::launcher::NetnsConfig n = sax::launcher::netns_config(c, "", "/x/sax-linkdelay", 5);
   ASSERT_EQ(n.slots_per_building, (std::vector<int>{4, 4, 4, 4}));
+  EXPECT_EQ(n.nodes(), 8);
   EXPECT_DOUBLE_EQ(n.boundary_gbps[2], 4 * 0.03125);
-  EXPECT_DOUBLE_EQ(n.latency_us[3][0], 3000);
-  EXPECT_DOUBLE_EQ(n.latency_us[0][3], 3000);
-  EXPECT_DOUBLE_EQ(n.latency_us[1][0], 1000);
-  EXPECT_DOUBLE_EQ(n.latency_us[2][2], 0);
-  EXPECT_EQ(n.delays_into(0), (std::vector<double>{1000, 3000}));
-  EXPECT_EQ(n.delays_into(1), (std::vector<double>{1000}));
-  EXPECT_EQ(n.delays_into(3), (std::vector<double>{1000, 3000}));
-  // One rule per pair that is delayed, into the queue of its latency.
+  EXPECT_DOUBLE_EQ(n.arrival(3, 0).latency_us, 3000);
+  EXPECT_DOUBLE_EQ(n.arrival(0, 3).latency_us, 3000);
+  EXPECT_DOUBLE_EQ(n.arrival(1, 0).latency_us, 1000);
+  EXPECT_DOUBLE_EQ(n.arrival(2, 2).latency_us, 0);
+  EXPECT_EQ(n.arrivals_into(0).size(), 2u);
+  EXPECT_EQ(n.arrivals_into(1).size(), 1u);
+  EXPECT_EQ(n.arrivals_into(3).size(), 2u);
+  // One rule per device and other building, into the queue of that pair's arrival.
   std::map<std::string, int> rules_per_queue;
-  for (const auto& cmd : sax::launcher::netns_setup_commands(n))
-    for (std::size_t i = 0; i + 1 < cmd.size(); ++i)
-      if (cmd[i] == "--queue-num") ++rules_per_queue[cmd[i + 1]];
+  for (const std::string& q : after(sax::launcher::netns_setup_commands(n), "--queue-num")) ++rules_per_queue[q];
   int rules = 0;
   for (const auto& [q, k] : rules_per_queue) rules += k;
-  EXPECT_EQ(rules, 12);                   // 4 buildings × 3 others
-  EXPECT_EQ(rules_per_queue.size(), 6u);  // bld-a, bld-d: two queues; bld-b, bld-c: one
-  auto helper = [&](int b, int k) {
-    std::string line;
-    for (const auto& w : sax::launcher::netns_delay_command(n, b, k)) line += w + " ";
-    return line;
-  };
-  EXPECT_NE(helper(0, 1).find("--delay-us 3000"), std::string::npos) << helper(0, 1);
-  EXPECT_NE(helper(2, 0).find("--delay-us 1000"), std::string::npos) << helper(2, 0);
-  EXPECT_EQ(rules_per_queue.count(helper(0, 1).substr(helper(0, 1).find("--queue ") + 8, 5)), 1u) << helper(0, 1);
+  EXPECT_EQ(rules, 16 * 3);                      // 16 devices × 3 other buildings
+  EXPECT_EQ(rules_per_queue.size(), 8u * 2 + 8);  // bld-a, bld-d's devices: two queues; bld-b, bld-c's: one
+  // Device 0 (bld-a): bld-d's block goes to its 3 ms queue, which its helper holds for 3 ms.
+  const auto cmds = sax::launcher::netns_setup_commands(n);
+  std::string queue_of_d;
+  for (const auto& cmd : cmds) {
+    const std::string line = words(cmd);
+    if (line.find("exec sax-5-d0 iptables") != std::string::npos && line.find("-s 10.231.5.16/30") != std::string::npos)
+      queue_of_d = after({cmd}, "--queue-num").at(0);
+  }
+  ASSERT_FALSE(queue_of_d.empty());
+  const std::string helper = words(sax::launcher::netns_helper_command(n, 0));
+  EXPECT_NE(helper.find("--queue " + queue_of_d + " --delay-us 3000"), std::string::npos) << helper;
+  EXPECT_NE(words(sax::launcher::netns_helper_command(n, 8)).find("--delay-us 1000"), std::string::npos);
+}
+
+// Loss and jitter are a link's, and reach the helpers of the buildings the link enters.
+TEST(NetnsPlan, ALossyTechnologysLossAndJitterReachTheHelpers) {
+  sax::test::TempDir t;
+  nlohmann::json j = sax::test::preset("clusters/local-2bld.json");
+  j["network_technologies"].push_back({{"name", "lossy"},
+                                       {"description", "1 Gbit/s, 1 ms, 0.1 % loss, 200 us jitter"},
+                                       {"cross_building",
+                                        {{"bandwidth_gbps", 0.125}, {"latency_us", 1000}, {"loss", 0.001},
+                                         {"jitter_us", 200}}}});
+  const sax::Cluster c = sax::read_cluster(j, "lossy.json");
+  const sax::launcher::NetnsConfig n = sax::launcher::netns_config(c, "lossy", "/x/sax-linkdelay", 1);
+  const std::string helper = words(sax::launcher::netns_helper_command(n, 3));
+  EXPECT_NE(helper.find("--delay-us 1000 --jitter-us 200 --loss 0.001"), std::string::npos) << helper;
+  EXPECT_EQ(words(sax::launcher::netns_helper_command(sax::launcher::netns_config(c, "", "/x", 1), 3)).find("--loss"),
+            std::string::npos);
+  j["network_technologies"].back()["cross_building"]["loss"] = 0.5;
+  try {
+    sax::read_cluster(j, "lossy.json");
+    ADD_FAILURE() << "a loss of 0.5 was taken";
+  } catch (const sax::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("loss"), std::string::npos) << e.what();
+  }
 }
 
 TEST(NetnsPlan, TheAgentEntersOnlyTheSlotsNamespaces) {
   TempDir t;
   const std::string agent = t.write_text("agent.sh", sax::launcher::netns_agent_script(2));
-  Result r = run_shell("sh " + agent + " 'sax-2-b0;touch " + t.file("owned") + "' true");
+  Result r = run_shell("sh " + agent + " 'sax-2-n0;touch " + t.file("owned") + "' true");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("refusing host"), std::string::npos) << r.err;
-  r = run_shell("sh " + agent + " sax-3-b0 true");
+  r = run_shell("sh " + agent + " sax-3-n0 true");
   EXPECT_EQ(r.code, 1);
   EXPECT_FALSE(std::filesystem::exists(t.file("owned")));
 }
@@ -142,7 +209,8 @@ TEST(NetnsPlan, DryRunShowsTheTestbedAndTheCommands) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("emulation netns"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ip netns add sax-"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("sax-linkdelay --queue"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sax-linkdelay --rate-gbps 0.125 --queue"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ip netns exec sax-"), std::string::npos) << "each rank enters its device's namespace";
   EXPECT_NE(r.out.find("--mca plm_rsh_agent /run/sax/sax-"), std::string::npos) << r.out;
   EXPECT_EQ(leftovers(), "");  // a dry run builds nothing
 }
@@ -197,7 +265,7 @@ TEST(LaunchPlanSafety, APlanBeyondTheHostIsRefusedBeforeAnythingIsMade) {
   } catch (const sax::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("at most 32 ranks per core"), std::string::npos) << e.what();
   }
-  // The testbed's own limits: buildings (delay rules grow as their square) and what tc can shape.
+  // The testbed's own limits: buildings, addresses and what tc can shape.
   sax::launcher::NetnsConfig n = sax::launcher::netns_config(load("local-2bld.json"), "", "/x", 0);
   EXPECT_EQ(sax::launcher::netns_host_problem(n), "");
   n.boundary_gbps[1] = 2e5;
@@ -205,6 +273,11 @@ TEST(LaunchPlanSafety, APlanBeyondTheHostIsRefusedBeforeAnythingIsMade) {
   n = sax::launcher::netns_config(load("local-2bld.json"), "", "/x", 0);
   n.slots_per_building.assign(1200, 1), n.boundary_gbps.assign(1200, 1);
   EXPECT_NE(sax::launcher::netns_host_problem(n).find("at most 32 buildings"), std::string::npos);
+  // Every device and node an address: 30 buildings of 8 devices do not fit a /24.
+  n = sax::launcher::netns_config(load("local-2bld.json"), "", "/x", 0);
+  n.slots_per_building.assign(30, 8), n.boundary_gbps.assign(30, 1);
+  n.device_gbps.assign(30, 1), n.nic_gbps.assign(30, 1);
+  EXPECT_NE(sax::launcher::netns_host_problem(n).find("at most 253 devices and nodes"), std::string::npos);
 }
 
 TEST(LaunchPlanSafety, JobIdentifiersCannotBePredicted) {
@@ -345,7 +418,7 @@ TEST(NetnsLaunch, AKilledDelayHelperStopsTheJobAndNoResultClaimsTheEmulation) {
                        "echo rc=$?; cat " +
                        t.file("out") + " >&2; }");
   EXPECT_NE(r.out.find("rc=1"), std::string::npos) << r.out << r.err;
-  EXPECT_NE(r.err.find("the delay helper of sax-"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the link helper of sax-"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(t.file("r.json"))) << "a result claims a boundary that did not hold";
   EXPECT_EQ(run_shell("pgrep -fc '" + ranks() + "'").out, "0\n") << "ranks left running";
   EXPECT_EQ(leftovers(), "");
