@@ -131,7 +131,8 @@ std::string LaunchPlan::text(bool commands) const {
     t += std::string(")") + (commands ? ", built by:" : "") + "\n";
     if (commands) {
       for (const auto& cmd : netns_setup_commands(netns)) t += "#   " + shell_line(cmd) + "\n";
-      for (int d = 0; d < netns.devices(); ++d) t += "#   " + shell_line(netns_helper_command(netns, d)) + " &\n";
+      for (int d = 0; d < netns.devices(); ++d)
+        t += "#   " + shell_line(netns_helper_command(netns, d, netns_dir_pattern(netns.slot))) + " &\n";
     }
   }
   std::string line;

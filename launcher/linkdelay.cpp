@@ -6,18 +6,28 @@
 // jitter and loss) that iptables NFQUEUE rules in that namespace's PREROUTING chain fill with the
 // packets from each other building.
 //
-//   sax-linkdelay [--rate-gbps R] --queue N --delay-us D [--jitter-us J] [--loss P] [--queue ...]
-//                 [--seed S] [--stats]
+//   sax-linkdelay [--rate-gbps R] [--clocks FILE --building B --block P --device-gbps R,...
+//                 --uplink-gbps U,...] --queue N --delay-us D [--jitter-us J]
+//                 [--loss P] [--queue ...] [--seed S] [--stats]
 //
-// --rate-gbps: the device's rate across the boundary, GB/s of TCP/UDP payload (what the cost model
-// moves); 0 or absent: no pacing. --stats: at the end, per queue, how late the packets were let go
-// (percentiles, µs after their time) and how many were dropped.
+// --rate-gbps: this device's rate across the boundary, GB/s of TCP/UDP payload (what the cost
+// model moves); 0 or absent: not paced. --clocks: the testbed's shared clocks (a file of int64
+// nanoseconds: each building's uplink out, then in, then P per building for its devices' NICs
+// out), which every
+// device's helper paces through too: a packet from another building passes its sender's NIC (at
+// that building's --device-gbps), its sender's uplink out and this building's uplink in (at their
+// --uplink-gbps), then this NIC; the sender is the packet's source address, building j's devices
+// holding the aligned block [(j+1)·P, (j+2)·P). --stats: at the end, per
+// queue, how late the packets were let go (percentiles, µs after their time) and how many were
+// dropped.
 //
-// Pacing is a virtual clock shared by the queues (one NIC): a packet's bytes leave the NIC when
-// the packets before them have, at the rate, and the packet goes D µs (+ jitter) after its last
-// byte — a message of S bytes so takes D + S / R after an idle gap as in a stream, with no token
-// bucket letting its first bytes through at the veth's speed; and a helper woken late lets the
-// packets that are due go at once without losing the rate. Packets of a queue leave in arrival
+// Pacing is by virtual clocks: at each stage a packet's bytes start when the stage has passed the
+// bytes before them (cut through: the next stage may start on them as they come) and take their
+// size at its rate; the packet goes D µs (+ jitter) after its last byte at the slowest stage — a
+// message of S bytes so takes D + S / R after an idle gap as in a stream, with no token bucket
+// letting its first bytes through at the veth's speed; devices crossing at once share each
+// uplink's clock as they share the link; and a helper woken late lets the packets that are due go
+// at once without losing the rate (no stage's clock waits for a wake-up). Packets of a queue leave in arrival
 // order (jitter never reorders them). TCP's large segments are held whole, except on a lossy
 // queue: there the kernel cuts them into packets first, so that loss is per packet as on a wire.
 // The program waits on a timer (timerfd, absolute CLOCK_MONOTONIC) set to the earliest release
@@ -26,18 +36,22 @@
 // line before starting ranks) and on SIGTERM/SIGINT lets what it holds go and ends, saying so only
 // if the kernel dropped packets before they reached it.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <libnetfilter_queue/libnetfilter_queue.h>
 #include <linux/netfilter.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -64,15 +78,20 @@ struct Queue {
   double delay_us = 0, jitter_us = 0, loss = 0;
   nfq_q_handle* handle = nullptr;
   std::deque<Held> held;
-  std::int64_t last_release_ns = 0;   // order kept: nothing leaves before the packet ahead of it
+  std::int64_t last_release_ns = 0;  // order kept: nothing leaves before the packet ahead of it
   std::uint64_t packets = 0, dropped = 0, stamped = 0;
   std::vector<std::int32_t> late_us;  // --stats: how late each packet was let go (µs after its time)
 };
 
 struct State {
   std::vector<std::unique_ptr<Queue>> queues;
-  double ns_per_byte = 0;       // the device's rate, inverted (0: not paced)
-  std::int64_t nic_free_ns = 0;  // the virtual clock: when the NIC has passed every byte it took
+  double ns_per_byte = 0;        // this device's rate, inverted (0: not paced)
+  std::int64_t nic_free_ns = 0;  // its NIC's clock: when it has passed every byte it took
+  // The testbed's shared clocks (null: this NIC's alone), and what reads a packet's sender.
+  std::atomic<std::int64_t>* clocks = nullptr;
+  int building = 0, block = 1;
+  std::vector<double> device_ns_per_byte;  // per building
+  std::vector<double> uplink_ns_per_byte;  // per building
   std::mt19937_64 rng;
   std::uniform_real_distribution<double> unit{0.0, 1.0};
   std::uint64_t lost = 0;  // the netlink socket overflowed: packets the kernel could not hand over
@@ -108,6 +127,50 @@ std::int64_t payload_bytes(nfq_data* data) {
   return std::max(0, total - ip_header - transport_header);
 }
 
+// The source address's host byte (the testbed is one /24).
+int source_host(nfq_data* data) {
+  unsigned char* p = nullptr;
+  return nfq_get_payload(data, &p) >= 20 && p != nullptr ? p[15] : -1;
+}
+
+// One stage of the path: its clock `free` (when it has passed every byte it took) and its time
+// per byte. The packet's bytes start at the later of `start` and the clock; returns when they
+// start, with `end` raised to when they are through.
+std::int64_t stage(std::int64_t& free, std::int64_t start, double ns, std::int64_t& end) {
+  start = std::max(start, free);
+  free = start + static_cast<std::int64_t>(ns);
+  end = std::max(end, free);
+  return start;
+}
+std::int64_t shared_stage(std::atomic<std::int64_t>& free, std::int64_t start, double ns, std::int64_t& end) {
+  std::int64_t seen = free.load(std::memory_order_relaxed), begin = 0;
+  do {
+    begin = std::max(start, seen);
+  } while (!free.compare_exchange_weak(seen, begin + static_cast<std::int64_t>(ns), std::memory_order_relaxed));
+  end = std::max(end, begin + static_cast<std::int64_t>(ns));
+  return begin;
+}
+
+// When a packet that arrived at `arrived` has passed every stage of its path.
+std::int64_t paced(State& s, nfq_data* data, std::int64_t arrived) {
+  if (!(s.ns_per_byte > 0)) return arrived;
+  const double bytes = static_cast<double>(payload_bytes(data));
+  std::int64_t start = arrived, end = arrived;
+  const int host = source_host(data), buildings = static_cast<int>(s.device_ns_per_byte.size());
+  const int from = host / s.block - 1;
+  if (s.clocks != nullptr && host >= 0 && from >= 0 && from < buildings && from != s.building) {
+    std::atomic<std::int64_t>* uplink_out = s.clocks;
+    std::atomic<std::int64_t>* uplink_in = s.clocks + buildings;
+    std::atomic<std::int64_t>* nic_out = s.clocks + 2 * buildings;
+    const auto j = static_cast<std::size_t>(from), b = static_cast<std::size_t>(s.building);
+    start = shared_stage(nic_out[from * s.block + host % s.block], start, bytes * s.device_ns_per_byte[j], end);
+    start = shared_stage(uplink_out[j], start, bytes * s.uplink_ns_per_byte[j], end);
+    start = shared_stage(uplink_in[b], start, bytes * s.uplink_ns_per_byte[b], end);
+  }
+  stage(s.nic_free_ns, start, bytes * s.ns_per_byte, end);
+  return end;
+}
+
 int on_packet(nfq_q_handle*, nfgenmsg*, nfq_data* data, void* arg) {
   auto* q = static_cast<Queue*>(arg);
   State& s = *q->state;
@@ -130,12 +193,7 @@ int on_packet(nfq_q_handle*, nfgenmsg*, nfq_data* data, void* arg) {
                              (real.tv_nsec - static_cast<std::int64_t>(tv.tv_usec) * 1000);
     if (age > 0 && age < static_cast<std::int64_t>(q->delay_us * 1000) + 1000000) arrived -= age, ++q->stamped;
   }
-  std::int64_t passed = arrived;
-  if (s.ns_per_byte > 0) {
-    s.nic_free_ns = std::max(s.nic_free_ns, arrived) +
-                    static_cast<std::int64_t>(static_cast<double>(payload_bytes(data)) * s.ns_per_byte);
-    passed = s.nic_free_ns;
-  }
+  const std::int64_t passed = paced(s, data, arrived);
   const double jitter_ns = q->jitter_us > 0 ? q->jitter_us * 1000.0 * s.unit(s.rng) : 0.0;
   const std::int64_t release =
       std::max(q->last_release_ns, passed + static_cast<std::int64_t>(q->delay_us * 1000.0 + jitter_ns));
@@ -177,20 +235,36 @@ struct QueueOptions {
 struct Options {
   std::vector<QueueOptions> queues;
   double rate_gbps = 0;
+  std::string clocks;
+  int building = -1, block = 0;
+  std::vector<double> device_gbps, uplink_gbps;
   unsigned long long seed = 0;
   bool seeded = false;
   bool stats = false;
 };
 
 constexpr const char* kUsage =
-    "usage: sax-linkdelay [--rate-gbps R] --queue N --delay-us D [--jitter-us J] [--loss P] [--queue ...] "
+    "usage: sax-linkdelay [--rate-gbps R] [--clocks FILE --building B --block P "
+    "--device-gbps R,... --uplink-gbps U,...] --queue N --delay-us D [--jitter-us J] [--loss P] [--queue ...] "
     "[--seed S] [--stats]";
 
 double number(const std::string& key, const char* text, double lo, double hi) {
   char* end = nullptr;
   const double v = std::strtod(text, &end);
   if (end == text || *end != '\0') die(key + ": expected a number, got '" + text + "'");
-  if (!(v >= lo && v <= hi)) die(key + ": expected " + std::to_string(lo) + " to " + std::to_string(hi) + ", got " + text);
+  if (!(v >= lo && v <= hi))
+    die(key + ": expected " + std::to_string(lo) + " to " + std::to_string(hi) + ", got " + text);
+  return v;
+}
+
+std::vector<double> numbers(const std::string& key, const std::string& text, double lo, double hi) {
+  std::vector<double> v;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    v.push_back(number(key, text.substr(at, comma - at).c_str(), lo, hi));
+    at = comma + 1;
+  }
   return v;
 }
 
@@ -209,6 +283,16 @@ Options parse_options(int argc, char** argv) {
       if (o.queues.back().num != number(k, v, 0, 65535)) die(k + ": expected a whole number, got '" + v + "'");
     } else if (k == "--rate-gbps") {
       o.rate_gbps = number(k, v, 0, 1e5);
+    } else if (k == "--clocks") {
+      o.clocks = v;
+    } else if (k == "--building") {
+      o.building = static_cast<int>(number(k, v, 0, 1023));
+    } else if (k == "--block") {
+      o.block = static_cast<int>(number(k, v, 1, 256));
+    } else if (k == "--device-gbps") {
+      o.device_gbps = numbers(k, v, 1e-6, 1e5);
+    } else if (k == "--uplink-gbps") {
+      o.uplink_gbps = numbers(k, v, 1e-6, 1e5);
     } else if (k == "--seed") {
       o.seed = static_cast<unsigned long long>(number(k, v, 0, 1e18)), o.seeded = true;
     } else if (o.queues.empty()) {
@@ -224,6 +308,13 @@ Options parse_options(int argc, char** argv) {
     }
   }
   if (o.queues.empty()) die(kUsage);
+  if (!o.clocks.empty()) {
+    const std::size_t n = o.device_gbps.size();
+    if (o.building < 0 || o.block < 1 || n == 0 || static_cast<std::size_t>(o.building) >= n ||
+        o.uplink_gbps.size() != n || !(o.rate_gbps > 0))
+      die("--clocks: expected --rate-gbps, --building (one of the buildings), --block, and --device-gbps, "
+          "--uplink-gbps with a value per building");
+  }
   for (const auto& q : o.queues)
     if (q.delay_us < 0) die("--queue " + std::to_string(q.num) + ": expected its --delay-us (" + kUsage + ")");
   return o;
@@ -341,6 +432,27 @@ int main(int argc, char** argv) {
     shortest = std::min(shortest, q.delay_us);
   }
   s.advance_cap_ns = static_cast<std::int64_t>(shortest * 1000.0 / 4);
+  if (!o.clocks.empty()) {
+    // The file the launcher made (root's, in its private directory): the buildings' uplink
+    // clocks, out then in, then each building's block of NIC-out clocks.
+    const std::size_t slots = (2 + static_cast<std::size_t>(o.block)) * o.device_gbps.size();
+    const int cfd = ::open(o.clocks.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st {};
+    if (cfd < 0 || ::fstat(cfd, &st) != 0 || static_cast<std::size_t>(st.st_size) < slots * sizeof(std::int64_t))
+      die("--clocks " + o.clocks + ": expected the testbed's clock file of at least " +
+          std::to_string(slots * sizeof(std::int64_t)) + " bytes");
+    void* map = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, cfd, 0);
+    ::close(cfd);
+    if (map == MAP_FAILED) die("--clocks " + o.clocks + ": mmap: " + std::strerror(errno));
+    static_assert(sizeof(std::atomic<std::int64_t>) == sizeof(std::int64_t) &&
+                  std::atomic<std::int64_t>::is_always_lock_free);
+    s.clocks = static_cast<std::atomic<std::int64_t>*>(map);
+    s.building = o.building, s.block = o.block;
+    for (std::size_t j = 0; j < o.device_gbps.size(); ++j) {
+      s.device_ns_per_byte.push_back(1.0 / o.device_gbps[j]);
+      s.uplink_ns_per_byte.push_back(1.0 / o.uplink_gbps[j]);
+    }
+  }
   nfq_handle* h = open_queues(s);
   const int fd = nfq_fd(h);
   const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

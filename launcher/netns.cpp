@@ -272,29 +272,29 @@ std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c)
   cmds.push_back({"ip", "link", "set", bridge(s), "up"});
   for (int b = 0; b < buildings; ++b) {
     const auto bi = static_cast<std::size_t>(b);
-    // The uplink: one veth pair from the building's bridge to the core, shaped both ways.
+    // The uplink: one veth pair from the building's bridge to the core; what crosses it the
+    // helpers pace on its clocks (what a token bucket on it would lose to late wake-ups, a clock
+    // does not: a 2:1 uplink under tbf carried 8-9 % under its rate).
     cmds.push_back({"ip", "link", "add", building_bridge(s, b), "type", "bridge", "nf_call_iptables", "0"});
     cmds.push_back({"ip", "link", "set", building_bridge(s, b), "up"});
     cmds.push_back({"ip", "link", "add", uplink_inner(s, b), "type", "veth", "peer", "name", uplink_outer(s, b)});
     cmds.push_back({"ip", "link", "set", uplink_inner(s, b), "master", building_bridge(s, b)});
     cmds.push_back({"ip", "link", "set", uplink_outer(s, b), "master", bridge(s)});
-    for (const std::string& end : {uplink_inner(s, b), uplink_outer(s, b)}) {
+    for (const std::string& end : {uplink_inner(s, b), uplink_outer(s, b)})
       cmds.push_back({"ip", "link", "set", end, "up"});
-      cmds.push_back(with(with({"tc", "qdisc", "add", "dev", end, "root", "tbf"}, bucket(c.boundary_gbps[bi], kUplinkBucketS)),
-                          tbf_latency));
-    }
   }
   int node = 0;
   for (int b = 0; b < buildings; ++b)
     for (int k = 0; k < c.slots_per_building[static_cast<std::size_t>(b)] / std::max(1, c.devices_per_node); ++k) {
       const std::string ns = netns_node_name(s, node);
       cmds.push_back({"ip", "netns", "add", ns});
-      cmds.push_back({"ip", "link", "add", node_link(s, node), "type", "veth", "peer", "name", node_inner(s, node),
-                      "netns", ns});
+      cmds.push_back(
+          {"ip", "link", "add", node_link(s, node), "type", "veth", "peer", "name", node_inner(s, node), "netns", ns});
       cmds.push_back({"ip", "link", "set", node_link(s, node), "master", building_bridge(s, b)});
       cmds.push_back({"ip", "link", "set", node_link(s, node), "up"});
       cmds.push_back({"ip", "-n", ns, "link", "set", "lo", "up"});
-      cmds.push_back({"ip", "-n", ns, "addr", "add", address(s, node_host(c, node)) + "/24", "dev", node_inner(s, node)});
+      cmds.push_back(
+          {"ip", "-n", ns, "addr", "add", address(s, node_host(c, node)) + "/24", "dev", node_inner(s, node)});
       cmds.push_back({"ip", "-n", ns, "link", "set", node_inner(s, node), "up"});
       ++node;
     }
@@ -316,21 +316,29 @@ std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c)
     // all but ignores loss). A namespace may pick only an allowed algorithm: Reno always is.
     cmds.push_back({"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.tcp_slow_start_after_idle=0",
                     "net.ipv4.tcp_congestion_control=reno"});
-    // Sending: at most the device's rate to other buildings (class 1:10), its NIC's inside (1:20).
+    // Sending: at most the device's rate to other buildings (htb class 1:10, the other buildings'
+    // address blocks), its NIC's inside the building (1:20). The sender's own queue is where TCP
+    // feels the link (its small-queue limit keeps a socket's backlog there short); the helper's
+    // clocks alone, at the receiver, let every sender fill them with its whole window — tens of ms
+    // a bidirectional exchange's acknowledgements then wait behind (MPI send_recv across 0.125 GB/s
+    // fell to 0.11, two pairs at once to 0.077 each).
     const std::vector<std::string> htb = {"tc", "-n", ns, "class", "add", "dev", nic, "parent", "1:", "classid"};
     cmds.push_back({"tc", "-n", ns, "qdisc", "add", "dev", nic, "root", "handle", "1:", "htb", "default", "20"});
     for (const auto& [cls, gbps] : {std::pair{"1:10", c.device_gbps[bi]}, std::pair{"1:20", c.nic_gbps[bi]}}) {
-      std::vector<std::string> rate = bucket(gbps, kNicBucketS);
-      cmds.push_back(with(with(htb, {cls, "htb"}), {"rate", rate[1], "ceil", rate[1], "burst", rate[3], "cburst",
-                                                     rate[3], "quantum", "60000"}));
+      const std::vector<std::string> rate = bucket(gbps, kNicBucketS);
+      cmds.push_back(with(with(htb, {cls, "htb"}),
+                          {"rate", rate[1], "ceil", rate[1], "burst", rate[3], "cburst", rate[3], "quantum", "60000"}));
     }
     for (int j = 0; j < buildings; ++j)
       if (j != b)
-        cmds.push_back({"tc", "-n", ns, "filter", "add", "dev", nic, "parent", "1:", "protocol", "ip", "prio", "1",
-                        "u32", "match", "ip", "dst", building_block(c, j), "flowid", "1:10"});
-    // Receiving: the NIC's rate; what comes from another building the helper paces and delays.
-    cmds.push_back(with(with({"tc", "qdisc", "add", "dev", device_link(s, d), "root", "tbf"}, bucket(c.nic_gbps[bi], kNicBucketS)),
-                        tbf_latency));
+        cmds.push_back({"tc",       "-n",  ns,     "filter", "add", "dev",   nic,  "parent", "1:",
+                        "protocol", "ip",  "prio", "1",      "u32", "match", "ip", "dst",    building_block(c, j),
+                        "flowid",   "1:10"});
+    // Receiving: at most the NIC's rate.
+    cmds.push_back(
+        with(with({"tc", "qdisc", "add", "dev", device_link(s, d), "root", "tbf"}, bucket(c.nic_gbps[bi], kNicBucketS)),
+             tbf_latency));
+    // What comes from another building the helper paces and delays.
     const std::vector<NetnsArrival> into = c.arrivals_into(b);
     for (int j = 0; j < buildings; ++j) {
       if (j == b) continue;
@@ -358,6 +366,10 @@ std::vector<NetnsArrival> NetnsConfig::arrivals_into(int b) const {
   return d;
 }
 
+std::size_t netns_clocks_bytes(const NetnsConfig& c) {
+  return sizeof(std::int64_t) * (2 + static_cast<std::size_t>(block_size(c))) * c.slots_per_building.size();
+}
+
 int NetnsConfig::devices() const {
   int n = 0;
   for (int k : slots_per_building) n += k;
@@ -374,10 +386,30 @@ int NetnsConfig::building_of_device(int d) const {
   return static_cast<int>(slots_per_building.size()) - 1;
 }
 
-std::vector<std::string> netns_helper_command(const NetnsConfig& c, int d) {
+std::vector<std::string> netns_helper_command(const NetnsConfig& c, int d, const std::string& dir) {
   const int b = c.building_of_device(d);
-  std::vector<std::string> cmd = {"ip",      "netns",     "exec", netns_device_name(c.slot, d), c.linkdelay,
-                                  "--rate-gbps", num(c.device_gbps.at(static_cast<std::size_t>(b)))};
+  auto list = [](const std::vector<double>& v) {
+    std::string t;
+    for (double x : v) t += (t.empty() ? "" : ",") + num(x);
+    return t;
+  };
+  std::vector<std::string> cmd = {"ip",
+                                  "netns",
+                                  "exec",
+                                  netns_device_name(c.slot, d),
+                                  c.linkdelay,
+                                  "--rate-gbps",
+                                  num(c.device_gbps.at(static_cast<std::size_t>(b))),
+                                  "--clocks",
+                                  dir + "/" + kNetnsClocksFile,
+                                  "--building",
+                                  std::to_string(b),
+                                  "--block",
+                                  std::to_string(block_size(c)),
+                                  "--device-gbps",
+                                  list(c.device_gbps),
+                                  "--uplink-gbps",
+                                  list(c.boundary_gbps)};
   const std::vector<NetnsArrival> into = c.arrivals_into(b);
   for (std::size_t k = 0; k < into.size(); ++k) {
     cmd.insert(cmd.end(), {"--queue", std::to_string(queue_of(d, static_cast<std::ptrdiff_t>(k))), "--delay-us",
@@ -537,6 +569,7 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
     try {
       write_new_file(dirfd, dir_, "hostfile", netns_hostfile(config_), 0600);
       write_new_file(dirfd, dir_, "agent.sh", netns_agent_script(config_.slot), 0700);
+      write_new_file(dirfd, dir_, kNetnsClocksFile, std::string(netns_clocks_bytes(config_), '\0'), 0600);
     } catch (...) {
       ::close(dirfd);
       throw;
@@ -546,7 +579,7 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
     std::vector<int> ready_fds;
     for (int d = 0; d < config_.devices(); ++d) {
       int fd = -1;
-      helpers_.push_back(spawn_piped(netns_helper_command(config_, d), &fd, false, true));
+      helpers_.push_back(spawn_piped(netns_helper_command(config_, d, dir_), &fd, false, true));
       helper_names_.push_back(netns_device_name(config_.slot, d));
       ready_fds.push_back(fd);
     }
@@ -558,7 +591,7 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
       if (n <= 0 || std::string(buf).rfind("ready", 0) != 0) {
         for (std::size_t k = d; k < ready_fds.size(); ++k) ::close(ready_fds[k]);
         throw RunError("--emulate netns: the link helper of " + helper_names_[d] + " did not start ('" +
-                       shell_line(netns_helper_command(config_, static_cast<int>(d))) + "')");
+                       shell_line(netns_helper_command(config_, static_cast<int>(d), dir_)) + "')");
       }
       ::close(ready_fds[d]);
     }

@@ -3,14 +3,15 @@
 // building meet on the building's bridge, and each building's bridge reaches the core bridge (in
 // the root namespace) through one veth pair, the building's uplink. Shaped as the cost model
 // prices it (payload rates; the wire rate adds TCP/IP/Ethernet framing):
-//   - a NIC sends at most the device's rate across the boundary (htb, to other buildings) and its
-//     NIC rate inside the building, and receives at its NIC rate (tbf on the bridge's end);
-//   - the uplink carries devices × rate / oversubscription each way (tbf on both ends);
-//   - what arrives from another building is held by the device's sax-linkdelay helper
-//     (launcher/linkdelay.cpp; an iptables NFQUEUE rule per source building in the device's
-//     PREROUTING chain) for that pair's latency (plus jitter, less what it drops at random), and
-//     paced at the device's rate on a virtual clock — no token bucket, so the first bytes after an
-//     idle gap do not pass at the veth's speed.
+//   - a NIC sends and receives at most its NIC rate (the intra-building link; tbf on both ends);
+//   - what arrives from another building is taken by an iptables NFQUEUE rule per source building
+//     in the device's PREROUTING chain to the device's sax-linkdelay helper
+//     (launcher/linkdelay.cpp), which paces it on virtual clocks that the helpers share (a file in
+//     the launch's directory): the sender's NIC at the device's rate across the boundary, the
+//     sender's building's uplink out and this building's uplink in at devices × rate /
+//     oversubscription, this NIC at the device's rate; then holds it for that pair's latency
+//     (plus jitter), and drops its loss at random. No token bucket: the first bytes after an idle
+//     gap do not pass at the veth's speed, and no rate is lost to a late wake-up.
 // One pair crossing alone so gets its NIC's rate; every device crossing at once shares the uplink.
 // Each node is a namespace too, where Open MPI's daemon runs under the node's hostname (the launch
 // agent): the node's ranks are its children, each entering its device's namespace (the rank
@@ -66,7 +67,7 @@ struct NetnsConfig {
 
 // Names and addresses of slot `slot`: a node's namespace (where Open MPI's daemon runs, its host
 // name), a device's namespace (where its rank runs), and the NIC inside a device's namespace.
-std::string netns_prefix(int slot);  // "sax-<slot>-"
+std::string netns_prefix(int slot);                   // "sax-<slot>-"
 std::string netns_node_name(int slot, int node);      // "sax-<slot>-n<node>"
 std::string netns_device_name(int slot, int device);  // "sax-<slot>-d<device>"
 std::string netns_nic_prefix(int slot);               // "sax-<slot>-nd": every device's NIC starts so
@@ -87,8 +88,11 @@ std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c)
 std::string netns_hostfile(const NetnsConfig& c);
 std::string netns_agent_script(int slot);
 std::vector<std::string> netns_rank_wrapper(int slot);
-// The helper command of device d (inside its namespace): a queue per arrival into its building.
-std::vector<std::string> netns_helper_command(const NetnsConfig& c, int d);
+// The helper command of device d (inside its namespace): a queue per arrival into its building,
+// and the testbed's clocks (in the launch's directory `dir`), which every helper paces through.
+std::vector<std::string> netns_helper_command(const NetnsConfig& c, int d, const std::string& dir);
+inline constexpr const char* kNetnsClocksFile = "clocks";
+std::size_t netns_clocks_bytes(const NetnsConfig& c);  // the clocks file's size: zeros
 
 // Why netns cannot run here ("" when it can): root, ip, tc, iptables, the helper program.
 std::string netns_unavailable(const std::string& linkdelay);

@@ -103,27 +103,28 @@ TEST(NetnsPlan, EveryNameCarriesTheSlotPrefixAndTheBoundaryComesFromTheCluster) 
     if (line.rfind("ip netns add ", 0) == 0) ++netns;
   }
   EXPECT_EQ(netns, 6);    // two nodes, four devices
-  EXPECT_EQ(tbf, 4 + 4);  // each uplink both ways, each device's receiving end
+  EXPECT_EQ(tbf, 4);      // each device's NIC receiving (sending is an htb: two rates)
   EXPECT_EQ(nfqueue, 4);  // each device's arrivals from the other building
-  // The uplink both ways at 1.25 GB/s of payload = 10 Gbit/s, plus framing (1514/1448); each
-  // device sends at most 0.625 GB/s across (htb class 1:10), to addresses of the other building.
+  // A NIC at the intra-building link's 1.25 GB/s of payload = 10 Gbit/s, plus framing (1514/1448).
   EXPECT_EQ(std::count(cmds.begin(), cmds.end(),
-                       std::vector<std::string>{"tc", "qdisc", "add", "dev", "sax-3-ua0", "root", "tbf", "rate",
+                       std::vector<std::string>{"tc", "qdisc", "add", "dev", "sax-3-hd0", "root", "tbf", "rate",
                                                 "10455801105bit", "burst", "326744", "latency", "50ms"}),
             1);
-  int cross_classes = 0;
-  for (const auto& cmd : cmds)
-    if (words(cmd).find("classid 1:10 htb rate 5227900552bit ceil 5227900552bit") != std::string::npos)
-      ++cross_classes;
-  EXPECT_EQ(cross_classes, 4);
-  const std::vector<std::string> dst = after(cmds, "dst");
-  EXPECT_EQ(std::count(dst.begin(), dst.end(), "10.231.3.4/31"), 2) << "bld-a's devices filter bld-b's block";
-  EXPECT_EQ(std::count(dst.begin(), dst.end(), "10.231.3.2/31"), 2);
+  // What crosses comes from the other building's address block.
+  const std::vector<std::string> from = after(cmds, "-s");
+  EXPECT_EQ(std::count(from.begin(), from.end(), "10.231.3.4/31"), 2) << "bld-a's devices queue bld-b's block";
+  EXPECT_EQ(std::count(from.begin(), from.end(), "10.231.3.2/31"), 2);
   EXPECT_EQ(sax::launcher::netns_hostfile(n), "sax-3-n0 slots=2\nsax-3-n1 slots=2\n");
-  // Each device's helper paces at its rate and delays by the link's latency.
-  const std::string helper = words(sax::launcher::netns_helper_command(n, 2));
-  EXPECT_EQ(helper.rfind("ip netns exec sax-3-d2 /x/sax-linkdelay --rate-gbps 0.625 --queue ", 0), 0u) << helper;
+  // Each device's helper paces at its rate, on the clocks every helper shares (each building's
+  // uplink at 2 × 0.625), and delays by the link's latency.
+  const std::string helper = words(sax::launcher::netns_helper_command(n, 2, "/run/sax/x"));
+  EXPECT_EQ(helper.rfind("ip netns exec sax-3-d2 /x/sax-linkdelay --rate-gbps 0.625 --clocks /run/sax/x/clocks "
+                         "--building 1 --block 2 --device-gbps 0.625,0.625 --uplink-gbps 1.25,1.25 --queue ",
+                         0),
+            0u)
+      << helper;
   EXPECT_NE(helper.find(" --delay-us 1000 "), std::string::npos) << helper;
+  EXPECT_EQ(sax::launcher::netns_clocks_bytes(n), 8u * (2 + 2) * 2);
   // The shared-boundary technology: 2 devices × 0.125 / 2; a device alone still gets 0.125.
   const sax::launcher::NetnsConfig shared = sax::launcher::netns_config(c, "gbe-1-shared", "", 0);
   EXPECT_DOUBLE_EQ(shared.boundary_gbps[1], 0.125);
@@ -151,7 +152,7 @@ TEST(NetnsPlan, EachBuildingPairIsDelayedByItsOwnLink) {
   for (const std::string& q : after(sax::launcher::netns_setup_commands(n), "--queue-num")) ++rules_per_queue[q];
   int rules = 0;
   for (const auto& [q, k] : rules_per_queue) rules += k;
-  EXPECT_EQ(rules, 16 * 3);                      // 16 devices × 3 other buildings
+  EXPECT_EQ(rules, 16 * 3);                       // 16 devices × 3 other buildings
   EXPECT_EQ(rules_per_queue.size(), 8u * 2 + 8);  // bld-a, bld-d's devices: two queues; bld-b, bld-c's: one
   // Device 0 (bld-a): bld-d's block goes to its 3 ms queue, which its helper holds for 3 ms.
   const auto cmds = sax::launcher::netns_setup_commands(n);
@@ -162,25 +163,25 @@ TEST(NetnsPlan, EachBuildingPairIsDelayedByItsOwnLink) {
       queue_of_d = after({cmd}, "--queue-num").at(0);
   }
   ASSERT_FALSE(queue_of_d.empty());
-  const std::string helper = words(sax::launcher::netns_helper_command(n, 0));
+  const std::string helper = words(sax::launcher::netns_helper_command(n, 0, "/run/sax/x"));
   EXPECT_NE(helper.find("--queue " + queue_of_d + " --delay-us 3000"), std::string::npos) << helper;
-  EXPECT_NE(words(sax::launcher::netns_helper_command(n, 8)).find("--delay-us 1000"), std::string::npos);
+  EXPECT_NE(words(sax::launcher::netns_helper_command(n, 8, "/run/sax/x")).find("--delay-us 1000"), std::string::npos);
 }
 
 // Loss and jitter are a link's, and reach the helpers of the buildings the link enters.
 TEST(NetnsPlan, ALossyTechnologysLossAndJitterReachTheHelpers) {
   sax::test::TempDir t;
   nlohmann::json j = sax::test::preset("clusters/local-2bld.json");
-  j["network_technologies"].push_back({{"name", "lossy"},
-                                       {"description", "1 Gbit/s, 1 ms, 0.1 % loss, 200 us jitter"},
-                                       {"cross_building",
-                                        {{"bandwidth_gbps", 0.125}, {"latency_us", 1000}, {"loss", 0.001},
-                                         {"jitter_us", 200}}}});
+  j["network_technologies"].push_back(
+      {{"name", "lossy"},
+       {"description", "1 Gbit/s, 1 ms, 0.1 % loss, 200 us jitter"},
+       {"cross_building", {{"bandwidth_gbps", 0.125}, {"latency_us", 1000}, {"loss", 0.001}, {"jitter_us", 200}}}});
   const sax::Cluster c = sax::read_cluster(j, "lossy.json");
   const sax::launcher::NetnsConfig n = sax::launcher::netns_config(c, "lossy", "/x/sax-linkdelay", 1);
-  const std::string helper = words(sax::launcher::netns_helper_command(n, 3));
+  const std::string helper = words(sax::launcher::netns_helper_command(n, 3, "/run/sax/x"));
   EXPECT_NE(helper.find("--delay-us 1000 --jitter-us 200 --loss 0.001"), std::string::npos) << helper;
-  EXPECT_EQ(words(sax::launcher::netns_helper_command(sax::launcher::netns_config(c, "", "/x", 1), 3)).find("--loss"),
+  EXPECT_EQ(words(sax::launcher::netns_helper_command(sax::launcher::netns_config(c, "", "/x", 1), 3, "/run/sax/x"))
+                .find("--loss"),
             std::string::npos);
   j["network_technologies"].back()["cross_building"]["loss"] = 0.5;
   try {
@@ -209,7 +210,7 @@ TEST(NetnsPlan, DryRunShowsTheTestbedAndTheCommands) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("emulation netns"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ip netns add sax-"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("sax-linkdelay --rate-gbps 0.125 --queue"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sax-linkdelay --rate-gbps 0.125 --clocks /run/sax/sax-"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ip netns exec sax-"), std::string::npos) << "each rank enters its device's namespace";
   EXPECT_NE(r.out.find("--mca plm_rsh_agent /run/sax/sax-"), std::string::npos) << r.out;
   EXPECT_EQ(leftovers(), "");  // a dry run builds nothing
