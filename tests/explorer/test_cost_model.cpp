@@ -605,3 +605,23 @@ TEST(CostModel, DatasheetCurvesOnGpusAreThePublishedMeasurements) {
   fp32.dtype = DType::fp32;
   EXPECT_DOUBLE_EQ(CostParams::datasheet(test::preset_cluster("h100-3bld"), fp32).gemm.points.back().efficiency, 0.75);
 }
+
+// The explorer weighs a lossy technology against a lossless one: the same link at 0.1 % loss is
+// priced at what TCP sustains there, slower than lossless and faster than at 1 %.
+TEST(CostModel, ALossyTechnologyIsPricedSlowerThanALosslessOne) {
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
+  const Layout l = read_layout(test::preset("layouts/local-dp4.json"), "local-dp4.json");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  Layout t = l;
+  t.schedule.network_technology = "gbe-1";
+  const Prediction lossless = cm.predict(t);
+  t.schedule.network_technology = "gbe-1-loss-0.1";
+  const Prediction lossy = cm.predict(t);
+  t.schedule.network_technology = "gbe-1-loss-1";
+  const Prediction lossier = cm.predict(t);
+  EXPECT_LT(lossless.step_time_s, lossy.step_time_s);
+  EXPECT_LT(lossy.step_time_s, lossier.step_time_s);
+  // 1 % loss is √10 slower per byte than 0.1 %: the step gains more than twice as much.
+  EXPECT_GT(lossier.step_time_s - lossless.step_time_s, 2 * (lossy.step_time_s - lossless.step_time_s));
+}

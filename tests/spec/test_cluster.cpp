@@ -348,3 +348,28 @@ TEST(PacedDevice, ABuildingsDeviceFollowsTheClustersModeAndBadValuesNameTheirFie
   EXPECT_EQ(path([](json& k) { k["device"]["efficiency"].erase("memory"); }), "/device/efficiency/memory");
   EXPECT_EQ(path([](json& k) { k["device"]["efficiency"]["tensor"] = 1; }), "/device/efficiency/tensor");
 }
+
+// A lossy link gives a device what TCP sustains there (Mathis et al., eq. 3), never more than the
+// link; lossless, the link's bandwidth. 1448 B / 2 ms × √(1.5 / 0.001) = 28.04 MB/s.
+TEST(ClusterLoss, ALossyLinkGivesWhatTcpSustainsThere) {
+  Link l;
+  l.bandwidth_gbps = 0.125, l.latency_us = 1000;
+  EXPECT_DOUBLE_EQ(achievable_bandwidth_gbps(l), 0.125);
+  l.loss = 0.001;
+  EXPECT_NEAR(achievable_bandwidth_gbps(l), 0.028043, 1e-5);
+  l.loss = 0.01;
+  EXPECT_NEAR(achievable_bandwidth_gbps(l), 0.0088679, 1e-6);  // √10 less
+  l.tcp_streams = 4;
+  EXPECT_NEAR(achievable_bandwidth_gbps(l), 4 * 0.0088679, 4e-6);
+  l.tcp_streams = 64;
+  EXPECT_DOUBLE_EQ(achievable_bandwidth_gbps(l), 0.125);  // capped by the link
+  l.tcp_streams = 1, l.jitter_us = 2000;                  // the RTT twice as long
+  EXPECT_NEAR(achievable_bandwidth_gbps(l), 0.0088679 / 2, 1e-6);
+  // Read from a technology, and the worse of two links keeps the loss.
+  json j = test::preset("clusters/local-2bld.json");
+  Cluster c = read_cluster(j, "local-2bld.json");
+  EXPECT_DOUBLE_EQ(c.cross_building_link("gbe-1-loss-1").loss, 0.01);
+  EXPECT_DOUBLE_EQ(worse_link(c.cross_building_link("gbe-1"), c.cross_building_link("gbe-1-loss-1")).loss, 0.01);
+  j["links"]["cross_building"]["tcp_streams"] = 0;
+  EXPECT_EQ(test::input_error([&] { read_cluster(j, "c.json"); }).path(), "/links/cross_building/tcp_streams");
+}
