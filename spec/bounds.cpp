@@ -18,7 +18,8 @@ constexpr std::array kTable = {
           "building_links[].bandwidth_gbps; the NCCL net plugin's SAX_NET_BANDWIDTH_GBPS, SAX_NET_NIC_GBPS",
           "1 MB/s is below any network sax models (1 GbE is 0.125 GB/s); 100 TB/s per device is over 50x NVLink 5"},
     Bound{Quantity::latency, "a latency", "us", 0, 1e7, false, false,
-          "cluster links.*.latency_us, building_links[].latency_us; calibration links.*.*.alpha_us; SAX_NET_LATENCY_US",
+          "cluster links.*.latency_us, building_links[].latency_us; calibration links.*.*.alpha_us, "
+          "links.*.*.regimes[].alpha_us; SAX_NET_LATENCY_US",
           "0 is an ideal link; 10 s one way is 50x light's time around the Earth in fibre"},
     Bound{Quantity::oversubscription, "an oversubscription", "x", 1, 1e3, false, false,
           "cluster links.*.oversubscription, building_links[].oversubscription; calibration "
@@ -37,7 +38,8 @@ constexpr std::array kTable = {
           "1e-9 is the floor calibrate clamps a fit to; above 1 where a datasheet understates the device (the CPU "
           "testbed); 100x is no longer a measurement"},
     Bound{Quantity::inverse_bandwidth, "a time per byte", "ns/byte", 1e-5, 1e3, false, false,
-          "calibration links.*.*.beta_ns_per_byte", "the bandwidth row inverted: 100 TB/s to 1 MB/s"},
+          "calibration links.*.*.beta_ns_per_byte, links.*.*.regimes[].beta_ns_per_byte",
+          "the bandwidth row inverted: 100 TB/s to 1 MB/s"},
     Bound{Quantity::curve_flops, "a FLOP count", "FLOP", 1, 1e30, false, false,
           "calibration compute.{gemm,attention}.curve[].flops",
           "one op's FLOPs: one multiply-add up to more than a whole training run"},
@@ -93,6 +95,9 @@ constexpr std::array kTable = {
     Bound{Quantity::poll_interval, "a polling interval", "us", 1, 1e4, false, false,
           "cluster device.poll_us, buildings[].device.poll_us",
           "below 1 us a sleep is a spin; 10 ms between tests delays every message by that much"},
+    Bound{Quantity::message_size, "a message size", "bytes", 0, kSize, false, true,
+          "calibration links.*.*.regimes[].from_bytes, links.*.*.outliers[].bytes",
+          "0 is where a first regime starts below every size; 2^40 as a size (bench coll reads sizes up to it)"},
 };
 
 constexpr bool in_order() {

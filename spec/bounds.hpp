@@ -45,6 +45,7 @@ enum class Quantity {
   compute_slowdown,    // the testbed's emulated slower generation
   op_overhead,         // a device's fixed cost per compute op
   poll_interval,       // how long a paced rank sleeps between tests of its communication
+  message_size,        // an op's size in bytes (nccl-tests' convention)
 };
 
 struct Bound {
