@@ -13,11 +13,12 @@
 // Transports switch protocol by size (eager and rendezvous, NCCL's LL, LL128 and Simple), so the
 // time by size is a broken line: up to three regimes, contiguous ranges of the sorted distinct
 // sizes (each at least kMinRegimeSizes of them), each its own robust line. Every split is tried;
-// the number of regimes is the one with the least robust Schwarz criterion
-//     2 Σ ρ_Huber(r_i / σ) + (3R − 1) · ln n
-// (r_i the points' relative residuals, each in its regime; 2 coefficients per regime and 1 per
-// break; σ one robust scale for all, from the chosen split, re-estimated until the choice stands),
-// so a straight line with noise and outliers is one regime and a break must pay for itself.
+// the split chosen is the one with the least robust Schwarz criterion
+//     2 Σ ρ_Huber(r_i / σ) + 2 · (3R − 1) · ln n
+// (r_i the n points' relative residuals, each in its regime; 2 coefficients per regime and 1 per
+// break, the penalty doubled because the breaks are searched for; σ one winsorised scale for
+// every split: the least of theirs, then the chosen split's until the choice stands), so a
+// straight line with noise and outliers is one regime and a break must pay for itself.
 #pragma once
 
 #include <cstddef>
