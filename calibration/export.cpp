@@ -31,9 +31,15 @@ LinkFigures figures(const Calibration& k, const Cluster& c, LinkClass lc) {
   const bool cross = lc == LinkClass::cross_building;
   // A fitted cross-building β is the link's own where the oversubscription was measured (then
   // shared again here), else it holds the sharing already (as the cost model reads it).
+  // The simulators take one α-β per link: the large-message regime's (the entry's own α and β),
+  // which prices the bandwidth-bound traffic a step is made of; said where the fit has more.
   if (ab && ab->beta_ns_per_byte > 0) {
     const double over = cross && k.cross_oversubscription ? k.cross_oversubscription->value : 1.0;
-    return {ab->alpha_us, 1.0 / ab->beta_ns_per_byte / over, "calibration (all_reduce fit)"};
+    std::string source = "calibration (all_reduce fit";
+    if (ab->regimes.size() > 1)
+      source += ", its large-message regime from " + std::to_string(ab->regimes.back().from_bytes) + " bytes of " +
+                std::to_string(ab->regimes.size());
+    return {ab->alpha_us, 1.0 / ab->beta_ns_per_byte / over, source + ")"};
   }
   const double over = cross ? std::max(1.0, l.oversubscription) : 1.0;
   return {l.latency_us, l.bandwidth_gbps / (cross ? over : std::max(1.0, l.oversubscription)), "datasheet"};
@@ -79,9 +85,10 @@ Export astra_sim_network(const Calibration& k, const Cluster& c) {
   // The copied names are escaped as error lines are (a newline would end the comment and start a key).
   e.text = "# ASTRA-sim analytical network of " + safe_text(c.name) + " from sax calibrate (" +
            safe_text(k.provenance.date) + ", " + safe_text(k.provenance.emulation) +
-           "): per dimension, GB/s of 2^30 bytes per link and direction, ns per hop\n" + "topology: [ " + topology +
-           " ]\nnpus_count: [ " + npus + " ]\nbandwidth: [ " + bandwidth + " ]  # GB/s\nlatency: [ " + latency +
-           " ]  # ns\n";
+           "): per dimension, GB/s of 2^30 bytes per link and direction, ns per hop; a fit in size regimes gives "
+           "its large-message regime's\n" +
+           "topology: [ " + topology + " ]\nnpus_count: [ " + npus + " ]\nbandwidth: [ " + bandwidth +
+           " ]  # GB/s\nlatency: [ " + latency + " ]  # ns\n";
   return e;
 }
 

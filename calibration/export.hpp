@@ -8,7 +8,9 @@
 //     in seconds per op, the ring ops' scalars and offsets, processor_usage — calculon's
 //     system.py, network.py, memory.py).
 // Each figure comes from the calibration where it has one and from the cluster's datasheet
-// otherwise; `notes` says which, one line per figure.
+// otherwise; `notes` says which, one line per figure. Both take one α-β per link: a fit in size
+// regimes gives its large-message regime (the entry's own α and β), which the ASTRA-sim file's
+// comment and each link's note say (Calculon's JSON holds no comment).
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // The calibration's link fits: per link class and op, the α-β coefficients of the
-// cost model's one collective formula (spec/collective.hpp),
+// cost model's one collective formula (spec/collective.hpp, spec/alpha_beta.hpp),
 //     time = steps(op, n) · α + bus_factor(op, n) · bytes · β,
 // from measured (op, ranks, bytes, time) points, e.g. `sax bench coll --json` results.
 //
@@ -9,8 +9,19 @@
 // are relative (each equation weighted by 1 / time) because sizes span decades: an absolute fit
 // would let the largest messages decide α. Coefficients are kept physical: a negative α or β is
 // refitted with that term fixed at 0. The linear algebra is Eigen's (QR with column pivoting).
+//
+// Transports switch protocol by size (eager and rendezvous, NCCL's LL, LL128 and Simple), so the
+// time by size is a broken line: up to three regimes, contiguous ranges of the sorted distinct
+// sizes (each at least kMinRegimeSizes of them), each its own robust line. Every split is tried;
+// the split chosen is the one with the least robust Schwarz criterion
+//     2 Σ ρ_Huber(r_i / σ) + 2 · (3R − 1) · ln n
+// (r_i the n points' relative residuals, each in its regime; 2 coefficients per regime and 1 per
+// break, the penalty doubled because the breaks are searched for; σ one winsorised scale for
+// every split: the least of theirs, then the chosen split's until the choice stands), so a
+// straight line with noise and outliers is one regime and a break must pay for itself.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -18,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "spec/alpha_beta.hpp"
 #include "spec/calibration.hpp"
 #include "spec/collective.hpp"
 #include "spec/fields.hpp"
@@ -32,27 +44,34 @@ struct CollPoint {
 };
 
 struct LinkFit {
-  AlphaBeta coefficients;       // α (µs per step), β (ns per bus byte) and r2, max_rel_error, samples
-  double rel_residual_p50 = 0;  // percentiles of |predicted − measured| / measured over the points
-  double rel_residual_p95 = 0;
-  std::int64_t downweighted = 0;  // points Huber's weights discounted in the last round (outliers)
-  int iterations = 0;
+  // Its regimes (from_bytes, α µs per step, β ns per bus byte, per-regime r2 and samples), the
+  // entry's α and β (the last regime's), and the quality over every point: r2, max_rel_error,
+  // samples, the median and p90 relative error, and the outliers (more than kOutlierScales
+  // scales off their regime's line).
+  AlphaBeta coefficients;
+  std::int64_t downweighted = 0;  // points Huber's weights discounted in the last round
+  int iterations = 0;             // the most any regime's fit took
 };
 
-// Fits one op's points (any group sizes: steps and bus_factor are worked out per point). Needs
-// at least two points of different bus traffic and positive, finite times and sizes: otherwise
-// an InputError naming `what` (where the points came from).
-LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& what);
+inline constexpr std::size_t kMinRegimeSizes = 3;  // distinct sizes a regime needs
+inline constexpr double kOutlierScales = 3.0;      // a point this many robust scales off is listed
+
+// Fits one op's points into up to `max_regimes` regimes (any group sizes: steps and bus_factor are
+// worked out per point). Needs at least two points of different bus traffic and positive, finite
+// times and sizes: otherwise an InputError naming `what` (where the points came from).
+LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& what,
+                       std::size_t max_regimes = kMaxLinkRegimes);
 
 // Fits each (link class, op)'s points (`what` names where they came from, for errors) into
 // `cal.links`, and returns the table of the fits, one line each, with its header. A fit that
-// resolves no bandwidth (times that do not grow with size), or whose α or β is outside what a
-// calibration holds (spec/bounds), is not written: the datasheet stays.
+// resolves no bandwidth (times that do not grow with size), or whose α or β (of any regime) is
+// outside what a calibration holds (spec/bounds), is not written: the datasheet stays. One line
+// per regime, its outliers and (with regimes) the quality over every size on lines of their own.
 using LinkPoints = std::map<std::pair<LinkClass, CollOp>, std::vector<CollPoint>>;
 std::string fit_links(const LinkPoints& points, const std::function<std::string(LinkClass, CollOp)>& what,
                       Calibration& cal);
 
-// The predicted time of `p` under `ab`.
+// The predicted time of `p` under `ab`: in the regime its size falls in (spec/alpha_beta.hpp).
 double predict_us(const AlphaBeta& ab, const CollPoint& p);
 
 // The points of a `sax bench coll --json` file (version 2: "results" with op, ranks, bytes,

@@ -6,6 +6,7 @@
 
 #include "harness/coll_engine.hpp"
 #include "harness/sizes.hpp"
+#include "spec/alpha_beta.hpp"
 #include "spec/error.hpp"
 
 namespace sax::calibration {
@@ -128,8 +129,8 @@ std::vector<LinkTask> link_tasks(const LinkSweep& s, const Cluster& cluster) {
     for (CollOp op : s.ops)
       for (std::uint64_t bytes : sizes) {
         const RingAlgorithm ring = ring_algorithm(op, static_cast<double>(set.groups.front().size()));
-        const double one = ring.steps * link.latency_us * 1e-6 +
-                           ring.bus_factor * static_cast<double>(bytes) / (link.bandwidth_gbps * 1e9);
+        const double one =
+            alpha_beta_s(ring, static_cast<double>(bytes), link.latency_us * 1e-6, 1.0 / (link.bandwidth_gbps * 1e9));
         tasks.push_back({kind, op, bytes, true, (s.iters + s.warmup + 2) * one});
         if (kind == std::string("cross_building") && several && op == kSharingOp &&
             bytes >= sizes[sizes.size() - std::min(sizes.size(), kSharingSizes)])

@@ -13,6 +13,7 @@
 #include "calibration/link_sweep.hpp"
 #include "calibration/points_file.hpp"
 #include "harness/stats.hpp"
+#include "spec/bounds.hpp"
 #include "spec/error.hpp"
 
 namespace sax::calibration {
@@ -161,8 +162,13 @@ void fit_oversubscription(const SortedPoints& s, Calibration& cal, std::string& 
   o.together_us = harness::median(together_us);
   o.samples = static_cast<std::int64_t>(ratios.size());
   cal.cross_oversubscription = o;
+  // Every regime's β (a regime at the least β a calibration holds stays there: readable).
+  const double least_beta = bound(Quantity::inverse_bandwidth).min;
   for (auto& ab : cal.links[static_cast<int>(LinkClass::cross_building)])
-    if (ab) ab->beta_ns_per_byte /= o.value;
+    if (ab) {
+      ab->divide_beta(o.value);
+      for (LinkRegime& r : ab->regimes) r.beta_ns_per_byte = std::max(r.beta_ns_per_byte, least_beta);
+    }
   char line[512];
   std::snprintf(line, sizeof line,
                 "# cross-building boundary: one of %d groups alone takes 1/%.2f of the time of all at once (%s at "

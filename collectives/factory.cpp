@@ -63,8 +63,13 @@ class Factory final : public CommunicatorFactory {
     for (std::int64_t m : g.members) buildings.push_back(c.place(m).building);
     std::sort(buildings.begin(), buildings.end());
     buildings.erase(std::unique(buildings.begin(), buildings.end()), buildings.end());
-    const LinkEmulation e{b.link, b.devices_in_building, key_, b.nic_gbps,
-                          c.worst_cross_link(emulation_->technology, buildings).latency_us};
+    // The cluster's link as one regime (no calibration reaches the testbed's emulator).
+    const LinkEmulation e{b.link,
+                          b.devices_in_building,
+                          key_,
+                          b.nic_gbps,
+                          c.worst_cross_link(emulation_->technology, buildings).latency_us,
+                          {}};
     g.comm = emulate_link(std::move(g.comm), e, building);
   }
 

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <thread>
 
+#include "spec/alpha_beta.hpp"
 #include "spec/error.hpp"
 
 namespace sax::coll {
@@ -276,8 +277,9 @@ class EmulatedLink final : public Communicator {
   static std::size_t bytes(DType d) { return static_cast<std::size_t>(dtype_bytes(d)); }
   // The building's link for the bytes (shared with its other devices), this group's latency for
   // the steps: a group between two near buildings is not held for a far pair's latency.
-  std::int64_t reserve(double wire_bytes, double latency_steps) {
-    return o_->pacer.reserve(wire_bytes, 0) + std::llround(latency_steps * latency_ns_);
+  std::int64_t reserve(double wire_bytes, double latency_steps, double size_bytes = -1) {
+    return o_->pacer.reserve(wire_bytes, 0, monotonic_ns(), size_bytes) +
+           std::llround(alpha_beta_s(latency_steps, latency_ns_, 0, 0));
   }
 
   // Before an op reaches the inner communicator, held sends whose time has come go. Every held send
@@ -303,7 +305,7 @@ class EmulatedLink final : public Communicator {
   Handle collective(CollOp op, std::size_t S, Mode mode, const std::function<Handle(Mode)>& inner) {
     before(mode, true);
     const RingAlgorithm ring = ring_algorithm(op, size());
-    return paced(reserve(ring.bus_factor * static_cast<double>(S), ring.steps), mode, inner);
+    return paced(reserve(ring.bus_factor * static_cast<double>(S), ring.steps, static_cast<double>(S)), mode, inner);
   }
   // Runs the inner op at once; its completion is held until `deadline`.
   Handle paced(std::int64_t deadline, Mode mode, const std::function<Handle(Mode)>& inner) {

@@ -98,6 +98,11 @@ LinkPacer::LinkPacer(const LinkEmulation& e, int building) : link_(e.link), name
   // model's channels, explorer/cost_model.hpp), and on a lossy link no faster than TCP sustains.
   const double device_link_gbps = achievable_bandwidth_gbps(link_);
   device_gbps_ = e.nic_gbps > 0 ? std::min(device_link_gbps, e.nic_gbps) : device_link_gbps;
+  regimes_ = e.regimes;
+  if (regimes_.empty()) regimes_.push_back({0, link_.latency_us * 1e-6, 1e-9 / device_gbps_});
+  for (const AlphaBetaRegime& r : regimes_)
+    if (!(r.beta_s_per_byte > 0) || !(r.alpha_s >= 0))
+      throw UsageError("link pacing: needs regimes with a latency >= 0 and a bandwidth");
   // Another user's unlink can take the name from under an open; a few tries always get past it.
   for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
     int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW, 0600);
@@ -172,17 +177,19 @@ LinkPacer::~LinkPacer() {
   close(fd_);
 }
 
-std::int64_t LinkPacer::reserve(double wire_bytes, double latency_steps, std::int64_t now_ns) {
-  // GB/s is bytes per nanosecond.
-  device_free_ = std::max(now_ns, device_free_) + std::llround(wire_bytes / device_gbps_);
-  const std::int64_t on_link = std::llround(wire_bytes / capacity_gbps_);
+std::int64_t LinkPacer::reserve(double wire_bytes, double latency_steps, std::int64_t now_ns, double size_bytes) {
+  const double size = size_bytes < 0 ? wire_bytes : size_bytes;
+  // The device's share of the op's time (its bytes at the regime's β), in nanoseconds; the
+  // building's boundary carries them C / device rate times faster.
+  const double device_ns = 1e9 * alpha_beta_s(regimes_, size, 0, wire_bytes);
+  device_free_ = std::max(now_ns, device_free_) + std::llround(device_ns);
+  const std::int64_t on_link = std::llround(device_ns * device_gbps_ / capacity_gbps_);
   std::atomic_ref<std::int64_t> link_free(*slot_);
   std::int64_t seen = link_free.load(), link_end = 0;
   do {
     link_end = std::max(now_ns, seen) + on_link;
   } while (!link_free.compare_exchange_weak(seen, link_end));
-  return std::max(device_free_, link_end) +
-         std::llround(1e9 * alpha_beta_s(latency_steps, link_.latency_us * 1e-6, 0, 0));
+  return std::max(device_free_, link_end) + std::llround(1e9 * alpha_beta_s(regimes_, size, latency_steps, 0));
 }
 
 }  // namespace sax::coll

@@ -23,7 +23,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "spec/alpha_beta.hpp"
 #include "spec/cluster.hpp"
 #include "spec/pacing.hpp"
 
@@ -37,6 +39,10 @@ struct LinkEmulation {
   // The software emulator's group: the latency of its worst pair of buildings (where pairs differ,
   // building_links); < 0: the link's.
   double group_latency_us = -1;
+  // The link's α-β by message size (spec/alpha_beta.hpp, ascending): a calibration's regimes
+  // (AlphaBeta::regimes_s() of its cross-building entry). Empty: one regime, the link's latency
+  // per step and a device's own rate (the link, or its NIC where slower).
+  std::vector<AlphaBetaRegime> regimes;
 };
 
 using sax::pacing_segment_name;  // spec/pacing.hpp: the segment's name, which the launcher removes too
@@ -58,9 +64,12 @@ class LinkPacer {
   LinkPacer(const LinkPacer&) = delete;
   LinkPacer& operator=(const LinkPacer&) = delete;
 
-  // Reserves this device and its building's link for `wire_bytes` posted at `now_ns`; returns
-  // the finish time: both free again, plus `latency_steps` × α.
-  std::int64_t reserve(double wire_bytes, double latency_steps, std::int64_t now_ns);
+  // Reserves this device and its building's link for `wire_bytes` posted at `now_ns`, an op of
+  // `size_bytes` (nccl-tests' size, which picks the regime; < 0: the wire bytes); returns the
+  // finish time: both free again, plus `latency_steps` × α. On an idle link that is the α-β time
+  // of spec/alpha_beta.hpp in the op's regime: the device takes the bytes at its β, the building's
+  // boundary at β × device rate / C.
+  std::int64_t reserve(double wire_bytes, double latency_steps, std::int64_t now_ns, double size_bytes = -1);
   std::int64_t reserve(double wire_bytes, double latency_steps) {
     return reserve(wire_bytes, latency_steps, monotonic_ns());
   }
@@ -69,9 +78,11 @@ class LinkPacer {
   // process whose pacer is never destroyed (the net plugin under NCCL versions without finalize),
   // at its exit.
   void release_name();
-  // What one flow of this device alone gets (the link, or its NIC where slower), GB/s; and α.
-  double device_gbps() const { return device_gbps_; }
-  double latency_us() const { return link_.latency_us; }
+  // What one flow of this device alone gets (the link, or its NIC where slower), GB/s; and α: the
+  // large-message (last) regime's.
+  double device_gbps() const { return 1e-9 / regimes_.back().beta_s_per_byte; }
+  double latency_us() const { return regimes_.back().alpha_s * 1e6; }
+  const std::vector<AlphaBetaRegime>& regimes() const { return regimes_; }
 
  private:
   struct Segment {  // zero-filled by ftruncate; every field accessed through std::atomic_ref
@@ -79,8 +90,9 @@ class LinkPacer {
   };
   static_assert(sizeof(Segment) == kSegmentBytes);
   Link link_;
-  double capacity_gbps_;  // C: the building's boundary, GB/s = bytes per ns
-  double device_gbps_;    // a device alone: the link, or its NIC where slower
+  double capacity_gbps_;                  // C: the building's boundary, GB/s = bytes per ns
+  double device_gbps_;                    // a device alone: the link, or its NIC where slower
+  std::vector<AlphaBetaRegime> regimes_;  // never empty
   std::int64_t device_free_ = 0;
   std::string name_;
   int fd_ = -1;  // kept open: it holds the shared flock that says this process uses the segment

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,16 +29,32 @@
 
 namespace sax::explorer {
 
+// One op's α-β on a link: up to kMaxLinkRegimes regimes by message size (spec/alpha_beta.hpp),
+// ascending; one unless a calibration fitted more. Fixed capacity: the hot path allocates nothing.
+struct LinkRegimes {
+  std::array<AlphaBetaRegime, kMaxLinkRegimes> at{};
+  std::size_t count = 1;
+  std::span<const AlphaBetaRegime> all() const { return {at.data(), count}; }
+  const AlphaBetaRegime& large() const { return at[count - 1]; }  // the large-message regime
+};
+
 // α (s per algorithm step) and β (s per byte of bus traffic) per collective op, one link: the
-// ring's (the calibration's fit). NCCL's other algorithms on this link run at the ring's α and
-// at β × beta_scale[algorithm] (the ring's achievable busbw over theirs, published nccl-tests
-// figures, docs/explorer.md "Cost-model defaults"); 0 where the link does not have the algorithm.
+// ring's (the calibration's fit), by regime. NCCL's other algorithms on this link run at the
+// ring's α and at β × beta_scale[algorithm] (the ring's achievable busbw over theirs, published
+// nccl-tests figures, docs/explorer.md "Cost-model defaults"); 0 where the link does not have the
+// algorithm.
 struct LinkCost {
-  std::array<double, kNumCollOps> alpha_s{}, beta_s_per_byte{};      // by CollOp; read through priced_as()
+  std::array<LinkRegimes, kNumCollOps> regimes;                      // by CollOp; read through priced_as()
   std::array<double, kNumCollAlgorithms> beta_scale{1.0, 0.0, 0.0};  // by CollAlgorithm; ring 1
   double oversubscription = 1.0;  // cross-building only: applied by load (see cost_model.cpp)
-  double alpha(CollOp op) const { return alpha_s[static_cast<std::size_t>(priced_as(op))]; }
-  double beta(CollOp op) const { return beta_s_per_byte[static_cast<std::size_t>(priced_as(op))]; }
+  const LinkRegimes& of(CollOp op) const { return regimes[static_cast<std::size_t>(priced_as(op))]; }
+  // The large-message regime's α and β.
+  double alpha(CollOp op) const { return of(op).large().alpha_s; }
+  double beta(CollOp op) const { return of(op).large().beta_s_per_byte; }
+  // Every op one regime of α and β.
+  void set_all(double alpha_s, double beta_s_per_byte) {
+    for (LinkRegimes& r : regimes) r = LinkRegimes{{AlphaBetaRegime{0, alpha_s, beta_s_per_byte}}, 1};
+  }
   bool has(CollAlgorithm a) const { return beta_scale[static_cast<std::size_t>(a)] > 0; }
 };
 
@@ -124,16 +142,23 @@ namespace terms {
 // algorithm the link has for the op (spec/collective.hpp's table; ring always), steps(n)·α per
 // message and bus_factor(n)·β·share per byte, α and β·share the larger of the link's and the
 // NIC's where the channel has one; each message at the fastest of them. Every message of one
-// kind has the same size, so a kind's time is the fastest algorithm's count·α' + bytes·β'.
-// Nothing in a group of one rank.
+// kind has the same size, so a kind's time is the fastest algorithm's count·α' + bytes·β', α' and
+// β' those of the regime that size falls in (spec/alpha_beta.hpp). Nothing in a group of one rank.
 struct Price {
-  // Per algorithm tried, the ring's first (uninitialised in arrays: the hot path sets what it
-  // uses); most kinds have the ring alone, so time() looks no further than `algorithms`.
-  std::array<double, kNumCollAlgorithms> per_message, per_byte;
+  // The link's and the NIC's regimes together: a size range wherever either starts one.
+  static constexpr std::size_t kMaxRanges = 2 * kMaxLinkRegimes - 1;
+  // Per algorithm tried, the ring's first, its α-β per size range (from_bytes, per message, per
+  // byte) in `ranges` entries (uninitialised in arrays: the hot path sets what it uses); most
+  // kinds have the ring alone in one range, so time() looks no further than `algorithms`.
+  std::array<std::array<AlphaBetaRegime, kMaxRanges>, kNumCollAlgorithms> regimes;
   std::array<CollAlgorithm, kNumCollAlgorithms> algorithm;
   int algorithms;
+  int ranges;
+  // `a`'s messages at algorithm i: each of the same size (bytes / count), priced in its range by
+  // the one α-β function, count messages of α and the bytes at β.
   double at(std::size_t i, const Amount& a) const {
-    return alpha_beta_s(a.count, per_message[i], a.bytes, per_byte[i]);
+    return alpha_beta_s(std::span<const AlphaBetaRegime>(regimes[i].data(), static_cast<std::size_t>(ranges)),
+                        message_bytes(a), a.count, a.bytes);
   }
   double time(const Amount& a) const {
     double t = at(0, a);
@@ -148,24 +173,44 @@ struct Price {
       if (at(i, a) < at(best, a)) best = i;
     return algorithm[best];
   }
+  static double message_bytes(const Amount& a) { return a.count > 0 ? a.bytes / a.count : 0.0; }
 };
 inline Price price(CollOp op, const Channel& ch) {
   Price p;
   if (ch.ranks <= 1) {
-    p.per_message[0] = 0.0, p.per_byte[0] = 0.0, p.algorithm[0] = CollAlgorithm::ring, p.algorithms = 1;
+    p.regimes[0][0] = {0.0, 0.0, 0.0}, p.algorithm[0] = CollAlgorithm::ring, p.algorithms = 1, p.ranges = 1;
     return p;
   }
-  double alpha = ch.link->alpha(op), beta = ch.link->beta(op) * ch.share, nic_beta = 0;
-  if (ch.nic) alpha = std::max(alpha, ch.nic->alpha(op)), nic_beta = ch.nic->beta(op);
+  const LinkRegimes& link = ch.link->of(op);
+  // The size ranges: the link's regimes, split where the NIC's start one.
+  std::array<double, Price::kMaxRanges> from{};
+  std::size_t ranges = 0;
+  for (std::size_t i = 0; i < link.count; ++i) from[ranges++] = i == 0 ? 0.0 : link.at[i].from_bytes;
+  if (ch.nic) {
+    const LinkRegimes& nic = ch.nic->of(op);
+    for (std::size_t i = 1; i < nic.count; ++i)
+      if (std::find(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(ranges), nic.at[i].from_bytes) ==
+          from.begin() + static_cast<std::ptrdiff_t>(ranges))
+        from[ranges++] = nic.at[i].from_bytes;
+    std::sort(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(ranges));
+  }
+  p.ranges = static_cast<int>(ranges);
   // Slot k priced by algorithm a (each call with a constant a, so the table's switch folds away).
   auto set = [&](std::size_t k, CollAlgorithm a) {
     const auto i = static_cast<std::size_t>(a);
     const AlgorithmFactors f = algorithm_factors(a, op, ch.ranks, ch.ring_fraction, ch.tree_depth);
     // NVLS's published gain is all-reduce's busbw; its all-gather and reduce-scatter keep the ring's.
     const bool own = a != CollAlgorithm::nvls || op == CollOp::all_reduce;
-    double b = beta * (own ? ch.link->beta_scale[i] : 1.0);
-    if (ch.nic) b = std::max(b, nic_beta * ch.nic->beta_scale[i]);
-    p.per_message[k] = f.steps * alpha, p.per_byte[k] = f.bus_factor * b, p.algorithm[k] = a;
+    for (std::size_t r = 0; r < ranges; ++r) {
+      const AlphaBetaRegime& l = regime_at(link.all(), from[r]);
+      double alpha = l.alpha_s, b = l.beta_s_per_byte * ch.share * (own ? ch.link->beta_scale[i] : 1.0);
+      if (ch.nic) {
+        const AlphaBetaRegime& n = regime_at(ch.nic->of(op).all(), from[r]);
+        alpha = std::max(alpha, n.alpha_s), b = std::max(b, n.beta_s_per_byte * ch.nic->beta_scale[i]);
+      }
+      p.regimes[k][r] = {from[r], f.steps * alpha, f.bus_factor * b};
+    }
+    p.algorithm[k] = a;
   };
   auto usable = [&](CollAlgorithm a) { return has_algorithm(a, op) && ch.link->has(a) && (!ch.nic || ch.nic->has(a)); };
   set(0, CollAlgorithm::ring);

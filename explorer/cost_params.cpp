@@ -1,5 +1,6 @@
 // CostParams: the datasheet figures with the published defaults of what NCCL reaches of a link,
 // and what a calibration file overrides.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -61,8 +62,7 @@ LinkCost datasheet_link(const Link& l, bool apply_oversubscription, const Algori
   // (on a lossy link what TCP sustains there).
   const double bw =
       achievable_bandwidth_gbps(l) * 1e9 * d.ring_busbw_of_rate / (apply_oversubscription ? l.oversubscription : 1.0);
-  c.alpha_s.fill(l.latency_us * 1e-6);
-  c.beta_s_per_byte.fill(1.0 / bw);
+  c.set_all(l.latency_us * 1e-6, 1.0 / bw);
   c.beta_scale = d.beta_scale;
   c.oversubscription = apply_oversubscription ? 1.0 : l.oversubscription;
   return c;
@@ -97,9 +97,11 @@ CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calib
     std::string ops;
     for (CollOp op : kPricedCollOps)
       if (const auto& ab = calibration.links[static_cast<int>(lc)][static_cast<int>(op)]) {
-        LinkCost& l = p.links[static_cast<int>(lc)];
-        l.alpha_s[static_cast<int>(op)] = ab->alpha_us * 1e-6;
-        l.beta_s_per_byte[static_cast<int>(op)] = ab->beta_ns_per_byte * 1e-9;
+        // Each regime as fitted (spec/alpha_beta.hpp's units); a message is priced in its own.
+        LinkRegimes& r = p.links[static_cast<int>(lc)].regimes[static_cast<std::size_t>(op)];
+        const std::vector<AlphaBetaRegime> fitted = ab->regimes_s();
+        r.count = std::min(fitted.size(), kMaxLinkRegimes);
+        std::copy_n(fitted.begin(), r.count, r.at.begin());
         ops += (ops.empty() ? "" : ",") + std::string(to_string(op));
       }
     term(!ops.empty(), std::string(link_class_name(lc)) + " alpha-beta" + (ops.empty() ? "" : " (" + ops + ")"));

@@ -19,7 +19,7 @@ constexpr std::array kTable = {
           "1 MB/s is below any network sax models (1 GbE is 0.125 GB/s); 100 TB/s per device is over 50x NVLink 5"},
     Bound{Quantity::latency, "a latency", "us", 0, 1e7, false, false,
           "cluster links.*.latency_us, links.*.jitter_us, building_links[].latency_us, jitter_us; calibration "
-          "links.*.*.alpha_us; SAX_NET_LATENCY_US",
+          "links.*.*.alpha_us, links.*.*.regimes[].alpha_us; SAX_NET_LATENCY_US",
           "0 is an ideal link; 10 s one way is 50x light's time around the Earth in fibre"},
     Bound{Quantity::oversubscription, "an oversubscription", "x", 1, 1e3, false, false,
           "cluster links.*.oversubscription, building_links[].oversubscription; calibration "
@@ -38,7 +38,8 @@ constexpr std::array kTable = {
           "1e-9 is the floor calibrate clamps a fit to; above 1 where a datasheet understates the device (the CPU "
           "testbed); 100x is no longer a measurement"},
     Bound{Quantity::inverse_bandwidth, "a time per byte", "ns/byte", 1e-5, 1e3, false, false,
-          "calibration links.*.*.beta_ns_per_byte", "the bandwidth row inverted: 100 TB/s to 1 MB/s"},
+          "calibration links.*.*.beta_ns_per_byte, links.*.*.regimes[].beta_ns_per_byte",
+          "the bandwidth row inverted: 100 TB/s to 1 MB/s"},
     Bound{Quantity::curve_flops, "a FLOP count", "FLOP", 1, 1e30, false, false,
           "calibration compute.{gemm,attention}.curve[].flops",
           "one op's FLOPs: one multiply-add up to more than a whole training run"},
@@ -103,6 +104,9 @@ constexpr std::array kTable = {
           "building_links[].tcp_streams",
           "1 is one connection; NCCL's socket transport stripes over at most 64 (NCCL_SOCKET_NTHREADS x "
           "NCCL_NSOCKS_PERTHREAD), 1024 leaves room for any other"},
+    Bound{Quantity::message_size, "a message size", "bytes", 0, kSize, false, true,
+          "calibration links.*.*.regimes[].from_bytes, links.*.*.outliers[].bytes",
+          "0 is where a first regime starts below every size; 2^40 as a size (bench coll reads sizes up to it)"},
 };
 
 constexpr bool in_order() {

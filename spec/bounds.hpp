@@ -47,6 +47,7 @@ enum class Quantity {
   poll_interval,       // how long a paced rank sleeps between tests of its communication
   loss,                // a link's packet-loss probability
   tcp_streams,         // TCP connections a device's traffic is striped over
+  message_size,        // an op's size in bytes (nccl-tests' convention)
 };
 
 struct Bound {

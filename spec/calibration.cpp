@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 
+#include "spec/number_text.hpp"
+
 namespace sax {
 
 namespace {
@@ -54,6 +56,19 @@ EfficiencyCurve EfficiencyCurve::from_samples(const std::vector<EfficiencyPoint>
   return c;
 }
 
+std::vector<AlphaBetaRegime> AlphaBeta::regimes_s() const {
+  std::vector<AlphaBetaRegime> s;
+  for (const LinkRegime& r : regimes)
+    s.push_back({static_cast<double>(r.from_bytes), r.alpha_us * 1e-6, r.beta_ns_per_byte * 1e-9});
+  if (s.empty()) s.push_back({0, alpha_us * 1e-6, beta_ns_per_byte * 1e-9});
+  return s;
+}
+
+void AlphaBeta::divide_beta(double factor) {
+  beta_ns_per_byte /= factor;
+  for (LinkRegime& r : regimes) r.beta_ns_per_byte /= factor;
+}
+
 double gemm_quantization(double m, double n, double batch, int sm_count) {
   if (sm_count <= 0 || !(m > 0) || !(n > 0) || !(batch > 0)) return 1.0;
   // The guide's typical cuBLAS tiles (rows × columns of the output), most efficient first.
@@ -70,15 +85,25 @@ double gemm_quantization(double m, double n, double batch, int sm_count) {
 
 namespace {
 
-FitQuality read_fit(Fields& f) {
+double relative_error(Fields& g, const std::string& key) {
+  const double e = g.number(key, -1.0, 0.0);
+  if (e < 0) g.fail(key, "a number >= 0");
+  return e;
+}
+
+// A fit block; a link entry's (`link`) also holds the median and p90 relative error.
+FitQuality read_fit(Fields& f, AlphaBeta* link = nullptr) {
   FitQuality q;
   if (const json* fit = f.optional("fit")) {
     Fields g(*fit, f.file(), f.path_of("fit"));
     q.r2 = g.number("r2", -1e300, 0.0);
     if (q.r2 > 1.0) g.fail("r2", "a coefficient of determination at most 1, got " + std::to_string(q.r2));
-    q.max_rel_error = g.number("max_rel_error", -1.0, 0.0);
-    if (q.max_rel_error < 0) g.fail("max_rel_error", "a number >= 0");
+    q.max_rel_error = relative_error(g, "max_rel_error");
     q.samples = g.integer("samples", 0, 0);
+    if (link) {
+      link->rel_residual_p50 = relative_error(g, "p50_rel_error");
+      link->rel_residual_p90 = relative_error(g, "p90_rel_error");
+    }
     g.finish();
   }
   return q;
@@ -86,6 +111,87 @@ FitQuality read_fit(Fields& f) {
 
 json fit_json(const FitQuality& q) {
   return {{"r2", q.r2}, {"max_rel_error", q.max_rel_error}, {"samples", q.samples}};
+}
+
+// A file's figure and the one it must equal (the last regime's), alike to what a hand-edited
+// text of the same number parses to.
+bool same_figure(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); }
+
+std::vector<LinkRegime> read_regimes(Fields& ab, const AlphaBeta& v) {
+  const json* rs = ab.optional("regimes");
+  if (!rs) return {{0, v.alpha_us, v.beta_ns_per_byte, v.fit}};  // an older file: one regime
+  const std::string expected =
+      "an array of 1 to " + std::to_string(kMaxLinkRegimes) + " regimes {from_bytes, alpha_us, beta_ns_per_byte, fit}";
+  if (!rs->is_array() || rs->empty() || rs->size() > kMaxLinkRegimes) ab.fail("regimes", expected);
+  std::vector<LinkRegime> regimes;
+  for (std::size_t i = 0; i < rs->size(); ++i) {
+    Fields r((*rs)[i], ab.file(), json_path(ab.path_of("regimes"), i));
+    LinkRegime g;
+    g.from_bytes = r.count("from_bytes", Quantity::message_size);
+    if (!regimes.empty() && g.from_bytes <= regimes.back().from_bytes)
+      r.fail("from_bytes", "regimes in ascending order of from_bytes, above the previous regime's " +
+                               std::to_string(regimes.back().from_bytes));
+    g.alpha_us = r.quantity("alpha_us", Quantity::latency);
+    g.beta_ns_per_byte = r.quantity("beta_ns_per_byte", Quantity::inverse_bandwidth);
+    g.fit = read_fit(r);
+    r.finish();
+    regimes.push_back(g);
+  }
+  // The entry's own figures are the large-message regime's, which readers without regimes use.
+  if (!same_figure(v.alpha_us, regimes.back().alpha_us))
+    ab.fail("alpha_us", "the last regime's alpha_us " + num(regimes.back().alpha_us) + " (the large-message regime)");
+  if (!same_figure(v.beta_ns_per_byte, regimes.back().beta_ns_per_byte))
+    ab.fail("beta_ns_per_byte", "the last regime's beta_ns_per_byte " + num(regimes.back().beta_ns_per_byte) +
+                                    " (the large-message regime)");
+  return regimes;
+}
+
+std::vector<FitOutlier> read_outliers(Fields& ab) {
+  std::vector<FitOutlier> outliers;
+  const json* os = ab.optional("outliers");
+  if (!os) return outliers;
+  if (!os->is_array()) ab.fail("outliers", "an array of {bytes, ranks, time_us, rel_residual, why}");
+  for (std::size_t i = 0; i < os->size(); ++i) {
+    Fields o((*os)[i], ab.file(), json_path(ab.path_of("outliers"), i));
+    FitOutlier x;
+    x.bytes = o.count("bytes", Quantity::message_size);
+    x.ranks = o.integer_in("ranks", 1, INT32_MAX);
+    x.time_us = o.quantity("time_us", Quantity::measured_time);
+    x.rel_residual = o.number("rel_residual", -1e300);
+    if (!std::isfinite(x.rel_residual)) o.fail("rel_residual", "a finite number");
+    x.why = o.string("why", "");
+    o.finish();
+    outliers.push_back(x);
+  }
+  return outliers;
+}
+
+json alpha_beta_json(const AlphaBeta& v) {
+  json fit = fit_json(v.fit);
+  fit["p50_rel_error"] = v.rel_residual_p50;
+  fit["p90_rel_error"] = v.rel_residual_p90;
+  json regimes = json::array();
+  for (const LinkRegime& r : v.regimes)
+    regimes.push_back({{"from_bytes", r.from_bytes},
+                       {"alpha_us", r.alpha_us},
+                       {"beta_ns_per_byte", r.beta_ns_per_byte},
+                       {"fit", fit_json(r.fit)}});
+  if (regimes.empty())
+    regimes.push_back({{"from_bytes", 0},
+                       {"alpha_us", v.alpha_us},
+                       {"beta_ns_per_byte", v.beta_ns_per_byte},
+                       {"fit", fit_json(v.fit)}});
+  json j = {{"alpha_us", v.alpha_us}, {"beta_ns_per_byte", v.beta_ns_per_byte}, {"fit", fit}, {"regimes", regimes}};
+  if (!v.outliers.empty()) {
+    json& os = j["outliers"] = json::array();
+    for (const FitOutlier& o : v.outliers)
+      os.push_back({{"bytes", o.bytes},
+                    {"ranks", o.ranks},
+                    {"time_us", o.time_us},
+                    {"rel_residual", o.rel_residual},
+                    {"why", o.why}});
+  }
+  return j;
 }
 
 EfficiencyCurve read_curve(Fields& parent, const std::string& key) {
@@ -153,7 +259,9 @@ static void read_link_fits(Fields l, const std::string& file, Calibration& c) {
       AlphaBeta v;
       v.alpha_us = ab.quantity("alpha_us", Quantity::latency);
       v.beta_ns_per_byte = ab.quantity("beta_ns_per_byte", Quantity::inverse_bandwidth);
-      v.fit = read_fit(ab);
+      v.fit = read_fit(ab, &v);
+      v.regimes = read_regimes(ab, v);
+      v.outliers = read_outliers(ab);
       ab.finish();
       c.links[static_cast<int>(lc)][static_cast<int>(op)] = v;
     }
@@ -250,8 +358,7 @@ json to_json(const Calibration& c) {
   for (LinkClass lc : kLinkClasses)
     for (CollOp op : kPricedCollOps)
       if (const auto& v = c.links[static_cast<int>(lc)][static_cast<int>(op)])
-        links[link_class_name(lc)][to_string(op)] = {
-            {"alpha_us", v->alpha_us}, {"beta_ns_per_byte", v->beta_ns_per_byte}, {"fit", fit_json(v->fit)}};
+        links[link_class_name(lc)][to_string(op)] = alpha_beta_json(*v);
   if (!links.empty()) j["links"] = links;
   json compute = json::object();
   if (c.gemm) compute["gemm"] = curve_json(*c.gemm);

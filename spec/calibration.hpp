@@ -5,7 +5,8 @@
 //   (kPricedCollOps: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv), the α-β
 //   coefficients of the op's algorithm: α = latency per algorithm step (µs), β = time per byte
 //   of the algorithm's bus traffic (ns/byte = 1 / busbw in GB/s); the op's time follows from
-//   ring_algorithm (spec/collective.hpp).
+//   ring_algorithm (spec/collective.hpp). An entry holds up to three regimes (size ranges, each its
+//   own α and β, spec/alpha_beta.hpp); its own alpha_us and beta_ns_per_byte are the last's.
 // - compute: per op class (gemm, attention) an efficiency curve: points (FLOPs of one op,
 //   achieved / the dtype's datasheet peak), interpolated linearly in log10(FLOPs), clamped at
 //   the ends; `hbm_efficiency` is achieved / the datasheet's HBM bandwidth for memory-bound ops.
@@ -16,8 +17,9 @@
 //   it (explorer/cost_model.cpp: crossing groups that put more than 1/oversubscription of a
 //   building's devices on the boundary share it), fitted from groups crossing alone and at once.
 // - points: the raw measurements the fits came from (kept as measured; not read by the model).
-// - every fitted entry carries its fit quality (r2, max_rel_error, samples); `provenance` says
-//   where the numbers came from.
+// - every fitted entry carries its fit quality (r2, max_rel_error, samples; a link entry also per
+//   regime, the median and p90 relative error, and the outliers); `provenance` says where the
+//   numbers came from.
 #pragma once
 
 #include <array>
@@ -26,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "spec/alpha_beta.hpp"
 #include "spec/cluster.hpp"
 #include "spec/collective.hpp"
 #include "spec/fields.hpp"
@@ -38,10 +41,37 @@ struct FitQuality {
   std::int64_t samples = 0;  // measurements the fit used
 };
 
-struct AlphaBeta {
+// One size range of a link entry's α-β (spec/alpha_beta.hpp's regimes, in the file's units).
+struct LinkRegime {
+  std::int64_t from_bytes = 0;  // the op's size (nccl-tests') where it starts; the first prices every size below
   double alpha_us = 0;          // per algorithm step
   double beta_ns_per_byte = 0;  // per byte of bus traffic (= 1 / busbw GB/s)
-  FitQuality fit;
+  FitQuality fit;               // over the points of its range
+};
+
+// A measured point the robust fit discounted: its size and group, its residual and why.
+struct FitOutlier {
+  std::int64_t bytes = 0;
+  std::int64_t ranks = 0;
+  double time_us = 0;
+  double rel_residual = 0;  // (predicted − measured) / measured
+  std::string why;
+};
+
+struct AlphaBeta {
+  // The large-message (last) regime's, which readers that know no regimes price every size at.
+  double alpha_us = 0;          // per algorithm step
+  double beta_ns_per_byte = 0;  // per byte of bus traffic (= 1 / busbw GB/s)
+  FitQuality fit;               // over every point, each in its regime
+  // Ascending in from_bytes, at most kMaxLinkRegimes; a file without them reads as one regime of
+  // the entry's α and β, and an entry made in code without them is that one regime.
+  std::vector<LinkRegime> regimes;
+  double rel_residual_p50 = 0, rel_residual_p90 = 0;  // of |predicted − measured| / measured, every point
+  std::vector<FitOutlier> outliers;
+  // The regimes in the α-β function's units (s per step, s per byte), for alpha_beta_s.
+  std::vector<AlphaBetaRegime> regimes_s() const;
+  // β of every regime divided by `factor` (a shared link's fit turned into the link's own).
+  void divide_beta(double factor);
 };
 
 struct EfficiencyPoint {

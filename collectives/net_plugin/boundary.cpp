@@ -194,6 +194,12 @@ void Boundary::post_due(BoundaryComm& c) {
   }
 }
 
+std::int64_t Boundary::hold_until_ns(std::size_t size, std::int64_t now_ns) {
+  if (!pacer_) throw UsageError("sax net plugin: a boundary without a building holds nothing");
+  const std::lock_guard<std::mutex> lock(pacer_mutex_);
+  return pacer_->reserve(static_cast<double>(size), 1, now_ns);
+}
+
 Request* Boundary::isend(Comm* send, const void* data, std::size_t size, int tag, void* memory) {
   auto& c = *static_cast<BoundaryComm*>(send);
   BoundaryRequest* r = c.requests.post();
@@ -203,10 +209,7 @@ Request* Boundary::isend(Comm* send, const void* data, std::size_t size, int tag
   r->size = size;
   r->tag = tag;
   r->memory = memory;
-  if (c.held) {
-    const std::lock_guard<std::mutex> lock(pacer_mutex_);
-    r->due_ns = pacer_->reserve(static_cast<double>(size), 1);
-  }
+  if (c.held) r->due_ns = hold_until_ns(size, monotonic_ns());
   post_due(c);
   return r;
 }

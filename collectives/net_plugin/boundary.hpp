@@ -55,6 +55,11 @@ class Boundary final : public Transport {
   void close_recv(Comm* recv) override;
   void close_listen(ListenComm* listen) override;
 
+  // With a building: reserves the pacer for a send of `size` bytes to another building posted at
+  // `now_ns` and returns when it may leave (what isend holds it until): on an idle link, the α-β
+  // time of one step and `size` bytes in its regime.
+  std::int64_t hold_until_ns(std::size_t size, std::int64_t now_ns);
+
   // Whether a send comm's messages are held (its peer is in another building), and the peer's
   // building as the connection told it (-1: none); for logs and tests.
   static bool holds(const Comm* comm);

@@ -21,11 +21,28 @@ def ring_algorithm(op, n):
     return 1.0, 1.0  # send_recv, send, recv
 
 
+# Mirrors spec/alpha_beta.hpp's regime_at() and alpha_beta_s(regimes, bytes, steps, bus_bytes)
+# exactly (keep them in step): a link's α-β is a list of regimes ascending in from_bytes (an op's
+# size, nccl-tests' convention), each {from_bytes, alpha_s per step, beta_s_per_byte of bus
+# traffic}; an op is priced in the last regime that starts at or below its size, the first for
+# sizes below every start. Seconds throughout; callers convert at the call.
+def regime_at(regimes, nbytes):
+    i = 0
+    while i + 1 < len(regimes) and regimes[i + 1]["from_bytes"] <= nbytes:
+        i += 1
+    return regimes[i]
+
+
+def alpha_beta_s(regimes, nbytes, steps, bus_bytes):
+    r = regime_at(regimes, nbytes)
+    return steps * r["alpha_s"] + bus_bytes * r["beta_s_per_byte"]
+
+
 def predict_us(ab, op, ranks, nbytes):
-    """The time (µs) the calibration's α-β gives an op: calibration/fit.cpp's predict_us(), which
-    the fit minimises against; β is ns per bus byte."""
+    """The time (µs) the calibration's α-β gives an op, in its regime: calibration/fit.cpp's
+    predict_us(), which the fit minimises against."""
     steps, bus_factor = ring_algorithm(op, ranks)
-    return steps * ab["alpha_us"] + bus_factor * nbytes * ab["beta_ns_per_byte"] * 1e-3
+    return 1e6 * alpha_beta_s(ab["regimes"], nbytes, steps, bus_factor * nbytes)
 
 
 def fitted_busbw_gbps(ab, op, ranks, nbytes):
@@ -57,8 +74,17 @@ def read_bench(file):
     }
 
 
+def regimes_of(e):
+    """A calibration entry's regimes in seconds (a file without them: one regime of its α-β)."""
+    fit = e.get("fit") or {}
+    regimes = e.get("regimes") or [{"from_bytes": 0, "alpha_us": e["alpha_us"],
+                                    "beta_ns_per_byte": e["beta_ns_per_byte"], "fit": fit}]
+    return [{"from_bytes": r["from_bytes"], "alpha_s": r["alpha_us"] * 1e-6, "beta_s_per_byte": r["beta_ns_per_byte"] * 1e-9,
+             "r2": (r.get("fit") or {}).get("r2")} for r in regimes]
+
+
 def read_calibration(file):
-    """{(link class, op): α, β, r²} and the boundary's oversubscription."""
+    """{(link class, op): α, β, r², regimes} and the boundary's oversubscription."""
     doc = load_document(file, "a sax calibrate calibration file", 1)
     # The calibrator divides the cross-building β by the boundary's oversubscription (a device's
     # own bandwidth); a sweep with every group crossing at once shares it again.
@@ -68,7 +94,7 @@ def read_calibration(file):
         for lc, ops in (doc.get("links") or {}).items():
             for op, e in ops.items():
                 out[(lc, op)] = {"alpha_us": e["alpha_us"], "beta_ns_per_byte": e["beta_ns_per_byte"],
-                                 "r2": (e.get("fit") or {}).get("r2")}
+                                 "r2": (e.get("fit") or {}).get("r2"), "regimes": regimes_of(e)}
     return out
 
 
@@ -127,20 +153,33 @@ def fit_for(calibration, benches, op, key, notes):
                                       if (b["group"], b["link_class"]) == (group, lc)):
         shared = calibration["cross_oversubscription"]
     if shared != 1.0:
-        ab = dict(ab, beta_ns_per_byte=ab["beta_ns_per_byte"] * shared)
+        ab = dict(ab, beta_ns_per_byte=ab["beta_ns_per_byte"] * shared,
+                  regimes=[dict(r, beta_s_per_byte=r["beta_s_per_byte"] * shared) for r in ab["regimes"]])
         notes.add(f"{lc}: every group crossed at once, so the line's β is the calibration's (a device's own) "
                   f"× {shared:.2f}, the boundary's oversubscription, as the cost model shares it")
     return ab, shared
 
 
 def draw_fit(ax, ab, shared, op, ranks, pts, colour):
+    """Each regime's line over the measured sizes it prices (one line where the fit has one)."""
     lo, hi = min(r["bytes"] for r in pts), max(r["bytes"] for r in pts)
-    xs = [lo * (hi / lo) ** (i / 60) for i in range(61)] if hi > lo else [lo]
-    r2 = "" if ab["r2"] is None else f", r² {ab['r2']:.2f}"
-    inv_beta = 1 / ab["beta_ns_per_byte"] if ab["beta_ns_per_byte"] > 0 else float("inf")
-    ax.plot(xs, [fitted_busbw_gbps(ab, op, ranks, x) for x in xs], color=colour, lw=1.4, ls="--",
-            label=f"fit: α {ab['alpha_us']:.3g} µs, 1/β {inv_beta:.3g} GB/s{r2}"
-            + (f", β×{shared:.2f} shared" if shared != 1.0 else ""))
+    regimes = ab["regimes"]
+    styles = ("--", ":", "-.")
+    for i, g in enumerate(regimes):
+        nxt = regimes[i + 1]["from_bytes"] if i + 1 < len(regimes) else None
+        start = lo if i == 0 else max(lo, g["from_bytes"])
+        end = hi if nxt is None else min(hi, nxt)
+        xs = [start * (end / start) ** (k / 60) for k in range(61)] if end > start else [start]
+        xs = [x for x in xs if start <= end and (nxt is None or x < nxt)]
+        if not xs:
+            continue  # no measured size in it
+        r2 = "" if g["r2"] is None else f", r² {g['r2']:.2f}"
+        inv_beta = 1e-9 / g["beta_s_per_byte"] if g["beta_s_per_byte"] > 0 else float("inf")
+        name = "fit" if len(regimes) == 1 else f"regime {i + 1} from {format_bytes(g['from_bytes'])}"
+        ax.plot(xs, [fitted_busbw_gbps(ab, op, ranks, x) for x in xs], color=colour, lw=1.4,
+                ls=styles[i % len(styles)],
+                label=f"{name}: α {g['alpha_s'] * 1e6:.3g} µs, 1/β {inv_beta:.3g} GB/s{r2}"
+                + (f", β×{shared:.2f} shared" if shared != 1.0 else ""))
 
 
 def draw_panel(ax, op, benches, series, colour, calibration, notes):
@@ -186,7 +225,8 @@ def plot_coll(benches, calibration, cal_file, out):
     emul = sorted({b["emulation"] for b in benches})
     title = "sax bench coll: bus bandwidth by size (points: mean time; bars: p50..p99)   emulation: " + ", ".join(emul)
     if cal_file:
-        title += "\ndashed: the calibration's α-β (" + os.path.basename(cal_file) + "): time = steps·α + bus_factor·bytes·β"
+        title += ("\ndashed: the calibration's α-β (" + os.path.basename(cal_file)
+                  + "): time = steps·α + bus_factor·bytes·β, each regime's own α and β over its sizes")
     fig.suptitle(title, fontsize=10.5)
     if notes:
         fig.text(0.01, 0.005, "; ".join(sorted(notes)), fontsize=7.5, color="#555")

@@ -2,6 +2,7 @@
 // shapes, from the calibration where it has a figure and the datasheet where not.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -61,6 +62,25 @@ TEST(ExportAstraSim, OneEntryPerDimensionInItsUnits) {
   ASSERT_EQ(e.notes.size(), 2u);
   EXPECT_NE(e.notes[0].find("datasheet"), std::string::npos) << e.notes[0];
   EXPECT_NE(e.notes[1].find("calibration"), std::string::npos) << e.notes[1];
+}
+
+// A link fitted in size regimes exports its large-message regime (the entry's own α and β), and
+// both the file's comment and the link's note say so.
+TEST(ExportAstraSim, ALinkInRegimesGivesItsLargeMessageRegime) {
+  sax::Calibration k = calibration();
+  auto& ab = k.links[static_cast<int>(sax::LinkClass::cross_building)][static_cast<int>(sax::CollOp::all_reduce)];
+  ab->regimes = {{1024, 10.0, 40.0, {}}, {65536, 1000.0, 4.0, {}}};
+  const auto e = sax::calibration::astra_sim_network(k, cluster());
+  EXPECT_NEAR(std::stod(list(e.text, "latency")[1]), 1e6, 1e-3);
+  EXPECT_NEAR(std::stod(list(e.text, "bandwidth")[1]), 0.125 * 1e9 / (1 << 30), 1e-6);
+  EXPECT_NE(e.text.find("large-message regime"), std::string::npos) << e.text;
+  EXPECT_NE(e.notes[1].find("its large-message regime from 65536 bytes of 2"), std::string::npos) << e.notes[1];
+  const auto c = sax::calibration::calculon_system(k, cluster(), sax::DType::fp32);
+  EXPECT_NEAR(nlohmann::json::parse(c.text)["networks"][1]["bandwidth"].get<double>(), 0.125, 1e-12);
+  const auto note =
+      std::find_if(c.notes.begin(), c.notes.end(), [](const std::string& n) { return n.rfind("network 1 ", 0) == 0; });
+  ASSERT_NE(note, c.notes.end());
+  EXPECT_NE(note->find("large-message regime"), std::string::npos) << *note;
 }
 
 TEST(ExportCalculon, TheSystemCalculonParses) {

@@ -32,6 +32,59 @@ std::vector<CollPoint> sweep(CollOp op, int ranks, double alpha_us, double beta,
   return pts;
 }
 
+// A link whose time by size is a broken line: `regimes` {from_bytes, α µs, β ns per bus byte},
+// the entry's own α and β the last's.
+sax::AlphaBeta broken_line(const std::vector<sax::LinkRegime>& regimes) {
+  sax::AlphaBeta ab{regimes.back().alpha_us, regimes.back().beta_ns_per_byte, {}};
+  ab.regimes = regimes;
+  return ab;
+}
+
+// The points of a sweep on 4 and 8 ranks from 1 KiB to 64 MiB (×2) under `ab` (each size in its
+// regime), each time × (1 + noise·N(0,1)), and every 7th three times too slow (a descheduled
+// rank). `slow` gets the sizes made slow.
+std::vector<CollPoint> broken_sweep(CollOp op, const sax::AlphaBeta& ab, double noise, std::mt19937& rng,
+                                    std::vector<double>* slow = nullptr) {
+  std::normal_distribution<double> n01;
+  std::vector<CollPoint> pts;
+  for (int ranks : {4, 8})
+    for (double bytes = 1024; bytes <= 64.0 * (1 << 20); bytes *= 2) {
+      CollPoint p{op, ranks, bytes, 0};
+      p.time_us = sax::calibration::predict_us(ab, p) * (1 + noise * n01(rng));
+      pts.push_back(p);
+    }
+  for (std::size_t i = 3; i < pts.size(); i += 7) {
+    pts[i].time_us *= 3;
+    if (slow) slow->push_back(pts[i].bytes);
+  }
+  return pts;
+}
+
+// Each regime starts where the one that made the points did, and gives back its times within
+// `tolerance` at every size of the sweep (a small-message regime's β moves its times little, so
+// the lines are compared where they are used); the large-message regime's α and β within it too.
+void expect_regimes(const sax::AlphaBeta& fitted, const sax::AlphaBeta& truth, double tolerance,
+                    const std::string& what) {
+  ASSERT_EQ(fitted.regimes.size(), truth.regimes.size()) << what;
+  for (std::size_t r = 0; r < truth.regimes.size(); ++r) {
+    EXPECT_EQ(fitted.regimes[r].from_bytes, truth.regimes[r].from_bytes) << what << " regime " << r;
+    EXPECT_GT(fitted.regimes[r].fit.samples, 0) << what << " regime " << r;
+    EXPECT_LE(fitted.regimes[r].fit.r2, 1.0) << what << " regime " << r;
+  }
+  for (int ranks : {4, 8})
+    for (double bytes = 1024; bytes <= 64.0 * (1 << 20); bytes *= 2) {
+      const CollPoint p{CollOp::all_reduce, ranks, bytes, 0};
+      const double want = sax::calibration::predict_us(truth, p);
+      EXPECT_NEAR(sax::calibration::predict_us(fitted, p), want, tolerance * want) << what << " at " << bytes;
+    }
+  const sax::LinkRegime &f = fitted.regimes.back(), &t = truth.regimes.back();
+  EXPECT_NEAR(f.alpha_us, t.alpha_us, tolerance * t.alpha_us) << what;
+  EXPECT_NEAR(f.beta_ns_per_byte, t.beta_ns_per_byte, tolerance * t.beta_ns_per_byte) << what;
+  // The entry's own α and β are the large-message regime's.
+  EXPECT_EQ(fitted.alpha_us, f.alpha_us) << what;
+  EXPECT_EQ(fitted.beta_ns_per_byte, f.beta_ns_per_byte) << what;
+}
+
 }  // namespace
 
 TEST(FitAlphaBeta, RecoversTheCoefficientsOfNoiselessPoints) {
@@ -58,9 +111,100 @@ TEST(FitAlphaBeta, NoiseAndOutliersDoNotDragTheFit) {
     EXPECT_NEAR(fit.coefficients.alpha_us, 30.0, 3.0) << sax::to_string(op);
     EXPECT_NEAR(fit.coefficients.beta_ns_per_byte, 0.5, 0.05) << sax::to_string(op);
     EXPECT_GE(fit.downweighted, static_cast<std::int64_t>(pts.size() / 6)) << "the outliers were not discounted";
-    EXPECT_LT(fit.rel_residual_p50, 0.06);
+    EXPECT_LT(fit.coefficients.rel_residual_p50, 0.06);
     EXPECT_GT(fit.coefficients.fit.max_rel_error, 0.5) << "quality is reported over every point, outliers too";
   }
+}
+
+// An eager protocol below 64 KiB (little latency, a quarter of the bandwidth) and a rendezvous
+// one above, with 3 % noise and one point in seven three times too slow: the fit finds the
+// break where it is and both lines (their times within 6 %), and lists the slow points as
+// outliers, each with its residual (a third of the time: −2/3) and why.
+TEST(FitRegimes, RecoversTwoRegimesTheirBreakAndTheOutliers) {
+  std::mt19937 rng(11);
+  const sax::AlphaBeta truth = broken_line({{1024, 5.0, 0.2, {}}, {65536, 40.0, 0.05, {}}});
+  for (CollOp op : {CollOp::all_reduce, CollOp::all_gather, CollOp::send_recv}) {
+    std::vector<double> slow;
+    const auto pts = broken_sweep(op, truth, 0.03, rng, &slow);
+    const auto fit = fit_alpha_beta(pts, "synthetic");
+    const sax::AlphaBeta& ab = fit.coefficients;
+    expect_regimes(ab, truth, 0.06, sax::to_string(op));
+    // The quality over every size, slow points included: most within the noise, the worst the outliers'.
+    EXPECT_LT(ab.rel_residual_p50, 0.05) << sax::to_string(op);
+    EXPECT_GE(ab.rel_residual_p90, ab.rel_residual_p50) << sax::to_string(op);
+    EXPECT_GT(ab.fit.max_rel_error, 0.5) << sax::to_string(op);
+    EXPECT_EQ(ab.fit.samples, static_cast<std::int64_t>(pts.size()));
+    // Every slow point listed (a noisy one may join them), each with its residual and why.
+    EXPECT_LE(ab.outliers.size(), slow.size() + 1) << sax::to_string(op);
+    for (double bytes : slow) {
+      const auto o = std::find_if(ab.outliers.begin(), ab.outliers.end(), [&](const sax::FitOutlier& x) {
+        return x.bytes == static_cast<std::int64_t>(bytes) && x.rel_residual < -0.5;
+      });
+      ASSERT_NE(o, ab.outliers.end()) << sax::to_string(op) << " at " << bytes;
+      EXPECT_NEAR(o->rel_residual, -2.0 / 3, 0.1) << sax::to_string(op);
+      EXPECT_NE(o->why.find("robust scale"), std::string::npos) << o->why;
+    }
+  }
+}
+
+// NCCL-like: a low-latency protocol for small messages, a middle one, and the bandwidth one from
+// 2 MiB; three regimes, each recovered.
+TEST(FitRegimes, RecoversThreeRegimes) {
+  std::mt19937 rng(5);
+  const sax::AlphaBeta truth = broken_line({{1024, 3.0, 0.5, {}}, {16384, 20.0, 0.1, {}}, {2 << 20, 200.0, 0.04, {}}});
+  for (CollOp op : {CollOp::all_reduce, CollOp::reduce_scatter}) {
+    const auto fit = fit_alpha_beta(broken_sweep(op, truth, 0.03, rng), "synthetic");
+    expect_regimes(fit.coefficients, truth, 0.06, sax::to_string(op));
+  }
+}
+
+// Noise and outliers never make a straight line a broken one: one regime, from the smallest size,
+// whatever the seed; and asked for one regime, a broken line is fitted as one line.
+TEST(FitRegimes, AStraightLineWithNoiseIsOneRegime) {
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    for (CollOp op : {CollOp::all_reduce, CollOp::all_gather, CollOp::all_to_all, CollOp::send_recv}) {
+      const auto fit = fit_alpha_beta(broken_sweep(op, broken_line({{1024, 30.0, 0.5, {}}}), 0.03, rng), "synthetic");
+      ASSERT_EQ(fit.coefficients.regimes.size(), 1u) << "seed " << seed << " " << sax::to_string(op);
+      EXPECT_EQ(fit.coefficients.regimes[0].from_bytes, 1024);
+      EXPECT_NEAR(fit.coefficients.alpha_us, 30.0, 3.0);
+      EXPECT_NEAR(fit.coefficients.beta_ns_per_byte, 0.5, 0.05);
+    }
+  }
+  std::mt19937 rng(2);
+  const sax::AlphaBeta two = broken_line({{1024, 5.0, 0.2, {}}, {65536, 40.0, 0.05, {}}});
+  EXPECT_EQ(
+      fit_alpha_beta(broken_sweep(CollOp::all_reduce, two, 0.03, rng), "synthetic", 1).coefficients.regimes.size(), 1u);
+}
+
+// The table has a line per regime (and the quality over every size, and the outliers, on lines
+// of their own); the calibration holds the regimes and the outliers, and reads them back.
+TEST(FitLinks, ALinePerRegimeAndTheRegimesInTheCalibration) {
+  std::mt19937 rng(4);
+  sax::calibration::LinkPoints points;
+  points[{sax::LinkClass::cross_building, CollOp::send_recv}] =
+      broken_sweep(CollOp::send_recv, broken_line({{1024, 5.0, 0.2, {}}, {65536, 40.0, 0.05, {}}}), 0.03, rng);
+  sax::Calibration cal;
+  cal.provenance.cluster = "synthetic";
+  const std::string table = sax::calibration::fit_links(
+      points, [](sax::LinkClass, CollOp) { return std::string("synthetic"); }, cal);
+  EXPECT_NE(table.find("p90_err"), std::string::npos) << table;
+  EXPECT_NE(table.find(" 1/2 "), std::string::npos) << table;
+  EXPECT_NE(table.find(" 2/2 "), std::string::npos) << table;
+  EXPECT_NE(table.find("       65536 "), std::string::npos) << table;
+  EXPECT_NE(table.find("#   all sizes: r2 "), std::string::npos) << table;
+  EXPECT_NE(table.find("#   outliers (residual > 3 x its regime's robust scale"), std::string::npos) << table;
+  const auto& ab = cal.links[static_cast<int>(sax::LinkClass::cross_building)][static_cast<int>(CollOp::send_recv)];
+  ASSERT_TRUE(ab.has_value()) << table;
+  ASSERT_EQ(ab->regimes.size(), 2u);
+  EXPECT_FALSE(ab->outliers.empty());
+  const sax::Calibration again = sax::read_calibration(sax::to_json(cal), "again.json");
+  EXPECT_EQ(sax::to_json(again), sax::to_json(cal));
+  const auto& back = again.links[static_cast<int>(sax::LinkClass::cross_building)][static_cast<int>(CollOp::send_recv)];
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->regimes[1].from_bytes, 65536);
+  EXPECT_EQ(back->outliers.size(), ab->outliers.size());
+  EXPECT_DOUBLE_EQ(back->rel_residual_p90, ab->rel_residual_p90);
 }
 
 TEST(FitAlphaBeta, CoefficientsStayPhysical) {

@@ -242,6 +242,35 @@ TEST(CostModel, CalibratedCrossBuildingSharingIsAppliedOnce) {
   EXPECT_DOUBLE_EQ(CostParams::calibrated(c, m, k, "k.json").links[2].oversubscription, 1.7);
 }
 
+// A calibration's regimes reach the cost model as fitted: each message priced in its size's
+// regime (the entry's own α-β, the large-message regime, only from its start).
+TEST(CostModel, CalibratedRegimesPriceEachMessageInItsRegime) {
+  const Cluster c = test::preset_cluster("h100-3bld");
+  const Model m = test::preset_model("llama3-8b");
+  Calibration k;
+  k.provenance.cluster = "h100";
+  AlphaBeta ab{1000, 8, {}};
+  ab.regimes = {{1024, 100, 30, {}}, {65536, 1000, 8, {}}};
+  k.links[2][static_cast<int>(CollOp::send_recv)] = ab;
+  const CostParams p = CostParams::calibrated(c, m, k, "k.json");
+  const LinkCost& cross = p.links[2];
+  ASSERT_EQ(cross.of(CollOp::send).count, 2u);
+  EXPECT_DOUBLE_EQ(cross.alpha(CollOp::send_recv), 1000e-6);
+  const terms::Price price = terms::price(CollOp::send, Channel(&cross, 2, 1.0));
+  EXPECT_NEAR(price.time({1, 4096}), 100e-6 + 4096 * 30e-9, 1e-15);
+  EXPECT_NEAR(price.time({2, 2 * 65536.0}), 2 * (1000e-6 + 65536 * 8e-9), 1e-15);
+  // Through a NIC whose own regimes break elsewhere: each size at the slower of both, range by range.
+  LinkCost nic;
+  nic.set_all(10e-6, 1e-9);
+  nic.regimes[static_cast<std::size_t>(CollOp::send_recv)] = {
+      {AlphaBetaRegime{0, 10e-6, 1e-9}, AlphaBetaRegime{8192, 2000e-6, 1e-9}}, 2};
+  const terms::Price both = terms::price(CollOp::send, Channel(&cross, 2, 1.0, &nic));
+  EXPECT_EQ(both.ranges, 3);
+  EXPECT_NEAR(both.time({1, 4096}), 100e-6 + 4096 * 30e-9, 1e-15);     // the link's first regime
+  EXPECT_NEAR(both.time({1, 16384}), 2000e-6 + 16384 * 30e-9, 1e-15);  // the NIC's α, the link's β
+  EXPECT_NEAR(both.time({1, 1 << 20}), 2000e-6 + (1 << 20) * 8e-9, 1e-15);
+}
+
 // Llama 3 405B's production split (PP16 × VPP4, first and last stage one layer short) is priced
 // by each stage's own layers, the same whether written as Megatron's account_for flags or as
 // the equivalent layout string. (On h100-3bld DP is 768: the batch is DP × 16 micro-batches so
@@ -282,9 +311,8 @@ TEST(CostModel, Llama405bProductionLayoutIsPriced) {
 // = 2026 · 8 µs / (0.224175 · β) ≈ 3.40 GB.
 TEST(CostModel, TunerPicksTreeForSmallAndRingForLargeMessagesAtScale) {
   LinkCost nic;
-  nic.alpha_s.fill(8e-6);
   const double beta = 1.0 / 47e9;
-  nic.beta_s_per_byte.fill(beta);
+  nic.set_all(8e-6, beta);
   nic.beta_scale = {1.0, 1.0 / 0.9, 0.0};
   const Channel ch(&nic, 1024, 1.0);
   const terms::Price p = terms::price(CollOp::all_reduce, ch);

@@ -23,8 +23,7 @@ namespace {
 CostParams alpha_only(const Cluster& c, const Model& m) {
   CostParams p = CostParams::datasheet(c, m);
   auto set = [](LinkCost& l) {
-    l.alpha_s.fill(1e-6);
-    l.beta_s_per_byte.fill(0.0);
+    l.set_all(1e-6, 0.0);
     l.oversubscription = 1.0;
   };
   for (auto& l : p.links) set(l);
@@ -129,10 +128,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CostTerms, ::testing::ValuesIn(sax::test::grid
 namespace {
 void expect_compute_is_the_workloads_ops_each_at_its_roofline(const Case& s) {
   CostParams params = CostParams::datasheet(s.cluster, s.model);
-  auto free = [](LinkCost& l) {
-    l.alpha_s.fill(0.0);
-    l.beta_s_per_byte.fill(0.0);
-  };
+  auto free = [](LinkCost& l) { l.set_all(0.0, 0.0); };
   for (auto& l : params.links) free(l);
   for (auto& l : params.technologies) free(l);
   params.router_imbalance = 1.0;
@@ -240,8 +236,7 @@ TEST_P(CostTerms, TpOverlapIsEachGemmsMessagesAgainstItsTime) {
   for (double alpha : {1e-6, 1.0}) {
     CostParams params = CostParams::datasheet(s.cluster, s.model);
     auto set = [alpha](LinkCost& l) {
-      l.alpha_s.fill(alpha);
-      l.beta_s_per_byte.fill(0.0);
+      l.set_all(alpha, 0.0);
       l.oversubscription = 1.0;
     };
     for (auto& l : params.links) set(l);

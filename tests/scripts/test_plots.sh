@@ -65,8 +65,11 @@ for op, f in (("all_reduce", 1.5), ("all_gather", 0.75), ("broadcast", 1.0)):
 json.dump({"version": 2, "config": {"group": "world"}, "env": {"link_class": "cross_building", "emulation": "none"},
            "results": res}, open(f"{t}/coll.json", "w"))
 ab = {"alpha_us": 20, "beta_ns_per_byte": 0.5, "fit": {"r2": 0.99, "max_rel_error": 0.05, "samples": 6}}
+# all_gather in two regimes, the second from 64 KiB: each drawn over its own sizes.
+two = dict(ab, regimes=[{"from_bytes": 1024, "alpha_us": 5, "beta_ns_per_byte": 1.0, "fit": {"r2": 0.9}},
+                        {"from_bytes": 65536, "alpha_us": 20, "beta_ns_per_byte": 0.5, "fit": {"r2": 0.99}}])
 json.dump({"version": 1, "provenance": {"cluster": "x", "backend": "cpu"},
-           "links": {"cross_building": {"all_reduce": ab, "all_gather": ab}}}, open(f"{t}/cal.json", "w"))
+           "links": {"cross_building": {"all_reduce": ab, "all_gather": two}}}, open(f"{t}/cal.json", "w"))
 # A merged trace of two ranks, two steps each: compute, TP messages on the executor and a lane.
 ev = [{"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}} for r in (0, 1)]
 ev += [{"ph": "M", "name": "thread_name", "pid": r, "tid": 2130706432, "args": {"name": "tp comm"}} for r in (0, 1)]
@@ -84,6 +87,18 @@ for r in (0, 1):
 json.dump({"traceEvents": ev}, open(f"{t}/trace.json", "w"))
 PY
 "$py" "$plots" coll "$tmp/coll.json" --calibration "$tmp/cal.json" --out "$out/coll.png" >/dev/null || fail "coll exited $?"
+# The plot's α-β is spec/alpha_beta.hpp's, regime by size: below the first start, at and past a break.
+PYTHONPATH="$src/scripts" "$py" - "$tmp" <<'PY' || fail "coll: the α-β by regime is not spec/alpha_beta.hpp's"
+import sys
+from sax_plots import coll
+k = coll.read_calibration(sys.argv[1] + "/cal.json")
+ag, ar = k[("cross_building", "all_gather")], k[("cross_building", "all_reduce")]
+for nbytes, alpha_us, beta in ((512, 5, 1.0), (65535, 5, 1.0), (65536, 20, 0.5), (1 << 20, 20, 0.5)):
+    want = 3 * alpha_us + 0.75 * nbytes * beta * 1e-3  # all_gather on 4 ranks: 3 steps, bus factor 3/4
+    got = coll.predict_us(ag, "all_gather", 4, nbytes)
+    assert abs(got - want) <= 1e-9 * want, (nbytes, got, want)
+assert len(ar["regimes"]) == 1 and abs(coll.predict_us(ar, "all_reduce", 4, 4096) - (6 * 20 + 1.5 * 4096 * 0.5e-3)) < 1e-9
+PY
 [ -f "$out/coll.png" ] && is_png "$out/coll.png" || fail "coll: no PNG of real size"
 "$py" "$plots" timeline "$tmp/trace.json" --out "$out/timeline.png" --step 2 >/dev/null || fail "timeline exited $?"
 [ -f "$out/timeline.png" ] && is_png "$out/timeline.png" || fail "timeline: no PNG of real size"
