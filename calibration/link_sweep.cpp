@@ -1,6 +1,7 @@
 #include "calibration/link_sweep.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 
@@ -94,7 +95,7 @@ json link_point(const LinkTask& t, const LinkSweep& s, const harness::CollResult
           {"op", to_string(t.op)},  {"ranks", r.ranks},   {"groups", set.groups.size()},
           {"together", t.together}, {"bytes", t.bytes},   {"time_us", r.time_us},
           {"p50_us", r.p50_us},     {"p99_us", r.p99_us}, {"cv", r.cv},
-          {"iters", s.iters},       {"path", r.path}};
+          {"iters", t.iters},       {"path", r.path}};
 }
 
 }  // namespace
@@ -131,10 +132,12 @@ std::vector<LinkTask> link_tasks(const LinkSweep& s, const Cluster& cluster) {
         const RingAlgorithm ring = ring_algorithm(op, static_cast<double>(set.groups.front().size()));
         const double one =
             alpha_beta_s(ring, static_cast<double>(bytes), link.latency_us * 1e-6, 1.0 / (link.bandwidth_gbps * 1e9));
-        tasks.push_back({kind, op, bytes, true, (s.iters + s.warmup + 2) * one});
+        const auto iters = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(kMinPointSeconds / one)),
+                                                    s.iters, kMaxItersFactor * s.iters);
+        tasks.push_back({kind, op, bytes, true, iters, (iters + s.warmup + 2) * one});
         if (kind == std::string("cross_building") && several && op == kSharingOp &&
             bytes >= sizes[sizes.size() - std::min(sizes.size(), kSharingSizes)])
-          tasks.push_back({kind, op, bytes, false, (s.iters + s.warmup + 2) * one});
+          tasks.push_back({kind, op, bytes, false, iters, (iters + s.warmup + 2) * one});
       }
   }
   return tasks;
@@ -154,6 +157,7 @@ void measure_links(const LinkSweep& s, const std::vector<LinkTask>& tasks, const
       plan.config.ops = {t.op};
       plan.config.min_bytes = plan.config.max_bytes = t.bytes;
       plan.config.groups_at_once = t.together ? 0 : 1;
+      plan.config.iters = t.iters;
       const auto results =
           harness::run_coll_sweep(plan, *group.comm, device, job, &watchdog, [](const harness::CollResult&) {});
       char what[96];

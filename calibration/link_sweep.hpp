@@ -46,9 +46,17 @@ struct LinkTask {
   CollOp op = CollOp::all_reduce;
   std::uint64_t bytes = 0;
   bool together = false;
-  double weight = 0;  // the datasheet's time for it (s), for the ETA
+  std::int64_t iters = 0;  // timed iterations: -n, more where one op is short (kMinPointSeconds)
+  double weight = 0;       // the datasheet's time for it (s), for the ETA
   std::string key() const;
 };
+
+// A point's timed iterations last at least this long by the datasheet's time per op (at most
+// kMaxItersFactor × -n): a message of a few KiB takes about a latency, so 20 of them are a few ms
+// of a noisy host, and a fit of a small-message regime then measures the noise (-n 20 on local-2bld
+// gave one regime of 4 to 32 KiB an R² of -0.40, -n 60 0.990 with every regime at 0.989 or more).
+inline constexpr double kMinPointSeconds = 0.1;
+inline constexpr std::int64_t kMaxItersFactor = 10;
 
 // In order: per kind (cross-building first: the map's order), op and size, every group of the kind
 // at once; then one cross-building group alone at the largest sizes.
