@@ -244,13 +244,18 @@ void set_environment(const Cluster& c, const LaunchOptions& o, LaunchPlan& p) {
   // and `sax run` measures what `predict` prices. Open MPI 4.1's own choice between sizes bent the
   // fits: on local-2bld's 1 ms boundary its all_reduce went 1 or 2 round trips by size, and the
   // fitted latency came out 14-21 % short of the emulated link (791-856 us); with the rings,
-  // 1003-1041 us (two calibrations each way). A value already in the environment is kept.
+  // 1003-1041 us (two calibrations each way). The nonblocking all_reduce that paced ranks wait on
+  // (libnbc's) too: by its own choice two ranks reduced and broadcast (busbw 0.06 GB/s across a
+  // 0.125 GB/s NIC) and four ran Rabenseifner's halving (0.27), so a calibration on pairs priced a
+  // DP all-reduce of four 4x slow; as a ring, 0.11 and 0.12. A value already in the environment
+  // is kept.
   for (const auto& [k, v] :
        std::vector<std::pair<std::string, std::string>>{{"OMPI_MCA_coll_tuned_use_dynamic_rules", "1"},
                                                         {"OMPI_MCA_coll_tuned_allreduce_algorithm", "4"},       // ring
                                                         {"OMPI_MCA_coll_tuned_allgather_algorithm", "4"},       // ring
                                                         {"OMPI_MCA_coll_tuned_reduce_scatter_algorithm", "3"},  // ring
-                                                        {"OMPI_MCA_coll_tuned_alltoall_algorithm", "2"}})  // pairwise
+                                                        {"OMPI_MCA_coll_tuned_alltoall_algorithm", "2"},  // pairwise
+                                                        {"OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1"}})  // ring
     if (!std::getenv(k.c_str())) p.env.emplace_back(k, v);
   p.nccl = nccl_env(c, p.emulation, {p.technology, p.nccl_net_plugin, o.slot, o.job});
   p.env.insert(p.env.end(), p.nccl.common.begin(), p.nccl.common.end());

@@ -49,6 +49,9 @@ TEST(Launch, AnOpenMpiAlgorithmTheUserChoseIsKept) {
     return std::string("(unset)");
   };
   EXPECT_EQ(value(sax::launcher::plan_launch(c, "local-2bld.json", o), "OMPI_MCA_coll_tuned_allreduce_algorithm"), "4");
+  // The nonblocking all_reduce paced ranks wait on is the ring too.
+  EXPECT_EQ(value(sax::launcher::plan_launch(c, "local-2bld.json", o), "OMPI_MCA_coll_libnbc_iallreduce_algorithm"),
+            "1");
   ::setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "6", 1);
   const auto p = sax::launcher::plan_launch(c, "local-2bld.json", o);
   ::unsetenv("OMPI_MCA_coll_tuned_allreduce_algorithm");
