@@ -3,15 +3,17 @@
 // building meet on the building's bridge, and each building's bridge reaches the core bridge (in
 // the root namespace) through one veth pair, the building's uplink. Shaped as the cost model
 // prices it (payload rates; the wire rate adds TCP/IP/Ethernet framing):
-//   - a NIC sends and receives at most its NIC rate (the intra-building link; tbf on both ends);
+//   - a NIC sends at most the device's rate to other buildings and its NIC rate (the
+//     intra-building link) inside its building (htb), and receives at its NIC rate (tbf);
 //   - what arrives from another building is taken by an iptables NFQUEUE rule per source building
 //     in the device's PREROUTING chain to the device's sax-linkdelay helper
 //     (launcher/linkdelay.cpp), which paces it on virtual clocks that the helpers share (a file in
 //     the launch's directory): the sender's NIC at the device's rate across the boundary, the
 //     sender's building's uplink out and this building's uplink in at devices × rate /
 //     oversubscription, this NIC at the device's rate; then holds it for that pair's latency
-//     (plus jitter), and drops its loss at random. No token bucket: the first bytes after an idle
-//     gap do not pass at the veth's speed, and no rate is lost to a late wake-up.
+//     (plus jitter), and drops its loss at random. The uplink has no token bucket: the first
+//     bytes after an idle gap do not pass at the veth's speed, and no rate is lost to a late
+//     wake-up.
 // One pair crossing alone so gets its NIC's rate; every device crossing at once shares the uplink.
 // Each node is a namespace too, where Open MPI's daemon runs under the node's hostname (the launch
 // agent): the node's ranks are its children, each entering its device's namespace (the rank
