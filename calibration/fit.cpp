@@ -164,53 +164,66 @@ double predict_us(const AlphaBeta& ab, const CollPoint& p) {
   return 1e6 * alpha_beta_s(ab.regimes_s(), ring, p.bytes);
 }
 
-LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& what, std::size_t max_regimes) {
-  const std::size_t n = points.size();
-  for (std::size_t i = 0; i < n; ++i) {
+namespace {
+
+// The points' sizes in order, and each point's index among them (the points checked first).
+struct SizeIndex {
+  std::vector<double> sizes;
+  std::vector<std::size_t> size_of;  // per point
+  std::size_t regime_of(const std::vector<std::size_t>& starts, std::size_t point) const {
+    return static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), size_of[point]) - starts.begin() -
+                                    1);
+  }
+};
+
+SizeIndex index_sizes(const std::vector<CollPoint>& points, const std::string& what) {
+  SizeIndex x;
+  for (std::size_t i = 0; i < points.size(); ++i) {
     const CollPoint& p = points[i];
     if (!(p.time_us > 0) || !std::isfinite(p.time_us) || !(p.bytes > 0) || !std::isfinite(p.bytes) || p.ranks < 2)
       throw InputError(what, "/results/" + std::to_string(i),
                        "a point with positive, finite time_us and bytes on 2 ranks or more");
+    x.sizes.push_back(p.bytes);
   }
-  // The sizes in order, and each point's index among them.
-  std::vector<double> sizes;
-  for (const CollPoint& p : points) sizes.push_back(p.bytes);
-  std::sort(sizes.begin(), sizes.end());
-  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  const std::size_t m = sizes.size();
-  std::vector<std::size_t> size_of(n);
-  for (std::size_t i = 0; i < n; ++i)
-    size_of[i] =
-        static_cast<std::size_t>(std::lower_bound(sizes.begin(), sizes.end(), points[i].bytes) - sizes.begin());
+  std::sort(x.sizes.begin(), x.sizes.end());
+  x.sizes.erase(std::unique(x.sizes.begin(), x.sizes.end()), x.sizes.end());
+  for (const CollPoint& p : points)
+    x.size_of.push_back(
+        static_cast<std::size_t>(std::lower_bound(x.sizes.begin(), x.sizes.end(), p.bytes) - x.sizes.begin()));
+  return x;
+}
 
-  // Each range of sizes [first, end) fitted once, its points in their order in `points`.
-  std::map<std::pair<std::size_t, std::size_t>, std::optional<Line>> ranges;
-  auto range = [&](std::size_t first, std::size_t end) -> const Line* {
-    auto [it, fresh] = ranges.try_emplace({first, end});
-    if (fresh) {
-      std::vector<const CollPoint*> pts;
-      for (std::size_t i = 0; i < n; ++i)
-        if (size_of[i] >= first && size_of[i] < end) pts.push_back(&points[i]);
-      it->second = robust_line(pts);
-    }
-    return it->second ? &*it->second : nullptr;
-  };
-  if (!range(0, m))
-    throw InputError(what, "/results", "points of at least two different sizes to fit latency and bandwidth");
+// Each range of sizes [first, end) fitted once, its points in their order in `points`; the
+// splits point into it (a map's nodes stay where they are).
+using RangeFits = std::map<std::pair<std::size_t, std::size_t>, std::optional<Line>>;
 
-  // Every split into 1 to max_regimes regimes of kMinRegimeSizes sizes or more, fewest regimes first.
+const Line* range_fit(RangeFits& fits, const std::vector<CollPoint>& points, const SizeIndex& x, std::size_t first,
+                      std::size_t end) {
+  auto [it, fresh] = fits.try_emplace({first, end});
+  if (fresh) {
+    std::vector<const CollPoint*> pts;
+    for (std::size_t i = 0; i < points.size(); ++i)
+      if (x.size_of[i] >= first && x.size_of[i] < end) pts.push_back(&points[i]);
+    it->second = robust_line(pts);
+  }
+  return it->second ? &*it->second : nullptr;
+}
+
+// Every split into 1 to max_regimes regimes of kMinRegimeSizes sizes or more, fewest regimes first.
+std::vector<Split> candidate_splits(RangeFits& fits, const std::vector<CollPoint>& points, const SizeIndex& x,
+                                    std::size_t max_regimes) {
+  const std::size_t n = points.size(), m = x.sizes.size();
   std::vector<Split> splits;
   auto add = [&](std::vector<std::size_t> starts) {
     Split s{std::move(starts), {}, std::vector<double>(n)};
     std::vector<std::size_t> at(s.starts.size(), 0);  // each regime's next residual
     for (std::size_t r = 0; r < s.starts.size(); ++r) {
-      const Line* l = range(s.starts[r], r + 1 < s.starts.size() ? s.starts[r + 1] : m);
+      const Line* l = range_fit(fits, points, x, s.starts[r], r + 1 < s.starts.size() ? s.starts[r + 1] : m);
       if (!l) return;
       s.lines.push_back(l);
     }
     for (std::size_t i = 0; i < n; ++i) {
-      const auto r = static_cast<std::size_t>(std::upper_bound(s.starts.begin(), s.starts.end(), size_of[i]) -
-                                              s.starts.begin() - 1);
+      const std::size_t r = x.regime_of(s.starts, i);
       s.rel[i] = s.lines[r]->rel[at[r]++];
     }
     splits.push_back(std::move(s));
@@ -222,13 +235,16 @@ LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& 
   if (max_regimes >= 3)
     for (std::size_t a = k; a + 2 * k <= m; ++a)
       for (std::size_t b = a + k; b + k <= m; ++b) add({0, a, b});
+  return splits;
+}
 
-  // The split of the least criterion under one scale σ for all. σ: the residuals' root mean
-  // square winsorized at 2.5 robust scales (as efficient as the RMS under Gaussian noise, bounded
-  // against outliers), over the split's degrees of freedom; first the least of every split's (a
-  // broken line's one-regime residuals hold its misfit and would hide the break), then the chosen
-  // split's, until the choice stands. The penalty is twice Schwarz's: a break searched for over
-  // every size costs more than the one parameter it adds.
+// The split of the least criterion under one scale σ for all. σ: the residuals' root mean
+// square winsorized at 2.5 robust scales (as efficient as the RMS under Gaussian noise, bounded
+// against outliers), over the split's degrees of freedom; first the least of every split's (a
+// broken line's one-regime residuals hold its misfit and would hide the break), then the chosen
+// split's, until the choice stands. The penalty is twice Schwarz's: a break searched for over
+// every size costs more than the one parameter it adds.
+std::size_t choose_split(const std::vector<Split>& splits, std::size_t n) {
   auto parameters = [](const Split& s) { return static_cast<double>(3 * s.starts.size() - 1); };
   auto criterion = [&](const Split& s, double sigma) {
     double loss = 0;
@@ -254,34 +270,33 @@ LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& 
     sigma = scale_of(splits[chosen]);
     if (settled) break;
   }
+  return chosen;
+}
 
-  const Split& s = splits[chosen];
+// The chosen split as a fit: its regimes' coefficients, the quality over every point (outliers
+// included) and per regime over its own, and the points Huber's weights all but set aside.
+LinkFit fit_of_split(const Split& s, const std::vector<CollPoint>& points, const SizeIndex& x) {
+  const std::size_t n = points.size(), regimes = s.starts.size();
   LinkFit fit;
   AlphaBeta& ab = fit.coefficients;
-  for (std::size_t r = 0; r < s.starts.size(); ++r) {
+  for (std::size_t r = 0; r < regimes; ++r) {
     const Line& l = *s.lines[r];
-    ab.regimes.push_back({std::llround(sizes[s.starts[r]]), l.alpha_us, l.beta_ns_per_byte, {}});
+    ab.regimes.push_back({std::llround(x.sizes[s.starts[r]]), l.alpha_us, l.beta_ns_per_byte, {}});
     fit.downweighted += l.downweighted;
     fit.iterations = std::max(fit.iterations, l.iterations);
   }
   ab.alpha_us = ab.regimes.back().alpha_us;
   ab.beta_ns_per_byte = ab.regimes.back().beta_ns_per_byte;
-  // Quality over every point (outliers included), and per regime over its own.
   std::vector<std::size_t> all(n);
-  std::vector<std::vector<std::size_t>> in_regime(s.starts.size());
-  for (std::size_t i = 0; i < n; ++i) {
-    all[i] = i;
-    in_regime[static_cast<std::size_t>(std::upper_bound(s.starts.begin(), s.starts.end(), size_of[i]) -
-                                       s.starts.begin() - 1)]
-        .push_back(i);
-  }
+  std::vector<std::vector<std::size_t>> in_regime(regimes);
+  for (std::size_t i = 0; i < n; ++i) all[i] = i, in_regime[x.regime_of(s.starts, i)].push_back(i);
   std::vector<double> rel;
   ab.fit = quality(ab, points, all, &rel);
   ab.rel_residual_p50 = harness::percentile(rel, 0.5);
   ab.rel_residual_p90 = harness::percentile(rel, 0.9);
-  for (std::size_t r = 0; r < s.starts.size(); ++r) {
+  for (std::size_t r = 0; r < regimes; ++r) {
     ab.regimes[r].fit = quality(ab, points, in_regime[r]);
-    // The points Huber's weights all but set aside: far off their regime's line, in its scale.
+    // Far off its regime's line, in that regime's scale.
     const Line& l = *s.lines[r];
     for (std::size_t j = 0; j < in_regime[r].size(); ++j) {
       const double u = std::abs(l.rel[j]) / l.scale;
@@ -294,6 +309,17 @@ LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& 
     }
   }
   return fit;
+}
+
+}  // namespace
+
+LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& what, std::size_t max_regimes) {
+  const SizeIndex x = index_sizes(points, what);
+  RangeFits fits;
+  if (!range_fit(fits, points, x, 0, x.sizes.size()))
+    throw InputError(what, "/results", "points of at least two different sizes to fit latency and bandwidth");
+  const std::vector<Split> splits = candidate_splits(fits, points, x, max_regimes);
+  return fit_of_split(splits[choose_split(splits, points.size())], points, x);
 }
 
 std::string fit_links(const LinkPoints& points, const std::function<std::string(LinkClass, CollOp)>& what,
