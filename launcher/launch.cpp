@@ -121,13 +121,13 @@ std::string LaunchPlan::text(bool commands) const {
           t += " " + safe_text(building_names[static_cast<std::size_t>(a)]) + "-" +
                safe_text(building_names[static_cast<std::size_t>(b)]) + " " + g(netns.arrival(b, a).latency_us) + " us";
     }
-    for (int a = 0; a < n; ++a)
-      for (int b = 0; b < n; ++b)
-        if (a != b && (netns.arrival(b, a).loss > 0 || netns.arrival(b, a).jitter_us > 0)) {
-          t += "; loss " + g(netns.arrival(b, a).loss) + ", jitter " + g(netns.arrival(b, a).jitter_us) + " us";
-          a = n;
-          break;
-        }
+    for (const auto& row : netns.arrivals)
+      if (const auto lossy =
+              std::find_if(row.begin(), row.end(), [](const NetnsArrival& a) { return a.loss > 0 || a.jitter_us > 0; });
+          lossy != row.end()) {
+        t += "; loss " + g(lossy->loss) + ", jitter " + g(lossy->jitter_us) + " us";
+        break;
+      }
     t += std::string(")") + (commands ? ", built by:" : "") + "\n";
     if (commands) {
       for (const auto& cmd : netns_setup_commands(netns)) t += "#   " + shell_line(cmd) + "\n";
@@ -144,12 +144,12 @@ NetnsConfig netns_config(const Cluster& c, const std::string& technology, const 
   NetnsConfig n;
   n.slot = slot;
   n.linkdelay = linkdelay;
-  n.devices_per_node = static_cast<int>(c.devices_per_node);
   // Each building's boundary as the software emulator and the net plugin see it (Cluster::boundary):
   // the uplink devices × rate / oversubscription, a device's rate across it no more than its NIC.
   for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b) {
     const BuildingBoundary boundary = c.boundary(b, technology);
     n.slots_per_building.push_back(boundary.devices_in_building);
+    n.node_devices.push_back(c.devices_per_node_of(b));
     n.boundary_gbps.push_back(boundary.devices_in_building * boundary.link.bandwidth_gbps /
                               boundary.link.oversubscription);
     n.device_gbps.push_back(boundary.nic_gbps > 0 ? std::min(boundary.link.bandwidth_gbps, boundary.nic_gbps)

@@ -78,20 +78,16 @@ std::string building_block(const NetnsConfig& c, int b) {
   return address(c.slot, (b + 1) * p) + "/" + std::to_string(32 - bits);
 }
 
-// A token bucket's rate in bits/s on the wire for a payload rate, and its bucket: `seconds` of the
-// rate, at least two 64 KiB segments (a segment larger than the bucket is cut into MTU-sized
+// A NIC's token bucket: its rate in bits/s on the wire for a payload rate, and a bucket of 0.25 ms
+// of it, at least two 64 KiB segments (a segment larger than the bucket is cut into MTU-sized
 // packets that then lose the rate: 1 Gbit/s with a 64 KiB bucket passed 48-87 MB/s, not 125).
-std::vector<std::string> bucket(double gbps, double seconds) {
+// What crosses buildings the helper paces again; inside a building a larger bucket lets a
+// message's first bytes through at the veth's speed. Packets wait at most 50 ms for tokens.
+std::vector<std::string> bucket(double gbps) {
   const double bits = gbps * 8e9 * kFraming;
-  const double burst = std::max(131072.0, bits / 8 * seconds);
+  const double burst = std::max(131072.0, bits / 8 * 0.25e-3);
   return {"rate", num(std::round(bits)) + "bit", "burst", num(std::round(burst))};
 }
-// A NIC's bucket holds 0.25 ms of its rate: what crosses buildings is paced again by the helper,
-// and inside a building a larger one lets a message's first bytes through at the veth's speed.
-// The uplink's holds 1 ms: a bucket is a ceiling only, so tokens lost to a late wake-up of the
-// qdisc's timer on a busy host are rate lost (0.25 ms gave a 2:1 uplink 8-9 % under its rate).
-// Packets wait at most 50 ms for tokens.
-constexpr double kNicBucketS = 0.25e-3, kUplinkBucketS = 1e-3;
 
 // Starts argv (no shell) with its stdout — and its stderr when `with_stderr` — on a pipe whose
 // read end `*out` receives; `with_parent` ties the child's life to this process (a helper must
@@ -271,7 +267,6 @@ std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c)
   cmds.push_back({"ip", "addr", "add", address(s, 254) + "/24", "dev", bridge(s)});
   cmds.push_back({"ip", "link", "set", bridge(s), "up"});
   for (int b = 0; b < buildings; ++b) {
-    const auto bi = static_cast<std::size_t>(b);
     // The uplink: one veth pair from the building's bridge to the core; what crosses it the
     // helpers pace on its clocks (what a token bucket on it would lose to late wake-ups, a clock
     // does not: a 2:1 uplink under tbf carried 8-9 % under its rate).
@@ -285,7 +280,7 @@ std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c)
   }
   int node = 0;
   for (int b = 0; b < buildings; ++b)
-    for (int k = 0; k < c.slots_per_building[static_cast<std::size_t>(b)] / std::max(1, c.devices_per_node); ++k) {
+    for (int k = 0; k < c.slots_per_building[static_cast<std::size_t>(b)] / c.node_devices_of(b); ++k) {
       const std::string ns = netns_node_name(s, node);
       cmds.push_back({"ip", "netns", "add", ns});
       cmds.push_back(
@@ -325,7 +320,7 @@ std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c)
     const std::vector<std::string> htb = {"tc", "-n", ns, "class", "add", "dev", nic, "parent", "1:", "classid"};
     cmds.push_back({"tc", "-n", ns, "qdisc", "add", "dev", nic, "root", "handle", "1:", "htb", "default", "20"});
     for (const auto& [cls, gbps] : {std::pair{"1:10", c.device_gbps[bi]}, std::pair{"1:20", c.nic_gbps[bi]}}) {
-      const std::vector<std::string> rate = bucket(gbps, kNicBucketS);
+      const std::vector<std::string> rate = bucket(gbps);
       cmds.push_back(with(with(htb, {cls, "htb"}),
                           {"rate", rate[1], "ceil", rate[1], "burst", rate[3], "cburst", rate[3], "quantum", "60000"}));
     }
@@ -335,9 +330,8 @@ std::vector<std::vector<std::string>> netns_setup_commands(const NetnsConfig& c)
                         "protocol", "ip",  "prio", "1",      "u32", "match", "ip", "dst",    building_block(c, j),
                         "flowid",   "1:10"});
     // Receiving: at most the NIC's rate.
-    cmds.push_back(
-        with(with({"tc", "qdisc", "add", "dev", device_link(s, d), "root", "tbf"}, bucket(c.nic_gbps[bi], kNicBucketS)),
-             tbf_latency));
+    cmds.push_back(with(with({"tc", "qdisc", "add", "dev", device_link(s, d), "root", "tbf"}, bucket(c.nic_gbps[bi])),
+                        tbf_latency));
     // What comes from another building the helper paces and delays.
     const std::vector<NetnsArrival> into = c.arrivals_into(b);
     for (int j = 0; j < buildings; ++j) {
@@ -376,7 +370,17 @@ int NetnsConfig::devices() const {
   return n;
 }
 
-int NetnsConfig::nodes() const { return devices() / std::max(1, devices_per_node); }
+int NetnsConfig::node_devices_of(int b) const {
+  const auto i = static_cast<std::size_t>(b);
+  return i < node_devices.size() ? std::max(1, node_devices[i]) : 1;
+}
+
+int NetnsConfig::nodes() const {
+  int n = 0;
+  for (int b = 0; b < static_cast<int>(slots_per_building.size()); ++b)
+    n += slots_per_building[static_cast<std::size_t>(b)] / node_devices_of(b);
+  return n;
+}
 
 int NetnsConfig::building_of_device(int d) const {
   for (std::size_t b = 0; b < slots_per_building.size(); ++b) {
@@ -423,8 +427,10 @@ std::vector<std::string> netns_helper_command(const NetnsConfig& c, int d, const
 
 std::string netns_hostfile(const NetnsConfig& c) {
   std::string h;
-  for (int n = 0; n < c.nodes(); ++n)
-    h += netns_node_name(c.slot, n) + " slots=" + std::to_string(std::max(1, c.devices_per_node)) + "\n";
+  int node = 0;
+  for (int b = 0; b < static_cast<int>(c.slots_per_building.size()); ++b)
+    for (int k = 0; k < c.slots_per_building[static_cast<std::size_t>(b)] / c.node_devices_of(b); ++k)
+      h += netns_node_name(c.slot, node++) + " slots=" + std::to_string(c.node_devices_of(b)) + "\n";
   return h;
 }
 
@@ -450,8 +456,8 @@ std::string netns_agent_script(int slot) {
 std::vector<std::string> netns_rank_wrapper(int slot) {
   // The rank's device is its index in the world (the cluster's placement is in rank order).
   return {"sh", "-c",
-          "r=${OMPI_COMM_WORLD_RANK:?sax: no rank (not started by mpirun)}; exec ip netns exec " +
-              netns_device_name(slot, 0).substr(0, netns_device_name(slot, 0).size() - 1) + "\"$r\" \"$@\"",
+          "r=${OMPI_COMM_WORLD_RANK:?sax: no rank (not started by mpirun)}; exec ip netns exec " + netns_prefix(slot) +
+              "d\"$r\" \"$@\"",
           "sax-device"};
 }
 

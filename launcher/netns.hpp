@@ -50,7 +50,7 @@ struct NetnsArrival {
 struct NetnsConfig {
   int slot = 0;
   std::vector<int> slots_per_building;  // devices (ranks) in each building, in rank order
-  int devices_per_node = 1;             // ranks per node (a node is a host to Open MPI)
+  std::vector<int> node_devices;        // ranks per node in each building (a node is a host to Open MPI)
   std::vector<double> boundary_gbps;    // each building's uplink, GB/s per direction
   std::vector<double> device_gbps;      // a device's rate across the boundary, per building (GB/s)
   std::vector<double> nic_gbps;         // a device's NIC inside its building, per building (GB/s)
@@ -63,6 +63,7 @@ struct NetnsConfig {
   std::vector<NetnsArrival> arrivals_into(int b) const;
   int devices() const;
   int nodes() const;
+  int node_devices_of(int b) const;  // node_devices[b], 1 where it holds none
   int building_of_device(int d) const;
   std::string linkdelay;  // path of the sax-linkdelay program
 };

@@ -224,7 +224,7 @@ TEST(LaunchNccl, NetnsPutsNcclOnSocketsOverEachNamespacesVeth) {
   sax::launcher::NetnsConfig n;
   n.slot = 3;
   n.slots_per_building = {4, 4};
-  n.devices_per_node = 2;
+  n.node_devices = {2, 2};
   n.boundary_gbps = n.device_gbps = n.nic_gbps = {0.5, 0.5};
   std::string setup;
   for (const auto& cmd : sax::launcher::netns_setup_commands(n)) setup += sax::launcher::shell_line(cmd) + "\n";
