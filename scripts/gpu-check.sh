@@ -57,6 +57,8 @@ step() {
   else
     tail -n "${LINES_SHOWN:-25}" "$OUT/$name.log"
   fi
+  # A failed step names what failed wherever in its log it was (a test's failure is rarely last).
+  if [ $rc -ne 0 ]; then grep -E -A3 '(: Failure$|^\[  FAILED  \])' "$OUT/$name.log" | head -n 40; fi
   echo "=== $name: exit $rc in $((SECONDS - t0)) s"
   local figures='{}'
   if [ $rc -eq 0 ] && [ -n "${FIGURES:-}" ]; then

@@ -40,11 +40,14 @@ namespace {
 constexpr double kLatencyUs = 1000;       // the boundary: 1 ms ...
 constexpr double kBandwidthGbps = 0.125;  // ... and 1 Gbit/s
 constexpr std::size_t kMiB = 1 << 20;
-// The hold is a floor and the link's rate a ceiling, checked tightly: a busy host only makes a
-// message later. The other side depends on how late a sleeping thread wakes, so it is generous
-// and still catches what would be wrong: a latency held twice (2x), a rate halved (0.5x).
-constexpr double kLateFactor = 1.5;  // a median latency at most this many times the hold
-constexpr double kRateFloor = 0.75;  // a held stream gets at least this fraction of the link
+// The hold is a floor and the link's rate a ceiling, checked tightly on every sample: a busy host
+// only makes a message later. The other side depends on how late a sleeping thread wakes, so it
+// is checked on the best sample (the quickest message, the fastest of a few runs of a stream),
+// which a latency held twice (2x) or a rate halved (0.5x) never passes and a descheduled thread
+// does not fail.
+constexpr double kLateFactor = 1.5;  // the quickest message at most this many times the hold
+constexpr double kRateFloor = 0.75;  // the fastest run of a held stream at least this fraction of the link
+constexpr int kRateRuns = 3;         // runs of a stream at most, until one reaches its floor
 
 std::string key(const char* test) { return std::string("test-net-plugin-") + test + "-" + std::to_string(getpid()); }
 
@@ -89,6 +92,28 @@ Connection connect(Boundary& from, Boundary& to) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+double quickest(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
+// A held message's microseconds: none before the hold (`expected_us`), and the quickest within
+// kLateFactor of it (`room_us` more for a transport's own crossing).
+void expect_held(const std::vector<double>& us, double expected_us, double room_us = 0) {
+  EXPECT_GE(quickest(us), expected_us - 2);
+  EXPECT_LE(quickest(us), expected_us * kLateFactor + room_us);
+}
+
+// Runs a stream (`gbps` measures one run) until a run reaches `floor_gbps` or kRateRuns have run;
+// every run at most `ceiling_gbps` (0: none). Returns the fastest run's GB/s.
+double fastest_run(const std::function<double()>& gbps, double floor_gbps, double ceiling_gbps = 0) {
+  double best = 0;
+  for (int run = 0; run < kRateRuns && best < floor_gbps; ++run) {
+    const double g = gbps();
+    if (ceiling_gbps > 0) EXPECT_LE(g, ceiling_gbps) << "run " << run;
+    best = std::max(best, g);
+  }
+  EXPECT_GE(best, floor_gbps) << "the fastest of " << kRateRuns << " runs";
+  return best;
 }
 
 // Sends a small message and waits for it `n` times; the microseconds from isend to its arrival.
@@ -181,9 +206,8 @@ TEST(NetPluginBoundary, ASmallMessageToAnotherBuildingArrivesAfterTheLatency) {
   const std::vector<double> us = small_message_times(sender, receiver, c, 21);
   const double expected_us = kLatencyUs + 64 / kBandwidthGbps / 1e3;
   std::printf("64 B across the boundary: median %.1f us (min %.1f, max %.1f), configured %.1f us\n", median(us),
-              *std::min_element(us.begin(), us.end()), *std::max_element(us.begin(), us.end()), expected_us);
-  EXPECT_GE(median(us), expected_us - 2);
-  EXPECT_LE(median(us), expected_us * kLateFactor);
+              quickest(us), *std::max_element(us.begin(), us.end()), expected_us);
+  expect_held(us, expected_us);
   close(sender, receiver, c);
 }
 
@@ -192,11 +216,13 @@ TEST(NetPluginBoundary, LargeMessagesBackToBackGetTheBandwidth) {
   Boundary sender(fake(network), in_building(1, key("bandwidth"))),
       receiver(fake(network), in_building(0, key("bandwidth")));
   const Connection c = connect(sender, receiver);
-  const double gbps = throughput_gbps({{&sender, &receiver}}, {c}, 16, 4 * kMiB);
+  const double gbps = fastest_run(
+      [&] {
+        return throughput_gbps({{&sender, &receiver}}, {c}, 16, 4 * kMiB);
+      },
+      kBandwidthGbps * kRateFloor, kBandwidthGbps * 1.001);  // never faster than the link
   std::printf("16 x 4 MiB across the boundary: %.4f GB/s (%.3f Gbit/s), configured %.4f GB/s\n", gbps, gbps * 8,
               kBandwidthGbps);
-  EXPECT_LE(gbps, kBandwidthGbps * 1.001);  // never faster than the link
-  EXPECT_GE(gbps, kBandwidthGbps * kRateFloor);
   close(sender, receiver, c);
 }
 
@@ -206,12 +232,16 @@ TEST(NetPluginBoundary, MessagesWithinABuildingAreNotHeld) {
   const Connection c = connect(sender, receiver);
   EXPECT_FALSE(Boundary::holds(c.send));
   const std::vector<double> us = small_message_times(sender, receiver, c, 21);
-  std::printf("64 B within a building: median %.1f us (max %.1f)\n", median(us),
+  std::printf("64 B within a building: median %.1f us (min %.1f, max %.1f)\n", median(us), quickest(us),
               *std::max_element(us.begin(), us.end()));
-  EXPECT_LT(median(us), 0.5 * kLatencyUs);  // far below a hold, whatever the load
-  const double gbps = throughput_gbps({{&sender, &receiver}}, {c}, 4, 4 * kMiB);
+  EXPECT_LT(quickest(us), 0.5 * kLatencyUs);  // far below a hold
+  // A held stream never beats the link; this is the fake's copying.
+  const double gbps = fastest_run(
+      [&] {
+        return throughput_gbps({{&sender, &receiver}}, {c}, 4, 4 * kMiB);
+      },
+      1.2 * kBandwidthGbps);
   std::printf("4 x 4 MiB within a building: %.2f GB/s\n", gbps);
-  EXPECT_GT(gbps, 1.2 * kBandwidthGbps);  // a held stream never beats the link; this is the fake's copying
   close(sender, receiver, c);
 }
 
@@ -224,15 +254,20 @@ TEST(NetPluginBoundary, ConnectionsOnOneBoundaryShareIt) {
   Boundary a(fake(network), in_building(1, k)), b(fake(network), in_building(1, k));
   Boundary to_a(fake(network), in_building(0, k)), to_b(fake(network), in_building(0, k));
   const Connection ca = connect(a, to_a), cb = connect(b, to_b);
-  const double devices_gbps = throughput_gbps({{&a, &to_a}, {&b, &to_b}}, {ca, cb}, 4, 4 * kMiB);
+  // Shared: together never faster than the one link, and not each halved.
+  const double devices_gbps = fastest_run(
+      [&] {
+        return throughput_gbps({{&a, &to_a}, {&b, &to_b}}, {ca, cb}, 4, 4 * kMiB);
+      },
+      kBandwidthGbps * kRateFloor, kBandwidthGbps * 1.001);
   const Connection ca2 = connect(a, to_a);
-  const double connections_gbps = throughput_gbps({{&a, &to_a}, {&a, &to_a}}, {ca, ca2}, 4, 4 * kMiB);
+  const double connections_gbps = fastest_run(
+      [&] {
+        return throughput_gbps({{&a, &to_a}, {&a, &to_a}}, {ca, ca2}, 4, 4 * kMiB);
+      },
+      kBandwidthGbps * kRateFloor, kBandwidthGbps * 1.001);
   std::printf("2 devices x 4 x 4 MiB: %.4f GB/s together; 2 connections of one device: %.4f GB/s; link %.4f GB/s\n",
               devices_gbps, connections_gbps, kBandwidthGbps);
-  for (double gbps : {devices_gbps, connections_gbps}) {
-    EXPECT_LE(gbps, kBandwidthGbps * 1.001);
-    EXPECT_GE(gbps, kBandwidthGbps * kRateFloor);  // shared, not each halved
-  }
   close(a, to_a, ca);
   close(a, to_a, ca2);
   close(b, to_b, cb);
@@ -406,13 +441,14 @@ TEST(NetPluginSocket, TheBoundaryHoldsOverLoopbackToo) {
   ASSERT_TRUE(Boundary::holds(c.send));
   const std::vector<double> us = small_message_times(sender, receiver, c, 11);
   const double expected_us = kLatencyUs + 64 / kBandwidthGbps / 1e3;
-  const double gbps = throughput_gbps({{&sender, &receiver}}, {c}, 16, kMiB);
+  expect_held(us, expected_us, 200);
+  const double gbps = fastest_run(
+      [&] {
+        return throughput_gbps({{&sender, &receiver}}, {c}, 16, kMiB);
+      },
+      kBandwidthGbps * kRateFloor, kBandwidthGbps * 1.001);
   std::printf("over loopback sockets: 64 B median %.1f us (configured %.1f); 16 x 1 MiB %.4f GB/s (configured %.4f)\n",
               median(us), expected_us, gbps, kBandwidthGbps);
-  EXPECT_GE(median(us), expected_us - 2);
-  EXPECT_LE(median(us), expected_us * kLateFactor + 200);
-  EXPECT_LE(gbps, kBandwidthGbps * 1.001);
-  EXPECT_GE(gbps, kBandwidthGbps * kRateFloor);
   close(sender, receiver, c);
 }
 
@@ -422,9 +458,12 @@ TEST(NetPluginSocket, PassesThroughWellAboveTheEmulatedLink) {
   Boundary sender(std::make_unique<SocketTransport>(pick_interface("lo")), BoundaryConfig{});
   Boundary receiver(std::make_unique<SocketTransport>(pick_interface("lo")), BoundaryConfig{});
   const Connection c = connect(sender, receiver);
-  const double gbps = throughput_gbps({{&sender, &receiver}}, {c}, 16, 4 * kMiB);
+  const double gbps = fastest_run(
+      [&] {
+        return throughput_gbps({{&sender, &receiver}}, {c}, 16, 4 * kMiB);
+      },
+      4 * kBandwidthGbps);
   std::printf("over loopback sockets without a boundary: 16 x 4 MiB %.2f GB/s\n", gbps);
-  EXPECT_GT(gbps, 4 * kBandwidthGbps);
   close(sender, receiver, c);
 }
 
@@ -473,13 +512,14 @@ TEST(NetPluginInner, TheBoundaryHoldsOverAnotherPluginToo) {
   EXPECT_EQ(Boundary::peer_building(c.recv), 1);
   const std::vector<double> us = small_message_times(sender, receiver, c, 11);
   const double expected_us = kLatencyUs + 64 / kBandwidthGbps / 1e3;
-  const double gbps = throughput_gbps({{&sender, &receiver}}, {c}, 16, kMiB);
+  expect_held(us, expected_us, 200);
+  const double gbps = fastest_run(
+      [&] {
+        return throughput_gbps({{&sender, &receiver}}, {c}, 16, kMiB);
+      },
+      kBandwidthGbps * kRateFloor, kBandwidthGbps * 1.001);
   std::printf("over another plugin: 64 B median %.1f us (configured %.1f); 16 x 1 MiB %.4f GB/s (configured %.4f)\n",
               median(us), expected_us, gbps, kBandwidthGbps);
-  EXPECT_GE(median(us), expected_us - 2);
-  EXPECT_LE(median(us), expected_us * kLateFactor + 200);
-  EXPECT_LE(gbps, kBandwidthGbps * 1.001);
-  EXPECT_GE(gbps, kBandwidthGbps * kRateFloor);
   expect_order_and_sizes(sender, receiver, c);
   close(sender, receiver, c);
   unsetenv(kEnvNcclSocketIfname.name);
