@@ -23,8 +23,9 @@ namespace {
 
 constexpr std::int64_t kMs = 1'000'000;
 // How late a busy host may wake a sleeper: ../shared/TESTBED.md measured p99 9 ms and max ~20 ms
-// with 16 sleeping processes on 2 cores; this allows twice that.
-constexpr std::int64_t kLateNs = 40 * kMs;
+// with 16 sleeping processes on 2 cores; this allows four times that, and stays under the 90 ms
+// hold, so what is wrong (a hold applied twice, a call issued after its hold) still breaks it.
+constexpr std::int64_t kLateNs = 80 * kMs;
 
 // Completes every op at once and records its name and when it reached the inner communicator.
 class Fake final : public Communicator {

@@ -47,14 +47,16 @@ TEST(MpiLinkEmulator, CrossBuildingSendRecvMeasuresTheLink) {
   Emulated e;
   GroupCommunicator g = e.make("world");
   const int me = g.comm->rank(), peer = (me + 2) % 4;  // the same place in the other building
-  // 8 MiB: a hold of 68 ms, so that the ceiling (1.5 times) leaves 34 ms for a busy host to wake a
-  // sleeping rank late (TESTBED.md: ~20 ms at worst with 16 sleepers on 2 cores).
+  // 8 MiB: a hold of 68 ms. Every exchange is at least the link's time (a busy host only makes it
+  // later); the quickest of five within 1.5 times it, which a hold counted twice never passes and
+  // a rank woken late (TESTBED.md: ~20 ms at worst with 16 sleepers on 2 cores) fails only if
+  // every exchange was late.
   const std::size_t bytes = 8 << 20;
   std::vector<float> out(bytes / sizeof(float), static_cast<float>(me)), in(out.size(), -1);
   const Link& link = e.cluster.cross_building;
   const double expected_s = link.latency_us * 1e-6 + bytes / (link.bandwidth_gbps * 1e9);  // 68.1 ms
   std::vector<double> times;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 5; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
     g.comm->send_recv(out.data(), peer, in.data(), peer, out.size(), DType::fp32, Mode::blocking);
@@ -63,7 +65,8 @@ TEST(MpiLinkEmulator, CrossBuildingSendRecvMeasuresTheLink) {
   EXPECT_EQ(in.back(), static_cast<float>(peer));
   std::sort(times.begin(), times.end());
   EXPECT_GE(times.front(), expected_s - 1e-6) << "faster than the link";
-  EXPECT_LE(times[1], 1.5 * expected_s) << "median " << times[1] * 1e3 << " ms, link " << expected_s * 1e3 << " ms";
+  EXPECT_LE(times.front(), 1.5 * expected_s)
+      << "quickest " << times.front() * 1e3 << " ms, link " << expected_s * 1e3 << " ms";
   // Async: the message leaves at its deadline; the receiver sees it no earlier.
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = MPI_Wtime();

@@ -104,7 +104,9 @@ TEST(Pacer, AKernelPastItsDeadlineIsAnOverrunOnlyWhenTheChainEndsBehind) {
 TEST(Pacer, ItsWaitProgressesWhatIsPendingUntilTheDeadline) {
   Paced p;
   int tests = 0;
-  const sax::workload::Op op = memory_op(2e7);  // ~12 ms
+  // ~125 ms: room for the four tests' polls however late a busy host wakes them, and far more
+  // polls than 1000 had it tested on.
+  const sax::workload::Op op = memory_op(2e8);
   p.pacer.begin(op, 1.0, now_ns());
   p.pacer.end(now_ns(), [&] { return ++tests < 5; });  // pending for the first 4 tests
   EXPECT_GE(tests, 5) << "the wait tests what is pending, and stops testing once nothing is";
