@@ -292,6 +292,8 @@ void add_netns_args(const Cluster& c, const LaunchOptions& o, LaunchPlan& p) {
   // (send_recv 1.1 -> 3.3 ms) and bent every calibration fit, and past the eager limit its
   // pipeline over TCP is erratic (32 MiB send_recv at 0.059 GB/s on a 0.125 GB/s NIC with a
   // 16 MiB limit, 0.12 with 64 MiB); NCCL's network transport has no such handshake per message.
+  // Open MPI's session directory is the launch's own: two testbeds started at once both made
+  // /tmp/ompi.<host>.<uid>, and the one that lost the race ended ("File exists").
   p.netns = netns_config(c, p.technology, o.linkdelay, o.slot);
   if (const std::string why = netns_host_problem(p.netns); !why.empty()) throw UsageError("--emulate netns: " + why);
   const std::string subnet = netns_subnet(o.slot), dir = o.state_dir.empty() ? netns_dir_pattern(o.slot) : o.state_dir;
@@ -317,7 +319,10 @@ void add_netns_args(const Cluster& c, const LaunchOptions& o, LaunchPlan& p) {
                                          "67108864",
                                          "--mca",
                                          "btl_tcp_max_send_size",
-                                         "67108864"};
+                                         "67108864",
+                                         "--mca",
+                                         "orte_tmpdir_base",
+                                         dir};
   p.argv.insert(p.argv.end(), more.begin(), more.end());
 }
 

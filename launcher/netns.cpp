@@ -173,8 +173,10 @@ std::vector<std::string> entries_with_prefix(const std::string& dir, const std::
 
 std::string lock_path(int slot) { return std::string(kStateBase) + "/slot-" + std::to_string(slot) + ".lock"; }
 
-// Removes a launch directory under kStateBase: its regular files, then itself — only when it is a
-// directory of this user (not a link) and, when `dev`/`ino` are given, the very inode that was made.
+// Removes a launch directory under kStateBase: its files, the directories in it (Open MPI's
+// session directory, left behind by an mpirun killed outright; the directory is private, so
+// nothing in it is another user's), then itself — only when it is a directory of this user (not
+// a link) and, when `dev`/`ino` are given, the very inode that was made.
 void remove_private_dir(const std::string& path, unsigned long dev, unsigned long ino) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return;
@@ -187,7 +189,10 @@ void remove_private_dir(const std::string& path, unsigned long dev, unsigned lon
   for (const auto& e : fs::directory_iterator(path, ec)) {
     const std::string name = e.path().filename().string();
     struct stat f {};
-    if (::fstatat(fd, name.c_str(), &f, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(f.st_mode))
+    if (::fstatat(fd, name.c_str(), &f, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(f.st_mode))
+      fs::remove_all(fs::path(path) / name, ec);  // never follows a link inside
+    else
       ::unlinkat(fd, name.c_str(), 0);
   }
   ::close(fd);

@@ -214,6 +214,8 @@ TEST(NetnsPlan, DryRunShowsTheTestbedAndTheCommands) {
   EXPECT_NE(r.out.find("sax-linkdelay --rate-gbps 0.125 --clocks /run/sax/sax-"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ip netns exec sax-"), std::string::npos) << "each rank enters its device's namespace";
   EXPECT_NE(r.out.find("--mca plm_rsh_agent /run/sax/sax-"), std::string::npos) << r.out;
+  // Open MPI's session directory in the launch's own, so that two launches at once never race on one.
+  EXPECT_NE(r.out.find("--mca orte_tmpdir_base /run/sax/sax-"), std::string::npos) << r.out;
   EXPECT_EQ(leftovers(), "");  // a dry run builds nothing
 }
 
