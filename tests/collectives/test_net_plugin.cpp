@@ -116,6 +116,11 @@ double fastest_run(const std::function<double()>& gbps, double floor_gbps, doubl
   return best;
 }
 
+// A stream across the boundary: never faster than the link, its fastest run at least kRateFloor of it.
+double held_stream_gbps(const std::function<double()>& gbps) {
+  return fastest_run(gbps, kBandwidthGbps * kRateFloor, kBandwidthGbps * 1.001);
+}
+
 // Sends a small message and waits for it `n` times; the microseconds from isend to its arrival.
 std::vector<double> small_message_times(Boundary& from, Boundary& to, const Connection& c, int n) {
   std::vector<double> us;
@@ -216,11 +221,7 @@ TEST(NetPluginBoundary, LargeMessagesBackToBackGetTheBandwidth) {
   Boundary sender(fake(network), in_building(1, key("bandwidth"))),
       receiver(fake(network), in_building(0, key("bandwidth")));
   const Connection c = connect(sender, receiver);
-  const double gbps = fastest_run(
-      [&] {
-        return throughput_gbps({{&sender, &receiver}}, {c}, 16, 4 * kMiB);
-      },
-      kBandwidthGbps * kRateFloor, kBandwidthGbps * 1.001);  // never faster than the link
+  const double gbps = held_stream_gbps([&] { return throughput_gbps({{&sender, &receiver}}, {c}, 16, 4 * kMiB); });
   std::printf("16 x 4 MiB across the boundary: %.4f GB/s (%.3f Gbit/s), configured %.4f GB/s\n", gbps, gbps * 8,
               kBandwidthGbps);
   close(sender, receiver, c);
@@ -255,17 +256,13 @@ TEST(NetPluginBoundary, ConnectionsOnOneBoundaryShareIt) {
   Boundary to_a(fake(network), in_building(0, k)), to_b(fake(network), in_building(0, k));
   const Connection ca = connect(a, to_a), cb = connect(b, to_b);
   // Shared: together never faster than the one link, and not each halved.
-  const double devices_gbps = fastest_run(
-      [&] {
-        return throughput_gbps({{&a, &to_a}, {&b, &to_b}}, {ca, cb}, 4, 4 * kMiB);
-      },
-      kBandwidthGbps * kRateFloor, kBandwidthGbps * 1.001);
+  const double devices_gbps = held_stream_gbps([&] {
+    return throughput_gbps({{&a, &to_a}, {&b, &to_b}}, {ca, cb}, 4, 4 * kMiB);
+  });
   const Connection ca2 = connect(a, to_a);
-  const double connections_gbps = fastest_run(
-      [&] {
-        return throughput_gbps({{&a, &to_a}, {&a, &to_a}}, {ca, ca2}, 4, 4 * kMiB);
-      },
-      kBandwidthGbps * kRateFloor, kBandwidthGbps * 1.001);
+  const double connections_gbps = held_stream_gbps([&] {
+    return throughput_gbps({{&a, &to_a}, {&a, &to_a}}, {ca, ca2}, 4, 4 * kMiB);
+  });
   std::printf("2 devices x 4 x 4 MiB: %.4f GB/s together; 2 connections of one device: %.4f GB/s; link %.4f GB/s\n",
               devices_gbps, connections_gbps, kBandwidthGbps);
   close(a, to_a, ca);
@@ -442,11 +439,7 @@ TEST(NetPluginSocket, TheBoundaryHoldsOverLoopbackToo) {
   const std::vector<double> us = small_message_times(sender, receiver, c, 11);
   const double expected_us = kLatencyUs + 64 / kBandwidthGbps / 1e3;
   expect_held(us, expected_us, 200);
-  const double gbps = fastest_run(
-      [&] {
-        return throughput_gbps({{&sender, &receiver}}, {c}, 16, kMiB);
-      },
-      kBandwidthGbps * kRateFloor, kBandwidthGbps * 1.001);
+  const double gbps = held_stream_gbps([&] { return throughput_gbps({{&sender, &receiver}}, {c}, 16, kMiB); });
   std::printf("over loopback sockets: 64 B median %.1f us (configured %.1f); 16 x 1 MiB %.4f GB/s (configured %.4f)\n",
               median(us), expected_us, gbps, kBandwidthGbps);
   close(sender, receiver, c);
@@ -513,11 +506,7 @@ TEST(NetPluginInner, TheBoundaryHoldsOverAnotherPluginToo) {
   const std::vector<double> us = small_message_times(sender, receiver, c, 11);
   const double expected_us = kLatencyUs + 64 / kBandwidthGbps / 1e3;
   expect_held(us, expected_us, 200);
-  const double gbps = fastest_run(
-      [&] {
-        return throughput_gbps({{&sender, &receiver}}, {c}, 16, kMiB);
-      },
-      kBandwidthGbps * kRateFloor, kBandwidthGbps * 1.001);
+  const double gbps = held_stream_gbps([&] { return throughput_gbps({{&sender, &receiver}}, {c}, 16, kMiB); });
   std::printf("over another plugin: 64 B median %.1f us (configured %.1f); 16 x 1 MiB %.4f GB/s (configured %.4f)\n",
               median(us), expected_us, gbps, kBandwidthGbps);
   expect_order_and_sizes(sender, receiver, c);
