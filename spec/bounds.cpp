@@ -25,9 +25,10 @@ constexpr std::array kTable = {
           "cluster links.*.oversubscription, building_links[].oversubscription; calibration "
           "cross_oversubscription.value; SAX_NET_OVERSUBSCRIPTION",
           "1 is non-blocking; at 1000:1 a device gets 0.1 % of its link, no longer a network to plan on"},
-    Bound{Quantity::peak_compute, "a peak", "TFLOP/s", 1e-3, 1e6, false, false,
+    Bound{Quantity::peak_compute, "a peak", "TFLOP/s", 1e-5, 1e6, false, false,
           "cluster device.peak_tflops.*, buildings[].device.peak_tflops.*",
-          "1 GFLOP/s is below one CPU core; 1 EFLOP/s per device is over 200x a B200's dense fp8"},
+          "10 MFLOP/s is under a sixteenth of a slow CPU core (16 paced ranks on 2 cores held 0.77 GFLOP/s "
+          "each); 1 EFLOP/s per device is over 200x a B200's dense fp8"},
     Bound{Quantity::hbm_capacity, "a memory size", "GiB", 1e-3, 1e6, false, false,
           "cluster device.hbm_gib, buildings[].device.hbm_gib", "1 MiB to 1 PiB per device (an H200 has 131 GiB)"},
     Bound{Quantity::hbm_bandwidth, "a memory bandwidth", "GB/s", 1e-3, 1e6, false, false,
