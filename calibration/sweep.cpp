@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -53,6 +54,15 @@ SweepInputs check_inputs(const harness::Job& job, const SweepArgs& a, const std:
   in.links = plan_link_sweep(job, a, in.cluster);
   for (const auto& f : a.model_files) in.models.push_back(load_model(f));
   if (!in.models.empty()) in.compute = compute_tasks(in.cluster, in.models, job.size());
+  if (!a.held_cluster_file.empty()) {
+    if (in.models.empty() || !in.cluster.paced())
+      throw UsageError("calibrate --held-cluster: expected --model and a cluster whose device is paced (" +
+                       a.cluster_file + "'s device/emulation \"paced\"): the held device is measured on its ops");
+    std::error_code ec;
+    if (std::filesystem::weakly_canonical(a.held_cluster_file, ec) == std::filesystem::weakly_canonical(a.cluster_file))
+      throw UsageError("calibrate --held-cluster " + a.held_cluster_file +
+                       ": expected a file other than the cluster file it is derived from");
+  }
   return in;
 }
 
@@ -190,6 +200,17 @@ void set_provenance(Calibration& cal, const harness::Job& job, const SweepArgs& 
   cal.provenance.hosts.assign(distinct.begin(), distinct.end());
 }
 
+// The cluster file with its device slowed to the one held (as it was where the host held it).
+void write_held_cluster(const SweepArgs& a, const Calibration& cal, const harness::ResultWriter& writer) {
+  const HeldDevice& h = *cal.held_device;
+  writer.write(a.held_cluster_file, held_cluster(load_json_file(a.cluster_file), h, cal.provenance.tool));
+  char line[512];
+  std::snprintf(line, sizeof line, "# wrote %s: %s\n", a.held_cluster_file.c_str(),
+                h.holds_declared() ? "the cluster as it was (its device held)"
+                                   : "the cluster with its device slowed to the one held");
+  std::cout << line << std::flush;
+}
+
 // Rank 0 prints the fits and writes the calibration; every rank waits for it.
 void report(harness::Job& job, const SweepArgs& a, const Calibration& cal, const std::string& table, const json& all,
             std::size_t measured_now, const std::string& points_file, const harness::ResultWriter& writer) {
@@ -203,6 +224,7 @@ void report(harness::Job& job, const SweepArgs& a, const Calibration& cal, const
                 << table;
       writer.write(a.out, to_json(cal));
       std::cout << "# wrote " << a.out << " (points: " << points_file << ")\n" << std::flush;
+      if (!a.held_cluster_file.empty()) write_held_cluster(a, cal, writer);
     }
     job.barrier();
   } catch (const std::exception& e) {
@@ -232,6 +254,7 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     // Rank 0 alone reads the files: whatever goes wrong is bad input, so that every rank leaves
     // agree() together.
     writer.check(a.out);
+    if (!a.held_cluster_file.empty()) writer.check(a.held_cluster_file);
     open_sweep_files(files, hash_text(a.text()), in.cluster_hash);
   });
   const SweepPlan plan = plan_points(job, in, files.have);
@@ -252,6 +275,13 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     set_provenance(cal, job, a, in, measured.hosts);
     cal.points = all;
     check_readable(cal, files.points_file);
+    if (!a.held_cluster_file.empty()) {
+      if (!cal.held_device) throw InputError(files.points_file, "", "paced compute points to find the held device by");
+      // What is written is a cluster every command reads (a device slowed below what a cluster
+      // may declare is refused here, naming the figure, before anything is written).
+      read_cluster(held_cluster(load_json_file(a.cluster_file), *cal.held_device, cal.provenance.tool),
+                   a.held_cluster_file);
+    }
   });
   report(job, a, cal, table, all, measured.points.size(), files.points_file, writer);
 }

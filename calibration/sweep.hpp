@@ -25,6 +25,9 @@ struct SweepArgs {
   // --model (repeatable): its compute ops are timed too, at the shapes its layer slice has under
   // TP 1, 2, 4, 8 (as the cluster's nodes allow) and micro-batches 1 and 2, every rank at once.
   std::vector<std::string> model_files;
+  // --held-cluster (with --model, on a paced cluster): also write the cluster file with its device
+  // slowed to the one this host held (sweep_fit.hpp held_cluster); "" none.
+  std::string held_cluster_file;
   // What identifies a sweep's points: a rerun with the same text resumes.
   std::string text() const;
 };

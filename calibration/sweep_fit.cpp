@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <optional>
@@ -261,6 +262,42 @@ void check_readable(const Calibration& cal, const std::string& what) {
         what, "",
         "points whose fits make a calibration sax reads (the calibration's " + e.path() + ": " + e.expected() + ")");
   }
+}
+
+json held_cluster(const json& cluster, const HeldDevice& held, const std::string& source) {
+  json out = cluster;
+  const double peak = std::min(1.0, held.peak_tflops / held.declared_peak_tflops),
+               memory = std::min(1.0, held.hbm_bandwidth_gbps / held.declared_hbm_bandwidth_gbps);
+  if (peak >= 1 && memory >= 1) return out;
+  // Down to 4 digits, never up, so that the written device is never faster than the one held (the
+  // 1e-9 keeps a product that lands a rounding error under a 4-digit figure at that figure).
+  auto slowed = [](double v, double scale) {
+    if (scale >= 1 || !(v > 0)) return v;
+    const double unit = std::pow(10.0, std::floor(std::log10(v * scale)) - 3);
+    char text[32];
+    std::snprintf(text, sizeof text, "%.4g", std::floor(v * scale / unit * (1 + 1e-9)) * unit);
+    return std::strtod(text, nullptr);
+  };
+  char what[512];
+  std::snprintf(what, sizeof what,
+                "Slowed to what the host held, every rank computing at once: peak x %.4g, memory bandwidth x %.4g "
+                "(`%s` printed %.4g TFLOP/s and %.4g GB/s held, %.0f%% margin kept, of %.4g and %.4g declared). ",
+                peak, memory, source.c_str(), held.peak_tflops, held.hbm_bandwidth_gbps, (1 - held.margin) * 100,
+                held.declared_peak_tflops, held.declared_hbm_bandwidth_gbps);
+  auto slow = [&](json& d) {
+    if (!d.is_object()) return;
+    if (d.contains("peak_tflops") && d["peak_tflops"].is_object())
+      for (auto& [dtype, v] : d["peak_tflops"].items())
+        if (v.is_number()) v = slowed(v.get<double>(), peak);
+    if (d.contains("hbm_bandwidth_gbps") && d["hbm_bandwidth_gbps"].is_number())
+      d["hbm_bandwidth_gbps"] = slowed(d["hbm_bandwidth_gbps"].get<double>(), memory);
+    d["comment"] = what + d.value("comment", std::string());
+  };
+  slow(out["device"]);
+  if (out.contains("buildings") && out["buildings"].is_array())
+    for (json& b : out["buildings"])
+      if (b.is_object() && b.contains("device")) slow(b["device"]);
+  return out;
 }
 
 }  // namespace sax::calibration

@@ -22,4 +22,11 @@ Calibration fit_sweep(const json& points, const std::string& what, std::string* 
 // `cal`: what fits of hostile points make is refused instead of written.
 void check_readable(const Calibration& cal, const std::string& what);
 
+// A paced cluster's file (`cluster`, its JSON as read) with every device it declares slowed to the
+// one this host held (`held`): each peak and memory bandwidth times held / declared where that is
+// below 1, rounded down to 4 digits, and a comment saying so (`source`: the command that measured
+// it); where the host held the declared device, the file as it was. A device the host cannot
+// carry overruns its ops, and what runs is then the host, not the device the explorer priced.
+json held_cluster(const json& cluster, const HeldDevice& held, const std::string& source);
+
 }  // namespace sax::calibration

@@ -167,6 +167,9 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option("--model", s->model_files,
                   "Also time this model's compute ops at TP 1-8 and micro-batches 1-2 (repeatable): GEMM and "
                   "attention efficiency, HBM fraction");
+  cmd->add_option("--held-cluster", s->held_cluster_file,
+                  "With --model on a paced cluster: also write the cluster with its device slowed to the one this "
+                  "host held (the cluster as it was where held), for runs that do not overrun");
   cmd->add_option("--backend", s->backend, "cpu (MPI) | cuda (NCCL); default cuda when a device is present");
   cmd->add_option("--timeout", s->timeout_s, "Seconds without progress before all ranks exit 1")->capture_default_str();
   cmd->allow_extras();

@@ -199,13 +199,28 @@ TEST(CalibrateSweep, AForeignPointsFileIsRefusedAndKept) {
 
 TEST(CalibrateSweep, BadArgumentsExitTwoWithOneLine) {
   TempDir t;
-  for (const std::string& args : {std::string("--out ") + t.file("k.json") + " --ops broadcast",
-                                  std::string("--out ") + t.file("k.json") + " -b 3", std::string("-b 4K -e 4K")}) {
+  const std::string out = std::string("--out ") + t.file("k.json");
+  const std::string model = " --model " + sax::test::preset_path("models/gpt-tiny.json");
+  // A held cluster needs the model's ops to measure, on a paced device, written beside the
+  // cluster file, not over it.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {out + " --ops broadcast", ""},
+      {out + " -b 3", ""},
+      {"-b 4K -e 4K", ""},
+      {out + " --held-cluster " + t.file("h.json"), "expected --model and a cluster whose device is paced"},
+      {out + model + " --held-cluster " + sax::test::preset_path("clusters/local-2bld.json"),
+       "expected a file other than the cluster file"}};
+  for (const auto& [args, says] : bad) {
     const auto r = calibrate(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find("sax: error: "), std::string::npos) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << args << "\n" << r.err;
     EXPECT_FALSE(std::filesystem::exists(t.file("k.json"))) << args;
+    EXPECT_FALSE(std::filesystem::exists(t.file("h.json"))) << args;
   }
+  const auto r = calibrate(out + model + " --held-cluster " + t.file("h.json"), "local-2bld-native");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("expected --model and a cluster whose device is paced"), std::string::npos) << r.err;
 }
 
 // A calibration file's oversubscription below 1 is refused where it is read, with the field.

@@ -440,6 +440,47 @@ TEST(FitSweep, APacedDevicesOpsGiveTheFastestDeviceTheHostHolds) {
   }
 }
 
+// The cluster a host can carry: every device it declares (the cluster's and a building's own)
+// slowed by what was held over what was declared, rounded down, never sped up, the rest of the
+// file kept; a comment says where the figures came from. A host that held the device: the file
+// as it was.
+TEST(FitSweep, AHeldClusterIsTheClusterWithItsDeviceSlowedToTheOneHeld) {
+  const nlohmann::json cluster = {
+      {"name", "c"},
+      {"device",
+       {{"name", "d"},
+        {"peak_tflops", {{"fp32", 0.025}, {"bf16", 0.05}}},
+        {"hbm_bandwidth_gbps", 1.6},
+        {"emulation", "paced"},
+        {"op_overhead_us", 300},
+        {"comment", "declared"}}},
+      {"buildings",
+       {{{"name", "a"}, {"nodes", 1}},
+        {{"name", "b"}, {"nodes", 1}, {"device", {{"peak_tflops", {{"fp32", 0.01}}}, {"hbm_bandwidth_gbps", 2.0}}}}}}};
+  sax::HeldDevice h;
+  h.declared_peak_tflops = 0.025, h.declared_hbm_bandwidth_gbps = 1.6, h.margin = 0.8;
+  h.peak_tflops = 0.006846, h.hbm_bandwidth_gbps = 3.2;  // compute held at 0.27384x, memory at 2x
+  const nlohmann::json out = sax::calibration::held_cluster(cluster, h, "sax calibrate --model m");
+  const nlohmann::json& d = out["device"];
+  EXPECT_DOUBLE_EQ(d["peak_tflops"]["fp32"].get<double>(), 0.006846);
+  EXPECT_DOUBLE_EQ(d["peak_tflops"]["bf16"].get<double>(), 0.01369);  // 0.013692, down to 4 digits
+  EXPECT_LE(d["peak_tflops"]["bf16"].get<double>(), 0.05 * 0.006846 / 0.025);
+  EXPECT_DOUBLE_EQ(d["hbm_bandwidth_gbps"].get<double>(), 1.6);  // held faster than declared: as declared
+  EXPECT_EQ(d["op_overhead_us"], 300);
+  EXPECT_EQ(d["emulation"], "paced");
+  const std::string comment = d["comment"].get<std::string>();
+  EXPECT_NE(comment.find("sax calibrate --model m"), std::string::npos) << comment;
+  EXPECT_NE(comment.find("declared"), std::string::npos) << "the declared device's comment is kept: " << comment;
+  const nlohmann::json& b = out["buildings"][1]["device"];
+  EXPECT_DOUBLE_EQ(b["peak_tflops"]["fp32"].get<double>(), 0.002738);  // 0.0027384
+  EXPECT_DOUBLE_EQ(b["hbm_bandwidth_gbps"].get<double>(), 2.0);
+  EXPECT_FALSE(out["buildings"][0].contains("device"));
+  EXPECT_EQ(out["name"], "c");
+  // Held (the host carries more than declared): the file unchanged.
+  h.peak_tflops = 0.03;
+  EXPECT_EQ(sax::calibration::held_cluster(cluster, h, "x"), cluster);
+}
+
 // Counts are read at the width they are used at (int): a rank count that would narrow (4294967300
 // is 4 as an int) or a fractional one is refused with its path, in bench results and sweep points.
 TEST(HardeningSilentAcceptance, CalibrationPointsReadCountsAtTheirWidth) {
