@@ -208,6 +208,7 @@ void check_point(const json& p, const std::string& what, const std::string& at) 
     for (const char* k : {"ranks", "groups"}) whole(k, 1, INT32_MAX);
     whole("bytes", 0, kMaxSize);
     positive("time_us");
+    if (p.contains("p50_us")) positive("p50_us");
     if (!p.contains("together") || !p["together"].is_boolean())
       throw InputError(what, at + "/together", "true or false");
     if (!parse_link_class(p["link_class"].get<std::string>()))

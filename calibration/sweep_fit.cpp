@@ -134,7 +134,10 @@ SortedPoints sort_points(const json& points, const std::string& what) {
     }
     const LinkClass lc = *parse_link_class(p.at("link_class").get<std::string>());
     const auto op = parse_coll_op(p.at("op").get<std::string>());
-    CollPoint c{*op, p.at("ranks").get<int>(), p.at("bytes").get<double>(), p.at("time_us").get<double>()};
+    // A point's median over its samples, where it has one: a sample the host stalled (a rank
+    // preempted, a helper woken late) moves the mean, not the median, and the link is the same.
+    const double time_us = p.contains("p50_us") ? p["p50_us"].get<double>() : p.at("time_us").get<double>();
+    CollPoint c{*op, p.at("ranks").get<int>(), p.at("bytes").get<double>(), time_us};
     const bool together = p.at("together").get<bool>();
     if (together) s.links[{lc, *op}].push_back(c);
     if (lc == LinkClass::cross_building && *op == kSharingOp && p.at("groups").get<int>() > 1) {

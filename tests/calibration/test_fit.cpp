@@ -308,6 +308,13 @@ TEST(FitSweep, RecoversTheLinkAndTheBoundarysSharing) {
   for (auto& p : points)
     if (!p["together"].get<bool>()) p["time_us"] = p["time_us"].get<double>() * 1.6 / 3;
   EXPECT_NEAR(sax::calibration::fit_sweep(points, "pts", nullptr).cross_oversubscription->value, 2.0, 1e-9);
+  // A point's median over its samples is what is fitted where it has one: one stalled sample
+  // moved every point's mean by 30 %, and the link is the same.
+  for (auto& p : points) p["p50_us"] = p["time_us"], p["time_us"] = p["time_us"].get<double>() * 1.3;
+  const sax::Calibration m = sax::calibration::fit_sweep(points, "pts", nullptr);
+  const auto& medians = m.links[static_cast<int>(sax::LinkClass::cross_building)][0];
+  ASSERT_TRUE(medians.has_value());
+  EXPECT_NEAR(medians->alpha_us, 1000.0, 1e-6);
   // A point without its link class is refused naming it.
   points[0].erase("link_class");
   try {
