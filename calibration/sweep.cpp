@@ -59,7 +59,8 @@ SweepInputs check_inputs(const harness::Job& job, const SweepArgs& a, const std:
       throw UsageError("calibrate --held-cluster: expected --model and a cluster whose device is paced (" +
                        a.cluster_file + "'s device/emulation \"paced\"): the held device is measured on its ops");
     std::error_code ec;
-    if (std::filesystem::weakly_canonical(a.held_cluster_file, ec) == std::filesystem::weakly_canonical(a.cluster_file))
+    if (std::filesystem::weakly_canonical(a.held_cluster_file, ec) ==
+        std::filesystem::weakly_canonical(a.cluster_file, ec))
       throw UsageError("calibrate --held-cluster " + a.held_cluster_file +
                        ": expected a file other than the cluster file it is derived from");
   }
@@ -201,19 +202,21 @@ void set_provenance(Calibration& cal, const harness::Job& job, const SweepArgs& 
 }
 
 // The cluster file with its device slowed to the one held (as it was where the host held it).
-void write_held_cluster(const SweepArgs& a, const Calibration& cal, const harness::ResultWriter& writer) {
-  const HeldDevice& h = *cal.held_device;
-  writer.write(a.held_cluster_file, held_cluster(load_json_file(a.cluster_file), h, cal.provenance.tool));
+void write_held_cluster(const SweepArgs& a, const Calibration& cal, const json& held,
+                        const harness::ResultWriter& writer) {
+  writer.write(a.held_cluster_file, held);
   char line[512];
   std::snprintf(line, sizeof line, "# wrote %s: %s\n", a.held_cluster_file.c_str(),
-                h.holds_declared() ? "the cluster as it was (its device held)"
-                                   : "the cluster with its device slowed to the one held");
+                cal.held_device->holds_declared() ? "the cluster as it was (its device held)"
+                                                  : "the cluster with its device slowed to the one held");
   std::cout << line << std::flush;
 }
 
-// Rank 0 prints the fits and writes the calibration; every rank waits for it.
-void report(harness::Job& job, const SweepArgs& a, const Calibration& cal, const std::string& table, const json& all,
-            std::size_t measured_now, const std::string& points_file, const harness::ResultWriter& writer) {
+// Rank 0 prints the fits and writes the calibration (and the held cluster, with --held-cluster);
+// every rank waits for it.
+void report(harness::Job& job, const SweepArgs& a, const Calibration& cal, const json& held, const std::string& table,
+            const json& all, std::size_t measured_now, const std::string& points_file,
+            const harness::ResultWriter& writer) {
   try {
     if (job.rank() == 0) {
       std::cout << "# sax calibrate: " << job.size() << " ranks, cluster " << a.cluster_file << ", backend "
@@ -224,7 +227,7 @@ void report(harness::Job& job, const SweepArgs& a, const Calibration& cal, const
                 << table;
       writer.write(a.out, to_json(cal));
       std::cout << "# wrote " << a.out << " (points: " << points_file << ")\n" << std::flush;
-      if (!a.held_cluster_file.empty()) write_held_cluster(a, cal, writer);
+      if (!a.held_cluster_file.empty()) write_held_cluster(a, cal, held, writer);
     }
     job.barrier();
   } catch (const std::exception& e) {
@@ -268,6 +271,7 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
   // fits it would refuse (a time of 1e300 µs, an r² that is not a number) exit 2 on every rank,
   // naming the points file, and nothing is written.
   Calibration cal;
+  json held;  // rank 0's, with --held-cluster
   std::string table;
   job.agree(a.text(), [&] {
     if (job.rank() != 0) return;
@@ -279,11 +283,11 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
       if (!cal.held_device) throw InputError(files.points_file, "", "paced compute points to find the held device by");
       // What is written is a cluster every command reads (a device slowed below what a cluster
       // may declare is refused here, naming the figure, before anything is written).
-      read_cluster(held_cluster(load_json_file(a.cluster_file), *cal.held_device, cal.provenance.tool),
-                   a.held_cluster_file);
+      held = held_cluster(load_json_file(a.cluster_file), *cal.held_device, cal.provenance.tool);
+      read_cluster(held, a.held_cluster_file);
     }
   });
-  report(job, a, cal, table, all, measured.points.size(), files.points_file, writer);
+  report(job, a, cal, held, table, all, measured.points.size(), files.points_file, writer);
 }
 
 }  // namespace sax::calibration
