@@ -40,10 +40,10 @@ class Factory final : public CommunicatorFactory {
   }
 
  private:
-  // Wraps the group's communicator when its members sit in different buildings. The pacing key
-  // names the cluster, the technology and the job (rank 0's random job id, agreed the first time:
-  // make is collective), so that jobs sharing a host do not share a link and no other user can
-  // plant the job's pacing state before it exists.
+  // Wraps the group's communicator when its members sit in different buildings, or (node pacing)
+  // in one node. The pacing key names the cluster, the technology and the job (rank 0's random
+  // job id, agreed the first time: make is collective), so that jobs sharing a host do not share
+  // a link and no other user can plant the job's pacing state before it exists.
   void emulate(GroupCommunicator& g, int rank) {
     const Cluster& c = emulation_->cluster;
     if (key_.empty()) {  // on every rank, before any returns
@@ -51,12 +51,25 @@ class Factory final : public CommunicatorFactory {
       SAX_MPI_CHECK(MPI_Bcast(&job, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
       key_ = boundary_pacing_key(c, emulation_->technology, job);
     }
-    if (!crosses_buildings(c, g.members)) return;
+    const bool crosses = crosses_buildings(c, g.members);
+    const bool in_node = std::all_of(g.members.begin(), g.members.end(),
+                                     [&](std::int64_t m) { return c.place(m).node == c.place(rank).node; });
+    if (crosses ? !emulation_->boundary : !(emulation_->node && in_node && g.members.size() > 1)) return;
     // On MPI the emulator posts held sends from a thread of its own.
     int level = MPI_THREAD_SINGLE;
     SAX_MPI_CHECK(MPI_Query_thread(&level));
     if (backend_ == Backend::cpu && level < MPI_THREAD_MULTIPLE)
       throw RunError("software link emulation on MPI needs MPI_THREAD_MULTIPLE; this MPI library provides less");
+    if (!crosses) {
+      // A node's devices share its fabric, each at the link's rate (the pacer's slot is the node's).
+      const std::int64_t node = c.place(rank).node;
+      if (node >= LinkPacer::kMaxBuildings)
+        throw UsageError("node link pacing: cluster " + c.name + " has more than " +
+                         std::to_string(LinkPacer::kMaxBuildings) + " nodes; pace a smaller cluster");
+      const LinkEmulation e{c.intra_node, c.devices_per_node_of(c.place(rank).building), key_ + "-node", 0, -1, {}};
+      g.comm = emulate_link(std::move(g.comm), e, static_cast<int>(node), "paced node link");
+      return;
+    }
     const int building = c.place(rank).building;
     const BuildingBoundary b = c.boundary(building, emulation_->technology);
     std::vector<int> buildings;
@@ -70,7 +83,7 @@ class Factory final : public CommunicatorFactory {
                           b.nic_gbps,
                           c.worst_cross_link(emulation_->technology, buildings).latency_us,
                           {}};
-    g.comm = emulate_link(std::move(g.comm), e, building);
+    g.comm = emulate_link(std::move(g.comm), e, building, "software-emulated link");
   }
 
   Backend backend_;

@@ -33,16 +33,21 @@ class CommunicatorFactory {
   virtual GroupCommunicator make(const GroupSet& set) = 0;
 };
 
-// What the software link emulator needs: where ranks sit, and the cross-building link to emulate.
+// What the software link emulator needs: where ranks sit, and the links to emulate.
 struct LinkEmulationSetup {
   Cluster cluster;
   std::string technology;  // a network technology of the cluster; "" = its own cross-building link
+  bool boundary = true;    // groups crossing a building boundary get the cross-building link
+  // Groups inside one node get the cluster's intra_node link: a paced device's node fabric, paced
+  // as its compute is (DESIGN.md "Devices: native and paced"), so that what ranks sharing the
+  // host's cores do to shared memory does not decide a message's time.
+  bool node = false;
 };
 
 // Backend::cpu: MPI communicators split from the world. Backend::cuda: NCCL communicators on CUDA
 // device `cuda_device`, enqueuing on `stream` (the device's communication stream; null: their own).
-// With `emulation`, a group crossing a building boundary gets the emulated link; an unknown
-// technology is a UsageError.
+// With `emulation`, a group crossing a building boundary gets the emulated link, and with its
+// `node` a group inside one node the intra-node link; an unknown technology is a UsageError.
 std::unique_ptr<CommunicatorFactory> make_communicator_factory(Backend backend, int cuda_device = 0, Stream stream = {},
                                                                std::optional<LinkEmulationSetup> emulation = {});
 

@@ -193,11 +193,12 @@ class HeldHandle final : public Handle::Impl {
 
 class EmulatedLink final : public Communicator {
  public:
-  EmulatedLink(std::unique_ptr<Communicator> inner, std::shared_ptr<Outbox> outbox, double latency_us)
+  EmulatedLink(std::unique_ptr<Communicator> inner, std::shared_ptr<Outbox> outbox, double latency_us, std::string what)
       : inner_(std::move(inner)),
         o_(std::move(outbox)),
         in_order_(std::string(inner_->backend()) == "cuda"),
-        latency_ns_(latency_us * 1e3) {}
+        latency_ns_(latency_us * 1e3),
+        what_(std::move(what)) {}
   // Held sends go now, at their times (some may be this communicator's).
   ~EmulatedLink() override {
     try {
@@ -212,7 +213,7 @@ class EmulatedLink final : public Communicator {
   int size() const override { return inner_->size(); }
   const char* backend() const override { return inner_->backend(); }
   std::string path(CollOp op, std::uint64_t bytes) const override {
-    return inner_->path(op, bytes) + " (software-emulated link)";
+    return inner_->path(op, bytes) + " (" + what_ + ")";
   }
 
   Handle all_reduce(const void* send, void* recv, std::size_t count, DType d, Mode mode) override {
@@ -333,6 +334,7 @@ class EmulatedLink final : public Communicator {
   std::shared_ptr<Outbox> o_;
   bool in_order_;  // NCCL: ops reach the inner communicator in call order
   double latency_ns_;
+  std::string what_;
 };
 
 }  // namespace
@@ -344,11 +346,12 @@ bool crosses_buildings(const Cluster& cluster, const std::vector<std::int64_t>& 
 }
 
 std::unique_ptr<Communicator> emulate_link(std::unique_ptr<Communicator> inner, const LinkEmulation& emulation,
-                                           int building) {
+                                           int building, const std::string& what) {
   // MPI takes concurrent calls (MPI_THREAD_MULTIPLE): held sends get a poster thread there.
   const bool threaded = std::string(inner->backend()) == "cpu";
   const double latency_us = emulation.group_latency_us >= 0 ? emulation.group_latency_us : emulation.link.latency_us;
-  return std::make_unique<EmulatedLink>(std::move(inner), shared_outbox(emulation, building, threaded), latency_us);
+  return std::make_unique<EmulatedLink>(std::move(inner), shared_outbox(emulation, building, threaded), latency_us,
+                                        what);
 }
 
 }  // namespace sax::coll

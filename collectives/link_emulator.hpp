@@ -39,9 +39,10 @@ namespace sax::coll {
 bool crosses_buildings(const Cluster& cluster, const std::vector<std::int64_t>& members);
 
 // Wraps `inner` (any backend) so that its ops take the emulated link's time; this rank's device
-// sits in building `building` of the cluster. The emulated communicators of one process share one
-// pacer (the device) and the sends it holds, per key and building.
+// sits in building `building` of the cluster (for a node's link: the node). The emulated
+// communicators of one process share one pacer (the device) and the sends it holds, per key and
+// building. `what` names the emulation in the communicator's path().
 std::unique_ptr<Communicator> emulate_link(std::unique_ptr<Communicator> inner, const LinkEmulation& emulation,
-                                           int building);
+                                           int building, const std::string& what = "software-emulated link");
 
 }  // namespace sax::coll

@@ -332,6 +332,11 @@ std::unique_ptr<coll::CommunicatorFactory> Job::communicators(kernels::Device& d
     emulation = coll::LinkEmulationSetup{
         *cluster, record["technology"].is_null() ? std::string() : record["technology"].get<std::string>()};
   }
+  // A paced device's node fabric is paced with it, whatever emulates the boundary.
+  if (cluster && cluster->paced() && device.backend() == Backend::cpu) {
+    if (!emulation) emulation = coll::LinkEmulationSetup{*cluster, "", /*boundary=*/false};
+    emulation->node = true;
+  }
   return coll::make_communicator_factory(device.backend(), device.index(), device.comm_stream(), std::move(emulation));
 }
 
