@@ -58,13 +58,15 @@ bool still_named(const std::string& name, int fd) {
 }
 
 // Refuses a file at the name that this user's pacers could not have made (the header says why).
-// A size of 0 passes: its creator may not have sized it yet.
-void check_made_here(int fd, const std::string& name) {
+// A size of 0 passes: its creator may not have sized it yet. False when the file has no name any
+// more: its last user unlinked it since this open, and the caller makes it anew.
+bool check_made_here(int fd, const std::string& name) {
   struct stat st {};
   if (!stat_of(fd, st)) fail("fstat", name);
+  if (st.st_nlink == 0) return false;
   if (S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 07777) == 0600 && st.st_nlink == 1 &&
       (st.st_size == 0 || st.st_size == static_cast<off_t>(LinkPacer::kSegmentBytes)))
-    return;
+    return true;
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
   throw RunError("link pacing: refusing " + path_of(name) + " (" + (S_ISREG(st.st_mode) ? "" : "not a regular file, ") +
@@ -121,7 +123,10 @@ LinkPacer::LinkPacer(const LinkEmulation& e, int building) : link_(e.link), name
       fail("shm_open", name_);
     }
     try {
-      check_made_here(fd, name_);
+      if (!check_made_here(fd, name_)) {
+        close(fd);
+        continue;
+      }
       const off_t size = settled_size(fd, name_);
       if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
         // No process holds it: a dead job's, or one its creator died before sizing. Its times are

@@ -3,7 +3,8 @@
 // building and no others, and a cross-building exchange of 8 MiB measures the link back — at
 // least latency + size/bandwidth, at most 1.5 times that. The four ranks share one host's pacing
 // segment. A paced device's node link (ranks 0,1 and 2,3 each share a node; 1.5 GB/s, 300 µs)
-// wraps the groups inside a node, and only those. Run as one CTest entry; only rank 0 reports.
+// wraps the groups inside a node, and only those, and no exchange in a node beats it. Run as one CTest entry; only rank
+// 0 reports.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -69,13 +70,14 @@ TEST(MpiLinkEmulator, APacedNodeLinkWrapsOnlyGroupsInsideANode) {
   EXPECT_FALSE(wrapped(*e.make("cross_building").comm, node));
   GroupCommunicator g = e.make("intra_node");
   ASSERT_TRUE(wrapped(*g.comm, node));
-  // 8 MiB inside a node: 5.9 ms on the declared link, where the host's shared memory takes 2-5 ms.
+  // 8 MiB inside a node: 5.9 ms on the declared link, where the host's shared memory takes 2-5 ms,
+  // so an unpaced exchange fails this. No upper bound: the held message then crosses shared
+  // memory for real, and that part is the host's, which a busy host makes as slow as it likes.
   const std::size_t bytes = 8 << 20;
   const Link& link = e.cluster.intra_node;
   const double expected_s = link.latency_us * 1e-6 + bytes / (link.bandwidth_gbps * 1e9);
   const double t = quickest_exchange(*g.comm, 1 - g.comm->rank(), bytes);
-  EXPECT_GE(t, expected_s - 1e-6) << "faster than the node's link";
-  EXPECT_LE(t, 1.5 * expected_s) << "quickest " << t * 1e3 << " ms, link " << expected_s * 1e3 << " ms";
+  EXPECT_GE(t, expected_s - 1e-6) << "faster than the node's link: quickest " << t * 1e3 << " ms";
 }
 
 TEST(MpiLinkEmulator, CrossBuildingSendRecvMeasuresTheLink) {
