@@ -319,7 +319,11 @@ LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& 
   if (!range_fit(fits, points, x, 0, x.sizes.size()))
     throw InputError(what, "/results", "points of at least two different sizes to fit latency and bandwidth");
   const std::vector<Split> splits = candidate_splits(fits, points, x, max_regimes);
-  return fit_of_split(splits[choose_split(splits, points.size())], points, x);
+  const Line& one = *splits.front().lines.front();
+  double misfit = 0;
+  for (double r : one.rel)
+    if (std::abs(r) <= kOutlierScales * one.scale) misfit = std::max(misfit, std::abs(r));
+  return fit_of_split(splits[misfit <= kMaterialMisfit ? 0 : choose_split(splits, points.size())], points, x);
 }
 
 std::string fit_links(const LinkPoints& points, const std::function<std::string(LinkClass, CollOp)>& what,

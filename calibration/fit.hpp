@@ -18,7 +18,8 @@
 // (r_i the n points' relative residuals, each in its regime; 2 coefficients per regime and 1 per
 // break, the penalty doubled because the breaks are searched for; σ one winsorised scale for
 // every split: the least of theirs, then the chosen split's until the choice stands), so a
-// straight line with noise and outliers is one regime and a break must pay for itself.
+// straight line with noise and outliers is one regime and a break must pay for itself — and be
+// material: where one line meets every point but the outliers within kMaterialMisfit, it is the fit.
 #pragma once
 
 #include <cstddef>
@@ -55,6 +56,10 @@ struct LinkFit {
 
 inline constexpr std::size_t kMinRegimeSizes = 3;  // distinct sizes a regime needs
 inline constexpr double kOutlierScales = 3.0;      // a point this many robust scales off is listed
+// A break is fitted only where one line misses some point (outliers aside) by more than this:
+// a bend within it changes no price that matters, and cut into regimes it leaves regimes too
+// flat (latency alone) for their R² to mean anything.
+inline constexpr double kMaterialMisfit = 0.05;
 
 // Fits one op's points into up to `max_regimes` regimes (any group sizes: steps and bus_factor are
 // worked out per point). Needs at least two points of different bus traffic and positive, finite

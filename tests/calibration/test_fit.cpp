@@ -177,6 +177,24 @@ TEST(FitRegimes, AStraightLineWithNoiseIsOneRegime) {
       fit_alpha_beta(broken_sweep(CollOp::all_reduce, two, 0.03, rng), "synthetic", 1).coefficients.regimes.size(), 1u);
 }
 
+// A bend that no point needs (β 3 % steeper from 64 KiB, the line continuous, 0.3 % noise and the
+// slow points): one line meets every other point within kMaterialMisfit, so it is the fit, though
+// the noise is small enough for the criterion alone to pay for the break.
+TEST(FitRegimes, AnImmaterialBendIsOneRegime) {
+  const double knee = 30.0 + 0.5 * 65.536;  // µs at 64 KiB on the first line
+  const sax::AlphaBeta bent = broken_line({{1024, 30.0, 0.5, {}}, {65536, knee - 0.515 * 65.536, 0.515, {}}});
+  for (CollOp op : {CollOp::all_reduce, CollOp::send_recv}) {
+    std::mt19937 rng(3);
+    const auto pts = broken_sweep(op, bent, 0.003, rng);
+    EXPECT_EQ(fit_alpha_beta(pts, "synthetic").coefficients.regimes.size(), 1u) << sax::to_string(op);
+    // The same bend made material (β 30 % steeper) is found.
+    const sax::AlphaBeta steep = broken_line({{1024, 30.0, 0.5, {}}, {65536, knee - 0.65 * 65.536, 0.65, {}}});
+    std::mt19937 rng2(3);
+    EXPECT_EQ(fit_alpha_beta(broken_sweep(op, steep, 0.003, rng2), "synthetic").coefficients.regimes.size(), 2u)
+        << sax::to_string(op);
+  }
+}
+
 // The table has a line per regime (and the quality over every size, and the outliers, on lines
 // of their own); the calibration holds the regimes and the outliers, and reads them back.
 TEST(FitLinks, ALinePerRegimeAndTheRegimesInTheCalibration) {
