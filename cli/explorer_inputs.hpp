@@ -73,8 +73,10 @@ inline void print_prediction(const explorer::Candidate& k, const Layout& l, cons
   std::cout << "  memory        " << f(p.memory_gib, "%.1f GiB") << " of " << f(cm.memory_limit_gib(), "%.1f GiB")
             << " usable (weights " << f(p.memory.weights_gib, "%.1f") << ", gradients "
             << f(p.memory.gradients_gib, "%.1f") << ", optimizer states " << f(p.memory.optimizer_gib, "%.1f")
-            << ", activations " << f(p.memory.activations_gib, "%.1f") << ")" << (p.feasible ? "" : " — does not fit")
-            << "\n";
+            << ", activations " << f(p.memory.activations_gib, "%.1f");
+  if (p.memory.gradient_copy_gib > 0)
+    std::cout << "; or, at the optimizer step, fp32 gradient copy " << f(p.memory.gradient_copy_gib, "%.1f");
+  std::cout << ")" << (p.feasible ? "" : " — does not fit") << "\n";
   const auto& b = p.breakdown;
   std::cout << "  breakdown     compute " << f(b.compute_s, "%.4g s") << " (recompute " << f(b.recompute_s, "%.3g s")
             << "), bubble " << f(b.bubble_s, "%.3g s");

@@ -38,12 +38,12 @@ void check_memory(const Cluster& c, const Model& m, const Layout& l) {
   const explorer::Prediction p = cm.predict(l);
   const double limit = params.hbm_gib * params.memory_usable_fraction;
   if (p.memory_gib > limit) {
-    char buf[256];
+    char buf[320];
     std::snprintf(buf, sizeof buf,
                   "run: the layout needs %.2f GiB per device (weights %.2f, gradients %.2f, optimizer %.2f, "
-                  "activations %.2f) and %s's %s has %.2f GiB usable",
+                  "activations %.2f or fp32 gradient copy %.2f) and %s's %s has %.2f GiB usable",
                   p.memory_gib, p.memory.weights_gib, p.memory.gradients_gib, p.memory.optimizer_gib,
-                  p.memory.activations_gib, c.name.c_str(), c.device.name.c_str(), limit);
+                  p.memory.activations_gib, p.memory.gradient_copy_gib, c.name.c_str(), c.device.name.c_str(), limit);
     throw UsageError(buf);
   }
 }

@@ -58,7 +58,8 @@ TrafficUnits traffic_units(const ModelConsts& c, const Candidate& cand, const Mi
     const GroupPlace& g = pl[kind];
     const workload::SyncGroup group{kind, g.size, g.per_building, g.buildings_spanned};
     for (const workload::SyncMessage& s :
-         workload::dp_sync_messages(group, 1.0, c.element_bytes, cand.distributed_optimizer, hierarchical, gather))
+         workload::dp_sync_messages(group, 1.0, c.element_bytes, gradient_bytes(c.dtype, cand.grad_reduce_in_bf16),
+                                    cand.distributed_optimizer, hierarchical, gather))
       out.add({Dim::dp, s.group, s.op, 1, s.bytes});
   };
   plan(u.dense_grad, GroupKind::dp_cp, false);

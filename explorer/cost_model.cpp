@@ -31,6 +31,12 @@ void check_figures(const Prediction& p) {
   check(p.memory.gradients_gib, "gradients memory");
   check(p.memory.optimizer_gib, "optimizer memory");
   check(p.memory.activations_gib, "activations memory");
+  check(p.memory.gradient_copy_gib, "fp32 gradient copy memory");
+}
+
+Prediction::Memory CostModel::StageMemory::gib() const {
+  const double g = 1.0 / static_cast<double>(1ull << 30);
+  return {weights * g, grads * g, optimizer * g, activations * g, grad_copy * g};
 }
 
 double Breakdown::total() const {
@@ -58,14 +64,9 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
   auto_attention_materializes_ = materializes_scores(resolved_attention_backend(Layout{}, model));
   training_flops_per_step_ = model.training_flops_per_step();
   tokens_per_step_ = static_cast<double>(model.tokens_per_step());
-  // Megatron-LM's distributed-optimizer table (docs: bytes per parameter): weights and their
-  // gradients on every rank, optimizer states (fp32 master weights, Adam m and v) sharded.
-  if (model.dtype == DType::fp16)
-    fixed_bytes_per_param_ = 4, optimizer_state_bytes_per_param_ = 16;
-  else if (model.dtype == DType::fp32 || model.dtype == DType::tf32)
-    fixed_bytes_per_param_ = 8, optimizer_state_bytes_per_param_ = 8;
-  else
-    fixed_bytes_per_param_ = 6, optimizer_state_bytes_per_param_ = 12;  // bf16 (fp8 keeps bf16 weights)
+  // Megatron-LM's distributed-optimizer table (docs: bytes per parameter): the optimizer keeps
+  // fp32 master weights (unless the weights are fp32) and Adam's m and v, sharded with it.
+  optimizer_state_bytes_per_param_ = c_.element_bytes >= 4 ? 8 : 12;
 }
 
 CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const StageLayers& st, const MicroShape& x,
@@ -73,10 +74,15 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   StageMemory mem;
   const StageParams p = stage_params(c_, st, cand.tp, cand.ep, cand.pp);
   const double params = p.dense + p.expert;
-  const double weight_bytes = c_.element_bytes >= 4 ? 4.0 : 2.0;
+  const double weight_bytes = c_.element_bytes >= 4 ? 4.0 : 2.0;  // fp8 keeps bf16 weights
+  const double grad_bytes = gradient_bytes(c_.dtype, cand.grad_reduce_in_bf16);
   mem.weights = params * weight_bytes;
-  mem.grads = params * (fixed_bytes_per_param_ - weight_bytes);
-  mem.optimizer = optimizer_state_bytes_per_param_ * updated_params(cand, p);
+  mem.grads = params * grad_bytes;
+  const double updated = updated_params(cand, p);
+  mem.optimizer = optimizer_state_bytes_per_param_ * updated;
+  // Half gradients are cast to fp32 for the step (Megatron's _copy_model_grads_to_main_grads,
+  // the table's fp16 row: 4 + 16 = 2 + 2 + 12 + 4), a copy freed before the next forward.
+  if (grad_bytes < 4) mem.grad_copy = 4.0 * updated;
   // Activations per layer and micro-batch: Korthikanti et al. 2022 (sbh(34 + 5as/h), /t with
   // SP), written per term so that GQA, SwiGLU and expert widths enter; with f = 4h, MHA and
   // GeLU it is the paper's formula. Units of sbh bytes at 2-byte activations.
@@ -349,7 +355,7 @@ Prediction CostModel::fit(const Candidate& cand, const PipelineSplit& split) con
     const StageMemory mem = stage_memory(cand, st, x, m);
     if (mem.total() > worst) {
       worst = mem.total();
-      r.memory = {mem.weights * gib, mem.grads * gib, mem.optimizer * gib, mem.activations * gib};
+      r.memory = mem.gib();
     }
   }
   r.memory_gib = worst * gib;

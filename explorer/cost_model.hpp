@@ -95,7 +95,8 @@ struct Prediction {
   double memory_gib = 0;  // the fullest device
   struct Memory {
     double weights_gib = 0, gradients_gib = 0, optimizer_gib = 0, activations_gib = 0;
-  } memory;  // of the fullest device
+    double gradient_copy_gib = 0;  // CostModel::StageMemory::grad_copy
+  } memory;                        // of the fullest device
   Breakdown breakdown;
   double bubble_fraction = 0;
   std::int64_t num_microbatches = 0;
@@ -456,10 +457,12 @@ class CostModel {
   static CollAlgorithm dp_algorithm(const StageTraffic& traffic, const Prices& prices);
 
   // Bytes one device of a stage holds at its fullest: weights, gradients, optimizer states and
-  // the activations of the micro-batches the schedule keeps in flight.
+  // the activations of the micro-batches the schedule keeps in flight, or instead of those (freed
+  // by then) the fp32 copy of half gradients the optimizer step makes.
   struct StageMemory {
-    double weights = 0, grads = 0, optimizer = 0, activations = 0;
-    double total() const { return weights + grads + optimizer + activations; }
+    double weights = 0, grads = 0, optimizer = 0, activations = 0, grad_copy = 0;
+    double total() const { return weights + grads + optimizer + std::max(activations, grad_copy); }
+    Prediction::Memory gib() const;
   };
   StageMemory stage_memory(const Candidate& cand, const StageLayers& st, const MicroShape& x,
                            std::int64_t num_microbatches) const;
@@ -507,7 +510,7 @@ class CostModel {
   CostParams p_;
   ClusterShape shape_;
   double training_flops_per_step_ = 0, tokens_per_step_ = 0;
-  double fixed_bytes_per_param_ = 6, optimizer_state_bytes_per_param_ = 12;
+  double optimizer_state_bytes_per_param_ = 12;
   // Activation terms per layer that depend on the model alone, in units of s·b·h (stage_memory).
   struct {
     double attention = 0, mlp_dense = 0, mlp_moe = 0, score = 0, replicated = 10;

@@ -98,6 +98,7 @@ std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
     arg("--recompute-num-layers", "1");
   }
   if (l.use_distributed_optimizer) arg("--use-distributed-optimizer");
+  if (l.grad_reduce_in_bf16) arg("--grad-reduce-in-bf16");
   if (l.schedule.dp_sync == DpSync::overlapped) {
     arg("--overlap-grad-reduce");
     if (l.use_distributed_optimizer) arg("--overlap-param-gather");  // Megatron: only with it
@@ -181,6 +182,10 @@ void data_parallel_keys(const Layout& l, const Cluster& c, TorchtitanConfig& t) 
                      "per layer, less memory than predicted\n";
   if (l.schedule.dp_sync == DpSync::blocking && dp > 1)
     t.notes += "# DP sync blocking: torchtitan always overlaps gradient reduction with the backward pass\n";
+  if (l.grad_reduce_in_bf16 && dp > 1)
+    t.notes +=
+        "# bf16 gradients: torchtitan reduces them in float32 (mixed_precision_reduce), twice the bytes "
+        "predicted\n";
   t.key("data_parallel_replicate_degree", std::to_string(replicate));
   t.key("data_parallel_shard_degree", std::to_string(shard));
 }

@@ -160,7 +160,7 @@ HeteroModel::Result HeteroModel::evaluate(const Candidate& cand) const {
     if (s.memory_gib / s.limit_gib > fullest) {
       fullest = s.memory_gib / s.limit_gib;
       p.memory_gib = s.memory_gib;
-      p.memory = {mem.weights * gib, mem.grads * gib, mem.optimizer * gib, mem.activations * gib};
+      p.memory = mem.gib();
     }
     r.stages.push_back(s);
   }

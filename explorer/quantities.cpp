@@ -14,6 +14,7 @@ ModelConsts ModelConsts::of(const Model& m) {
   c.experts = static_cast<double>(m.num_experts);
   c.top_k = static_cast<double>(m.is_moe() ? m.moe_router_topk : 0);
   c.V = static_cast<double>(m.vocab_size);
+  c.dtype = m.dtype;
   c.element_bytes = dtype_bytes(m.dtype);
   c.heads = static_cast<double>(m.num_attention_heads);
   c.layer_dense_params = m.dense_layer_params();

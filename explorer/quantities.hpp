@@ -18,6 +18,7 @@ struct ModelConsts {
   double h = 0, s = 0, q = 0, kv = 0, f = 0, fe = 0, w = 2, V = 0, heads = 0;
   double experts = 0;               // E: experts per MoE layer (0 for a dense model)
   double top_k = 0;                 // k: experts each token is routed to (0 for a dense model)
+  DType dtype = DType::bf16;        // the model's
   double element_bytes = 2;         // e: bytes per element of the model's dtype
   double layer_dense_params = 0;    // a dense layer (attention, norms, MLP)
   double moe_nonexpert_params = 0;  // an MoE layer without its experts (attention, norms, router)

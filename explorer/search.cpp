@@ -98,7 +98,7 @@ bool same_but_placement(const Candidate& a, const Candidate& b) {
          a.account_embedding == b.account_embedding && a.account_loss == b.account_loss &&
          a.pipeline_layout == b.pipeline_layout && a.pipeline == b.pipeline && a.dp_sync == b.dp_sync &&
          a.recompute == b.recompute && a.sp == b.sp && a.distributed_optimizer == b.distributed_optimizer &&
-         a.tp_comm_overlap == b.tp_comm_overlap;
+         a.tp_comm_overlap == b.tp_comm_overlap && a.grad_reduce_in_bf16 == b.grad_reduce_in_bf16;
 }
 
 // A fixed preference among equals, so that the listing does not depend on thread timing.
@@ -476,10 +476,10 @@ void merge_threads(const std::vector<TopN>& tops, const std::vector<Counters>& c
     const Candidate &x = a.candidate, &y = b.candidate;
     return std::tie(x.tp, x.cp, x.ep, x.pp, x.vpp, x.mbs, x.first_layers, x.last_layers, x.account_embedding,
                     x.account_loss, x.pipeline, x.dp_sync, x.recompute, x.sp, x.distributed_optimizer,
-                    x.tp_comm_overlap, x.order,
-                    x.technology) < std::tie(y.tp, y.cp, y.ep, y.pp, y.vpp, y.mbs, y.first_layers, y.last_layers,
-                                             y.account_embedding, y.account_loss, y.pipeline, y.dp_sync, y.recompute,
-                                             y.sp, y.distributed_optimizer, y.tp_comm_overlap, y.order, y.technology);
+                    x.grad_reduce_in_bf16, x.tp_comm_overlap, x.order, x.technology) <
+           std::tie(y.tp, y.cp, y.ep, y.pp, y.vpp, y.mbs, y.first_layers, y.last_layers, y.account_embedding,
+                    y.account_loss, y.pipeline, y.dp_sync, y.recompute, y.sp, y.distributed_optimizer,
+                    y.grad_reduce_in_bf16, y.tp_comm_overlap, y.order, y.technology);
   });
 }
 

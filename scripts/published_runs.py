@@ -13,7 +13,8 @@ model and layout files (the layout as published), and the published figure with 
   tflops_per_gpu, counts sax_model   sax's own model FLOPs (Model::training_flops_per_step, no
                                      recompute): MFU x the dense peak of the model's dtype
 
-Prints a Markdown table. A layout sax rejects (exit 2, bad input) stays in the table as
+Prints a Markdown table, then the step time's mean and max |error| and its signed mean over the
+predicted runs (a throughput's error turned into its step time's). A layout sax rejects (exit 2, bad input) stays in the table as
 "rejected: <error>": a finding. Exit status: 0 when every run was predicted, 2 when sax rejected
 some layout (1 with --strict for any), 1 when sax failed otherwise (or its JSON was unreadable).
 Python 3 standard library only.
@@ -103,6 +104,7 @@ def main():
     print("|---|---|---|---|---|---|")
     rejected = failed = 0
     errors = []
+    time_errors = []  # predicted step time / published - 1, per predicted run (a throughput: its inverse)
     for run in runs:
         cluster, model, layout = load(run["cluster"]), load(run["model"]), load(run["layout"])
         world = world_size(cluster)
@@ -134,6 +136,7 @@ def main():
             if not pred.get("feasible", True):
                 predicted += f" [over memory: {pred['memory_gib']:.1f} GiB]"
             error = f"{100.0 * (value - pub['value']) / pub['value']:+.1f}"
+            time_errors.append(value / pub["value"] - 1 if unit == "s" else pub["value"] / value - 1)
         print(f"| {run['name']} | {layout_summary(layout, model, world)} | {published} | {predicted} | {error} | "
               f"{run['table_row']} |")
     print()
@@ -148,6 +151,12 @@ def main():
     print()
     print("error % = (predicted - published) / published; for TFLOP/s a positive error means predicted faster, "
           "for seconds predicted slower.")
+    if time_errors:
+        n = len(time_errors)
+        print(f"step time over the {n} predicted runs (predicted / published - 1, negative: predicted faster): "
+              f"mean |error| {100 * sum(abs(e) for e in time_errors) / n:.1f} %, "
+              f"max |error| {100 * max(abs(e) for e in time_errors):.1f} %, "
+              f"signed mean {100 * sum(time_errors) / n:+.1f} %")
     for e in errors:
         print("published_runs.py: " + e, file=sys.stderr)
     if failed:

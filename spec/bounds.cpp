@@ -30,7 +30,7 @@ constexpr std::array kTable = {
           "10 MFLOP/s is under a sixteenth of a slow CPU core (16 paced ranks on 2 cores held 0.77 GFLOP/s "
           "each); 1 EFLOP/s per device is over 200x a B200's dense fp8"},
     Bound{Quantity::hbm_capacity, "a memory size", "GiB", 1e-3, 1e6, false, false,
-          "cluster device.hbm_gib, buildings[].device.hbm_gib", "1 MiB to 1 PiB per device (an H200 has 131 GiB)"},
+          "cluster device.hbm_gib, buildings[].device.hbm_gib", "1 MiB to 1 PiB per device (an H200 has 140 GiB)"},
     Bound{Quantity::hbm_bandwidth, "a memory bandwidth", "GB/s", 1e-3, 1e6, false, false,
           "cluster device.hbm_bandwidth_gbps, buildings[].device.hbm_bandwidth_gbps",
           "1 MB/s to 1 PB/s per device (a B200 has 8 TB/s)"},

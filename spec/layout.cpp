@@ -40,8 +40,15 @@ const char* to_string(AttentionBackend a) {
   return i < std::size(kNames) ? kNames[i] : "?";
 }
 
+double gradient_bytes(DType d, bool grad_reduce_in_bf16) {
+  if (d == DType::fp16) return 2;
+  if (d == DType::bf16 || d == DType::fp8) return grad_reduce_in_bf16 ? 2 : 4;
+  return 4;
+}
+
 namespace {
 bool half_precision(DType d) { return d == DType::bf16 || d == DType::fp16 || d == DType::fp8; }
+
 }  // namespace
 
 AttentionBackend resolved_attention_backend(const Layout& l, const Model& m) {
@@ -226,6 +233,8 @@ LayoutRule first_broken_rule(const Layout& l, const Model& m, std::int64_t world
   if ((l.attention_backend == AttentionBackend::flash || l.attention_backend == AttentionBackend::fused) &&
       !half_precision(m.dtype))
     return LayoutRule::flash_needs_half_precision;
+  if (l.grad_reduce_in_bf16 && m.dtype != DType::bf16 && m.dtype != DType::fp8)
+    return LayoutRule::grad_reduce_in_bf16_needs_bf16;
   return LayoutRule::ok;
 }
 
@@ -294,6 +303,7 @@ static void read_parallelism(Fields& f, Layout& l) {
       f, "recompute_granularity",
       {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}}, Recompute::none);
   l.use_distributed_optimizer = f.boolean("use_distributed_optimizer", false);
+  l.grad_reduce_in_bf16 = f.boolean("grad_reduce_in_bf16", false);
   l.attention_backend = pick<AttentionBackend>(f, "attention_backend",
                                                {{"flash", AttentionBackend::flash},
                                                 {"fused", AttentionBackend::fused},
@@ -402,6 +412,7 @@ json to_json(const Layout& l) {
             {"tp_comm_overlap", l.tp_comm_overlap},
             {"recompute_granularity", to_string(l.recompute_granularity)},
             {"use_distributed_optimizer", l.use_distributed_optimizer},
+            {"grad_reduce_in_bf16", l.grad_reduce_in_bf16},
             {"attention_backend", to_string(l.attention_backend)},
             {"order", l.order_string()}};
   if (l.decoder_first_pipeline_num_layers) j["decoder_first_pipeline_num_layers"] = l.decoder_first_pipeline_num_layers;
@@ -504,6 +515,9 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
                                                 " model " + m->name +
                                                 " (flash and fused attention run in bf16, fp16 or fp8), got " +
                                                 to_string(l.attention_backend)};
+    case LayoutRule::grad_reduce_in_bf16_needs_bf16:
+      return RuleFault{"grad_reduce_in_bf16", std::string("false for ") + to_string(m->dtype) + " model " + m->name +
+                                                  " (bf16 gradients are for bf16 and fp8 models), got true"};
     default:
       return std::nullopt;
   }

@@ -54,6 +54,9 @@ struct Layout {
   bool tp_comm_overlap = false;
   Recompute recompute_granularity = Recompute::none;
   bool use_distributed_optimizer = false;
+  // Megatron-LM's --grad-reduce-in-bf16: a bf16 model's gradients kept and reduced in bf16, not
+  // in the fp32 Megatron gives them by default (gradient_bytes).
+  bool grad_reduce_in_bf16 = false;
   AttentionBackend attention_backend = AttentionBackend::auto_;
   std::int64_t decoder_first_pipeline_num_layers = 0;  // 0 = an even split
   std::int64_t decoder_last_pipeline_num_layers = 0;
@@ -136,7 +139,14 @@ enum class LayoutRule {
   batch_divides,                    // micro_batch_size × DP divides global_batch_size
   interleaved_microbatches_divide,  // interleaved: micro-batches divisible by PP
   flash_needs_half_precision,       // flash/fused attention: bf16, fp16 or fp8 models only
+  grad_reduce_in_bf16_needs_bf16,   // bf16 gradients: bf16 (or fp8) models only (Megatron)
 };
+
+// Bytes per gradient element as Megatron-LM keeps and reduces them: a bf16 (or fp8, which keeps
+// bf16 weights) model's in fp32 unless --grad-reduce-in-bf16 (megatron/training/arguments.py
+// sets accumulate_allreduce_grads_in_fp32 for bf16), an fp16 model's in fp16 (that flag's
+// default), fp32 and tf32 models' in fp32. What a device holds and what the DP sync moves.
+double gradient_bytes(DType model_dtype, bool grad_reduce_in_bf16);
 
 // The first rule of the schedule, pipeline and TP overlap (read_layout's: no model needed) that
 // the layout breaks.

@@ -45,14 +45,14 @@ inline GroupKind cross_building_half(GroupKind g) {
   return g == GroupKind::expert_dp_cp ? GroupKind::expert_dp_cp_cross_building : GroupKind::dp_cp_cross_building;
 }
 
-// One sync of `params` parameters (of `dtype_bytes`-byte weights; gradients reduce in fp32, 4
-// bytes a parameter) over `group`: with `gather` false the gradient reduction (all_reduce, or
+// One sync of `params` parameters (of `dtype_bytes`-byte weights and `grad_bytes`-byte gradients,
+// spec/layout.hpp gradient_bytes) over `group`: with `gather` false the gradient reduction (all_reduce, or
 // reduce_scatter with the distributed optimizer), with `gather` true the distributed optimizer's
 // all-gather of the updated parameters (nothing without it). `hierarchical` (the dp_sync mode)
 // splits a group spread evenly over several buildings into its intra- and cross-building halves.
 // Nothing for a group of one rank or no parameters.
-inline SyncMessages dp_sync_messages(const SyncGroup& g, double params, double dtype_bytes, bool dist,
-                                     bool hierarchical, bool gather) {
+inline SyncMessages dp_sync_messages(const SyncGroup& g, double params, double dtype_bytes, double grad_bytes,
+                                     bool dist, bool hierarchical, bool gather) {
   SyncMessages out;
   if (g.size <= 1 || params <= 0) return out;
   auto add = [&](const char* name, GroupKind group, CollOp op, double bytes) {
@@ -62,7 +62,7 @@ inline SyncMessages dp_sync_messages(const SyncGroup& g, double params, double d
   const double n_intra = static_cast<double>(g.per_building);
   const GroupKind intra = intra_building_half(g.kind), cross = cross_building_half(g.kind);
   if (!gather) {
-    const double G = 4.0 * params;
+    const double G = grad_bytes * params;
     if (!hier) {
       add("grad_sync", g.kind, dist ? CollOp::reduce_scatter : CollOp::all_reduce, G);
       return out;

@@ -432,7 +432,9 @@ class Builder {
     const Phase ph = gather ? Phase::optimizer : (zb() ? Phase::backward_weight : Phase::backward);
     const bool hierarchical = l_.schedule.dp_sync == DpSync::hierarchical;
     const SyncGroup group = hierarchical ? sync_group(g) : SyncGroup{g, grid_.size(g), 0, 1};
-    for (const SyncMessage& s : dp_sync_messages(group, params, e_, l_.use_distributed_optimizer, hierarchical, gather))
+    const double grad_bytes = gradient_bytes(m_.dtype, l_.grad_reduce_in_bf16);
+    for (const SyncMessage& s :
+         dp_sync_messages(group, params, e_, grad_bytes, l_.use_distributed_optimizer, hierarchical, gather))
       message(ph, -1, 0, layer, s.name, Dim::dp, s.group, s.op, s.bytes, -1, overlappable);
   }
 

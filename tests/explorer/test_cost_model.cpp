@@ -47,6 +47,64 @@ TEST(CostModel, MemoryMatchesHandComputedTotalsGpt3) {
   EXPECT_TRUE(p.feasible);
 }
 
+// The same layout with bf16 gradients (Megatron's --grad-reduce-in-bf16): 2 + 2 bytes per
+// parameter on every rank; the optimizer step's fp32 copy of its gradient shard (4 bytes per
+// sharded parameter) is made after the activations are freed, so it adds nothing here.
+TEST(CostModel, Bf16GradientsHoldTwoBytesAndTheirFp32CopyTakesTheActivationsPlace) {
+  const Cluster c = test::preset_cluster("h100-3bld");
+  const Model m = test::preset_model("gpt3-175b");
+  Layout l;
+  l.tensor_model_parallel_size = 8;
+  l.pipeline_model_parallel_size = 16;
+  l.sequence_parallel = true;
+  l.recompute_granularity = Recompute::selective;
+  l.use_distributed_optimizer = true;
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const Prediction fp32 = cm.predict(l);
+  l.grad_reduce_in_bf16 = true;
+  validate_layout(l, m, c, "gpt3");
+  const Prediction bf16 = cm.predict(l);
+  EXPECT_NEAR(bf16.memory.gradients_gib, fp32.memory.gradients_gib / 2, 1e-9);
+  EXPECT_NEAR(bf16.memory_gib, fp32.memory_gib - fp32.memory.gradients_gib / 2, 1e-9);
+  EXPECT_NEAR(bf16.memory.gradient_copy_gib, bf16.memory.optimizer_gib / 3, 1e-9);  // 4 of 12 bytes
+  EXPECT_EQ(fp32.memory.gradient_copy_gib, 0);
+  EXPECT_LT(bf16.memory.gradient_copy_gib, bf16.memory.activations_gib);
+}
+
+// Without the distributed optimizer the copy is of every parameter and outgrows the few
+// activations full recompute keeps: Llama 3 8B with bf16 gradients holds Megatron's fp16-row
+// 20 bytes per parameter (2 + 2 + 12 + 4), and no activations on top.
+TEST(CostModel, AnFp32GradientCopyLargerThanTheActivationsIsThePeak) {
+  const Cluster c = test::preset_cluster("h200-1node");
+  const Model m = test::preset_model("llama3-8b");
+  Layout l;
+  l.recompute_granularity = Recompute::full;
+  l.grad_reduce_in_bf16 = true;
+  validate_layout(l, m, c, "llama8b");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const Prediction p = cm.predict(l);
+  EXPECT_NEAR(p.memory_gib, m.params_total() * 20 / kGiB, 1e-9);
+  EXPECT_GT(p.memory.gradient_copy_gib, p.memory.activations_gib);
+}
+
+// A layout that ran fits: Llama 3.1 405B as NeMo's performance recipe ran it on 576 H100-80GB
+// (TP 8, PP 9, CP 2, VP 7, bf16 gradients). With the fp32 gradients Megatron-LM's own default
+// keeps it would need 10.9 GiB more, over the usable memory.
+TEST(CostModel, Llama31At576H100sAsNemoRanItFits) {
+  const Cluster c = test::preset_cluster("published/dgx-h100-576");
+  const Model m = test::preset_model("published/llama3.1-405b-gbs252");
+  Layout l = read_layout(test::preset("layouts/published/nemo-llama3.1-405b-576.json"), "nemo-llama3.1-405b-576");
+  validate_layout(l, m, c, "nemo-llama3.1-405b-576");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const Prediction p = cm.predict(l);
+  EXPECT_TRUE(p.feasible) << p.memory_gib << " GiB of " << cm.memory_limit_gib();
+  EXPECT_NEAR(p.memory.gradients_gib, p.memory.weights_gib, 1e-9);  // 2 bytes each
+  l.grad_reduce_in_bf16 = false;
+  const Prediction fp32 = cm.predict(l);
+  EXPECT_NEAR(fp32.memory_gib - p.memory_gib, p.memory.gradients_gib, 1e-9);
+  EXPECT_FALSE(fp32.feasible) << fp32.memory_gib << " GiB of " << cm.memory_limit_gib();
+}
+
 // Llama 3 8B on one H200 node, no parallelism but DP, full recompute, no distributed
 // optimizer: 18 bytes per parameter, 2·s·b·h bytes per layer held (the layer inputs), one
 // layer rebuilt in full during its backward, fp32 logits.

@@ -107,6 +107,23 @@ TEST(Emit, MegatronFlagsOfAHandBuiltLayout) {
   EXPECT_EQ(emit(EmitFormat::megatron, l, m, c), text);
 }
 
+// bf16 gradients are Megatron-LM's --grad-reduce-in-bf16; torchtitan, which reduces in float32,
+// says so instead of emitting a key.
+TEST(Emit, Bf16GradientsAsTheFrameworksSayThem) {
+  const Cluster c = test::preset_cluster("h200-1node");
+  const Model m = test::preset_model("llama3-8b");
+  Layout l;
+  l.tensor_model_parallel_size = 2;  // DP 4
+  l.grad_reduce_in_bf16 = true;
+  ASSERT_NO_THROW(validate_layout(l, m, c, "hand-built"));
+  const auto flags = megatron_flags(megatron_args(l, m, c));
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), "--grad-reduce-in-bf16"), 1);
+  EXPECT_NE(emit(EmitFormat::torchtitan, l, m, c).find("# bf16 gradients"), std::string::npos);
+  l.grad_reduce_in_bf16 = false;
+  const auto plain = megatron_flags(megatron_args(l, m, c));
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "--grad-reduce-in-bf16"), 0);
+}
+
 TEST(Emit, MegatronRankOrders) {
   const Cluster c = test::preset_cluster("local-2bld");
   const Model m = test::preset_model("gpt-tiny");

@@ -288,6 +288,40 @@ TEST(Workload, MessageSizesFollowTheContract) {
   EXPECT_EQ(w.num_microbatches, 2);
 }
 
+// The gradient reduction moves the gradients in the bytes Megatron-LM keeps them in: fp32 for a
+// bf16 model unless grad_reduce_in_bf16, fp16 for an fp16 model, fp32 for fp32; the parameter
+// all-gather moves the weights in the model's dtype whatever the gradients.
+TEST(Workload, GradientSyncMovesTheGradientsBytes) {
+  Cluster c = small_cluster(2, 1, 2);  // 4 ranks, DP 4
+  auto sync_bytes = [&](DType d, bool bf16_grads) {
+    Model m = tiny(false, 4, 8);
+    m.dtype = d;
+    Layout l = read_layout({{"use_distributed_optimizer", true}, {"grad_reduce_in_bf16", bf16_grads}}, "l.json");
+    validate_layout(l, m, c, "l.json");
+    double grad = 0, gather = 0, params = 0;
+    for (const Op& o : build(c, m, l, 0).ops) {
+      if (o.name == "optimizer_step") params += o.params;
+      if (o.kind != OpKind::message || o.group != GroupKind::dp_cp) continue;
+      (o.op == CollOp::reduce_scatter ? grad : gather) += o.bytes;
+    }
+    params *= 4;  // the optimizer's shard of DP 4: the rank's parameters
+    return std::pair{grad / params, gather / params};
+  };
+  EXPECT_EQ(sync_bytes(DType::bf16, false), (std::pair{4.0, 2.0}));
+  EXPECT_EQ(sync_bytes(DType::bf16, true), (std::pair{2.0, 2.0}));
+  EXPECT_EQ(sync_bytes(DType::fp16, false), (std::pair{2.0, 2.0}));
+  EXPECT_EQ(sync_bytes(DType::fp32, false), (std::pair{4.0, 4.0}));
+  Model m = tiny(false, 4, 8);  // fp32
+  Layout l = read_layout({{"grad_reduce_in_bf16", true}}, "l.json");
+  try {
+    validate_layout(l, m, c, "l.json");
+    ADD_FAILURE() << "bf16 gradients accepted for an fp32 model";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("l.json: /grad_reduce_in_bf16: expected false"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Every compute op says what it reads and writes; memory-bound ops carry no model FLOPs, and
 // the zero-bubble W blocks hold weight-gradient GEMMs only.
 TEST_P(WorkloadGrid, EveryComputeOpHasItsBytesAndMemoryBoundOpsNoModelFlops) {
