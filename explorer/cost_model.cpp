@@ -64,9 +64,6 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
   auto_attention_materializes_ = materializes_scores(resolved_attention_backend(Layout{}, model));
   training_flops_per_step_ = model.training_flops_per_step();
   tokens_per_step_ = static_cast<double>(model.tokens_per_step());
-  // Megatron-LM's distributed-optimizer table (docs: bytes per parameter): the optimizer keeps
-  // fp32 master weights (unless the weights are fp32) and Adam's m and v, sharded with it.
-  optimizer_state_bytes_per_param_ = c_.element_bytes >= 4 ? 8 : 12;
 }
 
 CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const StageLayers& st, const MicroShape& x,
@@ -79,7 +76,9 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   mem.weights = params * weight_bytes;
   mem.grads = params * grad_bytes;
   const double updated = updated_params(cand, p);
-  mem.optimizer = optimizer_state_bytes_per_param_ * updated;
+  // Megatron-LM's distributed-optimizer table (docs: bytes per parameter): Adam's m and v, and
+  // fp32 master weights unless the weights are fp32, sharded with the optimizer.
+  mem.optimizer = (8.0 + (weight_bytes < 4 ? 4.0 : 0.0)) * updated;
   // Half gradients are cast to fp32 for the step (Megatron's _copy_model_grads_to_main_grads,
   // the table's fp16 row: 4 + 16 = 2 + 2 + 12 + 4), a copy freed before the next forward.
   if (grad_bytes < 4) mem.grad_copy = 4.0 * updated;

@@ -510,7 +510,6 @@ class CostModel {
   CostParams p_;
   ClusterShape shape_;
   double training_flops_per_step_ = 0, tokens_per_step_ = 0;
-  double optimizer_state_bytes_per_param_ = 12;
   // Activation terms per layer that depend on the model alone, in units of s·b·h (stage_memory).
   struct {
     double attention = 0, mlp_dense = 0, mlp_moe = 0, score = 0, replicated = 10;

@@ -48,7 +48,6 @@ double gradient_bytes(DType d, bool grad_reduce_in_bf16) {
 
 namespace {
 bool half_precision(DType d) { return d == DType::bf16 || d == DType::fp16 || d == DType::fp8; }
-
 }  // namespace
 
 AttentionBackend resolved_attention_backend(const Layout& l, const Model& m) {

@@ -15,6 +15,18 @@ using namespace sax::explorer;
 
 namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// GPT-3 175B's layout of the memory tests: TP 8 × PP 16 with SP, selective recompute, the
+// distributed optimizer.
+Layout gpt3_tp8_pp16() {
+  Layout l;
+  l.tensor_model_parallel_size = 8;
+  l.pipeline_model_parallel_size = 16;
+  l.sequence_parallel = true;
+  l.recompute_granularity = Recompute::selective;
+  l.use_distributed_optimizer = true;
+  return l;
+}
 }  // namespace
 
 // GPT-3 175B, TP 8 × PP 16 with SP, selective recompute, distributed optimizer: Korthikanti et
@@ -24,12 +36,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 TEST(CostModel, MemoryMatchesHandComputedTotalsGpt3) {
   const Cluster c = test::preset_cluster("h100-3bld");
   const Model m = test::preset_model("gpt3-175b");
-  Layout l;
-  l.tensor_model_parallel_size = 8;
-  l.pipeline_model_parallel_size = 16;
-  l.sequence_parallel = true;
-  l.recompute_granularity = Recompute::selective;
-  l.use_distributed_optimizer = true;
+  Layout l = gpt3_tp8_pp16();
   validate_layout(l, m, c, "gpt3");
   const double dp = 98304.0 / 128, micro = 1536 / dp;  // 768, 2
   const double s = 2048, b = 1, h = 12288, t = 8, V = 50257;
@@ -53,12 +60,7 @@ TEST(CostModel, MemoryMatchesHandComputedTotalsGpt3) {
 TEST(CostModel, Bf16GradientsHoldTwoBytesAndTheirFp32CopyTakesTheActivationsPlace) {
   const Cluster c = test::preset_cluster("h100-3bld");
   const Model m = test::preset_model("gpt3-175b");
-  Layout l;
-  l.tensor_model_parallel_size = 8;
-  l.pipeline_model_parallel_size = 16;
-  l.sequence_parallel = true;
-  l.recompute_granularity = Recompute::selective;
-  l.use_distributed_optimizer = true;
+  Layout l = gpt3_tp8_pp16();
   const CostModel cm(c, m, CostParams::datasheet(c, m));
   const Prediction fp32 = cm.predict(l);
   l.grad_reduce_in_bf16 = true;
