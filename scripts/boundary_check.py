@@ -13,8 +13,9 @@ One group alone should get the per-device rate, min(cross-building bandwidth, NI
 link what TCP sustains there: spec/cluster.hpp's achievable_bandwidth_gbps, Mathis et al.); every
 group at once the uplink's share, devices x rate / oversubscription over the devices that cross it. With
 --floor (a bench coll file of send_recv between ranks of one node, on the same cluster), the
-latency is also given less the host's own time per message there (the same median):
-what the link itself adds, to set beside the link's latency.
+latency is also given less the host's own time per message there (the same median, less what the
+node's own link takes where a paced device's node link is emulated): what the link itself adds, to
+set beside the link's latency.
 
     python3 scripts/boundary_check.py --cluster C [--technology T] [--op OP] [--floor intra.json] alone.json [together.json]
 
@@ -83,6 +84,16 @@ def ring_latency_us(cluster, link, groups):
     return statistics.fmean(lat) if lat else link["latency_us"]
 
 
+def node_link_us(cluster):
+    """What the node's own link takes for a message of n bytes: a paced CPU device's node link is
+    paced at the cluster's intra_node link (harness/job.cpp), so that much of a message inside a node
+    is the emulated link, not the host; unpaced, none of it is."""
+    device, intra = cluster.get("device", {}), cluster["links"].get("intra_node", {})
+    if device.get("emulation") != "paced" or cluster.get("backend", "cpu") != "cpu" or not intra:
+        return lambda n: 0.0
+    return lambda n: intra["latency_us"] + n / (intra["bandwidth_gbps"] * 1e3)
+
+
 def building_devices(cluster):
     per_node = cluster["devices_per_node"]
     return [b["nodes"] * b.get("devices_per_node", per_node) for b in cluster["buildings"]]
@@ -127,12 +138,14 @@ def main():
         if not rows:
             fail(f"{a.floor}: /results: expected send_recv results")
         small = [r for r in rows if r["bytes"] <= 1024] or rows[:1]
-        floor_us = statistics.median(r.get("p50_us") or r["time_us"] for r in small)
+        node = node_link_us(cluster)
+        floor_us = statistics.median((r.get("p50_us") or r["time_us"]) - node(r["bytes"]) for r in small)
     print(f"# {cluster.get('name', a.cluster)}{', technology ' + a.technology if a.technology else ''}: "
           f"cross-building {link['bandwidth_gbps']} GB/s per device, {link['latency_us']} us one way, "
           f"oversubscription {oversub}, loss {link.get('loss', 0)}; NIC {nic} GB/s; a device gets {device_gbps:.4g} GB/s")
     if a.floor:
-        print(f"# the host's own time per message (send_recv inside a node, sizes up to 1 KiB): {floor_us:.1f} us")
+        print(f"# the host's own time per message (send_recv inside a node, sizes up to 1 KiB, less the "
+              f"node link's own time): {floor_us:.1f} us")
     print(f"#{'run':<10} {'groups':>7} {'latency_us':>11} {'link_us':>8} {'want_us':>8} {'err':>7} {'rate_GBps':>10} "
           f"{'want_GBps':>10} {'err':>7}  sizes")
     worst = 0.0
