@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -244,7 +245,7 @@ std::vector<Split> candidate_splits(RangeFits& fits, const std::vector<CollPoint
 // broken line's one-regime residuals hold its misfit and would hide the break), then the chosen
 // split's, until the choice stands. The penalty is twice Schwarz's: a break searched for over
 // every size costs more than the one parameter it adds.
-std::size_t choose_split(const std::vector<Split>& splits, std::size_t n) {
+std::size_t choose_split(std::span<const Split> splits, std::size_t n) {
   auto parameters = [](const Split& s) { return static_cast<double>(3 * s.starts.size() - 1); };
   auto criterion = [&](const Split& s, double sigma) {
     double loss = 0;
@@ -319,11 +320,22 @@ LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& 
   if (!range_fit(fits, points, x, 0, x.sizes.size()))
     throw InputError(what, "/results", "points of at least two different sizes to fit latency and bandwidth");
   const std::vector<Split> splits = candidate_splits(fits, points, x, max_regimes);
-  const Line& one = *splits.front().lines.front();
-  double misfit = 0;
-  for (double r : one.rel)
-    if (std::abs(r) <= kOutlierScales * one.scale) misfit = std::max(misfit, std::abs(r));
-  return fit_of_split(splits[misfit <= kMaterialMisfit ? 0 : choose_split(splits, points.size())], points, x);
+  // The fewest regimes whose chosen split meets every point but the outliers within
+  // kMaterialMisfit: each break, the second as the first, only where fewer lines miss by more.
+  auto misfit = [](const Split& s) {
+    double worst = 0;
+    for (const Line* l : s.lines)
+      for (double r : l->rel)
+        if (std::abs(r) <= kOutlierScales * l->scale) worst = std::max(worst, std::abs(r));
+    return worst;
+  };
+  std::size_t chosen = 0;
+  for (std::size_t regimes = 1, upto = 0; upto < splits.size(); ++regimes) {
+    while (upto < splits.size() && splits[upto].starts.size() <= regimes) ++upto;  // fewest regimes first
+    chosen = choose_split(std::span<const Split>(splits.data(), upto), points.size());
+    if (misfit(splits[chosen]) <= kMaterialMisfit) break;
+  }
+  return fit_of_split(splits[chosen], points, x);
 }
 
 std::string fit_links(const LinkPoints& points, const std::function<std::string(LinkClass, CollOp)>& what,

@@ -19,7 +19,9 @@
 // break, the penalty doubled because the breaks are searched for; σ one winsorised scale for
 // every split: the least of theirs, then the chosen split's until the choice stands), so a
 // straight line with noise and outliers is one regime and a break must pay for itself — and be
-// material: where one line meets every point but the outliers within kMaterialMisfit, it is the fit.
+// material: the split is chosen among those of the fewest regimes whose chosen split meets every
+// point but the outliers within kMaterialMisfit (one line where it does; a second break only
+// where two lines miss by more).
 #pragma once
 
 #include <cstddef>
@@ -56,7 +58,7 @@ struct LinkFit {
 
 inline constexpr std::size_t kMinRegimeSizes = 3;  // distinct sizes a regime needs
 inline constexpr double kOutlierScales = 3.0;      // a point this many robust scales off is listed
-// A break is fitted only where one line misses some point (outliers aside) by more than this:
+// A break is fitted only where fewer lines miss some point (outliers aside) by more than this:
 // a bend within it changes no price that matters, and cut into regimes it leaves regimes too
 // flat (latency alone) for their R² to mean anything.
 inline constexpr double kMaterialMisfit = 0.05;

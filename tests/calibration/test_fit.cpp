@@ -195,6 +195,20 @@ TEST(FitRegimes, AnImmaterialBendIsOneRegime) {
   }
 }
 
+// The second break is held to the same rule as the first: a material break (the rendezvous
+// handshake's extra latency at 1 MiB) and a bend within kMaterialMisfit below it are two regimes.
+TEST(FitRegimes, AnImmaterialSecondBendAddsNoRegime) {
+  const double knee = 30.0 + 0.5 * 65.536;  // µs at 64 KiB on the first line
+  const sax::AlphaBeta bent =
+      broken_line({{1024, 30.0, 0.5, {}}, {65536, knee - 0.515 * 65.536, 0.515, {}}, {1 << 20, 600.0, 0.515, {}}});
+  for (CollOp op : {CollOp::all_reduce, CollOp::send_recv}) {
+    std::mt19937 rng(3);
+    const auto fit = fit_alpha_beta(broken_sweep(op, bent, 0.003, rng), "synthetic").coefficients;
+    ASSERT_EQ(fit.regimes.size(), 2u) << sax::to_string(op);
+    EXPECT_EQ(fit.regimes[1].from_bytes, 1 << 20) << sax::to_string(op);
+  }
+}
+
 // The table has a line per regime (and the quality over every size, and the outliers, on lines
 // of their own); the calibration holds the regimes and the outliers, and reads them back.
 TEST(FitLinks, ALinePerRegimeAndTheRegimesInTheCalibration) {
