@@ -13,7 +13,7 @@ communicators; none: one host, unshaped); without it, through plain mpirun as be
 picks layouts by name.
 
 Usage: scripts/run_vs_predict.py [--steps N] [--sax build/sax] [--emulate none|netns|software]
-                                 [--technology NAME] [--cases a,b]
+                                 [--technology NAME] [--cases a,b] [--calibration FILE]
 """
 import argparse
 import json
@@ -69,6 +69,7 @@ def main():
     ap.add_argument("--emulate", help="start the runs through sax launch with this emulation")
     ap.add_argument("--technology", help="a network technology of local-2bld for the boundary")
     ap.add_argument("--cases", help="comma-separated layout names (default: all)")
+    ap.add_argument("--calibration", help="a sax calibrate file for predict (default: the cluster's datasheet)")
     args = ap.parse_args()
     cases = [c for c in CASES if not args.cases or c[0] in args.cases.split(",")]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -77,7 +78,7 @@ def main():
         mpirun = [args.sax, "launch", "--cluster", CLUSTER, "--emulate", args.emulate] + \
                  (["--technology", args.technology] if args.technology else []) + ["--"]
         print("# emulation %s%s" % (args.emulate, ", technology " + args.technology if args.technology else ""))
-    predict_extra = []
+    predict_extra = ["--calibration", args.calibration] if args.calibration else []
     rows = {}
     print("%-26s %10s %10s %8s  %s" % ("layout", "measured_s", "predict_s", "error", "  ".join("%9s" % c for c in CATS)))
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,7 +104,7 @@ def main():
             measured, predicted = run["step_time_s"]["median"], p["predicted"]["step_time_s"]
             mean = {c: sum(r["breakdown_s"][c] for r in run["ranks"]) / len(run["ranks"]) for c in CATS}
             rows[name] = (measured, predicted, mean)
-            print("%-26s %10.3f %10.3f %+7.0f%%  %s" % (name, measured, predicted, 100 * (predicted - measured) / measured,
+            print("%-26s %10.3f %10.3f %+7.1f%%  %s" % (name, measured, predicted, 100 * (predicted - measured) / measured,
                                                        "  ".join("%9.4f" % mean[c] for c in CATS)), flush=True)
     if not all(k in rows for k in ("dp4-blocking", "dp4-overlapped", "pp2-dp2-1f1b", "pp2-dp2-interleaved")):
         return
