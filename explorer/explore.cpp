@@ -9,7 +9,7 @@ namespace sax::explorer {
 
 namespace {
 
-HeteroSummary summarize_hetero(const Cluster& c, const Ranking& ranking) {
+HeteroSummary summarize_hetero(const Cluster& c, const Model& m, const Ranking& ranking) {
   HeteroSummary h;
   const HeteroModel* hm = ranking.hetero.get();
   if (!hm || ranking.result.top.empty()) return h;
@@ -20,7 +20,7 @@ HeteroSummary summarize_hetero(const Cluster& c, const Ranking& ranking) {
   const Candidate pick = ranking.uniform_top.front().candidate;
   h.uniform_pick = describe_degrees(pick) + ", " + options_string(pick.to_layout(c));
   h.uniform_pick_s = hm->evaluate(pick).prediction.step_time_s;
-  h.even_s = hm->evaluate(with_even_split(ranking.result.top.front().candidate)).prediction.step_time_s;
+  h.even_s = hm->evaluate(with_even_split(ranking.result.top.front().candidate, m.num_layers)).prediction.step_time_s;
   return h;
 }
 
@@ -39,7 +39,7 @@ Exploration explore(const ExploreRequest& q) {
   Exploration out;
   out.ranking = rank_layouts(q.cluster, q.model, q.params, o,
                              static_cast<std::size_t>(hetero ? std::max(q.top, q.replay_top) : q.replay_top));
-  out.hetero = summarize_hetero(q.cluster, *out.ranking);
+  out.hetero = summarize_hetero(q.cluster, q.model, *out.ranking);
   std::vector<Ranked>& top = out.ranking->result.top;
   if (top.size() > static_cast<std::size_t>(q.top)) top.resize(static_cast<std::size_t>(q.top));
   if (q.compare) {

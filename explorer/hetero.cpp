@@ -87,11 +87,32 @@ std::vector<std::vector<int>> stage_buildings(const Cluster& c, const Candidate&
   return out;
 }
 
-Candidate with_even_split(Candidate cand) {
+namespace {
+
+Candidate without_split(Candidate cand) {
   cand.pipeline_layout.clear();
   cand.first_layers = cand.last_layers = 0;
   cand.account_embedding = cand.account_loss = false;
   return cand;
+}
+
+// As even as whole layers go: the stages after the first take one more each, the first (with the
+// embedding) and then the last (with the loss) the fewest.
+std::vector<std::int64_t> evenest_split(std::int64_t num_layers, std::int64_t pp) {
+  std::vector<std::int64_t> layers(static_cast<std::size_t>(pp), num_layers / pp);
+  for (std::int64_t i = 1; i <= num_layers % pp; ++i) ++layers[static_cast<std::size_t>(i)];
+  return layers;
+}
+
+}  // namespace
+
+Candidate with_even_split(Candidate cand, std::int64_t num_layers) {
+  const std::int64_t chunks = cand.pp * cand.vpp;
+  if (chunks < 1 || num_layers % chunks == 0) return without_split(cand);
+  if (cand.vpp != 1 || num_layers < cand.pp) return cand;  // no evener split than its own
+  Candidate k = without_split(cand);
+  k.pipeline_layout = pipeline_layout_string(evenest_split(num_layers, cand.pp));
+  return k;
 }
 
 std::string pipeline_layout_string(const std::vector<std::int64_t>& layers) {
@@ -190,7 +211,7 @@ bool faster(const Prediction& a, const Prediction& b) {
 bool better(const HeteroModel::Result& a, const HeteroModel::Result& b) { return faster(a.prediction, b.prediction); }
 
 Candidate with_split(const Candidate& cand, const std::vector<std::int64_t>& layers) {
-  Candidate k = with_even_split(cand);
+  Candidate k = without_split(cand);
   k.pipeline_layout = pipeline_layout_string(layers);
   return k;
 }
@@ -238,9 +259,16 @@ HeteroModel::Result HeteroModel::balance(Candidate& cand) const {
     const double per_layer = (1 - moe) * dense + moe * sparse;
     speed.push_back(per_layer > 0 ? 1.0 / per_layer : 1.0);
   }
+  // From the better of the split in proportion to speed and the evenest split (a first stage
+  // that also holds the embedding can make the even one the better).
   std::vector<std::int64_t> layers = proportional(model_.num_layers, speed);
   Candidate best_cand = with_split(cand, layers);
   Result best = evaluate(best_cand);
+  const std::vector<std::int64_t> even = evenest_split(model_.num_layers, cand.pp);
+  if (even != layers) {
+    Candidate k = with_split(cand, even);
+    if (Result r = evaluate(k); better(r, best)) best = std::move(r), best_cand = std::move(k), layers = even;
+  }
   // Single layers moved off the stage with the longest micro-batch, to whichever stage gives the
   // best step, while the step improves (at most as many moves as layers).
   for (std::int64_t moves = 0; moves < model_.num_layers; ++moves) {

@@ -43,9 +43,11 @@ Cluster uniform_view(const Cluster& cluster, DType dtype);
 // The buildings each pipeline stage's ranks are in (sorted), by the candidate's placement order.
 std::vector<std::vector<int>> stage_buildings(const Cluster& cluster, const Candidate& cand);
 
-// The candidate with the even split of its layers (no layout string, first/last counts or
-// account_for_* flags): the baseline a balanced split is measured against.
-Candidate with_even_split(Candidate cand);
+// The candidate with the even split of its `num_layers` layers (no layout string, first/last
+// counts or account_for_* flags): the baseline a balanced split is measured against. Where the
+// stages do not divide the layers, the evenest whole split (VPP 1: a layout string, the extra
+// layers on the stages after the first), or the candidate's own with VPP > 1.
+Candidate with_even_split(Candidate cand, std::int64_t num_layers);
 
 // Megatron's pipeline_model_parallel_layout for one layer count per stage (VPP 1): the embedding
 // first in stage 0, the loss last in the last stage ("E,t*9|t*12|t*11,L").

@@ -7,6 +7,7 @@
 #include "explorer/replay.hpp"
 #include "spec/layout.hpp"
 #include "spec/pipeline_layout.hpp"
+#include "tests/support/presets.hpp"
 #include "tests/support/run.hpp"
 
 using namespace sax;
@@ -146,4 +147,33 @@ TEST(Hetero, AUniformClusterGivesTheReplayAsBefore) {
     const Candidate cand = pp2(c, m, order);
     EXPECT_DOUBLE_EQ(h.evaluate(cand).prediction.step_time_s, replay(cm, cand).step_time_s) << order;
   }
+}
+
+// The even-split baseline holds every layer: where the stages do not divide them, the evenest
+// whole split as a layout string (80 layers over 12 stages: 6, then 7 × 8, then 6 × 3), not 6 per
+// stage with 8 layers lost; and balancing is never worse than that split.
+TEST(Hetero, TheEvenSplitHoldsEveryLayerAndBalancingBeatsIt) {
+  const Cluster c = test::preset_cluster("mixed-3bld");
+  const Model m = test::preset_model("llama3-70b");
+  Candidate k;
+  k.tp = 8, k.cp = 8, k.pp = 12, k.dp = 32, k.mbs = 1, k.sp = true, k.distributed_optimizer = true;
+  k.first_layers = 5, k.last_layers = 5;
+  ASSERT_EQ(k.tp * k.cp * k.pp * k.dp, c.world_size());
+  const Candidate even = with_even_split(k, m.num_layers);
+  const ParsedPipelineLayout p = parse_pipeline_layout(even.pipeline_layout);
+  ASSERT_TRUE(p.error.empty()) << even.pipeline_layout;
+  EXPECT_EQ(p.decoder_layers(), m.num_layers) << even.pipeline_layout;
+  EXPECT_EQ(even.first_layers, 0);
+  EXPECT_EQ(p.stages.front().decoder, 6);
+  EXPECT_EQ(p.stages[1].decoder, 7);
+  EXPECT_EQ(p.stages.back().decoder, 6);
+  // A split the stages divide is no layout string at all.
+  Candidate eight = k;
+  eight.pp = 8, eight.dp = 48;
+  EXPECT_TRUE(with_even_split(eight, m.num_layers).pipeline_layout.empty());
+
+  const HeteroModel h(c, m, datasheet(m));
+  Candidate balanced = k;
+  const double best = h.balance(balanced).prediction.step_time_s;
+  EXPECT_LE(best, h.evaluate(even).prediction.step_time_s * (1 + 1e-12));
 }
