@@ -1,0 +1,178 @@
+// What a planner takes on trust, as properties over the presets and random layouts: a faster
+// device, more bandwidth or less latency on any link, or a lower oversubscription never makes a
+// layout's prediction slower; more memory never makes a layout that fitted not fit; and the best
+// over a cluster with a faster building is never slower than over the same cluster without it.
+// Each property is checked on layouts drawn (a fixed seed) from what the search enumerates; the
+// counts checked are printed, and a property must have held on some cases to pass.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "explorer/explore.hpp"
+#include "explorer/hetero.hpp"
+#include "explorer/report.hpp"
+#include "explorer/search.hpp"
+#include "spec/cluster.hpp"
+#include "tests/support/presets.hpp"
+
+using namespace sax;
+using namespace sax::explorer;
+
+namespace {
+
+// Slack for rounding only: a prediction that moves by more is a property broken.
+constexpr double kRounding = 1e-9;
+
+struct Change {
+  std::string what;
+  std::function<void(Cluster&)> apply;
+};
+
+// Every change that must not slow a layout down, on every link class and the device.
+std::vector<Change> improvements(const Cluster& c) {
+  std::vector<Change> out;
+  out.push_back({"device peak x1.25", [](Cluster& x) {
+                   for (auto& [dt, v] : x.device.peak_tflops) v *= 1.25;
+                 }});
+  out.push_back({"device HBM bandwidth x1.25", [](Cluster& x) { x.device.hbm_bandwidth_gbps *= 1.25; }});
+  const std::vector<std::pair<std::string, Link Cluster::*>> links = {{"intra_node", &Cluster::intra_node},
+                                                                      {"intra_building", &Cluster::intra_building},
+                                                                      {"cross_building", &Cluster::cross_building}};
+  for (const auto& [name, link] : links) {
+    out.push_back({name + " bandwidth x2", [link](Cluster& x) { (x.*link).bandwidth_gbps *= 2; }});
+    out.push_back({name + " latency /2", [link](Cluster& x) { (x.*link).latency_us /= 2; }});
+    if ((c.*link).oversubscription > 1)
+      out.push_back({name + " oversubscription /2 (at least 1)", [link](Cluster& x) {
+                       (x.*link).oversubscription = std::max(1.0, (x.*link).oversubscription / 2);
+                     }});
+  }
+  if (!c.network_technologies.empty()) {
+    out.push_back({"every technology's bandwidth x2", [](Cluster& x) {
+                     for (auto& t : x.network_technologies) t.link.bandwidth_gbps *= 2;
+                   }});
+    out.push_back({"every technology's latency /2", [](Cluster& x) {
+                     for (auto& t : x.network_technologies) t.link.latency_us /= 2;
+                   }});
+  }
+  return out;
+}
+
+// `count` candidates drawn without replacement from the first `limit` the search enumerates.
+std::vector<std::pair<Candidate, PipelineSplit>> drawn(const CostModel& cm, const Cluster& c, const Model& m,
+                                                       std::size_t limit, std::size_t count, unsigned seed) {
+  auto all = enumerate(cm, c, m, SearchOptions{}, limit);
+  std::mt19937 rng(seed);
+  std::shuffle(all.begin(), all.end(), rng);
+  if (all.size() > count) all.resize(count);
+  return all;
+}
+
+struct Case {
+  std::string cluster, model;
+};
+const std::vector<Case> kCases = {{"local-2bld", "gpt-tiny"},     {"local-2bld", "moe-tiny"},
+                                  {"local-4bld", "gpt-tiny"},     {"h100-3bld", "llama3-70b"},
+                                  {"h100-3bld", "mixtral-8x7b"},  {"a100-3bld", "gpt3-175b"},
+                                  {"h100-8bld-1m", "llama3-405b"}};
+
+}  // namespace
+
+TEST(Properties, NoImprovementToTheClusterMakesALayoutSlower) {
+  std::size_t cases = 0, layouts = 0;
+  for (const Case& k : kCases) {
+    const Cluster c = test::preset_cluster(k.cluster);
+    const Model m = test::preset_model(k.model);
+    const CostModel base(c, m, CostParams::datasheet(c, m));
+    const auto sample = drawn(base, c, m, 200000, 150, 7);
+    ASSERT_FALSE(sample.empty()) << k.cluster << " " << k.model;
+    layouts += sample.size();
+    for (const Change& change : improvements(c)) {
+      Cluster better = c;
+      change.apply(better);
+      const CostModel cm(better, m, CostParams::datasheet(better, m));
+      for (const auto& [cand, split] : sample) {
+        const Prediction before = base.evaluate(cand, split), after = cm.evaluate(cand, split);
+        if (!before.feasible) continue;
+        ++cases;
+        EXPECT_LE(after.step_time_s, before.step_time_s * (1 + kRounding))
+            << k.cluster << " " << k.model << ", " << change.what << ": " << describe_degrees(cand) << " "
+            << cand.to_layout(c).order_string() << " " << options_string(cand.to_layout(c));
+      }
+    }
+  }
+  std::printf("[properties] %zu layouts x improvements: %zu cases, each no slower\n", layouts, cases);
+  EXPECT_GT(cases, 1000u);
+}
+
+TEST(Properties, MoreMemoryNeverRemovesAFeasibleLayout) {
+  std::size_t cases = 0;
+  for (const Case& k : kCases) {
+    const Cluster c = test::preset_cluster(k.cluster);
+    const Model m = test::preset_model(k.model);
+    const CostModel base(c, m, CostParams::datasheet(c, m));
+    Cluster more = c;
+    more.device.hbm_gib *= 1.5;
+    const CostModel cm(more, m, CostParams::datasheet(more, m));
+    for (const auto& [cand, split] : drawn(base, c, m, 200000, 300, 11)) {
+      if (!base.fit(cand, split).feasible) continue;
+      ++cases;
+      EXPECT_TRUE(cm.fit(cand, split).feasible) << k.cluster << " " << k.model << ": " << describe_degrees(cand);
+    }
+  }
+  std::printf("[properties] %zu feasible layouts, each still feasible with 1.5x the memory\n", cases);
+  EXPECT_GT(cases, 300u);
+}
+
+// A cluster whose buildings differ, each priced stage by stage on its own devices: upgrading one
+// building's devices never slows a layout (its own split kept), and the best found over the
+// cluster with the faster building is no slower than over the cluster without it.
+TEST(Properties, AFasterBuildingNeverMakesThePredictionSlower) {
+  const Cluster mixed = test::preset_cluster("mixed-3bld");  // bld-c on A100s, the others H100s
+  const Model m = test::preset_model("llama3-70b");
+  auto params = [&m](const Cluster& v) { return CostParams::datasheet(v, m); };
+  Cluster all_a100 = mixed, all_h100 = mixed;
+  all_a100.device = mixed.device_of(2);
+  for (auto& b : all_a100.buildings) b.device.reset();
+  for (auto& b : all_h100.buildings) b.device.reset();
+  ASSERT_NE(all_a100.device.name, all_h100.device.name);
+  // Slowest to fastest: every building A100; one building H100s' (the preset); every one H100.
+  const std::vector<const Cluster*> ladder = {&all_a100, &mixed, &all_h100};
+
+  const Cluster view = uniform_view(mixed, m.dtype);
+  const CostModel plan(view, m, CostParams::datasheet(view, m));
+  std::size_t cases = 0;
+  std::vector<HeteroModel> models;
+  for (const Cluster* c : ladder) models.emplace_back(*c, m, params);
+  for (const auto& [cand, split] : drawn(plan, view, m, 200000, 120, 5)) {
+    double last = 0;
+    bool fits = false;
+    for (std::size_t i = 0; i < ladder.size(); ++i) {
+      const Prediction p = models[i].evaluate(cand).prediction;
+      if (i == 0) fits = p.feasible, last = p.step_time_s;
+      if (!fits) break;
+      ++cases;
+      EXPECT_LE(p.step_time_s, last * (1 + kRounding))
+          << ladder[i]->name << " rung " << i << ": " << describe_degrees(cand) << " "
+          << options_string(cand.to_layout(mixed));
+      last = p.step_time_s;
+    }
+  }
+  std::printf("[properties] %zu layouts priced on a ladder of faster buildings, each no slower\n", cases);
+  EXPECT_GT(cases, 100u);
+
+  double last = 0;
+  for (const Cluster* c : ladder) {
+    ExploreRequest q{*c, m, params};
+    q.top = 1;
+    const Exploration x = explore(q);
+    ASSERT_FALSE(x.ranking->result.top.empty()) << c->name;
+    const double best = x.ranking->result.top.front().prediction.step_time_s;
+    if (last > 0) EXPECT_LE(best, last * (1 + kRounding)) << c->name;
+    last = best;
+  }
+}
