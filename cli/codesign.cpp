@@ -23,7 +23,7 @@ namespace sax::cli {
 namespace {
 
 struct CodesignArgs {
-  std::string cluster, model, experts = "8,16,32,64,128,256", topk = "1,2,4,8", active_params, active_flops,
+  std::string cluster, model, experts = "8,16,32,64,128,256", topk = "1,2,4,8", active_params, active_flops, framework,
                               max_total_params, loss_model, json_file, plot;
   int replay_top = 10;
 };
@@ -156,6 +156,7 @@ json result_json(const CodesignArgs& a, const explorer::CodesignInput& in, const
           {"inputs",
            {{"cluster", a.cluster},
             {"model", a.model},
+            {"framework", explorer::to_string(in.framework)},
             {"budget", {{"kind", in.budget.name()}, {"value", in.budget.value}}},
             {"max_total_params", in.max_total_params > 0 ? json(in.max_total_params) : json(nullptr)},
             {"loss_model", a.loss_model.empty() ? json(nullptr) : json(a.loss_model)},
@@ -177,13 +178,14 @@ void run_codesign(const CodesignArgs& a) {
     throw UsageError("--replay-top: expected a number of layouts from 1 to " + std::to_string(kMaxReplayTop) +
                      ", got " + std::to_string(a.replay_top));
   const double max_total = a.max_total_params.empty() ? 0 : parse_amount("--max-total-params", a.max_total_params);
+  const explorer::Framework framework = framework_of(a.framework, std::nullopt);
   explorer::CodesignBudget budget = budget_of(a);
   if (!a.json_file.empty()) check_writable(a.json_file);
   if (!a.plot.empty()) check_writable(a.plot);
   const Cluster c = load_cluster(a.cluster);
   const Model base = load_model(a.model);
   if (budget.value == 0) budget.value = budget.of(base);  // the base model's own
-  explorer::CodesignInput in{c, base, experts, topks, budget, max_total, std::nullopt, a.replay_top};
+  explorer::CodesignInput in{c, base, experts, topks, budget, max_total, std::nullopt, a.replay_top, framework};
   if (!a.loss_model.empty()) in.loss = explorer::load_loss_model(a.loss_model);
 
   const explorer::CodesignResult r = explorer::codesign(in);
@@ -222,6 +224,9 @@ void add_codesign(CLI::App& app) {
                   "A scaling law's coefficients (JSON naming its source): rank by predicted loss after its budget");
   cmd->add_option("--replay-top", a->replay_top, "Per variant, re-rank the best K by the replay")
       ->capture_default_str();
+  cmd->add_option("--framework", a->framework,
+                  "Search each variant for what this framework runs as priced: megatron-core, torchtitan or any "
+                  "(default any)");
   cmd->add_option("--json", a->json_file, "Write every variant as JSON");
   cmd->add_option("--plot", a->plot, "Write the Pareto plot (PNG) to FILE");
   cmd->callback([a] { run_codesign(*a); });

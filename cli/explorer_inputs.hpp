@@ -10,6 +10,7 @@
 #include "cli/format.hpp"
 #include "explorer/cost_model.hpp"
 #include "explorer/emit.hpp"
+#include "explorer/framework.hpp"
 #include "explorer/hetero.hpp"
 #include "explorer/report.hpp"
 #include "explorer/search.hpp"
@@ -54,6 +55,20 @@ inline std::optional<explorer::EmitFormat> emit_format(const std::string& emit) 
   if (auto f = explorer::parse_emit_format(emit)) return f;
   throw UsageError("--emit: expected megatron or torchtitan, got \"" + emit + "\"");
 }
+
+// `--framework`'s value: given, a framework or a UsageError naming the flag; absent, the one
+// `--emit` writes for (megatron: megatron-core), else any.
+inline explorer::Framework framework_of(const std::string& given, const std::optional<explorer::EmitFormat>& emit) {
+  if (given.empty())
+    return !emit                                     ? explorer::Framework::any
+           : *emit == explorer::EmitFormat::megatron ? explorer::Framework::megatron_core
+                                                     : explorer::Framework::torchtitan;
+  if (auto f = explorer::parse_framework(given)) return *f;
+  throw UsageError("--framework: expected megatron-core, torchtitan or any, got \"" + given + "\"");
+}
+inline constexpr const char* kFrameworkHelp =
+    "Only what this framework's configuration runs as priced: megatron-core, torchtitan or any (default: --emit's "
+    "framework, else any)";
 
 using explorer::options_string;
 

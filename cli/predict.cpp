@@ -1,6 +1,7 @@
 // `sax predict --cluster C --model M --layout L [--calibration K] [--json FILE] [--emit
-// megatron|torchtitan]`: one layout's predicted step time with its full breakdown, memory per
-// device and MFU; --emit prints the layout as the framework's settings instead.
+// megatron|torchtitan] [--framework megatron-core|torchtitan|any]`: one layout's predicted step
+// time with its full breakdown, memory per device and MFU, and what the framework would run
+// otherwise; --emit prints the layout as the framework's settings instead.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -18,7 +19,7 @@ namespace sax::cli {
 namespace {
 
 struct PredictArgs {
-  std::string cluster, model, layout, calibration, json_file, emit;
+  std::string cluster, model, layout, calibration, json_file, emit, framework;
   bool replay = false;
 };
 
@@ -115,6 +116,7 @@ json prediction_json(const PredictArgs& a, const Layout& l, const explorer::Fore
 
 void run_predict(const PredictArgs& a) {
   const std::optional<explorer::EmitFormat> emit = emit_format(a.emit);
+  const explorer::Framework framework = framework_of(a.framework, emit);
   const Cluster c = load_cluster(a.cluster);
   const Model m = load_model(a.model);
   const Layout l = load_layout(a.layout);
@@ -128,7 +130,21 @@ void run_predict(const PredictArgs& a) {
     print_report(a, c, m, l, *f->cost, f->predicted, f->why);
     print_method(a, c, l, *f);
   }
-  if (!a.json_file.empty()) write_json_file(a.json_file, prediction_json(a, l, *f));
+  // What the framework would run otherwise than priced (emit writes the same as `#` notes).
+  std::vector<std::string> gaps;
+  const bool as_predicted =
+      framework == explorer::Framework::any || runs_as_predicted(framework, explorer::Candidate::of(l, c), c, &gaps);
+  if (!emit && framework != explorer::Framework::any) {
+    std::cout << "  framework     " << explorer::to_string(framework)
+              << (as_predicted ? " runs this layout as predicted" : " would run this layout otherwise:") << "\n";
+    for (const std::string& g : gaps) std::cout << "                - " << g << "\n";
+  }
+  if (!a.json_file.empty()) {
+    json j = prediction_json(a, l, *f);
+    if (framework != explorer::Framework::any)
+      j["framework"] = {{"name", explorer::to_string(framework)}, {"runs_as_predicted", as_predicted}, {"gaps", gaps}};
+    write_json_file(a.json_file, j);
+  }
 }
 
 }  // namespace
@@ -143,6 +159,9 @@ void add_predict(CLI::App& app) {
   cmd->add_option("--json", a->json_file, "Write the prediction as JSON to FILE");
   cmd->add_option("--emit", a->emit,
                   "Print the layout as Megatron-LM arguments or a torchtitan TOML section instead of the report");
+  cmd->add_option("--framework", a->framework,
+                  "Say what this framework's configuration would run otherwise than predicted: megatron-core, "
+                  "torchtitan or any (default: --emit's framework, else any)");
   cmd->add_flag("--replay", a->replay,
                 "Run the schedule block by block (uneven stages, zero bubble with unequal F/B/W) instead of the "
                 "closed forms");

@@ -129,6 +129,7 @@ CodesignRow search_cell(const CodesignInput& in, std::int64_t experts, std::int6
   }
   SearchOptions o;
   o.top = in.replay_top;
+  o.framework = in.framework;
   const auto datasheet = [&m](const Cluster& view) { return CostParams::datasheet(view, m); };
   const auto ranking = rank_layouts(in.cluster, m, datasheet, o, static_cast<std::size_t>(in.replay_top));
   r.searched = true;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "explorer/cost_model.hpp"
+#include "explorer/framework.hpp"
 #include "explorer/search.hpp"
 #include "spec/cluster.hpp"
 #include "spec/model.hpp"
@@ -85,6 +86,7 @@ struct CodesignInput {
   double max_total_params = 0;  // 0: no limit
   std::optional<LossModel> loss;
   int replay_top = 10;
+  Framework framework = Framework::any;  // each cell searched for what it runs as priced
 };
 
 struct CodesignRow {

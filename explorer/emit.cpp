@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "explorer/candidate.hpp"
+#include "explorer/framework.hpp"
 #include "explorer/search.hpp"
 #include "spec/groups.hpp"
 
@@ -20,29 +21,13 @@ std::optional<EmitFormat> parse_emit_format(const std::string& name) {
 
 namespace {
 
-// The dense dimensions (tp, cp, dp, pp) of more than one rank in `order`'s sequence, innermost
-// first: two orders that agree on these place every dense group on the same ranks.
-std::vector<Dim> dense_order(const std::array<Dim, 5>& order, const Layout& l, std::int64_t world) {
-  std::vector<Dim> out;
-  for (Dim d : order)
-    if (d != Dim::ep && l.size(d, world) > 1) out.push_back(d);
+// What `f` would run otherwise than predicted, as `#` lines (explorer/framework.hpp).
+std::string gap_notes(Framework f, const Layout& l, const Cluster& c) {
+  std::vector<std::string> gaps;
+  runs_as_predicted(f, Candidate::of(l, c), c, &gaps);
+  std::string out;
+  for (const std::string& g : gaps) out += "# " + g + "\n";
   return out;
-}
-
-// EP taking the outer part of DP ("dp-ep"): neither framework places experts so.
-bool ep_outside_dp(const Layout& l, std::int64_t world) {
-  const std::int64_t ep = l.expert_model_parallel_size;
-  if (ep <= 1 || ep >= l.data_parallel_size(world)) return false;
-  const auto pos = [&](Dim d) { return std::find(l.order.begin(), l.order.end(), d) - l.order.begin(); };
-  return pos(Dim::ep) > pos(Dim::dp);
-}
-
-// Buildings the DP group of rank 0 spans: the replicas of a hierarchical sync.
-std::int64_t dp_buildings(const Layout& l, const Cluster& c) {
-  const RankGrid grid(l, c);
-  std::set<int> buildings;
-  for (std::int64_t r : grid.group(0, GroupKind::dp)) buildings.insert(grid.building(r));
-  return static_cast<std::int64_t>(buildings.size());
 }
 
 std::string header(const char* what, const Layout& l, const Model& m, const Cluster& c) {
@@ -62,7 +47,7 @@ std::string technology_note(const Layout& l, const Cluster& c) {
 }  // namespace
 
 std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
-  const std::int64_t world = c.world_size(), tp = l.tensor_model_parallel_size, pp = l.pipeline_model_parallel_size;
+  const std::int64_t tp = l.tensor_model_parallel_size, pp = l.pipeline_model_parallel_size;
   std::string notes = header("Megatron-LM arguments", l, m, c);
   std::vector<std::string> args;
   auto arg = [&](const std::string& flag, const std::string& value = "") {
@@ -107,33 +92,8 @@ std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
   arg("--attention-backend", sax::to_string(resolved_attention_backend(l, m)));
 
   // Megatron's rank generator knows two orders (initialize.py), EP always the inner part of DP.
-  const std::vector<Dim> dense = dense_order(l.order, l, world);
-  const bool ep_outer = ep_outside_dp(l, world);
-  if (!ep_outer && dense == dense_order(Layout{}.order, l, world)) {
-    // the default order
-  } else if (!ep_outer && l.expert_model_parallel_size == 1 &&
-             dense == dense_order({Dim::tp, Dim::cp, Dim::ep, Dim::pp, Dim::dp}, l, world)) {
-    arg("--use-tp-pp-dp-mapping");
-  } else {
-    notes += "# rank order " + l.order_string() +
-             ": Megatron-LM cannot express it (tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping and "
-             "no EP, only); its groups will sit on other links than predicted\n";
-  }
-  if (l.expert_model_parallel_size > 1 && l.context_parallel_size > 1)
-    notes +=
-        "# EP with CP: Megatron's expert layers take EP from CP×DP, CP first; sax placed EP inside DP, so the EP "
-        "groups differ\n";
-  if (pp > 1 && l.schedule.pipeline == PipelineSchedule::zero_bubble)
-    notes +=
-        "# schedule zero_bubble (ZB-H1): Megatron-LM core has no zero-bubble schedule flag; these arguments run its "
-        "1F1B, whose bubble is about 3× larger\n";
-  if (pp > 1 && l.schedule.pipeline == PipelineSchedule::gpipe)
-    notes += "# schedule gpipe: Megatron-LM has no GPipe schedule; with PP > 1 these arguments run its 1F1B\n";
-  if (l.schedule.dp_sync == DpSync::hierarchical)
-    notes +=
-        "# DP sync hierarchical (reduce-scatter in each building, all-reduce across, all-gather in each): no "
-        "Megatron-LM flag; the nearest is --use-distributed-optimizer --num-distributed-optimizer-instances " +
-        std::to_string(dp_buildings(l, c)) + " (one instance per building the DP group spans)\n";
+  if (megatron_order(Candidate::of(l, c)) == MegatronOrder::tp_pp_dp) arg("--use-tp-pp-dp-mapping");
+  notes += gap_notes(Framework::megatron_core, l, c);
   notes += technology_note(l, c);
   notes += "# model, data and optimizer arguments are not included\n";
 
@@ -163,13 +123,10 @@ void data_parallel_keys(const Layout& l, const Cluster& c, TorchtitanConfig& t) 
   std::int64_t replicate = 1, shard = dp;
   const bool only_dp = tp == 1 && cp == 1 && pp == 1 && ep == 1;
   if (l.schedule.dp_sync == DpSync::hierarchical) {
-    const std::int64_t r = dp_buildings(l, c);
-    if (r > 1 && dp % r == 0 && dp / r > 1 && (dp / r * cp) % ep == 0) {
+    if (const std::int64_t r = torchtitan_hsdp_replicas(Candidate::of(l, c), c); r > 0) {  // else a gap
       replicate = r, shard = dp / r;
       t.notes += "# DP sync hierarchical as HSDP: sharded inside each of the " + std::to_string(r) +
                  " buildings the DP group spans, replicated across\n";
-    } else {
-      t.notes += "# DP sync hierarchical: torchtitan's HSDP cannot split this DP group by building; plain FSDP\n";
     }
   } else if (only_dp && !l.use_distributed_optimizer) {
     replicate = dp, shard = 1;
@@ -180,12 +137,6 @@ void data_parallel_keys(const Layout& l, const Cluster& c, TorchtitanConfig& t) 
                      "weights all-gathered per layer, less memory than predicted\n"
                    : "# replicated weights become FSDP2 (torchtitan's DDP is for pure DP only): weights all-gathered "
                      "per layer, less memory than predicted\n";
-  if (l.schedule.dp_sync == DpSync::blocking && dp > 1)
-    t.notes += "# DP sync blocking: torchtitan always overlaps gradient reduction with the backward pass\n";
-  if (l.grad_reduce_in_bf16 && dp > 1)
-    t.notes +=
-        "# bf16 gradients: torchtitan reduces them in float32 (mixed_precision_reduce), twice the bytes "
-        "predicted\n";
   t.key("data_parallel_replicate_degree", std::to_string(replicate));
   t.key("data_parallel_shard_degree", std::to_string(shard));
 }
@@ -226,10 +177,6 @@ void pipeline_keys(const Layout& l, const Model& m, TorchtitanConfig& t) {
   const char* schedule = "1F1B";
   if (l.schedule.pipeline == PipelineSchedule::gpipe) schedule = "GPipe";
   if (l.schedule.pipeline == PipelineSchedule::interleaved) schedule = "Interleaved1F1B";
-  if (l.schedule.pipeline == PipelineSchedule::zero_bubble)
-    t.notes +=
-        "# schedule zero_bubble (ZB-H1, one stage per rank): torchtitan's zero-bubble schedules "
-        "(InterleavedZeroBubble, ZBVZeroBubble) need 2 or more stages per rank; 1F1B is the nearest\n";
   t.key("pipeline_parallel_schedule", quoted(schedule));
   t.key("pipeline_parallel_microbatch_size", std::to_string(l.micro_batch_size));
   stage_split_keys(l, m, t);
@@ -237,18 +184,7 @@ void pipeline_keys(const Layout& l, const Model& m, TorchtitanConfig& t) {
 
 // What torchtitan takes from elsewhere or cannot place as the layout says.
 std::string torchtitan_caveats(const Layout& l, const Model& m, const Cluster& c) {
-  const std::int64_t world = c.world_size();
-  std::string notes;
-  if (!(dense_order(l.order, l, world) == dense_order(Layout{}.order, l, world)) || ep_outside_dp(l, world))
-    notes += "# rank order " + l.order_string() +
-             ": torchtitan's device mesh places ranks tp-cp-dp-pp only (EP inside DP); it cannot express this "
-             "order, so its groups will sit on other links than predicted\n";
-  if (l.tensor_model_parallel_size > 1 && !l.sequence_parallel)
-    notes += "# no sequence parallelism: torchtitan's TP always shards the norms' sequence (SP)\n";
-  if (l.recompute_granularity == Recompute::selective)
-    notes +=
-        "# selective recompute: Megatron's recomputes core attention; torchtitan's nearest is per-op "
-        "selective_ac_option \"op\"\n";
+  std::string notes = gap_notes(Framework::torchtitan, l, c);
   notes += "# attention backend " + std::string(sax::to_string(resolved_attention_backend(l, m))) +
            ": torchtitan takes it from the model flavor (attn_type), not from this file\n";
   return notes + technology_note(l, c);

@@ -36,6 +36,7 @@ Exploration explore(const ExploreRequest& q) {
   o.top = std::max(q.top, q.replay_top);
   o.threads = q.threads;
   o.max_candidates = q.max_candidates;
+  o.framework = q.framework;
   Exploration out;
   out.ranking = rank_layouts(q.cluster, q.model, q.params, o,
                              static_cast<std::size_t>(hetero ? std::max(q.top, q.replay_top) : q.replay_top));

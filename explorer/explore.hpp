@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "explorer/framework.hpp"
 #include "explorer/hetero.hpp"
 #include "explorer/search.hpp"
 #include "spec/cluster.hpp"
@@ -24,6 +25,8 @@ struct ExploreRequest {
   int top = 10, replay_top = 50, threads = 0;
   std::int64_t max_candidates = SearchOptions::kDefaultMaxCandidates;
   std::optional<Layout> compare;  // a layout to set beside the best found
+  // Only layouts this framework's emitted configuration runs as priced (explorer/framework.hpp).
+  Framework framework = Framework::any;
 };
 
 // On a cluster whose buildings differ: the model that priced the best layouts stage by stage,

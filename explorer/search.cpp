@@ -131,7 +131,7 @@ struct TopN {
 };
 
 struct Counters {
-  std::int64_t generated = 0, pruned_div = 0, pruned_mem = 0, evaluated = 0, feasible = 0;
+  std::int64_t generated = 0, pruned_div = 0, pruned_framework = 0, pruned_mem = 0, evaluated = 0, feasible = 0;
 };
 
 std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& c, const SearchOptions& o,
@@ -385,14 +385,30 @@ SearchSpace measure(const std::vector<Shape>& all, const Model& m, std::size_t t
 // them: the prices of their traffic, whether their memory fits, the cost model's memo.
 class Worker {
  public:
-  Worker(const CostModel& cm, std::size_t slots, TopN& top, Counters& counts)
-      : cm_(cm), priced_(slots), priced_base_(slots, ~std::uint64_t{0}), memo_(slots), top_(top), n_(counts) {}
+  Worker(const CostModel& cm, std::size_t slots, TopN& top, Counters& counts, Framework framework,
+         const Cluster& cluster)
+      : cm_(cm),
+        priced_(slots),
+        priced_base_(slots, ~std::uint64_t{0}),
+        memo_(slots),
+        top_(top),
+        n_(counts),
+        framework_(framework),
+        cluster_(cluster) {}
 
   bool visit(const Candidate& cand, const PipelineSplit& split, const Visit& v) {
+    // What the framework would run otherwise than priced is not offered (explorer/framework.hpp);
+    // the candidate after a skipped first of its memory group works its memory out itself.
+    if (framework_ != Framework::any && !runs_as_predicted(framework_, cand, cluster_)) {
+      ++n_.pruned_framework;
+      have_twin_ = false;
+      if (v.first_of_memory_group) memory_known_ = false;
+      return true;
+    }
     const bool second = have_twin_ && cand.tp_comm_overlap && twin_ == Twin::of(cand, v);
     have_twin_ = false;
     ++n_.evaluated;
-    if (v.first_of_memory_group) memory_ = cm_.fit(cand, split);
+    if (v.first_of_memory_group || !memory_known_) memory_ = cm_.fit(cand, split), memory_known_ = true;
     if (!memory_.feasible) {
       ++n_.pruned_mem;
       return true;
@@ -431,6 +447,9 @@ class Worker {
   bool have_twin_ = false;
   TopN& top_;
   Counters& n_;
+  Framework framework_;
+  const Cluster& cluster_;
+  bool memory_known_ = false;
 };
 
 // work(t) for t in [0, threads), work(0) on this thread. An error in any thread (the cost model's
@@ -465,6 +484,7 @@ void merge_threads(const std::vector<TopN>& tops, const std::vector<Counters>& c
     for (const auto& r : tops[t].v) merged.offer(r.candidate, r.prediction);
     res.generated += counts[t].generated;
     res.pruned_divisibility += counts[t].pruned_div;
+    res.pruned_framework += counts[t].pruned_framework;
     res.pruned_memory += counts[t].pruned_mem;
     res.evaluated += counts[t].evaluated;
     res.feasible += counts[t].feasible;
@@ -544,7 +564,7 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
   std::vector<TopN> tops(static_cast<std::size_t>(threads), TopN{top, {}});
   std::vector<Counters> counts(static_cast<std::size_t>(threads));
   auto work = [&](int t) {
-    Worker w(cm, slots(techs), tops[t], counts[t]);
+    Worker w(cm, slots(techs), tops[t], counts[t], o.framework, cl);
     for (std::size_t i; (i = next.fetch_add(1)) < items.size();)
       for_each_candidate(
           all[items[i].first], cl, m, techs, counts[t], items[i].second,

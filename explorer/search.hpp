@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "explorer/cost_model.hpp"
+#include "explorer/framework.hpp"
 
 namespace sax::explorer {
 
@@ -30,6 +31,8 @@ struct SearchOptions {
   // pair's space (a100-3bld with gpt3-175b: 8.85e6 candidates, searched in 2.6 s on two cores):
   // every preset fits with room, and a space past it would take minutes.
   std::int64_t max_candidates = kDefaultMaxCandidates;
+  // Only what this framework's emitted configuration runs as priced (explorer/framework.hpp).
+  Framework framework = Framework::any;
   static constexpr std::int64_t kDefaultMaxCandidates = 100'000'000;
 };
 
@@ -62,7 +65,8 @@ struct SearchResult {
   std::int64_t factorizations = 0;       // (TP, CP, PP split) shapes that divide the cluster and model
   std::int64_t generated = 0;            // full candidates assembled from them
   std::int64_t pruned_divisibility = 0;  // failed a divisibility rule at the candidate level
-  std::int64_t evaluated = 0;            // passed divisibility: memory worked out (= generated − pruned_divisibility)
+  std::int64_t pruned_framework = 0;     // divisible, but the framework would run it otherwise (--framework)
+  std::int64_t evaluated = 0;            // memory worked out (= generated − pruned_divisibility − pruned_framework)
   std::int64_t pruned_memory = 0;        // of those, did not fit in device memory
   std::int64_t feasible = 0;             // fit, and costed in full (= evaluated − pruned_memory)
   double seconds = 0;

@@ -332,7 +332,12 @@ TEST(EmitCli, BadEmitAndEmitRankExitTwoNamingTheFlag) {
            {explore + " --emit megatron --top 100000 --emit-rank " + std::to_string(feasible + 1), "--emit-rank"},
            {explore + " --emit-rank 2", "--emit-rank"},  // without --emit
            {"predict" + inputs + " --layout " + test::preset_path("layouts/local-tp2-pp2.json") + " --emit titan",
-            "--emit: expected megatron or torchtitan"}}) {
+            "--emit: expected megatron or torchtitan"},
+           {explore + " --framework megatron",
+            "--framework: expected megatron-core, torchtitan or any, got \"megatron\""},
+           {"predict" + inputs + " --layout " + test::preset_path("layouts/local-tp2-pp2.json") + " --framework x",
+            "--framework: expected"},
+           {"codesign" + inputs + " --framework deepspeed", "--framework: expected"}}) {
     const auto r = test::run_sax(k.args);
     EXPECT_EQ(r.code, 2) << k.args << "\n" << r.err;
     EXPECT_NE(r.err.find(k.needle), std::string::npos) << k.args << "\n" << r.err;
