@@ -6,8 +6,8 @@
 // counts checked are printed, and a property must have held on some cases to pass.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <string>
