@@ -43,7 +43,10 @@ std::vector<Change> improvements(const Cluster& c) {
   const std::vector<std::pair<std::string, Link Cluster::*>> links = {{"intra_node", &Cluster::intra_node},
                                                                       {"intra_building", &Cluster::intra_building},
                                                                       {"cross_building", &Cluster::cross_building}};
-  for (const auto& [name, link] : links) {
+  for (const auto& named : links) {
+    // Plain copies, not structured bindings: a lambda may capture these (C++17).
+    const std::string name = named.first;
+    Link Cluster::*link = named.second;
     out.push_back({name + " bandwidth x2", [link](Cluster& x) { (x.*link).bandwidth_gbps *= 2; }});
     out.push_back({name + " latency /2", [link](Cluster& x) { (x.*link).latency_us /= 2; }});
     if ((c.*link).oversubscription > 1)
