@@ -1,13 +1,11 @@
 #include "explorer/emit.hpp"
 
 #include <algorithm>
-#include <set>
 #include <vector>
 
 #include "explorer/candidate.hpp"
 #include "explorer/framework.hpp"
 #include "explorer/search.hpp"
-#include "spec/groups.hpp"
 
 namespace sax::explorer {
 
