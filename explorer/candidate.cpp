@@ -1,5 +1,7 @@
 #include "explorer/candidate.hpp"
 
+#include <algorithm>
+
 namespace sax::explorer {
 
 namespace {
@@ -61,12 +63,17 @@ std::vector<std::int64_t> Candidate::virtual_stage_layers(std::int64_t num_layer
 }
 
 PipelineSplit PipelineSplit::of(const ModelConsts& c, const Candidate& cand) {
-  PipelineSplit s{cand.pp, cand.vpp, {}};
+  PipelineSplit s{cand.pp, cand.vpp, {}, {}};
   for (const StageLayers& st : stage_layers(c, cand.pp, cand.virtual_stage_layers(c.layers))) {
-    bool seen = false;
-    for (const StageLayers& k : s.kinds)
-      seen = seen || (k.dense == st.dense && k.moe == st.moe && k.first == st.first && k.last == st.last);
-    if (!seen) s.kinds.push_back(st);  // stages come in ascending order: the smallest index stays
+    const auto same = std::find_if(s.kinds.begin(), s.kinds.end(), [&](const StageLayers& k) {
+      return k.dense == st.dense && k.moe == st.moe && k.first == st.first && k.last == st.last;
+    });
+    if (same != s.kinds.end()) {
+      ++s.stages[static_cast<std::size_t>(same - s.kinds.begin())];
+      continue;
+    }
+    s.kinds.push_back(st);  // stages come in ascending order: the smallest index stays
+    s.stages.push_back(1);
   }
   return s;
 }

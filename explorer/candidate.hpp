@@ -51,10 +51,12 @@ inline double updated_params(const Candidate& cand, const StageParams& p) {
 }
 
 // The stages of a pipeline split that can differ (first, last, middle kinds), each kept once
-// with its smallest stage index (which holds the most in-flight micro-batches).
+// with its smallest stage index (which holds the most in-flight micro-batches), and how many
+// stages are of each kind (the pipeline's fill and drain pass through every one).
 struct PipelineSplit {
   std::int64_t pp = 1, vpp = 1;
   std::vector<StageLayers> kinds;
+  std::vector<std::int64_t> stages;  // per kind
   // The split of the candidate's pipeline (PP, VPP, first/last counts, account_for flags or
   // layout string); each stage priced by its own layers.
   static PipelineSplit of(const ModelConsts& c, const Candidate& cand);

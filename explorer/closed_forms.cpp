@@ -24,6 +24,21 @@ double bubble_fraction(PipelineSchedule schedule, std::int64_t pp, std::int64_t 
   return p1 / md;
 }
 
+double bubble_s(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m, double sum_s,
+                double max_s) {
+  if (pp <= 1 || m <= 0) return 0.0;
+  switch (schedule) {
+    case PipelineSchedule::gpipe:
+    case PipelineSchedule::one_f_one_b:
+      return std::max(0.0, sum_s - max_s);
+    case PipelineSchedule::interleaved:
+      return std::max(0.0, sum_s - max_s) / static_cast<double>(vpp);
+    case PipelineSchedule::zero_bubble:
+      break;
+  }
+  return bubble_fraction(schedule, pp, vpp, m) * static_cast<double>(m) * max_s;
+}
+
 double bubble_fraction(const Layout& l, std::int64_t m) {
   return bubble_fraction(l.schedule.pipeline, l.pipeline_model_parallel_size, l.virtual_pipeline_model_parallel_size,
                          m);

@@ -114,5 +114,12 @@ StepTotals step_totals(const Cluster& cluster, const Model& model, const Layout&
 // i.e. (p−1)/(3m) once m ≥ p. Each is the makespan of workload/'s block order (tested).
 double bubble_fraction(const Layout& layout, std::int64_t num_microbatches);
 double bubble_fraction(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t num_microbatches);
+// The bubble in seconds of a pipeline whose stages take `sum_s` per micro-batch together and
+// `max_s` the slowest: the fill and drain pass through every stage at its own pace, so GPipe and
+// 1F1B idle Σt − t_max ((m − 1)·t_max + Σt in all: the flow-shop makespan of identical jobs),
+// interleaving (Σt − t_max)/v; equal stages give bubble_fraction × m × t. Zero bubble keeps its
+// closed form at the slowest stage's pace (it assumes F = B = W; the replay runs the real ones).
+double bubble_s(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t num_microbatches,
+                double sum_s, double max_s);
 
 }  // namespace sax::explorer

@@ -275,7 +275,8 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
     tail.dp = grad + gather;
   }
   tail.embedding = price.embedding.time(tr.embedding);
-  tail.optimizer = terms::optimizer_time(p_, updated_params(cand, tr.params), model_.dtype);
+  tail.optimizer = terms::optimizer_time(p_, updated_params(cand, tr.params), tr.params.dense + tr.params.expert,
+                                         model_.dtype, gradient_bytes(c_.dtype, cand.grad_reduce_in_bf16));
   return tail;
 }
 
@@ -441,10 +442,11 @@ CostModel::StageMicrobatch CostModel::stage_microbatch(const Candidate& cand, co
   return out;
 }
 
-void CostModel::Critical::consider(StageMicrobatch m, std::int64_t stage, int variants) {
+void CostModel::Critical::consider(StageMicrobatch m, std::int64_t stage, std::int64_t stages, int variants) {
   for (int k = 0; k < variants; ++k) {
     const auto i = static_cast<std::size_t>(k);
     if (k == 1) m.mb.tp = m.twin_tp;
+    sum_s[i] += static_cast<double>(stages) * m.mb.total();
     if (m.mb.total() > time_s[i]) {
       time_s[i] = m.mb.total();
       microbatch[i] = m.mb;
@@ -478,7 +480,7 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
     const StageLayers& st = split.kinds[s];
     StageTraffic own;
     StageTraffic& tr = use.keep_stages ? use.traffic->stages[s] : own;
-    crit.consider(stage_microbatch(cand, st, s, tr, times, priced, variants, use), st.stage, variants);
+    crit.consider(stage_microbatch(cand, st, s, tr, times, priced, variants, use), st.stage, split.stages[s], variants);
     if (use.have_tail) continue;
     sync_traffic(priced.units, c_, cand, st, tr);
     crit.consider_tail(tail(cand, st, tr, times, priced.prices), tr, priced.prices, r);
@@ -486,7 +488,8 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
   if (use.keep && !use.have_tail)
     use.kept->tail_tag = tag, use.kept->worst = crit.tail, use.kept->total_s = crit.tail_s,
     use.kept->dp_algorithm = r.dp_algorithm;
-  r.bubble_fraction = bubble_fraction(cand.pipeline, cand.pp, cand.vpp, r.num_microbatches);
+  for (std::size_t k = 0; k < static_cast<std::size_t>(variants); ++k)
+    crit.bubble_s[k] = bubble_s(cand.pipeline, cand.pp, cand.vpp, r.num_microbatches, crit.sum_s[k], crit.time_s[k]);
   if (variants == 2) out[1] = r;
   for (int k = 0; k < variants; ++k) assemble(crit, static_cast<std::size_t>(k), out[k]);
 }
@@ -504,9 +507,11 @@ void CostModel::assemble(const Critical& crit, std::size_t i, Prediction& v) con
   b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * c.ep;
   b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * c.pp + tail.embedding;
   b.exposed_comm_s[static_cast<int>(Dim::dp)] = tail.dp;
-  b.bubble_s = md * crit.time_s[i] * v.bubble_fraction;
+  b.bubble_s = crit.bubble_s[i];
   b.optimizer_s = tail.optimizer;
-  v.step_time_s = md * crit.time_s[i] * (1 + v.bubble_fraction) + crit.tail_s;
+  const double busy = md * crit.time_s[i];
+  v.bubble_fraction = busy > 0 ? b.bubble_s / busy : 0.0;
+  v.step_time_s = busy + b.bubble_s + crit.tail_s;
   v.tokens_per_s = tokens_per_step_ / v.step_time_s;
   v.mfu = training_flops_per_step_ / (v.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
   check_figures(v);

@@ -65,7 +65,9 @@ struct CostParams : workload::DeviceSpeed {  // the device's compute: workload/d
   double hbm_gib = 0;
   std::array<LinkCost, 3> links;       // by LinkClass; cross_building = the cluster's own link
   std::vector<LinkCost> technologies;  // cross-building link per cluster network technology
-  double overlap_slowdown = 0.1;
+  // Compute slower while communication overlaps it: the mean slowdown Lee et al. measured for
+  // GPT and LLaMA training on A100, H100, MI250 and MI210 (arXiv 2507.03114, docs/explorer.md).
+  double overlap_slowdown = 0.189;
   double router_imbalance = 1.25;
   double memory_usable_fraction = 0.92;
   std::string source = "datasheet";
@@ -320,9 +322,10 @@ double overlapped_sync_time(const SyncQueue& grad, const SyncQueue& gather, doub
 // GEMM; a dense layer's MLP the same with mlp_fc1 for qkv_proj and mlp_fc2 for out_proj.
 double tp_overlap_time(const LayerTimes& times, const StageLayers& st, double all_gather_s, double reduce_scatter_s,
                        double forward_passes, double overlap_slowdown);
-// The optimizer step: `updated` parameters at Adam's HBM traffic per parameter for the model's
-// dtype (workload::optimizer_bytes, what the workload's optimizer_step op carries).
-double optimizer_time(const CostParams& params, double updated, DType dtype);
+// The optimizer step: `updated` of the `held` parameters, gradients of `grad_bytes`, at the HBM
+// traffic of Megatron's passes over them (workload::optimizer_bytes: the gradient norm, Adam, the
+// casts, the buffer zeroed; what the workload's optimizer_step op carries).
+double optimizer_time(const CostParams& params, double updated, double held, DType dtype, double grad_bytes);
 
 }  // namespace terms
 
@@ -491,10 +494,13 @@ class CostModel {
   struct Critical {
     std::array<terms::Microbatch, 2> microbatch{};
     std::array<double, 2> time_s = {-1, -1};  // the slowest micro-batch's, per variant
+    std::array<double, 2> sum_s{};            // every stage's micro-batch together, per variant
+    std::array<double, 2> bubble_s{};         // the pipeline's fill and drain (closed_forms bubble_s)
     std::array<std::int64_t, 2> stage{};
     terms::Tail tail;
     double tail_s = -1;
-    void consider(StageMicrobatch m, std::int64_t stage, int variants);
+    // `m`, the micro-batch of `stages` stages like `stage`.
+    void consider(StageMicrobatch m, std::int64_t stage, std::int64_t stages, int variants);
     void consider_tail(const terms::Tail& t, const StageTraffic& traffic, const Prices& prices, Prediction& r);
   };
   void assemble(const Critical& critical, std::size_t variant, Prediction& prediction) const;

@@ -133,9 +133,9 @@ double tp_overlap_time(const LayerTimes& t, const StageLayers& st, double ag, do
   return static_cast<double>(st.layers()) * attention + static_cast<double>(st.dense) * mlp;
 }
 
-double optimizer_time(const CostParams& p, double updated, DType dtype) {
-  const workload::OptimizerBytes b = workload::optimizer_bytes(dtype);
-  return roofline_time(p, workload::ComputeKind::memory, 0, 0, updated * (b.read + b.written), 1);
+double optimizer_time(const CostParams& p, double updated, double held, DType dtype, double grad_bytes) {
+  const workload::OptimizerBytes b = workload::optimizer_bytes(dtype, grad_bytes, updated, held);
+  return roofline_time(p, workload::ComputeKind::memory, 0, 0, b.read + b.written, 1);
 }
 
 }  // namespace terms

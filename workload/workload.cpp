@@ -478,9 +478,10 @@ class Builder {
     opt.m = opt.params;
     opt.n = 1;
     opt.count = 1;
-    const OptimizerBytes ob = optimizer_bytes(m_.dtype);
-    opt.bytes_read = ob.read * opt.params;
-    opt.bytes_written = ob.written * opt.params;
+    const OptimizerBytes ob =
+        optimizer_bytes(m_.dtype, gradient_bytes(m_.dtype, l_.grad_reduce_in_bf16), opt.params, dense + expert);
+    opt.bytes_read = ob.read;
+    opt.bytes_written = ob.written;
     w_.ops.push_back(opt);
     if (overlapped()) {
       // In the order the next step's forward needs them: the first stage's embedding first.

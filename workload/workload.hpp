@@ -70,16 +70,36 @@ struct Op {
 // memory-bound ops.
 double flops(const Op& op);
 
-// Adam's traffic per updated parameter, as Megatron's optimizer keeps its state: with bf16,
-// fp16 or fp8 models fp32 main parameters and gradients, reads gradient, main parameter, m and v
-// (16 bytes) and writes main parameter, m, v and the 2-byte model copy (14); fp32 and tf32
-// models update the parameters in place (16 and 12).
+// The memory traffic of one rank's optimizer step, pass by pass as Megatron-LM's optimizer runs
+// it (megatron/core/optimizer/: optimizer.py, distrib_optimizer.py, clip_grads.py), for
+// `updated` parameters (the rank's shard with the distributed optimizer) of `held` (every
+// parameter the rank keeps), gradients of `grad_bytes` (spec/layout.hpp gradient_bytes). Per
+// updated parameter, where the weights are half (bf16, fp16; fp8 keeps bf16 weights) and
+// fp32 main copies exist:
+//   half gradients cast into the fp32 main gradients (_copy_model_grads_to_main_grads): read
+//   grad_bytes, write 4 (an fp32 gradient buffer is taken as it is: no traffic);
+//   fp16's loss scaler unscales them and checks for inf (_unscale_main_grads_and_check_for_nan):
+//   read 4, write 4;
+//   the gradient norm clipping needs (get_grad_norm_fp32, multi_tensor_l2norm): read 4;
+//   Adam: read gradient, main parameter, m, v (16), write main parameter, m, v (12);
+//   the main parameters copied into the model's (_copy_main_params_to_model_params): read 4,
+//   write 2.
+// fp32 and tf32 models update their parameters in place: the norm and Adam (20 read, 12
+// written). Per held parameter, the gradient buffer zeroed for the next step (zero_grad_buffer):
+// grad_bytes written. The clip itself (multi_tensor_scale) runs only in a step whose norm exceeds
+// the limit, and is not counted.
 struct OptimizerBytes {
   double read, written;
 };
-inline OptimizerBytes optimizer_bytes(DType d) {
+inline OptimizerBytes optimizer_bytes(DType d, double grad_bytes, double updated, double held) {
   const bool half = d == DType::bf16 || d == DType::fp16 || d == DType::fp8;
-  return {16, half ? 14.0 : 12.0};
+  double read = 4 + 16, written = 12;  // the norm, Adam
+  if (half) {
+    if (grad_bytes < 4) read += grad_bytes, written += 4;
+    if (d == DType::fp16) read += 4, written += 4;
+    read += 4, written += 2;
+  }
+  return {read * updated, written * updated + grad_bytes * held};
 }
 
 struct Workload {

@@ -596,14 +596,15 @@ TEST(CostModel, EvaluatingTpOverlapOffAndOnTogetherIsEvaluatingEach) {
 // The CPU testbed has no SM count: no GEMM is quantized and its curves are the assumed ones, so
 // its predictions are those of before the quantization (sax predict at commit c819a17, the
 // figures below as its --json wrote them; the layouts whose DP sync is not overlapped, whose
-// pricing has not changed since).
+// pricing has not changed since but for the optimizer step's passes: 3.1607571094543085 s then,
+// 4.17 ms more since the step counts the gradient norm and the gradient buffer's zeroing).
 TEST(CostModel, CpuTestbedPredictionsAreUnchangedByTheQuantization) {
   const Cluster c = test::preset_cluster("local-2bld-native");
   const struct {
     const char* layout;
     const char* model;
     double step_time_s;
-  } before[] = {{"local-ep2-dp4", "moe-tiny", 3.1607571094543085}};
+  } before[] = {{"local-ep2-dp4", "moe-tiny", 3.1649226454543089}};
   for (const auto& b : before) {
     const Model m = test::preset_model(b.model);
     const Layout l = read_layout(test::preset(std::string("layouts/") + b.layout + ".json"), b.layout);

@@ -444,8 +444,11 @@ TEST(Workload, MoeLayerAndEdgesListEveryOp) {
   EXPECT_DOUBLE_EQ(find(w, "permute", Phase::forward).bytes_written, s * k * h * e + s * k * 4);  // + row map
   const Op& opt = find(w, "optimizer_step", Phase::optimizer);
   EXPECT_TRUE(opt.memory_bound());
-  EXPECT_DOUBLE_EQ(opt.bytes_read, 16 * opt.params);     // fp32: parameter, gradient, m, v
-  EXPECT_DOUBLE_EQ(opt.bytes_written, 12 * opt.params);  // parameter, m, v in place
+  // fp32, every parameter updated here (no distributed optimizer): the norm reads the gradient,
+  // Adam reads parameter, gradient, m, v and writes parameter, m, v in place; the fp32 gradient
+  // buffer is zeroed for the next step.
+  EXPECT_DOUBLE_EQ(opt.bytes_read, (4 + 16) * opt.params);
+  EXPECT_DOUBLE_EQ(opt.bytes_written, (12 + 4) * opt.params);
 }
 
 // The quantization of each part of a GEMM is that of the product the part computes, as op_cost's
@@ -517,4 +520,22 @@ TEST(DeviceTime, AWorkloadOpTakesWhatItsLayerOpTakes) {
     }
     EXPECT_GE(compared, moe ? 30 : 24);
   }
+}
+
+// The optimizer step's traffic, pass by pass as Megatron-LM runs them (workload.hpp
+// optimizer_bytes), for 10 parameters updated of 40 held (a distributed optimizer of DP 4).
+TEST(Workload, TheOptimizerStepMovesMegatronsPasses) {
+  // bf16 with an fp32 gradient buffer: the norm (4), Adam (16 read, 12 written), the main
+  // parameters copied into the bf16 model's (4 read, 2 written); the buffer zeroed (4 per held).
+  OptimizerBytes b = optimizer_bytes(DType::bf16, 4, 10, 40);
+  EXPECT_DOUBLE_EQ(b.read, 24 * 10);
+  EXPECT_DOUBLE_EQ(b.written, 14 * 10 + 4 * 40);
+  // bf16 gradients are cast into fp32 main gradients first (2 read, 4 written); a 2-byte buffer.
+  b = optimizer_bytes(DType::bf16, 2, 10, 40);
+  EXPECT_DOUBLE_EQ(b.read, 26 * 10);
+  EXPECT_DOUBLE_EQ(b.written, 18 * 10 + 2 * 40);
+  // fp16 adds the loss scaler's unscale and inf check (4 read, 4 written).
+  b = optimizer_bytes(DType::fp16, 2, 10, 40);
+  EXPECT_DOUBLE_EQ(b.read, 30 * 10);
+  EXPECT_DOUBLE_EQ(b.written, 22 * 10 + 2 * 40);
 }
