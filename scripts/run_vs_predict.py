@@ -12,8 +12,12 @@ in its own namespace behind the shaped boundary; software: the link emulator in 
 communicators; none: one host, unshaped); without it, through plain mpirun as before. --cases
 picks layouts by name.
 
+--cluster runs and prices another cluster file of the same shape (4 ranks), e.g. the one
+`calibrate --held-cluster` wrote with the device this host holds.
+
 Usage: scripts/run_vs_predict.py [--steps N] [--sax build/sax] [--emulate none|netns|software]
                                  [--technology NAME] [--cases a,b] [--calibration FILE]
+                                 [--cluster FILE]
 """
 import argparse
 import json
@@ -69,13 +73,14 @@ def main():
     ap.add_argument("--emulate", help="start the runs through sax launch with this emulation")
     ap.add_argument("--technology", help="a network technology of local-2bld for the boundary")
     ap.add_argument("--cases", help="comma-separated layout names (default: all)")
+    ap.add_argument("--cluster", default=CLUSTER, help="the cluster file (default: configs/clusters/local-2bld.json)")
     ap.add_argument("--calibration", help="a sax calibrate file for predict (default: the cluster's datasheet)")
     args = ap.parse_args()
     cases = [c for c in CASES if not args.cases or c[0] in args.cases.split(",")]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     mpirun = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1", "-np", "4"]
     if args.emulate:
-        mpirun = [args.sax, "launch", "--cluster", CLUSTER, "--emulate", args.emulate] + \
+        mpirun = [args.sax, "launch", "--cluster", args.cluster, "--emulate", args.emulate] + \
                  (["--technology", args.technology] if args.technology else []) + ["--"]
         print("# emulation %s%s" % (args.emulate, ", technology " + args.technology if args.technology else ""))
     predict_extra = ["--calibration", args.calibration] if args.calibration else []
@@ -94,10 +99,10 @@ def main():
             mf = os.path.join(ROOT, "configs/models", model + ".json")
             out, pred = os.path.join(tmp, name + ".run.json"), os.path.join(tmp, name + ".predict.json")
             print("[%d/%d] %s" % (i + 1, len(cases), name), file=sys.stderr, flush=True)
-            subprocess.run(mpirun + ([] if args.emulate else [args.sax]) + ["run", "--cluster", CLUSTER, "--model", mf, "--layout", lf, "--steps",
+            subprocess.run(mpirun + ([] if args.emulate else [args.sax]) + ["run", "--cluster", args.cluster, "--model", mf, "--layout", lf, "--steps",
                                      str(args.steps), "--warmup", "1", "--json", out] + extra,
                            env=env, check=True, stdout=subprocess.DEVNULL)
-            subprocess.run([args.sax, "predict", "--cluster", CLUSTER, "--model", mf, "--layout", lf, "--json", pred] +
+            subprocess.run([args.sax, "predict", "--cluster", args.cluster, "--model", mf, "--layout", lf, "--json", pred] +
                            predict_extra,
                            check=True, stdout=subprocess.DEVNULL)
             run, p = json.load(open(out)), json.load(open(pred))
