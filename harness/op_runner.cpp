@@ -47,6 +47,7 @@ struct OpRunner::Buffers {
   kernels::Buffer* f[kBuffers] = {};
   kernels::Buffer* mask = nullptr;
   std::unique_ptr<kernels::Buffer> ids, index, row_of;
+  std::unique_ptr<kernels::Buffer> scalar;  // a reduction's one float (the gradient norm)
   void set(int i, std::unique_ptr<kernels::Buffer> b) {
     own[i] = std::move(b);
     f[i] = own[i].get();
@@ -204,6 +205,7 @@ void OpRunner::allocate(SharedBuffers* shared) {
     b_->mask = b_->own_mask.get();
   }
   const auto s = static_cast<std::size_t>(indices_);
+  b_->scalar = device_->allocate(16);
   b_->ids = device_->allocate(s * 4);
   b_->index = device_->allocate(s * 4);
   b_->row_of = device_->allocate(s * 4);
@@ -354,8 +356,17 @@ Traffic OpRunner::run_memory() {
   if (name == "cross_entropy")
     return fwd ? k.cross_entropy_forward(rows, cols, A, ids, f32(*b_->f[2]), Df, Df + rows)
                : k.cross_entropy_backward(rows, cols, A, ids, Df, Df + rows, C);
-  if (name == "optimizer_step")
-    return k.adam(rows * cols, f32(*b_->f[0]), f32(*b_->f[1]), f32(*b_->f[2]), Df, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1);
+  if (name == "optimizer_step") {
+    // Megatron's fp32 passes (workload::optimizer_bytes): the gradient norm, Adam, and the
+    // gradient buffer cleared, a buffer's worth at a time. A half model's casts into and out of
+    // its fp32 copies are not run here (a paced device still holds the op to its listed bytes).
+    const std::int64_t n = rows * cols, buffer = elements_ * 4;
+    Traffic t = k.grad_norm_sq(n, f32(*b_->f[1]), f32(*b_->scalar));
+    t += k.adam(n, f32(*b_->f[0]), f32(*b_->f[1]), f32(*b_->f[2]), Df, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1);
+    for (auto left = static_cast<std::int64_t>(op_.zeroed_bytes); left > 0; left -= buffer)
+      t += k.zero(b_->f[1]->data(), std::min(left, buffer));
+    return t;
+  }
   throw UsageError("op " + name + ": no kernel");
 }
 

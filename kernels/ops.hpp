@@ -147,6 +147,11 @@ class Ops {
                        float beta2, float eps, float weight_decay, std::int64_t step) = 0;
   // Copy n act elements: the memory-bandwidth yardstick.
   virtual Traffic copy(std::int64_t n, const void* src, void* dst) = 0;
+  // The sum of squares of n float32 gradients into *out (device memory): the norm gradient
+  // clipping needs (reads the gradients).
+  virtual Traffic grad_norm_sq(std::int64_t n, const float* grad, float* out) = 0;
+  // `bytes` of x set to zero (a gradient buffer cleared for the next step).
+  virtual Traffic zero(void* x, std::int64_t bytes) = 0;
 };
 
 // The ops of `device`'s backend (it must outlive them). A UsageError where this build has no

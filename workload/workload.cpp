@@ -482,6 +482,7 @@ class Builder {
         optimizer_bytes(m_.dtype, gradient_bytes(m_.dtype, l_.grad_reduce_in_bf16), opt.params, dense + expert);
     opt.bytes_read = ob.read;
     opt.bytes_written = ob.written;
+    opt.zeroed_bytes = ob.zeroed;
     w_.ops.push_back(opt);
     if (overlapped()) {
       // In the order the next step's forward needs them: the first stage's embedding first.

@@ -48,7 +48,8 @@ struct Op {
   double bytes_read = 0, bytes_written = 0;
   ComputeKind compute = ComputeKind::gemm;
   bool memory_bound() const { return compute == ComputeKind::memory; }
-  double params = 0;  // optimizer_step: parameters updated
+  double params = 0;        // optimizer_step: parameters updated
+  double zeroed_bytes = 0;  // optimizer_step: its gradient buffer cleared (part of bytes_written)
 
   // Message.
   Dim dim = Dim::tp;
@@ -90,6 +91,7 @@ double flops(const Op& op);
 // the limit, and is not counted.
 struct OptimizerBytes {
   double read, written;
+  double zeroed;  // the gradient buffer's part of `written`
 };
 inline OptimizerBytes optimizer_bytes(DType d, double grad_bytes, double updated, double held) {
   const bool half = d == DType::bf16 || d == DType::fp16 || d == DType::fp8;
@@ -99,7 +101,7 @@ inline OptimizerBytes optimizer_bytes(DType d, double grad_bytes, double updated
     if (d == DType::fp16) read += 4, written += 4;
     read += 4, written += 2;
   }
-  return {read * updated, written * updated + grad_bytes * held};
+  return {read * updated, written * updated + grad_bytes * held, grad_bytes * held};
 }
 
 struct Workload {

@@ -1,6 +1,7 @@
 // The CPU backend behind the ops interface: float32 activations, each op the cpu/ops.hpp loop of
 // the same name, run on the calling thread (the device's null stream).
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/cpu/ops.hpp"
 #include "kernels/ops.hpp"
@@ -175,6 +176,13 @@ class CpuOps final : public Ops {
     return cpu::adam(n, param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step);
   }
   Traffic copy(std::int64_t n, const void* src, void* dst) override { return cpu::copy(n, F(src), F(dst)); }
+  Traffic grad_norm_sq(std::int64_t n, const float* grad, float* out) override {
+    return cpu::grad_norm_sq(n, grad, out);
+  }
+  Traffic zero(void* x, std::int64_t bytes) override {
+    std::memset(x, 0, static_cast<std::size_t>(bytes));
+    return {0, static_cast<double>(bytes)};
+  }
 };
 
 }  // namespace

@@ -540,4 +540,10 @@ Traffic copy(std::int64_t n, const float* src, float* dst) {
   return {fl(n), fl(n)};
 }
 
+Traffic grad_norm_sq(std::int64_t n, const float* grad, float* out) {
+  const float norm = cblas_snrm2(static_cast<blasint>(n), grad, 1);
+  *out = norm * norm;
+  return {fl(n), 0};
+}
+
 }  // namespace sax::kernels::cpu

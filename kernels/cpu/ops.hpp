@@ -132,4 +132,7 @@ Traffic adam(std::int64_t n, float* param, const float* grad, float* m, float* v
 // Copy n floats: the memory-bandwidth yardstick of `bench kernels`.
 Traffic copy(std::int64_t n, const float* src, float* dst);
 
+// The sum of squares of n floats into *out (OpenBLAS's snrm2, squared).
+Traffic grad_norm_sq(std::int64_t n, const float* grad, float* out);
+
 }  // namespace sax::kernels::cpu

@@ -177,6 +177,8 @@ class CudaOps final : public Ops {
   Traffic adam(std::int64_t n, float* param, const float* grad, float* m, float* v, float lr, float beta1, float beta2,
                float eps, float weight_decay, std::int64_t step) override;
   Traffic copy(std::int64_t n, const void* src, void* dst) override;
+  Traffic grad_norm_sq(std::int64_t n, const float* grad, float* out) override;
+  Traffic zero(void* x, std::int64_t bytes) override;
 
  private:
   static void launched() { SAX_CUDA_CHECK(cudaGetLastError()); }

@@ -23,6 +23,14 @@ __global__ void adam_kernel(std::int64_t n, float* param, const float* grad, flo
   }
 }
 
+// Each block sums its threads' squares and adds the block's sum to *out.
+__global__ void norm_sq_kernel(std::int64_t n, const float* g, float* out) {
+  float s = 0;
+  SAX_FOR(i, n) s += g[i] * g[i];
+  s = block_reduce<false>(s);
+  if (threadIdx.x == 0) atomicAdd(out, s);
+}
+
 }  // namespace
 
 void CudaOps::fill(void* x, std::int64_t n, float value) {
@@ -73,6 +81,18 @@ Traffic CudaOps::adam(std::int64_t n, float* param, const float* grad, float* m,
                                                        1.0f / c1, 1.0f / c2);
   launched();
   return {f32(4 * n), f32(3 * n)};
+}
+
+Traffic CudaOps::grad_norm_sq(std::int64_t n, const float* grad, float* out) {
+  SAX_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(float), stream_));
+  norm_sq_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(n, grad, out);
+  launched();
+  return {f32(n), 0};
+}
+
+Traffic CudaOps::zero(void* x, std::int64_t bytes) {
+  SAX_CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<std::size_t>(bytes), stream_));
+  return {0, static_cast<double>(bytes)};
 }
 
 Traffic CudaOps::copy(std::int64_t n, const void* src, void* dst) {
