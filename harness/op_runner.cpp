@@ -205,7 +205,7 @@ void OpRunner::allocate(SharedBuffers* shared) {
     b_->mask = b_->own_mask.get();
   }
   const auto s = static_cast<std::size_t>(indices_);
-  b_->scalar = device_->allocate(16);
+  if (op_.name == "optimizer_step") b_->scalar = device_->allocate(16);
   b_->ids = device_->allocate(s * 4);
   b_->index = device_->allocate(s * 4);
   b_->row_of = device_->allocate(s * 4);
