@@ -69,7 +69,12 @@ void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& 
     std::cout << "  ranked by the closed forms, then the best " << replayed
               << " re-ranked by the event-driven replay of their schedules (explorer/replay.hpp): their step, MFU "
                  "and breakdown are the replay's\n";
-  if (r.top.empty()) {
+  if (r.top.empty() && r.evaluated == 0 && r.pruned_framework > 0) {
+    // Nothing was left to weigh: the framework, not memory, ruled every candidate out (the
+    // compared layout's numerics, say, which it cannot express).
+    std::cout << "  no layout left: " << explorer::to_string(framework)
+              << " would run every candidate otherwise than priced (`predict --framework` says why)\n";
+  } else if (r.top.empty()) {
     std::cout << "  no layout fits in " << fmt("%.1f", cm.memory_limit_gib()) << " GiB per device\n";
   } else {
     std::printf("  %-3s %-10s %-6s %-8s %-44s %s\n", "#", "step", "MFU", "memory", "layout",
@@ -192,16 +197,20 @@ void run_explore(const ExploreArgs& a) {
   double any_best_s = 0;
   if (q.compare && framework != explorer::Framework::any) {
     explorer::ExploreRequest any = q;
-    any.framework = explorer::Framework::any, any.top = 1, any.compare.reset();
+    any.framework = explorer::Framework::any, any.top = 1;  // the compared layout's numerics kept
     const explorer::Exploration y = explorer::explore(any);
     if (!y.ranking->result.top.empty()) any_best_s = y.ranking->result.top.front().prediction.step_time_s;
   }
   const explorer::SearchResult& r = x.ranking->result;
   if (emit && static_cast<std::size_t>(a.emit_rank) > r.top.size())
-    throw UsageError(r.top.empty() ? "--emit: no layout fits in " + fmt("%.1f", x.ranking->cost->memory_limit_gib()) +
-                                         " GiB per device, none to emit"
-                                   : "--emit-rank: expected a rank in the list, 1 to " + std::to_string(r.top.size()) +
-                                         " (the layouts that fit), got " + std::to_string(a.emit_rank));
+    throw UsageError(r.top.empty() && r.evaluated == 0 && r.pruned_framework > 0
+                         ? std::string("--emit: no layout left: ") + explorer::to_string(framework) +
+                               " would run every candidate otherwise than priced, none to emit"
+                     : r.top.empty()
+                         ? "--emit: no layout fits in " + fmt("%.1f", x.ranking->cost->memory_limit_gib()) +
+                               " GiB per device, none to emit"
+                         : "--emit-rank: expected a rank in the list, 1 to " + std::to_string(r.top.size()) +
+                               " (the layouts that fit), got " + std::to_string(a.emit_rank));
   // With --emit, stdout is the framework's settings alone, to paste or redirect; else the table.
   if (emit)
     std::cout << explorer::emit(*emit, r.top[static_cast<std::size_t>(a.emit_rank - 1)].candidate.to_layout(c), m, c);

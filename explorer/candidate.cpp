@@ -30,6 +30,7 @@ void for_each_shared_field(L& l, C& c, F&& f) {
   f(l.tp_comm_overlap, c.tp_comm_overlap);
   f(l.use_distributed_optimizer, c.distributed_optimizer);
   f(l.grad_reduce_in_bf16, c.grad_reduce_in_bf16);
+  f(l.optimizer_precision, c.optimizer_precision);
   f(l.attention_backend, c.attention);
 }
 

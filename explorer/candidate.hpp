@@ -26,8 +26,9 @@ struct Candidate {
   DpSync dp_sync = DpSync::overlapped;
   Recompute recompute = Recompute::none;
   bool sp = false, distributed_optimizer = false;
-  bool grad_reduce_in_bf16 = false;  // Megatron's --grad-reduce-in-bf16 (spec/layout.hpp gradient_bytes)
-  bool tp_comm_overlap = false;      // Megatron's --tp-comm-overlap (needs SP: validate_layout)
+  bool grad_reduce_in_bf16 = false;        // Megatron's --grad-reduce-in-bf16 (spec/layout.hpp gradient_bytes)
+  OptimizerPrecision optimizer_precision;  // the optimizer state's dtypes (spec/layout.hpp)
+  bool tp_comm_overlap = false;            // Megatron's --tp-comm-overlap (needs SP: validate_layout)
   AttentionBackend attention = AttentionBackend::auto_;
   int technology = -1;
 

@@ -71,17 +71,18 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   StageMemory mem;
   const StageParams p = stage_params(c_, st, cand.tp, cand.ep, cand.pp);
   const double params = p.dense + p.expert;
-  const double weight_bytes = c_.element_bytes >= 4 ? 4.0 : 2.0;  // fp8 keeps bf16 weights
   const double grad_bytes = gradient_bytes(c_.dtype, cand.grad_reduce_in_bf16);
-  mem.weights = params * weight_bytes;
+  mem.weights = params * dtype_bytes(weight_dtype(c_.dtype));
   mem.grads = params * grad_bytes;
   const double updated = updated_params(cand, p);
-  // Megatron-LM's distributed-optimizer table (docs: bytes per parameter): Adam's m and v, and
-  // fp32 master weights unless the weights are fp32, sharded with the optimizer.
-  mem.optimizer = (8.0 + (weight_bytes < 4 ? 4.0 : 0.0)) * updated;
-  // Half gradients are cast to fp32 for the step (Megatron's _copy_model_grads_to_main_grads,
-  // the table's fp16 row: 4 + 16 = 2 + 2 + 12 + 4), a copy freed before the next forward.
-  if (grad_bytes < 4) mem.grad_copy = 4.0 * updated;
+  // Adam's m and v and the main copy of half weights, sharded with the optimizer (Megatron-LM's
+  // distributed-optimizer table of bytes per parameter, in the layout's state dtypes).
+  const OptimizerStateBytes state = optimizer_state_bytes(c_.dtype, cand.optimizer_precision);
+  mem.optimizer = state.total() * updated;
+  // Beside a main copy, half gradients are cast to fp32 for the step (Megatron's
+  // _copy_model_grads_to_main_grads, the table's fp16 row: 4 + 16 = 2 + 2 + 12 + 4), a copy freed
+  // before the next forward. Without one the step reads the gradients as they are kept.
+  if (grad_bytes < 4 && state.main_copy > 0) mem.grad_copy = 4.0 * updated;
   // Activations per layer and micro-batch: Korthikanti et al. 2022 (sbh(34 + 5as/h), /t with
   // SP), written per term so that GQA, SwiGLU and expert widths enter; with f = 4h, MHA and
   // GeLU it is the paper's formula. Units of sbh bytes at 2-byte activations.
@@ -275,8 +276,9 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
     tail.dp = grad + gather;
   }
   tail.embedding = price.embedding.time(tr.embedding);
-  tail.optimizer = terms::optimizer_time(p_, updated_params(cand, tr.params), tr.params.dense + tr.params.expert,
-                                         model_.dtype, gradient_bytes(c_.dtype, cand.grad_reduce_in_bf16));
+  tail.optimizer =
+      terms::optimizer_time(p_, updated_params(cand, tr.params), tr.params.dense + tr.params.expert, model_.dtype,
+                            gradient_bytes(c_.dtype, cand.grad_reduce_in_bf16), cand.optimizer_precision);
   return tail;
 }
 

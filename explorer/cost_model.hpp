@@ -325,7 +325,8 @@ double tp_overlap_time(const LayerTimes& times, const StageLayers& st, double al
 // The optimizer step: `updated` of the `held` parameters, gradients of `grad_bytes`, at the HBM
 // traffic of Megatron's passes over them (workload::optimizer_bytes: the gradient norm, Adam, the
 // casts, the buffer zeroed; what the workload's optimizer_step op carries).
-double optimizer_time(const CostParams& params, double updated, double held, DType dtype, double grad_bytes);
+double optimizer_time(const CostParams& params, double updated, double held, DType dtype, double grad_bytes,
+                      const OptimizerPrecision& precision);
 
 }  // namespace terms
 

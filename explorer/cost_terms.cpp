@@ -133,8 +133,9 @@ double tp_overlap_time(const LayerTimes& t, const StageLayers& st, double ag, do
   return static_cast<double>(st.layers()) * attention + static_cast<double>(st.dense) * mlp;
 }
 
-double optimizer_time(const CostParams& p, double updated, double held, DType dtype, double grad_bytes) {
-  const workload::OptimizerBytes b = workload::optimizer_bytes(dtype, grad_bytes, updated, held);
+double optimizer_time(const CostParams& p, double updated, double held, DType dtype, double grad_bytes,
+                      const OptimizerPrecision& precision) {
+  const workload::OptimizerBytes b = workload::optimizer_bytes(dtype, grad_bytes, updated, held, precision);
   return roofline_time(p, workload::ComputeKind::memory, 0, 0, b.read + b.written, 1);
 }
 

@@ -82,6 +82,14 @@ std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
   }
   if (l.use_distributed_optimizer) arg("--use-distributed-optimizer");
   if (l.grad_reduce_in_bf16) arg("--grad-reduce-in-bf16");
+  if (const OptimizerPrecision& p = l.optimizer_precision; !p.is_default()) {
+    // Megatron-LM's --main-params-dtype takes fp32 or fp16; weights updated in place (a main dtype
+    // equal to theirs) stay at its default, with the gap noted.
+    arg("--use-precision-aware-optimizer");
+    if (p.main_params == DType::fp16) arg("--main-params-dtype", "fp16");
+    arg("--exp-avg-dtype", sax::to_string(p.exp_avg));
+    arg("--exp-avg-sq-dtype", sax::to_string(p.exp_avg_sq));
+  }
   if (l.schedule.dp_sync == DpSync::overlapped) {
     arg("--overlap-grad-reduce");
     if (l.use_distributed_optimizer) arg("--overlap-param-gather");  // Megatron: only with it

@@ -37,6 +37,10 @@ Exploration explore(const ExploreRequest& q) {
   o.threads = q.threads;
   o.max_candidates = q.max_candidates;
   o.framework = q.framework;
+  if (q.compare) {
+    o.grad_reduce_in_bf16 = q.compare->grad_reduce_in_bf16;
+    o.optimizer_precision = q.compare->optimizer_precision;
+  }
   Exploration out;
   out.ranking = rank_layouts(q.cluster, q.model, q.params, o,
                              static_cast<std::size_t>(hetero ? std::max(q.top, q.replay_top) : q.replay_top));

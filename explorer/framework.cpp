@@ -129,6 +129,18 @@ bool runs_as_predicted(Framework f, const Candidate& c, const Cluster& cluster, 
     gap(pipeline && c.pipeline == PipelineSchedule::gpipe, [] {
       return std::string("schedule gpipe: Megatron-LM has no GPipe schedule; with PP > 1 these arguments run its 1F1B");
     });
+    const OptimizerPrecision& op = c.optimizer_precision;
+    gap(!op.is_default() && op.main_params != DType::fp32 && op.main_params != DType::fp16, [] {
+      return std::string(
+          "main_params_dtype bf16: Megatron-LM keeps main parameters in fp32 or fp16 (--main-params-dtype); "
+          "weights updated in place, as Apex's DistributedFusedAdam runs them under NeMo 1, are not a "
+          "Megatron-LM choice, so these arguments keep a main copy that was not priced");
+    });
+    gap(!op.is_default() && !c.distributed_optimizer, [] {
+      return std::string(
+          "optimizer state below fp32 without the distributed optimizer: Megatron-LM's "
+          "--use-precision-aware-optimizer runs only with --use-distributed-optimizer");
+    });
     gap(c.dp_sync == DpSync::hierarchical, [&] {
       return "DP sync hierarchical (reduce-scatter in each building, all-reduce across, all-gather in each): no "
              "Megatron-LM flag; the nearest is --use-distributed-optimizer --num-distributed-optimizer-instances " +
@@ -158,6 +170,11 @@ bool runs_as_predicted(Framework f, const Candidate& c, const Cluster& cluster, 
     gap(c.dp > 1 && c.grad_reduce_in_bf16, [] {
       return std::string(
           "bf16 gradients: torchtitan reduces them in float32 (mixed_precision_reduce), twice the bytes predicted");
+    });
+    gap(!c.optimizer_precision.is_default(), [] {
+      return std::string(
+          "optimizer state below fp32: torchtitan's Adam keeps fp32 states beside FSDP2's fp32 sharded "
+          "parameters; more memory than predicted");
     });
     if (c.dp_sync == DpSync::hierarchical) {
       gap(torchtitan_hsdp_replicas(c, cluster) == 0, [] {

@@ -8,6 +8,10 @@ std::string options_string(const Layout& l) {
   if (l.sequence_parallel) s += ", SP";
   if (l.tp_comm_overlap) s += ", TP overlap";
   if (l.recompute_granularity != Recompute::none) s += std::string(", recompute ") + to_string(l.recompute_granularity);
+  if (l.grad_reduce_in_bf16) s += ", bf16 grads";
+  if (const OptimizerPrecision& p = l.optimizer_precision; !p.is_default())
+    s += std::string(", Adam state ") + to_string(p.main_params) + "/" + to_string(p.exp_avg) + "/" +
+         to_string(p.exp_avg_sq);
   if (!l.schedule.network_technology.empty()) s += ", " + l.schedule.network_technology;
   return s;
 }

@@ -41,9 +41,11 @@ struct Shape {
   PipelineSplit split;             // vpp = 1
   std::vector<std::int64_t> vpps;  // > 1 that divide the per-stage layer count Megatron splits
   std::vector<PipelineSplit> vsplits;
-  std::vector<std::int64_t> mbss;  // every micro-batch size that divides global_batch / DP
-  std::vector<std::int64_t> eps;   // every EP degree that divides num_experts and DP (1 when dense)
-  bool same_flat = false;          // without virtual stages an earlier kind's split: VPP > 1 only
+  std::vector<std::int64_t> mbss;    // every micro-batch size that divides global_batch / DP
+  std::vector<std::int64_t> eps;     // every EP degree that divides num_experts and DP (1 when dense)
+  bool same_flat = false;            // without virtual stages an earlier kind's split: VPP > 1 only
+  bool grad_reduce_in_bf16 = false;  // SearchOptions' numerics, for every candidate
+  OptimizerPrecision optimizer_precision;
 };
 
 Candidate shape_candidate(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp, std::int64_t vpp,
@@ -98,7 +100,8 @@ bool same_but_placement(const Candidate& a, const Candidate& b) {
          a.account_embedding == b.account_embedding && a.account_loss == b.account_loss &&
          a.pipeline_layout == b.pipeline_layout && a.pipeline == b.pipeline && a.dp_sync == b.dp_sync &&
          a.recompute == b.recompute && a.sp == b.sp && a.distributed_optimizer == b.distributed_optimizer &&
-         a.tp_comm_overlap == b.tp_comm_overlap && a.grad_reduce_in_bf16 == b.grad_reduce_in_bf16;
+         a.tp_comm_overlap == b.tp_comm_overlap && a.grad_reduce_in_bf16 == b.grad_reduce_in_bf16 &&
+         a.optimizer_precision == b.optimizer_precision;
 }
 
 // A fixed preference among equals, so that the listing does not depend on thread timing.
@@ -181,6 +184,8 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
         for (const SplitKind& k : kinds) {
           const Candidate flat_cand = shape_candidate(tp, cp, pp, dp, 1, k);
           Shape s{tp, cp, pp, dp, k, PipelineSplit::of(c, flat_cand), {}, {}, mbss, eps};
+          s.grad_reduce_in_bf16 = o.grad_reduce_in_bf16;
+          s.optimizer_precision = o.optimizer_precision;
           // account_for with one chunk per stage is the first/last split of the same counts.
           const auto layers = flat_cand.virtual_stage_layers(L);
           s.same_flat = std::find(flat.begin(), flat.end(), layers) != flat.end();
@@ -275,6 +280,8 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
               cand.order = order;
               cand.pipeline = sched;
               cand.sp = sp == 1;
+              cand.grad_reduce_in_bf16 = s.grad_reduce_in_bf16;
+              cand.optimizer_precision = s.optimizer_precision;
               // Divisibility (validate_layout's rules) does not depend on what the loops below
               // choose (recompute, distributed optimizer, DP sync, technology): judged once here,
               // counted for every candidate it decides.
@@ -496,10 +503,10 @@ void merge_threads(const std::vector<TopN>& tops, const std::vector<Counters>& c
     const Candidate &x = a.candidate, &y = b.candidate;
     return std::tie(x.tp, x.cp, x.ep, x.pp, x.vpp, x.mbs, x.first_layers, x.last_layers, x.account_embedding,
                     x.account_loss, x.pipeline, x.dp_sync, x.recompute, x.sp, x.distributed_optimizer,
-                    x.grad_reduce_in_bf16, x.tp_comm_overlap, x.order, x.technology) <
+                    x.grad_reduce_in_bf16, x.optimizer_precision, x.tp_comm_overlap, x.order, x.technology) <
            std::tie(y.tp, y.cp, y.ep, y.pp, y.vpp, y.mbs, y.first_layers, y.last_layers, y.account_embedding,
                     y.account_loss, y.pipeline, y.dp_sync, y.recompute, y.sp, y.distributed_optimizer,
-                    y.grad_reduce_in_bf16, y.tp_comm_overlap, y.order, y.technology);
+                    y.grad_reduce_in_bf16, y.optimizer_precision, y.tp_comm_overlap, y.order, y.technology);
   });
 }
 

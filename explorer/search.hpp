@@ -33,6 +33,11 @@ struct SearchOptions {
   std::int64_t max_candidates = kDefaultMaxCandidates;
   // Only what this framework's emitted configuration runs as priced (explorer/framework.hpp).
   Framework framework = Framework::any;
+  // The numerics every candidate keeps (the layout's gradient and optimizer-state dtypes):
+  // precision is the planner's choice, not a speed the search may trade for; explore takes them
+  // from --compare so that the best found is priced as the compared layout is.
+  bool grad_reduce_in_bf16 = false;
+  OptimizerPrecision optimizer_precision;
   static constexpr std::int64_t kDefaultMaxCandidates = 100'000'000;
 };
 

@@ -359,7 +359,8 @@ Traffic OpRunner::run_memory() {
   if (name == "optimizer_step") {
     // Megatron's fp32 passes (workload::optimizer_bytes): the gradient norm, Adam, and the
     // gradient buffer cleared, a buffer's worth at a time. A half model's casts into and out of
-    // its fp32 copies are not run here (a paced device still holds the op to its listed bytes).
+    // its fp32 copies, and optimizer state below fp32, are not run here (a paced device still
+    // holds the op to its listed bytes).
     const std::int64_t n = rows * cols, buffer = elements_ * 4;
     Traffic t = k.grad_norm_sq(n, f32(*b_->f[1]), f32(*b_->scalar));
     t += k.adam(n, f32(*b_->f[0]), f32(*b_->f[1]), f32(*b_->f[2]), Df, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1);

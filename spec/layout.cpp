@@ -50,6 +50,23 @@ namespace {
 bool half_precision(DType d) { return d == DType::bf16 || d == DType::fp16 || d == DType::fp8; }
 }  // namespace
 
+DType weight_dtype(DType d) {
+  if (d == DType::fp8) return DType::bf16;
+  return half_precision(d) ? d : DType::fp32;
+}
+
+OptimizerStateBytes optimizer_state_bytes(DType d, const OptimizerPrecision& p) {
+  OptimizerStateBytes b;
+  const DType w = weight_dtype(d);
+  b.main_copy = p.main_params == w ? 0.0 : dtype_bytes(p.main_params);
+  // The precision-aware optimizer keeps an fp32 main copy of bf16 weights as the 16 bits the
+  // weights lack (Megatron-core optimizer_config.py store_param_remainders, on from TE 2.1).
+  if (!p.is_default() && w == DType::bf16 && p.main_params == DType::fp32) b.main_copy = 2;
+  b.exp_avg = dtype_bytes(p.exp_avg);
+  b.exp_avg_sq = dtype_bytes(p.exp_avg_sq);
+  return b;
+}
+
 AttentionBackend resolved_attention_backend(const Layout& l, const Model& m) {
   if (l.attention_backend != AttentionBackend::auto_) return l.attention_backend;
   return half_precision(m.dtype) ? AttentionBackend::flash : AttentionBackend::local;
@@ -234,6 +251,8 @@ LayoutRule first_broken_rule(const Layout& l, const Model& m, std::int64_t world
     return LayoutRule::flash_needs_half_precision;
   if (l.grad_reduce_in_bf16 && m.dtype != DType::bf16 && m.dtype != DType::fp8)
     return LayoutRule::grad_reduce_in_bf16_needs_bf16;
+  if (!l.optimizer_precision.is_default() && !half_precision(m.dtype))
+    return LayoutRule::optimizer_precision_needs_half;
   return LayoutRule::ok;
 }
 
@@ -303,6 +322,12 @@ static void read_parallelism(Fields& f, Layout& l) {
       {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}}, Recompute::none);
   l.use_distributed_optimizer = f.boolean("use_distributed_optimizer", false);
   l.grad_reduce_in_bf16 = f.boolean("grad_reduce_in_bf16", false);
+  auto state_dtype = [&](const char* key) {
+    return pick<DType>(f, key, {{"fp32", DType::fp32}, {"bf16", DType::bf16}, {"fp16", DType::fp16}}, DType::fp32);
+  };
+  l.optimizer_precision.main_params = state_dtype("main_params_dtype");
+  l.optimizer_precision.exp_avg = state_dtype("exp_avg_dtype");
+  l.optimizer_precision.exp_avg_sq = state_dtype("exp_avg_sq_dtype");
   l.attention_backend = pick<AttentionBackend>(f, "attention_backend",
                                                {{"flash", AttentionBackend::flash},
                                                 {"fused", AttentionBackend::fused},
@@ -414,6 +439,11 @@ json to_json(const Layout& l) {
             {"grad_reduce_in_bf16", l.grad_reduce_in_bf16},
             {"attention_backend", to_string(l.attention_backend)},
             {"order", l.order_string()}};
+  if (!l.optimizer_precision.is_default()) {
+    j["main_params_dtype"] = to_string(l.optimizer_precision.main_params);
+    j["exp_avg_dtype"] = to_string(l.optimizer_precision.exp_avg);
+    j["exp_avg_sq_dtype"] = to_string(l.optimizer_precision.exp_avg_sq);
+  }
   if (l.decoder_first_pipeline_num_layers) j["decoder_first_pipeline_num_layers"] = l.decoder_first_pipeline_num_layers;
   if (l.decoder_last_pipeline_num_layers) j["decoder_last_pipeline_num_layers"] = l.decoder_last_pipeline_num_layers;
   if (l.account_for_embedding_in_pipeline_split) j["account_for_embedding_in_pipeline_split"] = true;
@@ -517,6 +547,14 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
     case LayoutRule::grad_reduce_in_bf16_needs_bf16:
       return RuleFault{"grad_reduce_in_bf16", std::string("false for ") + to_string(m->dtype) + " model " + m->name +
                                                   " (bf16 gradients are for bf16 and fp8 models), got true"};
+    case LayoutRule::optimizer_precision_needs_half: {
+      const OptimizerPrecision& p = l.optimizer_precision;
+      const char* field = p.main_params != DType::fp32 ? "main_params_dtype"
+                          : p.exp_avg != DType::fp32   ? "exp_avg_dtype"
+                                                       : "exp_avg_sq_dtype";
+      return RuleFault{field, std::string("fp32 for ") + to_string(m->dtype) + " model " + m->name +
+                                  " (optimizer state below fp32 is for bf16, fp16 and fp8 models)"};
+    }
     default:
       return std::nullopt;
   }

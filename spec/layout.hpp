@@ -24,6 +24,25 @@ constexpr Dim kDims[] = {Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp};
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zero_bubble };
 enum class DpSync { blocking, overlapped, hierarchical };
 enum class Recompute { none, selective, full };
+// The dtypes the optimizer keeps its state in, as Megatron-core's precision-aware optimizer
+// names them (--main-params-dtype, --exp-avg-dtype, --exp-avg-sq-dtype; any of them below fp32
+// is that optimizer). A main dtype equal to the weights' keeps no main copy: the step updates the
+// weights in place, as Apex's DistributedFusedAdam does when its state dtype is the model's
+// (NeMo 1's optim.dtype).
+struct OptimizerPrecision {
+  DType main_params = DType::fp32, exp_avg = DType::fp32, exp_avg_sq = DType::fp32;
+  bool is_default() const { return main_params == DType::fp32 && exp_avg == DType::fp32 && exp_avg_sq == DType::fp32; }
+  bool operator==(const OptimizerPrecision& o) const {
+    return main_params == o.main_params && exp_avg == o.exp_avg && exp_avg_sq == o.exp_avg_sq;
+  }
+  bool operator!=(const OptimizerPrecision& o) const { return !(*this == o); }
+  bool operator<(const OptimizerPrecision& o) const {
+    auto key = [](const OptimizerPrecision& p) {
+      return static_cast<int>(p.main_params) * 25 + static_cast<int>(p.exp_avg) * 5 + static_cast<int>(p.exp_avg_sq);
+    };
+    return key(*this) < key(o);
+  }
+};
 // Megatron's --attention-backend. flash (FlashAttention) and fused (cuDNN's fused attention)
 // never materialise the b·a·s² score matrix; unfused and local (Megatron's own) do, with its
 // scale/mask/softmax and dropout passes; auto is flash where the model's dtype allows (bf16,
@@ -57,6 +76,7 @@ struct Layout {
   // Megatron-LM's --grad-reduce-in-bf16: a bf16 model's gradients kept and reduced in bf16, not
   // in the fp32 Megatron gives them by default (gradient_bytes).
   bool grad_reduce_in_bf16 = false;
+  OptimizerPrecision optimizer_precision;
   AttentionBackend attention_backend = AttentionBackend::auto_;
   std::int64_t decoder_first_pipeline_num_layers = 0;  // 0 = an even split
   std::int64_t decoder_last_pipeline_num_layers = 0;
@@ -140,6 +160,7 @@ enum class LayoutRule {
   interleaved_microbatches_divide,  // interleaved: micro-batches divisible by PP
   flash_needs_half_precision,       // flash/fused attention: bf16, fp16 or fp8 models only
   grad_reduce_in_bf16_needs_bf16,   // bf16 gradients: bf16 (or fp8) models only (Megatron)
+  optimizer_precision_needs_half,   // optimizer state below fp32: half-precision models only
 };
 
 // Bytes per gradient element as Megatron-LM keeps and reduces them: a bf16 (or fp8, which keeps
@@ -147,6 +168,19 @@ enum class LayoutRule {
 // sets accumulate_allreduce_grads_in_fp32 for bf16), an fp16 model's in fp16 (that flag's
 // default), fp32 and tf32 models' in fp32. What a device holds and what the DP sync moves.
 double gradient_bytes(DType model_dtype, bool grad_reduce_in_bf16);
+
+// The dtype a model's weights are kept in: fp32 for fp32 and tf32, bf16 for fp8 (Transformer
+// Engine casts on the fly), the model's own otherwise.
+DType weight_dtype(DType model_dtype);
+// Bytes per updated parameter of the optimizer's state: the main copy of the weights (none where
+// its dtype is the weights', the 2-byte remainder of an fp32 copy of bf16 weights in the
+// precision-aware optimizer), Adam's first and second moments. Megatron-LM's
+// distributed-optimizer table is the default: 4 + 4 + 4 for half models, 0 + 4 + 4 for fp32.
+struct OptimizerStateBytes {
+  double main_copy = 0, exp_avg = 4, exp_avg_sq = 4;
+  double total() const { return main_copy + exp_avg + exp_avg_sq; }
+};
+OptimizerStateBytes optimizer_state_bytes(DType model_dtype, const OptimizerPrecision& p);
 
 // The first rule of the schedule, pipeline and TP overlap (read_layout's: no model needed) that
 // the layout breaks.

@@ -478,8 +478,8 @@ class Builder {
     opt.m = opt.params;
     opt.n = 1;
     opt.count = 1;
-    const OptimizerBytes ob =
-        optimizer_bytes(m_.dtype, gradient_bytes(m_.dtype, l_.grad_reduce_in_bf16), opt.params, dense + expert);
+    const OptimizerBytes ob = optimizer_bytes(m_.dtype, gradient_bytes(m_.dtype, l_.grad_reduce_in_bf16), opt.params,
+                                              dense + expert, l_.optimizer_precision);
     opt.bytes_read = ob.read;
     opt.bytes_written = ob.written;
     opt.zeroed_bytes = ob.zeroed;

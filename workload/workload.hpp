@@ -74,32 +74,41 @@ double flops(const Op& op);
 // The memory traffic of one rank's optimizer step, pass by pass as Megatron-LM's optimizer runs
 // it (megatron/core/optimizer/: optimizer.py, distrib_optimizer.py, clip_grads.py), for
 // `updated` parameters (the rank's shard with the distributed optimizer) of `held` (every
-// parameter the rank keeps), gradients of `grad_bytes` (spec/layout.hpp gradient_bytes). Per
-// updated parameter, where the weights are half (bf16, fp16; fp8 keeps bf16 weights) and
-// fp32 main copies exist:
+// parameter the rank keeps), gradients of `grad_bytes` (spec/layout.hpp gradient_bytes), the
+// state in the dtypes of `p` (spec/layout.hpp optimizer_state_bytes: main copy c, moments m, v).
+// Per updated parameter, where the optimizer keeps a main copy of half weights:
 //   half gradients cast into the fp32 main gradients (_copy_model_grads_to_main_grads): read
 //   grad_bytes, write 4 (an fp32 gradient buffer is taken as it is: no traffic);
 //   fp16's loss scaler unscales them and checks for inf (_unscale_main_grads_and_check_for_nan):
 //   read 4, write 4;
 //   the gradient norm clipping needs (get_grad_norm_fp32, multi_tensor_l2norm): read 4;
-//   Adam: read gradient, main parameter, m, v (16), write main parameter, m, v (12);
-//   the main parameters copied into the model's (_copy_main_params_to_model_params): read 4,
+//   Adam: read gradient, main parameter, m, v (4 + c + m + v), write main parameter, m, v;
+//   the main parameters copied into the model's (_copy_main_params_to_model_params): read c,
 //   write 2.
-// fp32 and tf32 models update their parameters in place: the norm and Adam (20 read, 12
-// written). Per held parameter, the gradient buffer zeroed for the next step (zero_grad_buffer):
-// grad_bytes written. The clip itself (multi_tensor_scale) runs only in a step whose norm exceeds
-// the limit, and is not counted.
+// Without a main copy (fp32 and tf32 models; half ones whose main dtype is the weights') the
+// weights (w bytes) are updated in place from the gradients as kept: the norm (grad_bytes), fp16's
+// unscale (grad_bytes each way), Adam (read grad_bytes + w + m + v, write w + m + v). Per held
+// parameter, the gradient buffer zeroed for the next step (zero_grad_buffer): grad_bytes written.
+// The clip itself (multi_tensor_scale) runs only in a step whose norm exceeds the limit, and is
+// not counted.
 struct OptimizerBytes {
   double read, written;
   double zeroed;  // the gradient buffer's part of `written`
 };
-inline OptimizerBytes optimizer_bytes(DType d, double grad_bytes, double updated, double held) {
-  const bool half = d == DType::bf16 || d == DType::fp16 || d == DType::fp8;
-  double read = 4 + 16, written = 12;  // the norm, Adam
-  if (half) {
+inline OptimizerBytes optimizer_bytes(DType d, double grad_bytes, double updated, double held,
+                                      const OptimizerPrecision& p) {
+  const OptimizerStateBytes s = optimizer_state_bytes(d, p);
+  const double moments = s.exp_avg + s.exp_avg_sq;
+  double read = 0, written = 0;
+  if (s.main_copy > 0) {
+    read = 4 + 4 + s.main_copy + moments, written = s.main_copy + moments;  // the norm, Adam
     if (grad_bytes < 4) read += grad_bytes, written += 4;
     if (d == DType::fp16) read += 4, written += 4;
-    read += 4, written += 2;
+    read += s.main_copy, written += 2;
+  } else {
+    const double w = dtype_bytes(weight_dtype(d));
+    read = 2 * grad_bytes + w + moments, written = w + moments;
+    if (d == DType::fp16) read += grad_bytes, written += grad_bytes;
   }
   return {read * updated, written * updated + grad_bytes * held, grad_bytes * held};
 }

@@ -107,6 +107,27 @@ TEST(CostModel, Llama31At576H100sAsNemoRanItFits) {
   EXPECT_FALSE(fp32.feasible) << fp32.memory_gib << " GiB of " << cm.memory_limit_gib();
 }
 
+// A layout that ran fits: Nemotron-4 340B as NVIDIA's DGX Cloud benchmark ran it on 128
+// H100-80GB (TP 8, PP 8, VP 12, DP 2), with Apex's distributed Adam keeping its state in bf16 and
+// no main copy: 2 (weights) + 2 (gradients) + 4 / DP 2 (m, v) bytes per parameter. With
+// Megatron-LM's default state (fp32 main copy, m and v: 12 / DP 2) it would not fit.
+TEST(CostModel, Nemotron4At128H100sAsDgxCloudRanItFits) {
+  const Cluster c = test::preset_cluster("published/dgx-h100-128");
+  const Model m = test::preset_model("published/nemotron4-340b");
+  Layout l = read_layout(test::preset("layouts/published/nemo-nemotron4-340b-128.json"), "nemo-nemotron4-340b-128");
+  validate_layout(l, m, c, "nemo-nemotron4-340b-128");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const Prediction p = cm.predict(l);
+  EXPECT_TRUE(p.feasible) << p.memory_gib << " GiB of " << cm.memory_limit_gib();
+  EXPECT_NEAR(p.memory.gradients_gib, p.memory.weights_gib, 1e-9);
+  EXPECT_NEAR(p.memory.optimizer_gib, p.memory.weights_gib, 1e-9);  // 4 bytes over DP 2
+  EXPECT_EQ(p.memory.gradient_copy_gib, 0);                         // no fp32 main gradients
+  l.optimizer_precision = {};
+  const Prediction megatron = cm.predict(l);
+  EXPECT_NEAR(megatron.memory.optimizer_gib, 3 * p.memory.optimizer_gib, 1e-9);
+  EXPECT_FALSE(megatron.feasible) << megatron.memory_gib << " GiB of " << cm.memory_limit_gib();
+}
+
 // Llama 3 8B on one H200 node, no parallelism but DP, full recompute, no distributed
 // optimizer: 18 bytes per parameter, 2·s·b·h bytes per layer held (the layer inputs), one
 // layer rebuilt in full during its backward, fp32 logits.

@@ -124,6 +124,38 @@ TEST(Emit, Bf16GradientsAsTheFrameworksSayThem) {
   EXPECT_EQ(std::count(plain.begin(), plain.end(), "--grad-reduce-in-bf16"), 0);
 }
 
+// Optimizer state below fp32 is Megatron-LM's precision-aware optimizer; weights updated in
+// place (no main copy) are not a Megatron-LM choice and torchtitan keeps fp32 states: both say so.
+TEST(Emit, OptimizerStateDtypesAsTheFrameworksSayThem) {
+  const Cluster c = test::preset_cluster("h200-1node");
+  const Model m = test::preset_model("llama3-8b");
+  Layout l;
+  l.tensor_model_parallel_size = 2;
+  l.use_distributed_optimizer = true;
+  l.optimizer_precision = {DType::fp16, DType::bf16, DType::bf16};
+  ASSERT_NO_THROW(validate_layout(l, m, c, "hand-built"));
+  auto count = [](const std::string& text, const std::string& flag) {
+    const auto flags = megatron_flags(text);
+    return std::count_if(flags.begin(), flags.end(),
+                         [&](const std::string& f) { return f == flag || f.rfind(flag + " ", 0) == 0; });
+  };
+  std::string text = megatron_args(l, m, c);
+  for (const char* f : {"--use-precision-aware-optimizer", "--main-params-dtype fp16", "--exp-avg-dtype bf16",
+                        "--exp-avg-sq-dtype bf16"})
+    EXPECT_EQ(count(text, f), 1) << f << "\n" << text;
+  EXPECT_EQ(text.find("# main_params_dtype"), std::string::npos) << text;
+  EXPECT_NE(emit(EmitFormat::torchtitan, l, m, c).find("# optimizer state below fp32"), std::string::npos);
+  l.optimizer_precision.main_params = DType::bf16;  // the weights' own: no main copy
+  text = megatron_args(l, m, c);
+  EXPECT_EQ(count(text, "--main-params-dtype"), 0) << text;
+  EXPECT_NE(text.find("# main_params_dtype bf16"), std::string::npos) << text;
+  l.use_distributed_optimizer = false;
+  EXPECT_NE(megatron_args(l, m, c).find("# optimizer state below fp32 without the distributed optimizer"),
+            std::string::npos);
+  l.optimizer_precision = {};
+  EXPECT_EQ(count(megatron_args(l, m, c), "--use-precision-aware-optimizer"), 0);
+}
+
 TEST(Emit, MegatronRankOrders) {
   const Cluster c = test::preset_cluster("local-2bld");
   const Model m = test::preset_model("gpt-tiny");

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "explorer/explore.hpp"
 #include "explorer/search.hpp"
 #include "tests/support/presets.hpp"
 #include "tests/support/run.hpp"
@@ -483,4 +484,29 @@ TEST(HardeningUnboundedWork, TheReplayIsBoundedInBlocks) {
   const auto e = test::run_sax("explore --cluster " + cluster + " --model " + model + " --top 1");
   EXPECT_EQ(e.code, 0) << e.err;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+}
+
+// The numerics are the planner's: explore searches with the compared layout's gradient and
+// optimizer-state dtypes, so its best is priced as that layout is, and less memory per parameter
+// lets more layouts fit.
+TEST(Search, ExploreKeepsTheComparedLayoutsNumerics) {
+  const Cluster c = test::preset_cluster("published/dgx-h100-128");
+  const Model m = test::preset_model("published/nemotron4-340b");
+  const Layout ran = read_layout(test::preset("layouts/published/nemo-nemotron4-340b-128.json"), "nemotron");
+  auto params = [&m](const Cluster& v) { return CostParams::datasheet(v, m); };
+  ExploreRequest q{c, m, params};
+  q.top = 5;
+  q.replay_top = 0;
+  const Exploration plain = explore(q);
+  q.compare = ran;
+  const Exploration kept = explore(q);
+  ASSERT_FALSE(kept.ranking->result.top.empty());
+  for (const Ranked& r : kept.ranking->result.top) {
+    EXPECT_TRUE(r.candidate.grad_reduce_in_bf16);
+    EXPECT_EQ(r.candidate.optimizer_precision, ran.optimizer_precision);
+  }
+  for (const Ranked& r : plain.ranking->result.top) EXPECT_TRUE(r.candidate.optimizer_precision.is_default());
+  EXPECT_GT(kept.ranking->result.feasible, plain.ranking->result.feasible);
+  ASSERT_TRUE(kept.compare.has_value());
+  EXPECT_LE(kept.ranking->result.top.front().prediction.step_time_s, kept.compare->step_time_s * (1 + 1e-9));
 }

@@ -527,15 +527,61 @@ TEST(DeviceTime, AWorkloadOpTakesWhatItsLayerOpTakes) {
 TEST(Workload, TheOptimizerStepMovesMegatronsPasses) {
   // bf16 with an fp32 gradient buffer: the norm (4), Adam (16 read, 12 written), the main
   // parameters copied into the bf16 model's (4 read, 2 written); the buffer zeroed (4 per held).
-  OptimizerBytes b = optimizer_bytes(DType::bf16, 4, 10, 40);
+  const OptimizerPrecision fp32;
+  OptimizerBytes b = optimizer_bytes(DType::bf16, 4, 10, 40, fp32);
   EXPECT_DOUBLE_EQ(b.read, 24 * 10);
   EXPECT_DOUBLE_EQ(b.written, 14 * 10 + 4 * 40);
   // bf16 gradients are cast into fp32 main gradients first (2 read, 4 written); a 2-byte buffer.
-  b = optimizer_bytes(DType::bf16, 2, 10, 40);
+  b = optimizer_bytes(DType::bf16, 2, 10, 40, fp32);
   EXPECT_DOUBLE_EQ(b.read, 26 * 10);
   EXPECT_DOUBLE_EQ(b.written, 18 * 10 + 2 * 40);
   // fp16 adds the loss scaler's unscale and inf check (4 read, 4 written).
-  b = optimizer_bytes(DType::fp16, 2, 10, 40);
+  b = optimizer_bytes(DType::fp16, 2, 10, 40, fp32);
   EXPECT_DOUBLE_EQ(b.read, 30 * 10);
   EXPECT_DOUBLE_EQ(b.written, 22 * 10 + 2 * 40);
+  // fp32 updates its weights in place: the norm (4), Adam (16 read, 12 written).
+  b = optimizer_bytes(DType::fp32, 4, 10, 40, fp32);
+  EXPECT_DOUBLE_EQ(b.read, 20 * 10);
+  EXPECT_DOUBLE_EQ(b.written, 12 * 10 + 4 * 40);
+  // State in bf16 with no main copy (Apex's, NeMo 1): the norm over the bf16 gradients (2), Adam
+  // reading gradient, weight, m, v (2 each) and writing weight, m, v in place.
+  const OptimizerPrecision in_place{DType::bf16, DType::bf16, DType::bf16};
+  b = optimizer_bytes(DType::bf16, 2, 10, 40, in_place);
+  EXPECT_DOUBLE_EQ(b.read, 10 * 10);
+  EXPECT_DOUBLE_EQ(b.written, 6 * 10 + 2 * 40);
+  // Megatron's precision-aware optimizer with bf16 moments keeps the fp32 main copy as a 2-byte
+  // remainder: the cast (2 read, 4 written), the norm (4), Adam (4 + 2 + 2 + 2 read, 2 + 2 + 2
+  // written), the copy out (2 read, 2 written).
+  b = optimizer_bytes(DType::bf16, 2, 10, 40, OptimizerPrecision{DType::fp32, DType::bf16, DType::bf16});
+  EXPECT_DOUBLE_EQ(b.read, 18 * 10);
+  EXPECT_DOUBLE_EQ(b.written, 12 * 10 + 2 * 40);
+}
+
+// The optimizer state's bytes per parameter from the layout's dtypes: a main copy only where its
+// dtype differs from the weights', and only half-precision models may keep state below fp32.
+TEST(Workload, OptimizerStateBytesFollowTheLayoutsDtypes) {
+  EXPECT_DOUBLE_EQ(optimizer_state_bytes(DType::bf16, {}).total(), 12);
+  EXPECT_DOUBLE_EQ(optimizer_state_bytes(DType::fp32, {}).total(), 8);
+  EXPECT_DOUBLE_EQ(optimizer_state_bytes(DType::fp8, {DType::bf16, DType::bf16, DType::bf16}).total(), 4);
+  EXPECT_DOUBLE_EQ(optimizer_state_bytes(DType::bf16, {DType::fp16, DType::fp32, DType::bf16}).total(), 2 + 4 + 2);
+  EXPECT_DOUBLE_EQ(optimizer_state_bytes(DType::fp16, {DType::fp32, DType::bf16, DType::bf16}).main_copy, 4);
+  Cluster c = small_cluster(2, 1, 2);
+  Model m = tiny(false, 4, 8);  // fp32
+  Layout l = read_layout({{"use_distributed_optimizer", true}, {"exp_avg_sq_dtype", "bf16"}}, "l.json");
+  EXPECT_EQ(l.optimizer_precision, (OptimizerPrecision{DType::fp32, DType::fp32, DType::bf16}));
+  EXPECT_EQ(read_layout(to_json(l), "again.json").optimizer_precision, l.optimizer_precision);
+  try {
+    validate_layout(l, m, c, "l.json");
+    ADD_FAILURE() << "bf16 optimizer state accepted for an fp32 model";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("l.json: /exp_avg_sq_dtype: expected fp32"), std::string::npos) << e.what();
+  }
+  try {
+    read_layout({{"main_params_dtype", "fp8"}}, "l.json");
+    ADD_FAILURE() << "an fp8 main copy accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("l.json: /main_params_dtype"), std::string::npos) << e.what();
+  }
+  m.dtype = DType::bf16;
+  EXPECT_NO_THROW(validate_layout(l, m, c, "l.json"));
 }
