@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
   bool all_within = true;
   for (CollOp op : o->ops) {
     for (std::uint64_t bytes : o->sizes) {
-      const std::string call = rig.group.comm->path(op, bytes);
+      const std::string call = rig.group.comm->path(op, bytes, coll::Mode::blocking);
       const bench::MpiPath* path = bare_path(op, call);
       if (rig.backend == Backend::cpu && !path) {
         if (rank == 0) std::fprintf(stderr, "coll_overhead: no bare loop for %s\n", call.c_str());

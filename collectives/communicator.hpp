@@ -66,8 +66,9 @@ class Communicator {
   virtual int size() const = 0;
   virtual const char* backend() const = 0;  // "cpu" (MPI) | "cuda" (NCCL)
   // The library call that carries `op` at `bytes` (nccl-tests' size: the all-reduce buffer,
-  // all-gather's output, reduce-scatter's input, ...), e.g. "MPI_Reduce_scatter", "ncclAllReduce".
-  virtual std::string path(CollOp op, std::uint64_t bytes) const = 0;
+  // all-gather's output, reduce-scatter's input, ...) posted in `mode`, e.g. "MPI_Reduce_scatter",
+  // "ncclAllReduce"; Mode::async names the nonblocking call ("MPI_Iallreduce").
+  virtual std::string path(CollOp op, std::uint64_t bytes, Mode mode) const = 0;
 
   virtual Handle all_reduce(const void* send, void* recv, std::size_t count, DType dtype, Mode mode) = 0;
   // send holds size() blocks of recv_count; this rank receives the sum of block rank().

@@ -212,8 +212,8 @@ class EmulatedLink final : public Communicator {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   const char* backend() const override { return inner_->backend(); }
-  std::string path(CollOp op, std::uint64_t bytes) const override {
-    return inner_->path(op, bytes) + " (" + what_ + ")";
+  std::string path(CollOp op, std::uint64_t bytes, Mode mode) const override {
+    return inner_->path(op, bytes, mode) + " (" + what_ + ")";
   }
 
   Handle all_reduce(const void* send, void* recv, std::size_t count, DType d, Mode mode) override {

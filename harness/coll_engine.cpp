@@ -304,7 +304,7 @@ std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communic
         res.group = c.group;
         res.ranks = n;
         res.in_place = in_place;
-        res.path = comm.path(op, bytes);
+        res.path = comm.path(op, bytes, c.poll_us > 0 ? coll::Mode::async : coll::Mode::blocking);
         res.time_us = m.time_us;
         res.algbw_gbps = static_cast<double>(bytes) / (m.time_us * 1e3);
         res.busbw_gbps = res.algbw_gbps * busbw_factor(op, n);

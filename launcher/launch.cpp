@@ -247,8 +247,9 @@ void set_environment(const Cluster& c, const LaunchOptions& o, LaunchPlan& p) {
   // 1003-1041 us (two calibrations each way). The nonblocking all_reduce that paced ranks wait on
   // (libnbc's) too: by its own choice two ranks reduced and broadcast (busbw 0.06 GB/s across a
   // 0.125 GB/s NIC) and four ran Rabenseifner's halving (0.27), so a calibration on pairs priced a
-  // DP all-reduce of four 4x slow; as a ring, 0.11 and 0.12. A value already in the environment
-  // is kept.
+  // DP all-reduce of four 4x slow; as a ring, 0.11 and 0.12. libnbc's reduce-scatter has no ring
+  // to pin: the MPI communicator posts its own (collectives/mpi). A value already in the
+  // environment is kept.
   for (const auto& [k, v] :
        std::vector<std::pair<std::string, std::string>>{{"OMPI_MCA_coll_tuned_use_dynamic_rules", "1"},
                                                         {"OMPI_MCA_coll_tuned_allreduce_algorithm", "4"},       // ring

@@ -42,6 +42,8 @@ def preset(rel):
 CASES = [
     ("dp4-blocking", "gpt-tiny", {"micro_batch_size": 2, "schedule": sched("1f1b", "blocking")}, []),
     ("dp4-overlapped", "gpt-tiny", {"micro_batch_size": 2, "schedule": sched("1f1b", "overlapped")}, []),
+    ("dp4-distopt-blocking", "gpt-tiny",
+     {"micro_batch_size": 2, "use_distributed_optimizer": True, "schedule": sched("1f1b", "blocking")}, []),
     ("dp4-hierarchical-distopt", "gpt-tiny",
      {"micro_batch_size": 2, "use_distributed_optimizer": True, "schedule": sched("1f1b", "hierarchical")}, []),
     ("tp2-dp2-full-recompute", "gpt-tiny",

@@ -55,6 +55,74 @@ class RequestHandle final : public Handle::Impl {
 };
 
 constexpr int kTag = 7301;
+// The ring reduce-scatter's tags: one per op outstanding at once, cycled (under MPI_TAG_UB's
+// guaranteed 32767).
+constexpr int kRingTagBase = 8192, kRingTags = 16384;
+
+// The nonblocking reduce-scatter as the ring the cost model prices: Open MPI 4.1's
+// MPI_Ireduce_scatter (libnbc) has one algorithm, a binomial reduce to rank 0 and a linear
+// scatter, which moves 1.5x the buffer across a two-rank boundary and has no MCA knob, so the
+// paced ranks (which post every collective nonblocking) would measure another algorithm than
+// the blocking call's forced ring. n - 1 steps: send the block reduced last to the right, receive
+// the next from the left and reduce it in (MPI_Reduce_local); each test() moves the ring on.
+// Each op has its own tag (the ops a communicator posts, counted alike on every rank), so the
+// steps of two outstanding ops never match each other's messages.
+class RingReduceScatter final : public Handle::Impl {
+ public:
+  RingReduceScatter(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, std::size_t block_bytes,
+                    MPI_Comm comm, int rank, int size, int tag)
+      : recv_(static_cast<char*>(recv)),
+        count_(count),
+        type_(type),
+        op_(op),
+        block_(block_bytes),
+        comm_(comm),
+        rank_(rank),
+        size_(size),
+        tag_(tag),
+        whole_(static_cast<const char*>(send), static_cast<const char*>(send) + block_bytes * size),
+        in_(block_bytes) {
+    post();
+  }
+  void wait() override {
+    while (!test()) SAX_MPI_CHECK(MPI_Waitall(2, requests_, MPI_STATUSES_IGNORE));
+  }
+  bool test() override {
+    while (step_ < size_ - 1) {
+      int done = 0;
+      SAX_MPI_CHECK(MPI_Testall(2, requests_, &done, MPI_STATUSES_IGNORE));
+      if (!done) return false;
+      SAX_MPI_CHECK(MPI_Reduce_local(in_.data(), block(recv_block()), count_, type_, op_));
+      ++step_;
+      post();
+    }
+    if (!copied_) std::memcpy(recv_, block(rank_), block_), copied_ = true;
+    return true;
+  }
+
+ private:
+  // Step k sends block rank - k - 1 (reduced at step k - 1) and receives block rank - k - 2.
+  int send_block() const { return ((rank_ - step_ - 1) % size_ + size_) % size_; }
+  int recv_block() const { return ((rank_ - step_ - 2) % size_ + size_) % size_; }
+  char* block(int b) { return whole_.data() + block_ * static_cast<std::size_t>(b); }
+  void post() {
+    if (step_ >= size_ - 1) return;
+    const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+    SAX_MPI_CHECK(MPI_Irecv(in_.data(), count_, type_, left, tag_, comm_, &requests_[0]));
+    SAX_MPI_CHECK(MPI_Isend(block(send_block()), count_, type_, right, tag_, comm_, &requests_[1]));
+  }
+
+  char* recv_;
+  int count_;
+  MPI_Datatype type_;
+  MPI_Op op_;
+  std::size_t block_;
+  MPI_Comm comm_;
+  int rank_, size_, tag_, step_ = 0;
+  bool copied_ = false;
+  std::vector<char> whole_, in_;  // the buffer reduced in place, one received block
+  MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
 
 // The op table of the MPI backend: which call carries each blocking collective at each size, the
 // library's own unless another was faster at every size of a window, as bench/coll_paths measured
@@ -92,6 +160,30 @@ const char* library_call(CollOp op) {
   return "?";
 }
 
+// What carries `op` posted nonblocking (Mode::async): the one request of its family, or the ring
+// the communicator runs itself (RingReduceScatter).
+const char* nonblocking_call(CollOp op) {
+  switch (op) {
+    case CollOp::all_reduce:
+      return "MPI_Iallreduce";
+    case CollOp::all_gather:
+      return "MPI_Iallgather";
+    case CollOp::reduce_scatter:
+      return "ring of MPI_Isend/MPI_Irecv";
+    case CollOp::all_to_all:
+      return "MPI_Ialltoall";
+    case CollOp::broadcast:
+      return "MPI_Ibcast";
+    case CollOp::send_recv:
+      return "MPI_Irecv+MPI_Isend";
+    case CollOp::send:
+      return "MPI_Isend";
+    case CollOp::recv:
+      return "MPI_Irecv";
+  }
+  return "?";
+}
+
 // The window of a composite path that `bytes` of `op` falls in, or null: the library's call.
 const PathWindow* window(CollOp op, std::uint64_t bytes) {
   for (const auto& w : kPathWindows)
@@ -113,7 +205,8 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend() const override { return "cpu"; }
-  std::string path(CollOp op, std::uint64_t bytes) const override {
+  std::string path(CollOp op, std::uint64_t bytes, Mode mode) const override {
+    if (mode == Mode::async) return nonblocking_call(op);
     const PathWindow* w = window_of(op, bytes);
     return w ? w->call : library_call(op);
   }
@@ -156,25 +249,11 @@ class MpiCommunicator final : public Communicator {
       if (in_place && offset > 0) std::memcpy(recv, whole, block);
       return {};
     }
-    // The counts must outlive the request; the in-place move happens on completion.
-    struct ScatterHandle final : Handle::Impl {
-      std::vector<int> counts;
-      RequestHandle req;
-      char *from = nullptr, *to = nullptr;
-      std::size_t bytes = 0;
-      void finish() {
-        if (to != from) std::memcpy(to, from, bytes);
-        to = from;
-      }
-      void wait() override { req.wait(), finish(); }
-      bool test() override { return req.test() ? (finish(), true) : false; }
-    };
-    auto h = std::make_unique<ScatterHandle>();
-    h->counts.assign(static_cast<std::size_t>(size_), n);
-    if (in_place) h->from = whole, h->to = static_cast<char*>(recv), h->bytes = block;
-    SAX_MPI_CHECK(
-        MPI_Ireduce_scatter(in, out, h->counts.data(), mpi_datatype(d), mpi_sum_op(d), comm_, h->req.request()));
-    return Handle(std::move(h));
+    // The ring reads the whole input before returning (a copy it reduces in) and writes only
+    // this rank's block of recv, in place or not.
+    const int tag = kRingTagBase + static_cast<int>(ring_ops_++ % kRingTags);
+    return Handle(std::make_unique<RingReduceScatter>(send, recv, n, mpi_datatype(d), mpi_sum_op(d), block, comm_,
+                                                      rank_, size_, tag));
   }
 
   Handle all_gather(const void* send, void* recv, std::size_t send_count, DType d, Mode mode) override {
@@ -314,6 +393,7 @@ class MpiCommunicator final : public Communicator {
 
   MPI_Comm comm_;
   bool owned_, composites_;
+  std::uint64_t ring_ops_ = 0;  // nonblocking reduce-scatters posted: each one's tag
   int rank_ = 0, size_ = 1;
   std::vector<int> counts_;  // reduce_scatter's per-rank counts, kept between blocking calls
 };

@@ -68,7 +68,7 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   const char* backend() const override { return "cuda"; }
   // NCCL picks its algorithm (ring, tree, NVLS, ...) and protocol per size itself.
-  std::string path(CollOp op, std::uint64_t) const override {
+  std::string path(CollOp op, std::uint64_t, Mode) const override {
     switch (op) {
       case CollOp::all_reduce:
         return "ncclAllReduce";

@@ -40,7 +40,7 @@ class Fake final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return n_; }
   const char* backend() const override { return backend_; }
-  std::string path(CollOp, std::uint64_t) const override { return "fake_call"; }
+  std::string path(CollOp, std::uint64_t, Mode) const override { return "fake_call"; }
   Handle all_reduce(const void*, void*, std::size_t, DType, Mode) override { return note("all_reduce"); }
   Handle reduce_scatter(const void*, void*, std::size_t, DType, Mode) override { return note("reduce_scatter"); }
   Handle all_gather(const void*, void*, std::size_t, DType, Mode) override { return note("all_gather"); }
@@ -181,7 +181,7 @@ TEST(LinkEmulator, SendRecvReturnsAtItsFinishAndASendLeavesAtIt) {
   ASSERT_EQ(w.calls.size(), 2u);
   EXPECT_GE(w.calls[1].at - t0, 90 * kMs);  // the message left at the deadline, not before
   EXPECT_LT(elapsed, 90 * kMs + kLateNs);
-  EXPECT_EQ(w.comm->path(CollOp::send_recv, 1), "fake_call (software-emulated link)");
+  EXPECT_EQ(w.comm->path(CollOp::send_recv, 1, Mode::blocking), "fake_call (software-emulated link)");
   EXPECT_STREQ(w.comm->backend(), "cpu");
 }
 

@@ -73,21 +73,24 @@ TEST_P(Mpi, InPlaceAsNcclDefinesIt) {
   }
 }
 
-// The call each op takes, by size, is the op table's (measured by bench/coll_paths).
+// The call each op takes, by size and mode, is the op table's (measured by bench/coll_paths).
 TEST(MpiPaths, TheOpTableNamesTheCallPerSize) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   using sax::CollOp;
-  EXPECT_EQ(comm->path(CollOp::reduce_scatter, 1 << 10), "MPI_Reduce_scatter");
-  EXPECT_EQ(comm->path(CollOp::reduce_scatter, 16 << 20), "MPI_Reduce_scatter");
-  EXPECT_EQ(comm->path(CollOp::all_reduce, 4 << 10), "MPI_Allreduce");
-  EXPECT_EQ(comm->path(CollOp::all_reduce, 8 << 10), "MPI_Reduce+MPI_Bcast");
-  EXPECT_EQ(comm->path(CollOp::all_reduce, 64 << 10), "MPI_Reduce+MPI_Bcast");
-  EXPECT_EQ(comm->path(CollOp::all_reduce, 128 << 10), "MPI_Allreduce");
-  EXPECT_EQ(comm->path(CollOp::all_gather, 32 << 10), "MPI_Gather+MPI_Bcast");
-  EXPECT_EQ(comm->path(CollOp::all_gather, 64 << 10), "MPI_Allgather");
-  EXPECT_EQ(comm->path(CollOp::all_to_all, 1 << 20), "MPI_Alltoall");
-  EXPECT_EQ(comm->path(CollOp::broadcast, 1 << 20), "MPI_Bcast");
-  EXPECT_EQ(comm->path(CollOp::send_recv, 1 << 20), "MPI_Sendrecv");
+  EXPECT_EQ(comm->path(CollOp::reduce_scatter, 1 << 10, Mode::blocking), "MPI_Reduce_scatter");
+  EXPECT_EQ(comm->path(CollOp::reduce_scatter, 16 << 20, Mode::blocking), "MPI_Reduce_scatter");
+  EXPECT_EQ(comm->path(CollOp::all_reduce, 4 << 10, Mode::blocking), "MPI_Allreduce");
+  EXPECT_EQ(comm->path(CollOp::all_reduce, 8 << 10, Mode::blocking), "MPI_Reduce+MPI_Bcast");
+  EXPECT_EQ(comm->path(CollOp::all_reduce, 64 << 10, Mode::blocking), "MPI_Reduce+MPI_Bcast");
+  EXPECT_EQ(comm->path(CollOp::all_reduce, 128 << 10, Mode::blocking), "MPI_Allreduce");
+  EXPECT_EQ(comm->path(CollOp::all_gather, 32 << 10, Mode::blocking), "MPI_Gather+MPI_Bcast");
+  EXPECT_EQ(comm->path(CollOp::all_gather, 64 << 10, Mode::blocking), "MPI_Allgather");
+  EXPECT_EQ(comm->path(CollOp::all_to_all, 1 << 20, Mode::blocking), "MPI_Alltoall");
+  EXPECT_EQ(comm->path(CollOp::broadcast, 1 << 20, Mode::blocking), "MPI_Bcast");
+  EXPECT_EQ(comm->path(CollOp::send_recv, 1 << 20, Mode::blocking), "MPI_Sendrecv");
+  // Posted nonblocking: each op's one request, the reduce-scatter the communicator's own ring.
+  EXPECT_EQ(comm->path(CollOp::all_reduce, 8 << 10, Mode::async), "MPI_Iallreduce");
+  EXPECT_EQ(comm->path(CollOp::reduce_scatter, 16 << 20, Mode::async), "ring of MPI_Isend/MPI_Irecv");
 }
 
 TEST_P(Mpi, AllToAllVMoeDispatch) {
@@ -153,6 +156,37 @@ TEST(MpiAsync, HandleCompletesWhileComputeRuns) {
   EXPECT_TRUE(h.test());  // stays complete
   EXPECT_EQ(out[123], static_cast<float>(comm->size()));
   EXPECT_GT(busy, 0);
+}
+
+// Nonblocking reduce-scatters run the ring: several outstanding at once on one communicator,
+// completed in the reverse order, each step matched only to its own op (bf16 through sax's MPI_Op
+// too), the send buffer left as it was.
+TEST(MpiAsync, ReduceScattersOutstandingTogetherEachGetTheirSum) {
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  const int n = comm->size(), me = comm->rank();
+  constexpr std::size_t kBlock = 4096;  // 16 KiB per block in fp32: several TCP segments a step
+  std::vector<std::vector<float>> in(3, std::vector<float>(kBlock * static_cast<std::size_t>(n)));
+  std::vector<std::vector<float>> out(3, std::vector<float>(kBlock, -1));
+  std::vector<Handle> h;
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    for (std::size_t i = 0; i < in[k].size(); ++i) in[k][i] = static_cast<float>(1000 * k + 10 * me + i % 13);
+    h.push_back(comm->reduce_scatter(in[k].data(), out[k].data(), kBlock, sax::DType::fp32, Mode::async));
+  }
+  std::vector<std::uint16_t> b_in(kBlock * static_cast<std::size_t>(n)), b_out(kBlock);
+  for (std::size_t i = 0; i < b_in.size(); ++i) b_in[i] = sax::coll::float_to_bf16(static_cast<float>(me + i % 3));
+  Handle hb = comm->reduce_scatter(b_in.data(), b_out.data(), kBlock, sax::DType::bf16, Mode::async);
+  for (std::size_t k = in.size(); k-- > 0;) h[k].wait();
+  hb.wait();
+  for (std::size_t k = 0; k < in.size(); ++k)
+    for (std::size_t j = 0; j < kBlock; ++j) {
+      const std::size_t i = static_cast<std::size_t>(me) * kBlock + j;
+      ASSERT_EQ(out[k][j], n * (1000.0f * k + i % 13) + 10.0f * n * (n - 1) / 2) << k << " " << j;
+      ASSERT_EQ(in[k][i], static_cast<float>(1000 * k + 10 * me + i % 13));  // input untouched
+    }
+  for (std::size_t j = 0; j < kBlock; ++j) {
+    const std::size_t i = static_cast<std::size_t>(me) * kBlock + j;
+    ASSERT_EQ(sax::coll::bf16_to_float(b_out[j]), n * (n - 1) / 2.0f + n * (i % 3)) << j;
+  }
 }
 
 TEST(MpiGroups, SplitFollowsTheGroupSet) {
