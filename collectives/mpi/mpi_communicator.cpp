@@ -84,6 +84,20 @@ class RingReduceScatter final : public Handle::Impl {
         in_(block_bytes) {
     post();
   }
+  RingReduceScatter(const RingReduceScatter&) = delete;
+  RingReduceScatter& operator=(const RingReduceScatter&) = delete;
+  // Dropped mid-ring (an error elsewhere unwinding): MPI may still write into the buffers, so
+  // they are handed to a list that outlives the requests instead of freed.
+  ~RingReduceScatter() override {
+    if (requests_[0] == MPI_REQUEST_NULL && requests_[1] == MPI_REQUEST_NULL) return;
+    for (MPI_Request& r : requests_)
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    static std::mutex m;
+    static std::vector<std::vector<char>> abandoned;
+    const std::lock_guard<std::mutex> lock(m);
+    abandoned.push_back(std::move(whole_));
+    abandoned.push_back(std::move(in_));
+  }
   void wait() override {
     while (!test()) SAX_MPI_CHECK(MPI_Waitall(2, requests_, MPI_STATUSES_IGNORE));
   }
@@ -138,49 +152,25 @@ constexpr PathWindow kPathWindows[] = {
     {CollOp::all_gather, 8u << 10, 32u << 10, "MPI_Gather+MPI_Bcast"},
 };
 
-const char* library_call(CollOp op) {
-  switch (op) {
-    case CollOp::all_reduce:
-      return "MPI_Allreduce";
-    case CollOp::all_gather:
-      return "MPI_Allgather";
-    case CollOp::reduce_scatter:
-      return "MPI_Reduce_scatter";
-    case CollOp::all_to_all:
-      return "MPI_Alltoall";
-    case CollOp::broadcast:
-      return "MPI_Bcast";
-    case CollOp::send_recv:
-      return "MPI_Sendrecv";
-    case CollOp::send:
-      return "MPI_Send";
-    case CollOp::recv:
-      return "MPI_Recv";
-  }
-  return "?";
-}
-
-// What carries `op` posted nonblocking (Mode::async): the one request of its family, or the ring
-// the communicator runs itself (RingReduceScatter).
-const char* nonblocking_call(CollOp op) {
-  switch (op) {
-    case CollOp::all_reduce:
-      return "MPI_Iallreduce";
-    case CollOp::all_gather:
-      return "MPI_Iallgather";
-    case CollOp::reduce_scatter:
-      return "ring of MPI_Isend/MPI_Irecv";
-    case CollOp::all_to_all:
-      return "MPI_Ialltoall";
-    case CollOp::broadcast:
-      return "MPI_Ibcast";
-    case CollOp::send_recv:
-      return "MPI_Irecv+MPI_Isend";
-    case CollOp::send:
-      return "MPI_Isend";
-    case CollOp::recv:
-      return "MPI_Irecv";
-  }
+// The library call that carries each op blocking, and posted nonblocking (Mode::async): the one
+// request of its family, or the ring the communicator runs itself (RingReduceScatter).
+struct OpCalls {
+  CollOp op;
+  const char *blocking, *nonblocking;
+};
+constexpr OpCalls kOpCalls[] = {
+    {CollOp::all_reduce, "MPI_Allreduce", "MPI_Iallreduce"},
+    {CollOp::all_gather, "MPI_Allgather", "MPI_Iallgather"},
+    {CollOp::reduce_scatter, "MPI_Reduce_scatter", "ring of MPI_Isend/MPI_Irecv"},
+    {CollOp::all_to_all, "MPI_Alltoall", "MPI_Ialltoall"},
+    {CollOp::broadcast, "MPI_Bcast", "MPI_Ibcast"},
+    {CollOp::send_recv, "MPI_Sendrecv", "MPI_Irecv+MPI_Isend"},
+    {CollOp::send, "MPI_Send", "MPI_Isend"},
+    {CollOp::recv, "MPI_Recv", "MPI_Irecv"},
+};
+const char* library_call(CollOp op, Mode mode) {
+  for (const OpCalls& c : kOpCalls)
+    if (c.op == op) return mode == Mode::async ? c.nonblocking : c.blocking;
   return "?";
 }
 
@@ -206,9 +196,8 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   const char* backend() const override { return "cpu"; }
   std::string path(CollOp op, std::uint64_t bytes, Mode mode) const override {
-    if (mode == Mode::async) return nonblocking_call(op);
-    const PathWindow* w = window_of(op, bytes);
-    return w ? w->call : library_call(op);
+    const PathWindow* w = mode == Mode::async ? nullptr : window_of(op, bytes);
+    return w ? w->call : library_call(op, mode);
   }
 
   Handle all_reduce(const void* send, void* recv, std::size_t count, DType d, Mode mode) override {
