@@ -510,3 +510,21 @@ TEST(Search, ExploreKeepsTheComparedLayoutsNumerics) {
   ASSERT_TRUE(kept.compare.has_value());
   EXPECT_LE(kept.ranking->result.top.front().prediction.step_time_s, kept.compare->step_time_s * (1 + 1e-9));
 }
+
+// Where the framework, not memory, rules every candidate out (megatron-core cannot keep the
+// compared layout's optimizer state without a main copy), explore says so, and --emit has nothing
+// to print: exit 2 with that reason.
+TEST(ExploreCli, AFrameworkThatRulesEveryCandidateOutSaysSo) {
+  const std::string args = "explore --cluster " + test::preset_path("clusters/published/dgx-h100-128.json") +
+                           " --model " + test::preset_path("models/published/nemotron4-340b.json") + " --compare " +
+                           test::preset_path("layouts/published/nemo-nemotron4-340b-128.json") +
+                           " --framework megatron-core --replay-top 0";
+  const auto r = test::run_sax(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("no layout left: megatron-core would run every candidate otherwise"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("no layout fits"), std::string::npos) << r.out;
+  const auto e = test::run_sax(args + " --emit megatron");
+  EXPECT_EQ(e.code, 2) << e.out;
+  EXPECT_NE(e.err.find("--emit: no layout left: megatron-core"), std::string::npos) << e.err;
+}
