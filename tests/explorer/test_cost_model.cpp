@@ -92,12 +92,25 @@ TEST(CostModel, AnFp32GradientCopyLargerThanTheActivationsIsThePeak) {
 // A layout that ran fits: Llama 3.1 405B as NeMo's performance recipe ran it on 576 H100-80GB
 // (TP 8, PP 9, CP 2, VP 7, bf16 gradients). With the fp32 gradients Megatron-LM's own default
 // keeps it would need 10.9 GiB more, over the usable memory.
+// A published run as its files give it (configs/*/published), validated, with the datasheet model.
+struct PublishedRun {
+  Cluster c;
+  Model m;
+  Layout l;
+  CostModel cm;
+  PublishedRun(const std::string& cluster, const std::string& model, const std::string& layout)
+      : c(test::preset_cluster("published/" + cluster)),
+        m(test::preset_model("published/" + model)),
+        l(read_layout(test::preset("layouts/published/" + layout + ".json"), layout)),
+        cm(c, m, CostParams::datasheet(c, m)) {
+    validate_layout(l, m, c, layout);
+  }
+};
+
 TEST(CostModel, Llama31At576H100sAsNemoRanItFits) {
-  const Cluster c = test::preset_cluster("published/dgx-h100-576");
-  const Model m = test::preset_model("published/llama3.1-405b-gbs252");
-  Layout l = read_layout(test::preset("layouts/published/nemo-llama3.1-405b-576.json"), "nemo-llama3.1-405b-576");
-  validate_layout(l, m, c, "nemo-llama3.1-405b-576");
-  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  PublishedRun run("dgx-h100-576", "llama3.1-405b-gbs252", "nemo-llama3.1-405b-576");
+  Layout& l = run.l;
+  const CostModel& cm = run.cm;
   const Prediction p = cm.predict(l);
   EXPECT_TRUE(p.feasible) << p.memory_gib << " GiB of " << cm.memory_limit_gib();
   EXPECT_NEAR(p.memory.gradients_gib, p.memory.weights_gib, 1e-9);  // 2 bytes each
@@ -112,11 +125,9 @@ TEST(CostModel, Llama31At576H100sAsNemoRanItFits) {
 // no main copy: 2 (weights) + 2 (gradients) + 4 / DP 2 (m, v) bytes per parameter. With
 // Megatron-LM's default state (fp32 main copy, m and v: 12 / DP 2) it would not fit.
 TEST(CostModel, Nemotron4At128H100sAsDgxCloudRanItFits) {
-  const Cluster c = test::preset_cluster("published/dgx-h100-128");
-  const Model m = test::preset_model("published/nemotron4-340b");
-  Layout l = read_layout(test::preset("layouts/published/nemo-nemotron4-340b-128.json"), "nemo-nemotron4-340b-128");
-  validate_layout(l, m, c, "nemo-nemotron4-340b-128");
-  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  PublishedRun run("dgx-h100-128", "nemotron4-340b", "nemo-nemotron4-340b-128");
+  Layout& l = run.l;
+  const CostModel& cm = run.cm;
   const Prediction p = cm.predict(l);
   EXPECT_TRUE(p.feasible) << p.memory_gib << " GiB of " << cm.memory_limit_gib();
   EXPECT_NEAR(p.memory.gradients_gib, p.memory.weights_gib, 1e-9);
