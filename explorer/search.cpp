@@ -45,7 +45,7 @@ struct Shape {
   std::vector<std::int64_t> eps;     // every EP degree that divides num_experts and DP (1 when dense)
   bool same_flat = false;            // without virtual stages an earlier kind's split: VPP > 1 only
   bool grad_reduce_in_bf16 = false;  // SearchOptions' numerics, for every candidate
-  OptimizerPrecision optimizer_precision;
+  OptimizerPrecision optimizer_precision{};
 };
 
 Candidate shape_candidate(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp, std::int64_t vpp,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,16 +33,7 @@ enum class Recompute { none, selective, full };
 struct OptimizerPrecision {
   DType main_params = DType::fp32, exp_avg = DType::fp32, exp_avg_sq = DType::fp32;
   bool is_default() const { return main_params == DType::fp32 && exp_avg == DType::fp32 && exp_avg_sq == DType::fp32; }
-  bool operator==(const OptimizerPrecision& o) const {
-    return main_params == o.main_params && exp_avg == o.exp_avg && exp_avg_sq == o.exp_avg_sq;
-  }
-  bool operator!=(const OptimizerPrecision& o) const { return !(*this == o); }
-  bool operator<(const OptimizerPrecision& o) const {
-    auto key = [](const OptimizerPrecision& p) {
-      return static_cast<int>(p.main_params) * 25 + static_cast<int>(p.exp_avg) * 5 + static_cast<int>(p.exp_avg_sq);
-    };
-    return key(*this) < key(o);
-  }
+  auto operator<=>(const OptimizerPrecision&) const = default;
 };
 // Megatron's --attention-backend. flash (FlashAttention) and fused (cuDNN's fused attention)
 // never materialise the b·a·s² score matrix; unfused and local (Megatron's own) do, with its

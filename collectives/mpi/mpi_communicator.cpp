@@ -225,24 +225,23 @@ class MpiCommunicator final : public Communicator {
   Handle reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType d, Mode mode) override {
     const int n = as_int(recv_count, "reduce_scatter");
     const std::size_t block = recv_count * static_cast<std::size_t>(dtype_bytes(d));
-    const std::size_t offset = static_cast<std::size_t>(rank_) * block;
+    if (mode == Mode::async) {
+      // The ring reads the whole input before returning (a copy it reduces in) and writes only
+      // this rank's block of recv, in place or not.
+      const int tag = kRingTagBase + static_cast<int>(ring_ops_++ % kRingTags);
+      return Handle(std::make_unique<RingReduceScatter>(send, recv, n, mpi_datatype(d), mpi_sum_op(d), block, comm_,
+                                                        rank_, size_, tag));
+    }
     // In place (recv is this rank's block of send): MPI reads the whole buffer and leaves the
     // result at its start; it is moved to this rank's block afterwards, where NCCL leaves it.
+    const std::size_t offset = static_cast<std::size_t>(rank_) * block;
     const bool in_place = recv == static_cast<const char*>(send) + offset;
     char* whole = in_place ? static_cast<char*>(recv) - offset : nullptr;
-    const void* in = in_place ? MPI_IN_PLACE : send;
-    void* out = in_place ? whole : recv;
-    if (mode != Mode::async) {
-      counts_.assign(static_cast<std::size_t>(size_), n);
-      SAX_MPI_CHECK(MPI_Reduce_scatter(in, out, counts_.data(), mpi_datatype(d), mpi_sum_op(d), comm_));
-      if (in_place && offset > 0) std::memcpy(recv, whole, block);
-      return {};
-    }
-    // The ring reads the whole input before returning (a copy it reduces in) and writes only
-    // this rank's block of recv, in place or not.
-    const int tag = kRingTagBase + static_cast<int>(ring_ops_++ % kRingTags);
-    return Handle(std::make_unique<RingReduceScatter>(send, recv, n, mpi_datatype(d), mpi_sum_op(d), block, comm_,
-                                                      rank_, size_, tag));
+    counts_.assign(static_cast<std::size_t>(size_), n);
+    SAX_MPI_CHECK(MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : send, in_place ? whole : recv, counts_.data(),
+                                     mpi_datatype(d), mpi_sum_op(d), comm_));
+    if (in_place && offset > 0) std::memcpy(recv, whole, block);
+    return {};
   }
 
   Handle all_gather(const void* send, void* recv, std::size_t send_count, DType d, Mode mode) override {
