@@ -54,9 +54,11 @@ std::map<std::string, coll::GroupSet> group_kinds(const harness::Job& job, const
                        kinds.at("intra_building").groups == set.groups;
     if (smallest >= 2 && !again) kinds[kind] = set;
   }
-  if (kinds.empty())
+  // One rank (a lent device) has no link to measure, only its compute: --model alone.
+  if (kinds.empty() && a.model_files.empty())
     throw UsageError("calibrate: cluster " + a.cluster_file +
-                     " has no group of two or more ranks inside a building or across buildings to measure");
+                     " has no group of two or more ranks inside a building or across buildings to measure; "
+                     "--model measures a single rank's compute alone");
   return kinds;
 }
 
@@ -104,9 +106,13 @@ LinkSweep plan_link_sweep(const harness::Job& job, const SweepArgs& a, const Clu
   LinkSweep s;
   s.ops = parse_ops(a.ops);
   s.kinds = group_kinds(job, a, cluster);
+  harness::check_emulation(&cluster);
+  if (s.kinds.empty()) {  // compute alone
+    s.backend = job.choose_backend(a.backend);
+    return s;
+  }
   plan_kinds(job, a, s);
   const harness::CollBenchPlan& plan = s.plans.begin()->second;
-  harness::check_emulation(&cluster);
   s.backend = plan.config.backend;
   s.iters = plan.config.iters, s.warmup = plan.config.warmup;
   s.sizes = harness::sweep_sizes(plan.config.min_bytes, plan.config.max_bytes, plan.config.step_factor);

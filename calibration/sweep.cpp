@@ -221,10 +221,13 @@ void report(harness::Job& job, const SweepArgs& a, const Calibration& cal, const
     if (job.rank() == 0) {
       std::cout << "# sax calibrate: " << job.size() << " ranks, cluster " << a.cluster_file << ", backend "
                 << to_string(cal.provenance.backend) << ", emulation " << cal.provenance.emulation << "; " << all.size()
-                << " points (" << measured_now << " measured now)\n"
-                << "# time = steps(op, n) * alpha + bus_factor(op, n) * bytes * beta per link class and op, every "
-                   "group of the kind at once, Huber-robust on relative residuals\n"
-                << table;
+                << " points (" << measured_now << " measured now)\n";
+      if (std::any_of(all.begin(), all.end(), [](const json& p) { return p.value("kind", "link") == "link"; }))
+        std::cout << "# time = steps(op, n) * alpha + bus_factor(op, n) * bytes * beta per link class and op, every "
+                     "group of the kind at once, Huber-robust on relative residuals\n";
+      else
+        std::cout << "# no link measured (one rank): the links stay the datasheet's\n";
+      std::cout << table;
       writer.write(a.out, to_json(cal));
       std::cout << "# wrote " << a.out << " (points: " << points_file << ")\n" << std::flush;
       if (!a.held_cluster_file.empty()) write_held_cluster(a, cal, held, writer);

@@ -246,9 +246,14 @@ void fit_overlap(const std::vector<double>& overlap, Calibration& cal, std::stri
 Calibration fit_sweep(const json& points, const std::string& what, std::string* table) {
   const SortedPoints s = sort_points(points, what);
   Calibration cal;
-  std::string t = fit_links(
-      s.links, [&](LinkClass lc, CollOp op) { return what + " (" + link_class_name(lc) + " " + to_string(op) + ")"; },
-      cal);
+  // One rank measures no link (its compute alone): no table of fits to show.
+  std::string t =
+      s.links.empty()
+          ? std::string()
+          : fit_links(
+                s.links,
+                [&](LinkClass lc, CollOp op) { return what + " (" + link_class_name(lc) + " " + to_string(op) + ")"; },
+                cal);
   fit_oversubscription(s, cal, t);
   fit_compute(s.compute, cal, t);
   fit_held_device(s.paced, cal, t);

@@ -185,6 +185,36 @@ TEST(CalibrateSweep, AModelsComputeOpsGiveItsEfficiencyCurves) {
   EXPECT_NE(r.err.find(" measured before, 0 to measure)"), std::string::npos) << r.err;
 }
 
+// One rank (a lent GPU) has no link: with --model it measures its compute alone, the links left
+// to the datasheet; without, it is refused with what would make it a sweep.
+TEST(CalibrateSweep, OneRankMeasuresItsComputeAlone) {
+  TempDir t;
+  json c = json::parse(sax::test::slurp(sax::test::preset_path("clusters/local-2bld-native.json")));
+  c["name"] = "one-rank";
+  c["buildings"] = json::array({{{"name", "bld-a"}, {"nodes", 1}}});
+  c["devices_per_node"] = 1;
+  c.erase("network_technologies");
+  const std::string cluster = t.file("one.json"), out = t.file("k.json");
+  std::ofstream(cluster) << c.dump();
+  const std::string one = kMpirun + " -np 1 " + SAX_BINARY + " calibrate --cluster " + cluster + " --out " + out;
+  auto r = sax::test::run_shell(one);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("no group of two or more ranks"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--model measures a single rank's compute alone"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  r = sax::test::run_shell(one + " --model " + sax::test::preset_path("models/gpt-tiny.json"));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("# no link measured (one rank)"), std::string::npos) << r.out;
+  const sax::Calibration k = sax::load_calibration(out);
+  ASSERT_TRUE(k.gemm.has_value());
+  EXPECT_GT(k.gemm->fit.samples, 10);
+  EXPECT_TRUE(k.hbm_efficiency.has_value());
+  EXPECT_FALSE(k.overlap_slowdown.has_value());  // nothing to overlap with
+  for (const auto& by_op : k.links)
+    for (const auto& ab : by_op) EXPECT_FALSE(ab.has_value());
+  for (const auto& p : k.points) EXPECT_EQ(p.value("kind", ""), "compute") << p.dump();
+}
+
 // A file that is not a points file, given as --points, is refused and left as it was.
 TEST(CalibrateSweep, AForeignPointsFileIsRefusedAndKept) {
   TempDir t;
