@@ -127,7 +127,7 @@ unset FIGURES
 
 if [ -n "$gpu" ]; then
   echo "=== no GPU steps: $gpu"
-  for s in gpu-tests gemm-4096 gemm-8192 attention run-trace trace-contents nccl-allreduce plugin-link; do skip "$s" "$gpu"; done
+  for s in gpu-tests gemm-4096 gemm-8192 attention profile run-trace trace-contents nccl-allreduce plugin-link; do skip "$s" "$gpu"; done
 else
   echo "=== GPU"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
@@ -148,6 +148,47 @@ else
     LINES_SHOWN=3 step attention 120 "$SAX" bench kernels --backend cuda --op attention --m 4096 --n 4096 --k 128 \
     --heads 32 --kv-heads 8 -n 20 -w 5 --cluster "$ROOT/configs/clusters/h200-1node.json" --json "$OUT/attention.json"
   unset FIGURES
+
+  # 3b. This GPU's compute profile: `sax calibrate --model` on it alone (one rank, no link), the
+  # layer slices of a dense and a MoE model at TP 1 and micro-batches 1 and 2: cuBLAS GEMM
+  # efficiency by FLOPs and the memory-bound ops' HBM fraction. The attention points are the own
+  # SIMT flash kernel's, not what production runs, so profile.json keeps the GEMM curve and the
+  # HBM fraction only. Then the published runs of this GPU generation predicted with it (Hopper
+  # runs are on H100s; an H200 has their SMs and clocks).
+  python3 - "$ROOT" "$OUT" << 'PY'
+import json, subprocess, sys
+root, out = sys.argv[1], sys.argv[2]
+name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                      text=True).stdout.strip().splitlines()[0]
+h100 = "H100" in name
+c = json.load(open(root + ("/configs/clusters/published/dgx-h100-128.json" if h100 else "/configs/clusters/h200-1node.json")))
+c["name"], c["buildings"], c["devices_per_node"] = "profile-1gpu", [{"name": "bld-a", "nodes": 1}], 1
+c["comment"] = "the one lent GPU (" + name + ") as its datasheet gives it: what its compute profile is measured against"
+c.pop("network_technologies", None)
+c.pop("building_links", None)
+json.dump(c, open(out + "/cluster-1gpu.json", "w"), indent=1)
+PY
+  FIGURES="python3 -c '
+import json, sys
+k = json.load(open(sys.argv[1]))
+c = k[\"compute\"]
+c.pop(\"attention\", None)
+json.dump(k, open(sys.argv[2], \"w\"), indent=1)
+g = c[\"gemm\"][\"curve\"]
+print(json.dumps({\"gemm_points\": len(g), \"gemm_top\": round(max(p[\"efficiency\"] for p in g), 3),
+                  \"hbm_efficiency\": round(c.get(\"hbm_efficiency\", 0), 3)}))
+' $OUT/profile-raw.json $OUT/profile.json" SHOW='^# (gemm|attention|memory)|wrote|error' \
+    step profile 420 mpirun --oversubscribe --bind-to none -np 1 "$SAX" calibrate --backend cuda \
+    --cluster "$OUT/cluster-1gpu.json" --model "$ROOT/configs/models/llama3-8b.json" \
+    --model "$ROOT/configs/models/llama3-70b.json" --model "$ROOT/configs/models/mixtral-8x7b.json" \
+    --out "$OUT/profile-raw.json"
+  unset FIGURES
+  if [ -s "$OUT/profile.json" ]; then
+    SHOW='step time over|error' step published-with-profile 300 python3 "$ROOT/scripts/published_runs.py" --sax "$SAX" \
+      --calibration "$OUT/profile.json" --device H100
+    SHOW='step time over|error' step published-datasheet 300 python3 "$ROOT/scripts/published_runs.py" --sax "$SAX" \
+      --device H100
+  fi
 
   # 4. One traced run on the GPU: two ranks sharing it (one NCCL host id each), DP2 with the
   # gradient sync overlapped, gpt-tiny; then the merged trace's contents.

@@ -20,6 +20,12 @@ some layout (1 with --strict for any), 1 when sax failed otherwise (or its JSON 
 Python 3 standard library only.
 
   python3 scripts/published_runs.py [--sax build/sax] [--runs configs/published_runs.json]
+                                    [--calibration K --device TEXT]
+
+With --calibration, every run is predicted with that calibration file (`sax predict --calibration`:
+its measured terms in place of the datasheet's, the others as before); a calibration describes the
+device it was measured on, so --device names it (a run is kept when its cluster's device name
+contains TEXT, e.g. H100), and the runs on other devices are left out.
 """
 
 import argparse
@@ -69,12 +75,12 @@ def layout_summary(layout, model, world):
     return "/".join(parts) + (" (" + ", ".join(extra) + ")" if extra else "")
 
 
-def predict(sax, run):
+def predict(sax, run, calibration=None):
     """Returns (prediction dict, None), (None, 'rejected: ...') or raises RuntimeError."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "predict.json")
         cmd = [sax, "predict", "--cluster", run["cluster"], "--model", run["model"], "--layout", run["layout"],
-               "--json", out]
+               "--json", out] + (["--calibration", calibration] if calibration else [])
         p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         err = (p.stderr.strip().splitlines() or [""])[-1]
         if p.returncode == 2:
@@ -94,12 +100,24 @@ def main():
     ap.add_argument("--sax", default=os.path.join(ROOT, "build", "sax"))
     ap.add_argument("--runs", default="configs/published_runs.json")
     ap.add_argument("--strict", action="store_true", help="exit 1 when sax rejects a published layout")
+    ap.add_argument("--calibration", help="predict with this calibration file (needs --device)")
+    ap.add_argument("--device", help="only the runs whose cluster's device name contains this text")
     args = ap.parse_args()
+    if args.calibration and not args.device:
+        ap.error("--calibration: expected --device too (the device it was measured on, e.g. H100)")
+    if args.calibration:
+        args.calibration = os.path.abspath(args.calibration)
     if not os.access(args.sax, os.X_OK):
         print(f"published_runs.py: no sax binary at {args.sax} (build it first)", file=sys.stderr)
         return 1
 
-    runs = load(args.runs)["runs"]
+    runs = [r for r in load(args.runs)["runs"]
+            if not args.device or args.device in load(r["cluster"])["device"]["name"]]
+    if not runs:
+        print(f"published_runs.py: no run on a device named like {args.device!r}", file=sys.stderr)
+        return 2
+    if args.calibration:
+        print(f"predicted with the calibration {args.calibration}, on the runs whose device is {args.device}\n")
     print("| run | layout (TP/PP/DP/VPP/mbs/gbs) | published | predicted | error % | source |")
     print("|---|---|---|---|---|---|")
     rejected = failed = 0
@@ -112,7 +130,7 @@ def main():
         unit = "s" if pub["metric"] == "iteration_time_s" else "tflops"
         published = fmt(pub["value"], unit)
         try:
-            pred, rejection = predict(args.sax, run)
+            pred, rejection = predict(args.sax, run, args.calibration)
         except (RuntimeError, OSError, ValueError, KeyError) as e:
             failed += 1
             errors.append(str(e))
