@@ -363,7 +363,7 @@ TEST(CostModel, CalibratedRegimesPriceEachMessageInItsRegime) {
   EXPECT_NEAR(both.time({1, 1 << 20}), 2000e-6 + (1 << 20) * 8e-9, 1e-15);
 }
 
-// Llama 3 405B's production split (PP16 × VPP4, first and last stage one layer short) is priced
+// Llama 3 405B's production split (PP16 × VPP8, first and last stage one layer short) is priced
 // by each stage's own layers, the same whether written as Megatron's account_for flags or as
 // the equivalent layout string. (On h100-3bld DP is 768: the batch is DP × 16 micro-batches so
 // that it divides and interleaving has a multiple of PP.)
@@ -375,7 +375,7 @@ TEST(CostModel, Llama405bProductionLayoutIsPriced) {
   validate_layout(flags, m, c, "prod.json");
   Layout str = flags;
   str.account_for_embedding_in_pipeline_split = str.account_for_loss_in_pipeline_split = false;
-  str.pipeline_model_parallel_layout = "Et|(tt|)*62tL";
+  str.pipeline_model_parallel_layout = "E|(t|)*126L";
   validate_layout(str, m, c, "prod-string.json");
   const CostModel cm(c, m, CostParams::datasheet(c, m));
   const Prediction a = cm.predict(flags), b = cm.predict(str);
