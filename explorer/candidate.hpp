@@ -29,6 +29,7 @@ struct Candidate {
   bool grad_reduce_in_bf16 = false;        // Megatron's --grad-reduce-in-bf16 (spec/layout.hpp gradient_bytes)
   OptimizerPrecision optimizer_precision;  // the optimizer state's dtypes (spec/layout.hpp)
   bool tp_comm_overlap = false;            // Megatron's --tp-comm-overlap (needs SP: validate_layout)
+  bool overlap_p2p_comm = true;            // Megatron's (Layout::overlap_p2p_comm): how the testbed receives
   AttentionBackend attention = AttentionBackend::auto_;
   int technology = -1;
 

@@ -62,6 +62,9 @@ std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
     arg("--pipeline-model-parallel-layout", "\"" + l.pipeline_model_parallel_layout + "\"");
   else if (l.virtual_pipeline_model_parallel_size > 1)
     arg("--num-virtual-stages-per-pipeline-rank", std::to_string(l.virtual_pipeline_model_parallel_size));
+  // Megatron-LM overlaps the interleaved schedule's pipeline receives unless told not to.
+  if (l.schedule.pipeline == PipelineSchedule::interleaved && !l.overlap_p2p_comm)
+    arg("--no-overlap-p2p-communication");
   if (l.account_for_embedding_in_pipeline_split) arg("--account-for-embedding-in-pipeline-split");
   if (l.account_for_loss_in_pipeline_split) arg("--account-for-loss-in-pipeline-split");
   if (l.decoder_first_pipeline_num_layers > 0)

@@ -7,6 +7,7 @@ std::string options_string(const Layout& l) {
   if (l.use_distributed_optimizer) s += ", dist-opt";
   if (l.sequence_parallel) s += ", SP";
   if (l.tp_comm_overlap) s += ", TP overlap";
+  if (l.schedule.pipeline == PipelineSchedule::interleaved && !l.overlap_p2p_comm) s += ", PP receives in place";
   if (l.recompute_granularity != Recompute::none) s += std::string(", recompute ") + to_string(l.recompute_granularity);
   if (l.grad_reduce_in_bf16) s += ", bf16 grads";
   if (const OptimizerPrecision& p = l.optimizer_precision; !p.is_default())

@@ -317,6 +317,7 @@ static void read_parallelism(Fields& f, Layout& l) {
   l.micro_batch_size = f.count("micro_batch_size", Quantity::degree, 1);
   l.sequence_parallel = f.boolean("sequence_parallel", false);
   l.tp_comm_overlap = f.boolean("tp_comm_overlap", false);
+  l.overlap_p2p_comm = f.boolean("overlap_p2p_comm", true);
   l.recompute_granularity = pick<Recompute>(
       f, "recompute_granularity",
       {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}}, Recompute::none);
@@ -418,6 +419,13 @@ Layout read_layout(const json& value, const std::string& file) {
   read_pipeline_split(f, l);
   l.order = parse_order(f);
   if (const json* sched = f.optional("schedule")) read_schedule(*sched, file, f.path_of("schedule"), l.schedule);
+  // Megatron-LM sets overlap_p2p_comm false for a schedule without virtual stages (validate_args):
+  // a file asking for it there asks for something no run does.
+  if (f.has("overlap_p2p_comm") && l.overlap_p2p_comm && l.schedule.pipeline != PipelineSchedule::interleaved)
+    f.fail("overlap_p2p_comm",
+           "false or absent unless schedule.pipeline is \"interleaved\" (Megatron overlaps "
+           "pipeline sends and receives only in its interleaved schedule), got true with \"" +
+               std::string(to_string(l.schedule.pipeline)) + "\"");
   check_layout_alone(f, l, file);
   f.finish();
   return l;
@@ -449,6 +457,7 @@ json to_json(const Layout& l) {
   if (l.account_for_embedding_in_pipeline_split) j["account_for_embedding_in_pipeline_split"] = true;
   if (l.account_for_loss_in_pipeline_split) j["account_for_loss_in_pipeline_split"] = true;
   if (!l.pipeline_model_parallel_layout.empty()) j["pipeline_model_parallel_layout"] = l.pipeline_model_parallel_layout;
+  if (l.schedule.pipeline == PipelineSchedule::interleaved) j["overlap_p2p_comm"] = l.overlap_p2p_comm;
   j["schedule"] = {{"pipeline", to_string(l.schedule.pipeline)}, {"dp_sync", to_string(l.schedule.dp_sync)}};
   if (!l.schedule.network_technology.empty()) j["schedule"]["network_technology"] = l.schedule.network_technology;
   return j;

@@ -63,6 +63,14 @@ struct Layout {
   // all-gathers and reduce-scatters of a layer's linears run chunk by chunk behind the GEMM
   // that consumes or produces them. Needs TP > 1 and sequence parallelism.
   bool tp_comm_overlap = false;
+  // Megatron-LM's overlap_p2p_comm (on unless --no-overlap-p2p-communication): in the steady
+  // state of its interleaved schedule a block's pipeline receive is posted before the block of
+  // the other pass that precedes it and waited for where it is needed; warm-up and cool-down
+  // receive in place. Only the interleaved schedule has it (Megatron turns it off for the
+  // others): p2p_overlapped(). The testbed receives so (workload::Op::recv_needed_at); the cost
+  // model prices the PP sends alike either way (docs/explorer.md: the transfer stays on the
+  // chain from one stage to the next, as measured).
+  bool overlap_p2p_comm = true;
   Recompute recompute_granularity = Recompute::none;
   bool use_distributed_optimizer = false;
   // Megatron-LM's --grad-reduce-in-bf16: a bf16 model's gradients kept and reduced in bf16, not
@@ -83,6 +91,7 @@ struct Layout {
   std::array<Dim, 5> order = {Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp};
   Schedule schedule;
 
+  bool p2p_overlapped() const { return overlap_p2p_comm && schedule.pipeline == PipelineSchedule::interleaved; }
   std::int64_t model_parallel_size() const {
     return tensor_model_parallel_size * context_parallel_size * pipeline_model_parallel_size;
   }

@@ -299,6 +299,20 @@ TEST(Emit, TpCommOverlapIsMegatronsFlagAndTorchtitansAsyncTp) {
   EXPECT_EQ(t.at("compile"), compile);
 }
 
+// Megatron-LM overlaps the interleaved schedule's pipeline receives by default: a layout that
+// receives in place says --no-overlap-p2p-communication; one that overlaps says nothing.
+TEST(Emit, PipelineReceivesInPlaceAreMegatronsNoOverlapFlag) {
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
+  Layout l = tp2_pp2_vpp2();
+  const auto on = megatron_flags(megatron_args(l, m, c));
+  EXPECT_EQ(std::count(on.begin(), on.end(), "--no-overlap-p2p-communication"), 0) << megatron_args(l, m, c);
+  l.overlap_p2p_comm = false;
+  const auto off = megatron_flags(megatron_args(l, m, c));
+  EXPECT_EQ(std::count(off.begin(), off.end(), "--no-overlap-p2p-communication"), 1) << megatron_args(l, m, c);
+  EXPECT_EQ(off.size(), on.size() + 1);
+}
+
 TEST(EmitCli, ExploreEmitsTheBestLayoutOfTheTable) {
   test::TempDir t;
   const std::string inputs = "explore --cluster " + test::preset_path("clusters/local-2bld.json") + " --model " +

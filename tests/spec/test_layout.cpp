@@ -165,6 +165,35 @@ TEST(Layout, TpCommOverlapNeedsSequenceParallelism) {
   EXPECT_NO_THROW(validate_layout(l, m, h100(), "l.json"));
 }
 
+// Megatron's overlap_p2p_comm: on by default, and only the interleaved schedule has it; a file
+// asking for it with another schedule is refused at the field, and it round-trips.
+TEST(Layout, OverlapP2pCommIsTheInterleavedSchedules) {
+  const json interleaved = {{"pipeline_model_parallel_size", 2},
+                            {"virtual_pipeline_model_parallel_size", 2},
+                            {"schedule", {{"pipeline", "interleaved"}}}};
+  EXPECT_TRUE(test::layout_of(interleaved).p2p_overlapped());
+  json off = interleaved;
+  off["overlap_p2p_comm"] = false;
+  const Layout l = test::layout_of(off);
+  EXPECT_FALSE(l.p2p_overlapped());
+  EXPECT_EQ(to_json(l)["overlap_p2p_comm"], false);
+  EXPECT_FALSE(test::layout_of(to_json(l)).p2p_overlapped());
+  const json one_f_one_b = {{"pipeline_model_parallel_size", 2}};
+  EXPECT_FALSE(test::layout_of(one_f_one_b).p2p_overlapped());
+  EXPECT_FALSE(to_json(test::layout_of(one_f_one_b)).contains("overlap_p2p_comm"));
+  json asked = one_f_one_b;
+  asked["overlap_p2p_comm"] = false;
+  EXPECT_NO_THROW(test::layout_of(asked));
+  asked["overlap_p2p_comm"] = true;
+  try {
+    test::layout_of(asked);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), "/overlap_p2p_comm");
+    EXPECT_NE(e.expected().find("\"interleaved\""), std::string::npos) << e.expected();
+  }
+}
+
 TEST(Layout, FieldErrorsNameTheField) {
   auto path_of = [](const json& j) {
     try {
