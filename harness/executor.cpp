@@ -151,7 +151,9 @@ StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Lay
         o.kind == OpKind::message ? std::string(dim_name(o.dim)) + "." + to_string(o.op) : what_.back()));
     if (o.kind == OpKind::message) {
       const int d = dim_index(o.dim);
-      max_bytes_[static_cast<std::size_t>(d)] = std::max(max_bytes_[static_cast<std::size_t>(d)], o.bytes);
+      // A receive posted early may be outstanding beside the next one: room for two.
+      const double room = o.recv_needed_at >= 0 ? 2 * (std::ceil(o.bytes / 64) * 64) : o.bytes;
+      max_bytes_[static_cast<std::size_t>(d)] = std::max(max_bytes_[static_cast<std::size_t>(d)], room);
       continue;
     }
     const int part = o.phase == Phase::recompute ? static_cast<int>(Phase::forward) : static_cast<int>(o.phase);
@@ -273,6 +275,8 @@ bool StepExecutor::progress(StepRecord* rec) {
     list->resize(kept);
     outstanding |= kept > 0;
   }
+  // Posted receives move on too, and stay listed for the op that waits for them.
+  for (auto& [p, needed_at] : posted_) outstanding |= !p.handle.test();
   return outstanding;
 }
 
@@ -346,6 +350,27 @@ void StepExecutor::send_message(const Call& m, StepRecord& rec, std::int64_t t0)
   sends_.push_back({m.g.comm->send(m.send, count, m.dt, peer, coll::Mode::async), m.d, m.name, t0, bytes});
   span(rec.comm_s[static_cast<std::size_t>(m.d)], Category::communication, m.name, t0, now_ns(), bytes);
   rec.sent_bytes[static_cast<std::size_t>(m.d)] += bytes;
+}
+
+void StepExecutor::post_recv(const Call& m, StepRecord& rec, std::int64_t t0) {
+  const std::size_t count = elements(m.o.bytes, m.e, m.o);
+  const auto bytes = static_cast<double>(count * m.e);
+  const std::size_t half = static_cast<std::size_t>(std::ceil(m.o.bytes / 64) * 64) * (posts_++ % 2);
+  coll::Handle h = m.g.comm->recv(static_cast<char*>(m.recv) + half, count, m.dt, m.peer(), coll::Mode::async);
+  span(rec.comm_s[static_cast<std::size_t>(m.d)], Category::communication, m.name, t0, now_ns(), 0);
+  posted_.push_back({Pending{std::move(h), m.d, m.name, t0, bytes}, m.o.recv_needed_at});
+}
+
+void StepExecutor::wait_posted(std::size_t i, StepRecord& rec) {
+  while (!posted_.empty() && posted_.front().second == static_cast<std::int64_t>(i)) {
+    Pending p = std::move(posted_.front().first);
+    posted_.erase(posted_.begin());
+    const std::int64_t t0 = now_ns();
+    wait_for(p.handle);
+    const std::int64_t t1 = now_ns();
+    span(rec.comm_s[static_cast<std::size_t>(p.dim)], Category::communication, p.name, t0, t1, p.bytes);
+    lifetime(p.dim, p.name, p.issued, t1, p.bytes);
+  }
 }
 
 // Until the peer has sent it, this rank waits (idle: the bubble); then the bytes move. A receive
@@ -437,7 +462,7 @@ void StepExecutor::message(std::size_t i, StepRecord& rec) {
   const coll::Mode mode = o.overlappable || o.overlap_gemm != 0 ? coll::Mode::async : coll::Mode::blocking;
   const std::int64_t t0 = now_ns();
   if (o.op == CollOp::send) return send_message(m, rec, t0);
-  if (o.op == CollOp::recv) return recv_message(m, rec, t0);
+  if (o.op == CollOp::recv) return o.recv_needed_at >= 0 ? post_recv(m, rec, t0) : recv_message(m, rec, t0);
   // Paced: a blocking collective is issued nonblocking and waited for testing the rest.
   auto [h, sent] = issue(m, pacer_ ? coll::Mode::async : mode);
   if (pacer_ && mode == coll::Mode::blocking) wait_for(h);
@@ -466,6 +491,7 @@ StepRecord StepExecutor::run_step(int step) {
   };
   for (std::size_t i = 0; i < w_.ops.size(); ++i) {
     const Op& o = w_.ops[i];
+    if (!posted_.empty()) wait_posted(i, rec);
     if (o.kind == OpKind::message && o.overlap_gemm < 0 && i < issued_before) continue;
     if (watchdog_) watchdog_->progress("step " + std::to_string(step) + ", " + what_[i]);
     if (o.phase == Phase::optimizer && !optimizer_started) {
@@ -521,6 +547,9 @@ StepRecord StepExecutor::run_step(int step) {
     span(into, Category::compute, name_[i], t0, t1);
     if (!overlap_.empty()) wait_all(overlap_, rec);  // what the GEMM did not hide is TP communication
   }
+  if (!posted_.empty())  // the workload lists every posted receive's block after it
+    throw RunError("step " + std::to_string(step) + ": a pipeline receive posted for op " +
+                   std::to_string(posted_.front().second) + " was never waited for");
   // The parameter all-gathers after the optimizer go on into the next step, whose forward waits
   // for each layer's (Megatron's overlapped parameter gather); anything else is waited for now.
   for (Pending& p : pending_)

@@ -125,6 +125,11 @@ class StepExecutor {
   void message(std::size_t i, StepRecord& rec);
   void send_message(const Call& m, StepRecord& rec, std::int64_t t0);
   void recv_message(const Call& m, StepRecord& rec, std::int64_t t0);
+  // A pipeline receive posted early (workload::Op::recv_needed_at): issued now, waited for by
+  // wait_posted before the op that needs it.
+  void post_recv(const Call& m, StepRecord& rec, std::int64_t t0);
+  // Waits for the receives posted for op `i` (what their transfer did not hide is PP communication).
+  void wait_posted(std::size_t i, StepRecord& rec);
   std::pair<coll::Handle, double> issue(const Call& m, coll::Mode mode);
   // Adds t1 − t0 to `into` and, when tracing, records the span on the executor's thread.
   void span(double& into, profiles::Category c, const char* name, std::int64_t t0, std::int64_t t1, double bytes = 0);
@@ -157,6 +162,10 @@ class StepExecutor {
   std::vector<Pending> overlap_;  // TP messages beside their GEMM (tp_comm_overlap), waited for after it
   std::vector<Pending> sends_;
   std::vector<Pending> carried_;  // parameter all-gathers of the last step, for this one's forward
+  // Receives posted early, in the order posted, with the op index each must be complete before;
+  // two at most at once (the block's own and the next one's), each in its half of the buffer.
+  std::vector<std::pair<Pending, std::int64_t>> posted_;
+  std::size_t posts_ = 0;
   // MoE with a skewed router: elements this rank sends to and receives from each EP peer in a
   // dispatch (a combine goes the other way), from the routed counts exchanged at start-up.
   struct Dispatch {

@@ -138,9 +138,21 @@ class Builder {
     std::vector<std::size_t> last_block(static_cast<std::size_t>(vpp_), 0);
     for (std::size_t i = 0; i < blocks.size(); ++i)
       if (blocks[i].pass == last_pass) last_block[blocks[i].chunk] = i;
+    // Megatron's overlap_p2p_comm: a block whose predecessor is of the other pass (the steady
+    // state) has its input posted before that predecessor, after the predecessor's own input
+    // (schedules.py forward_backward_pipelining_with_interleaving, where the previous block of its
+    // own pass sends).
+    auto early = [&](std::size_t i) {
+      return l_.p2p_overlapped() && i > 0 && i < blocks.size() && blocks[i].pass != blocks[i - 1].pass;
+    };
+    std::int64_t posted = -1;  // the op index of this block's receive, posted before the block before
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       const Block& b = blocks[i];
       const bool sync_after = overlapped() && i == last_block[b.chunk];
+      if (!early(i)) input_recv(b);
+      const std::int64_t next = early(i + 1) && input_recv(blocks[i + 1]) ? std::ssize(w_.ops) - 1 : -1;
+      if (posted >= 0) w_.ops[static_cast<std::size_t>(posted)].recv_needed_at = std::ssize(w_.ops);
+      posted = next;
       if (b.pass == Pass::F)
         forward_block(b);
       else if (b.pass == Pass::B)
@@ -323,11 +335,26 @@ class Builder {
   }
   double pp_bytes() const { return T_ * h_ * e_ / (sp_ ? tp_ : 1); }
 
-  void forward_block(const Block& b) {
+  // A block's input from the neighbouring virtual stage: the forward's activations from the
+  // previous one, the backward's gradients from the next; false (nothing listed) where the
+  // block is the first (forward) or last (backward) virtual stage. W blocks have none.
+  bool input_recv(const Block& b) {
     const std::int64_t v = virtual_stage(b.chunk);
-    if (v > 0)
+    if (b.pass == Pass::F && v > 0) {
       message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, GroupKind::pp, CollOp::recv,
               pp_bytes(), pp_peer(v - 1));
+      return true;
+    }
+    if (b.pass == Pass::B && v < pp_ * vpp_ - 1) {
+      message(zb() ? Phase::backward_input : Phase::backward, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp,
+              GroupKind::pp, CollOp::recv, pp_bytes(), pp_peer(v + 1));
+      return true;
+    }
+    return false;
+  }
+
+  void forward_block(const Block& b) {
+    const std::int64_t v = virtual_stage(b.chunk);
     if (has_embedding(b.chunk)) {
       w_.ops.push_back(compute(Phase::forward, b, -1, ops_.embedding(), Part::forward));
       if (tp_ > 1)
@@ -354,9 +381,6 @@ class Builder {
   void backward_block(const Block& b, bool sync_after) {
     const std::int64_t v = virtual_stage(b.chunk);
     const Phase ph = zb() ? Phase::backward_input : Phase::backward;
-    if (v < pp_ * vpp_ - 1)
-      message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, GroupKind::pp, CollOp::recv, pp_bytes(),
-              pp_peer(v + 1));
     if (has_output(b.chunk)) {
       w_.ops.push_back(compute(ph, b, -1, ops_.cross_entropy(), Part::backward));
       sp_regather(ph, b, -1, "logits");

@@ -1,9 +1,10 @@
 // `sax run` end to end under mpirun -np 4 on local-2bld (two buildings of two devices), gpt-tiny
 // and moe-tiny: for each layout — DP4 blocking, overlapped and hierarchical, TP2×DP2 with full
-// recompute, TP2×DP2 with tp_comm_overlap, TP2×PP2, PP4 1F1B, PP2×DP2 interleaved, PP2×DP2 zero bubble, CP2×DP2, EP2 on
-// MoE with and without router skew — every rank sent, per dimension, exactly the bytes its workload lists (under skew
-// the EP bytes as routed, their sum over ranks the workload's), and each rank's breakdown adds up to the step time with
-// under 2 % left unaccounted. Bad input exits 2 with one line; a hung rank ends the job with exit 1 within the timeout.
+// recompute, TP2×DP2 with tp_comm_overlap, TP2×PP2, PP4 1F1B, PP2×DP2 interleaved (receives posted early, and in
+// place), PP2×DP2 zero bubble, CP2×DP2, EP2 on MoE with and without router skew — every rank sent, per dimension,
+// exactly the bytes its workload lists (under skew the EP bytes as routed, their sum over ranks the workload's), and
+// each rank's breakdown adds up to the step time with under 2 % left unaccounted. Bad input exits 2 with one line; a
+// hung rank ends the job with exit 1 within the timeout.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -143,6 +144,14 @@ INSTANTIATE_TEST_SUITE_P(
              {{"pipeline_model_parallel_size", 2},
               {"virtual_pipeline_model_parallel_size", 2},
               {"micro_batch_size", 2},
+              {"schedule", sched("interleaved", "blocking")}},
+             ""},
+        Case{"Pp2Dp2InterleavedP2pInPlace",
+             "gpt-tiny.json",
+             {{"pipeline_model_parallel_size", 2},
+              {"virtual_pipeline_model_parallel_size", 2},
+              {"micro_batch_size", 2},
+              {"overlap_p2p_comm", false},
               {"schedule", sched("interleaved", "blocking")}},
              ""},
         Case{"Pp2Dp2ZeroBubble",
@@ -294,8 +303,8 @@ TEST(RunMpi, AHungRankEndsTheJobWithExitOneWithinTheTimeout) {
 // `--trace DIR`: every rank's timeline, merged, read back by `sax trace summary` in the run's own
 // categories. The summary rebuilds each rank's breakdown from the events alone; it must agree
 // with the run's JSON within 5 % per category, on TP2×PP2 (pipeline bubble, TP
-// collectives), on DP4 with the gradient sync overlapped and on TP2×DP2 with the TP messages
-// behind their GEMMs (tp_comm_overlap).
+// collectives), on DP4 with the gradient sync overlapped, on TP2×DP2 with the TP messages
+// behind their GEMMs (tp_comm_overlap) and on PP2×DP2 interleaved (pipeline receives posted early).
 class TracedLayouts : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TracedLayouts, TheTraceSummaryAgreesWithTheRunsBreakdown) {
@@ -368,7 +377,14 @@ INSTANTIATE_TEST_SUITE_P(Traced, TracedLayouts,
                                                 "gpt-tiny.json",
                                                 {{"micro_batch_size", 2}, {"schedule", sched("1f1b", "overlapped")}},
                                                 ""},
-                                           Case{"Tp2Dp2TpCommOverlap", "gpt-tiny.json", tp2_dp2_tp_comm_overlap(), ""}),
+                                           Case{"Tp2Dp2TpCommOverlap", "gpt-tiny.json", tp2_dp2_tp_comm_overlap(), ""},
+                                           Case{"Pp2Dp2Interleaved",
+                                                "gpt-tiny.json",
+                                                {{"pipeline_model_parallel_size", 2},
+                                                 {"virtual_pipeline_model_parallel_size", 2},
+                                                 {"micro_batch_size", 2},
+                                                 {"schedule", sched("interleaved", "blocking")}},
+                                                ""}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TraceSummary, ATraceWithoutStepsIsRefusedWithOneLine) {

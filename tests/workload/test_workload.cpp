@@ -121,6 +121,69 @@ TEST_P(WorkloadGrid, SendsMatchRecvsAndGroupsAgreeOnTheirCollectives) {
     }
 }
 
+// Megatron's overlap_p2p_comm: in the interleaved schedule's steady state a block whose
+// predecessor is of the other pass has its pipeline receive posted before that predecessor
+// (after the predecessor's own receive) and needed at its own first op; no other receive is
+// posted, at most two are outstanding, and they are needed in the order posted. Off, every
+// receive is in place; the messages are the same either way.
+TEST_P(WorkloadGrid, PipelineReceivesArePostedWhereMegatronPostsThem) {
+  const Case& s = GetParam();
+  Layout in_place = s.layout;
+  in_place.overlap_p2p_comm = false;
+  for (std::int64_t r = 0; r < s.cluster.world_size(); ++r) {
+    const Workload w = build(s.cluster, s.model, s.layout, r), off = build(s.cluster, s.model, in_place, r);
+    std::multiset<std::string> a, b;
+    for (const Op& o : w.ops)
+      if (o.kind == OpKind::message) a.insert(key(o) + o.name + std::to_string(o.peer));
+    for (const Op& o : off.ops) {
+      if (o.kind == OpKind::message) b.insert(key(o) + o.name + std::to_string(o.peer));
+      EXPECT_EQ(o.recv_needed_at, -1) << s.name;
+    }
+    EXPECT_EQ(a, b) << s.name << " rank " << r;
+    // Where Megatron posts: the blocks that follow one of the other pass and have an input.
+    const auto blocks = schedule_blocks(s.layout.schedule.pipeline, s.layout.pipeline_model_parallel_size,
+                                        s.layout.virtual_pipeline_model_parallel_size, w.stage, w.num_microbatches);
+    const std::int64_t pp = s.layout.pipeline_model_parallel_size, vpp = s.layout.virtual_pipeline_model_parallel_size;
+    std::size_t want = 0;
+    for (std::size_t i = 1; i < blocks.size() && s.layout.p2p_overlapped(); ++i) {
+      const std::int64_t v = blocks[i].chunk * pp + w.stage;
+      const bool input = blocks[i].pass == Pass::F ? v > 0 : v < pp * vpp - 1;
+      want += blocks[i].pass != blocks[i - 1].pass && input;
+    }
+    std::size_t posted = 0;
+    std::int64_t last_needed = -1;
+    for (std::size_t i = 0; i < w.ops.size(); ++i) {
+      const Op& o = w.ops[i];
+      if (o.recv_needed_at < 0) continue;
+      ++posted;
+      ASSERT_EQ(o.op, CollOp::recv) << s.name;
+      ASSERT_GT(o.recv_needed_at, static_cast<std::int64_t>(i)) << s.name;
+      ASSERT_LT(o.recv_needed_at, static_cast<std::int64_t>(w.ops.size())) << s.name;
+      EXPECT_GT(o.recv_needed_at, last_needed) << s.name << ": needed out of the order posted";
+      last_needed = o.recv_needed_at;
+      // Needed at its block's first op; the ops between belong to the block before (the other pass).
+      const Op& first = w.ops[static_cast<std::size_t>(o.recv_needed_at)];
+      EXPECT_EQ(first.microbatch, o.microbatch) << s.name;
+      EXPECT_EQ(first.chunk, o.chunk) << s.name;
+      const bool forward = o.phase == Phase::forward;
+      EXPECT_EQ(first.phase == Phase::forward, forward) << s.name;
+      std::size_t other = 0, outstanding = 0;
+      for (std::size_t j = i + 1; j < static_cast<std::size_t>(o.recv_needed_at); ++j) {
+        const Op& between = w.ops[j];
+        if (between.kind == OpKind::compute && between.microbatch >= 0)
+          other += (between.phase == Phase::forward) != forward;
+        EXPECT_FALSE(between.kind == OpKind::compute && between.microbatch == o.microbatch &&
+                     between.chunk == o.chunk && (between.phase == Phase::forward) == forward)
+            << s.name << ": the block began before its receive's wait";
+        outstanding += between.recv_needed_at >= 0;
+      }
+      EXPECT_GT(other, 0u) << s.name << ": nothing of the other pass to run behind";
+      EXPECT_LE(outstanding, 1u) << s.name;
+    }
+    EXPECT_EQ(posted, want) << s.name << " rank " << r;
+  }
+}
+
 // tp_comm_overlap marks TP messages without changing the step: the same ops as without it, and
 // each marked message an all-gather just before (+1) or a reduce-scatter just after (−1) the
 // GEMM of its layer, pass and micro-batch it runs behind (qkv_proj, out_proj, mlp_fc1, mlp_fc2;
