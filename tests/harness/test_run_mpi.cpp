@@ -55,6 +55,16 @@ json tp2_dp2_tp_comm_overlap() {
           {"schedule", sched("1f1b", "blocking")}};
 }
 
+// PP2×DP2 interleaved, its pipeline receives posted early unless `in_place`: run, and run traced.
+json pp2_dp2_interleaved(bool in_place = false) {
+  json l = {{"pipeline_model_parallel_size", 2},
+            {"virtual_pipeline_model_parallel_size", 2},
+            {"micro_batch_size", 2},
+            {"schedule", sched("interleaved", "blocking")}};
+  if (in_place) l["overlap_p2p_comm"] = false;
+  return l;
+}
+
 }  // namespace
 
 class RunLayouts : public ::testing::TestWithParam<Case> {};
@@ -139,21 +149,8 @@ INSTANTIATE_TEST_SUITE_P(
              "gpt-tiny.json",
              {{"pipeline_model_parallel_size", 4}, {"micro_batch_size", 2}, {"schedule", sched("1f1b", "blocking")}},
              ""},
-        Case{"Pp2Dp2Interleaved",
-             "gpt-tiny.json",
-             {{"pipeline_model_parallel_size", 2},
-              {"virtual_pipeline_model_parallel_size", 2},
-              {"micro_batch_size", 2},
-              {"schedule", sched("interleaved", "blocking")}},
-             ""},
-        Case{"Pp2Dp2InterleavedP2pInPlace",
-             "gpt-tiny.json",
-             {{"pipeline_model_parallel_size", 2},
-              {"virtual_pipeline_model_parallel_size", 2},
-              {"micro_batch_size", 2},
-              {"overlap_p2p_comm", false},
-              {"schedule", sched("interleaved", "blocking")}},
-             ""},
+        Case{"Pp2Dp2Interleaved", "gpt-tiny.json", pp2_dp2_interleaved(), ""},
+        Case{"Pp2Dp2InterleavedP2pInPlace", "gpt-tiny.json", pp2_dp2_interleaved(true), ""},
         Case{"Pp2Dp2ZeroBubble",
              "gpt-tiny.json",
              {{"pipeline_model_parallel_size", 2},
@@ -378,13 +375,7 @@ INSTANTIATE_TEST_SUITE_P(Traced, TracedLayouts,
                                                 {{"micro_batch_size", 2}, {"schedule", sched("1f1b", "overlapped")}},
                                                 ""},
                                            Case{"Tp2Dp2TpCommOverlap", "gpt-tiny.json", tp2_dp2_tp_comm_overlap(), ""},
-                                           Case{"Pp2Dp2Interleaved",
-                                                "gpt-tiny.json",
-                                                {{"pipeline_model_parallel_size", 2},
-                                                 {"virtual_pipeline_model_parallel_size", 2},
-                                                 {"micro_batch_size", 2},
-                                                 {"schedule", sched("interleaved", "blocking")}},
-                                                ""}),
+                                           Case{"Pp2Dp2Interleaved", "gpt-tiny.json", pp2_dp2_interleaved(), ""}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TraceSummary, ATraceWithoutStepsIsRefusedWithOneLine) {
