@@ -85,11 +85,6 @@ class Communicator {
   virtual Handle broadcast(void* buf, std::size_t count, DType dtype, int root, Mode mode) = 0;
   virtual Handle send(const void* buf, std::size_t count, DType dtype, int peer, Mode mode) = 0;
   virtual Handle recv(void* buf, std::size_t count, DType dtype, int peer, Mode mode) = 0;
-  // Whether a message from `peer` is ready to be received (MPI_Iprobe: for a large message, its
-  // envelope has come and the transfer can start). Never blocks. A backend that cannot tell
-  // (NCCL) says true. `sax run` splits a receive's time at this point into waiting for the peer
-  // (idle) and moving the bytes (communication).
-  virtual bool arrived(int peer) = 0;
   // Send to `to` and receive from `from` at once (a pipeline stage's exchange; no deadlock).
   virtual Handle send_recv(const void* send, int to, void* recv, int from, std::size_t count, DType dtype,
                            Mode mode) = 0;

@@ -269,10 +269,6 @@ class EmulatedLink final : public Communicator {
     before(mode, false);
     return run(mode, [&](Mode m) { return inner_->recv(buf, count, d, peer, m); });
   }
-  bool arrived(int peer) override {
-    o_->post_due();
-    return inner_->arrived(peer);
-  }
 
  private:
   static std::size_t bytes(DType d) { return static_cast<std::size_t>(dtype_bytes(d)); }

@@ -20,7 +20,7 @@
 // the factory refuses emulation on MPI without it. On NCCL (no concurrent calls on a
 // communicator) it is posted by its Handle's test()/wait() or by any call on an emulated
 // communicator of the process once its time has come, and before any op on NCCL (whose stream
-// runs ops in call order) held sends go first, at their times. recv and arrived() pass through.
+// runs ops in call order) held sends go first, at their times. recv passes through.
 // Waiting sleeps, never spins.
 #pragma once
 

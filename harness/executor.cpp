@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -78,6 +79,18 @@ struct StepExecutor::Pending {
   // A parameter all-gather after the optimizer: the next step's forward of `layer` needs it.
   bool for_next_step = false;
   std::int64_t layer = -1;
+  // The call it is (StepRecord::Wait): its group, its sender (a receive; else −1), the step it was
+  // issued in and its place among that step's calls on the group (the receives from the sender).
+  GroupKind group = GroupKind::world;
+  std::int64_t peer = -1;
+  int step = 0;
+  std::size_t ordinal = 0;
+};
+
+// A message issued ahead of the op that needs it (workload::Op::needed_at).
+struct StepExecutor::Posted {
+  Pending pending;
+  std::int64_t needed_at = -1;  // the op it must be complete before
 };
 
 double StepRecord::timed_s() const {
@@ -103,6 +116,34 @@ std::size_t nearest_median(const std::vector<double>& step_s) {
   return at;
 }
 
+void attribute_waits(std::vector<StepRecord>& records, int first_step, const PeerIssues& issued, StepTracer* tracer) {
+  // The peers' times of one call: its issue by each member that took part (a receive's sender).
+  auto ready = [&](const StepRecord::Wait& w, std::size_t step) {
+    std::int64_t last = std::numeric_limits<std::int64_t>::min();
+    const auto g = issued.find(w.group);
+    if (g == issued.end()) return last;
+    for (const auto& [member, steps] : g->second) {
+      if (w.peer >= 0 && member != w.peer) continue;
+      if (step >= steps.size() || w.ordinal >= steps[step].size())
+        throw RunError("step " + std::to_string(step) + ": a wait on " + std::string(to_string(w.group)) +
+                       " has no call of rank " + std::to_string(member) + " to match it");
+      last = std::max(last, steps[step][w.ordinal]);
+    }
+    return last;
+  };
+  for (StepRecord& r : records)
+    for (const StepRecord::Wait& w : r.waits) {
+      const int step = w.step - first_step;
+      const std::int64_t split =
+          step < 0 ? w.began_ns : std::clamp(ready(w, static_cast<std::size_t>(step)), w.began_ns, w.done_ns);
+      r.idle_s += static_cast<double>(split - w.began_ns) * 1e-9;
+      r.comm_s[static_cast<std::size_t>(w.dim)] += static_cast<double>(w.done_ns - split) * 1e-9;
+      if (!tracer) continue;
+      if (split > w.began_ns) tracer->span(Category::idle, w.name, w.began_ns, split);
+      if (w.done_ns > split) tracer->span(Category::communication, w.name, split, w.done_ns);
+    }
+}
+
 void StepExecutor::span(double& into, Category c, const char* name, std::int64_t t0, std::int64_t t1, double bytes) {
   into += static_cast<double>(t1 - t0) * 1e-9;
   if (tracer_) tracer_->span(c, name, t0, t1, static_cast<std::uint64_t>(bytes), op_id_);
@@ -119,6 +160,18 @@ std::vector<GroupKind> StepExecutor::message_kinds(const workload::Workload& w) 
       kinds.push_back(o.group);
   std::sort(kinds.begin(), kinds.end());
   return kinds;
+}
+
+std::int64_t StepExecutor::start_ns() {
+  const std::int64_t t = free_ns_ >= 0 ? free_ns_ : now_ns();
+  free_ns_ = -1;
+  return t;
+}
+
+std::map<GroupKind, std::vector<std::int64_t>> StepExecutor::group_members() const {
+  std::map<GroupKind, std::vector<std::int64_t>> out;
+  for (const auto& [kind, g] : comms_) out[kind] = g.members;
+  return out;
 }
 
 StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Layout& layout, workload::Workload w,
@@ -152,7 +205,7 @@ StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Lay
     if (o.kind == OpKind::message) {
       const int d = dim_index(o.dim);
       // A receive posted early may be outstanding beside the next one: room for two.
-      const double room = o.recv_needed_at >= 0 ? 2 * (std::ceil(o.bytes / 64) * 64) : o.bytes;
+      const double room = o.op == CollOp::recv && o.needed_at >= 0 ? 2 * (std::ceil(o.bytes / 64) * 64) : o.bytes;
       max_bytes_[static_cast<std::size_t>(d)] = std::max(max_bytes_[static_cast<std::size_t>(d)], room);
       continue;
     }
@@ -276,7 +329,7 @@ bool StepExecutor::progress(StepRecord* rec) {
     outstanding |= kept > 0;
   }
   // Posted receives move on too, and stay listed for the op that waits for them.
-  for (auto& [p, needed_at] : posted_) outstanding |= !p.handle.test();
+  for (Posted& p : posted_) outstanding |= !p.pending.handle.test();
   return outstanding;
 }
 
@@ -296,15 +349,18 @@ void StepExecutor::wait_for(coll::Handle& h) {
     h.wait();
 }
 
+void StepExecutor::waited(StepRecord& rec, const Pending& p, std::int64_t t0, std::int64_t t1) {
+  rec.waits.push_back({p.group, p.peer, p.step, p.ordinal, t0, t1, p.name, p.dim});
+  lifetime(p.dim, p.name, p.issued, t1, p.bytes);
+}
+
 void StepExecutor::wait_all(std::vector<Pending>& list, StepRecord& rec) {
   std::vector<Pending> waiting = std::move(list);  // out of the lists progress() tests
   list.clear();
   for (auto& p : waiting) {
-    const std::int64_t t0 = now_ns();
+    const std::int64_t t0 = start_ns();
     wait_for(p.handle);
-    const std::int64_t t1 = now_ns();
-    span(rec.comm_s[static_cast<std::size_t>(p.dim)], Category::communication, p.name, t0, t1);
-    lifetime(p.dim, p.name, p.issued, t1, p.bytes);
+    waited(rec, p, t0, now_ns());
   }
 }
 
@@ -342,63 +398,56 @@ struct StepExecutor::Call {
 };
 
 // Asynchronous: two stages that send to each other at the same point cannot deadlock; the buffer
-// is never written, so later sends may share it.
+// is never written, so later sends may share it. Its issue time goes to the receiver after the
+// steps (attribute_waits).
 void StepExecutor::send_message(const Call& m, StepRecord& rec, std::int64_t t0) {
   const std::size_t count = elements(m.o.bytes, m.e, m.o);
   const int peer = m.peer();
   const auto bytes = static_cast<double>(count * m.e);
+  rec.issues.push_back({m.o.group, m.o.peer, now_ns()});
   sends_.push_back({m.g.comm->send(m.send, count, m.dt, peer, coll::Mode::async), m.d, m.name, t0, bytes});
   span(rec.comm_s[static_cast<std::size_t>(m.d)], Category::communication, m.name, t0, now_ns(), bytes);
   rec.sent_bytes[static_cast<std::size_t>(m.d)] += bytes;
 }
 
-void StepExecutor::post_recv(const Call& m, StepRecord& rec, std::int64_t t0) {
+// A receive: the call it waits for is its sender's send.
+StepExecutor::Pending StepExecutor::receive(const Call& m, void* into, std::int64_t t0) {
   const std::size_t count = elements(m.o.bytes, m.e, m.o);
-  const auto bytes = static_cast<double>(count * m.e);
+  Pending p{m.g.comm->recv(into, count, m.dt, m.peer(), coll::Mode::async), m.d, m.name, t0,
+            static_cast<double>(count * m.e)};
+  p.group = m.o.group, p.peer = m.o.peer, p.step = step_, p.ordinal = received_[m.o.peer]++;
+  return p;
+}
+
+void StepExecutor::post_recv(const Call& m, StepRecord& rec, std::int64_t t0) {
   const std::size_t half = static_cast<std::size_t>(std::ceil(m.o.bytes / 64) * 64) * (posts_++ % 2);
-  coll::Handle h = m.g.comm->recv(static_cast<char*>(m.recv) + half, count, m.dt, m.peer(), coll::Mode::async);
+  posted_.push_back({receive(m, static_cast<char*>(m.recv) + half, t0), m.o.needed_at});
   span(rec.comm_s[static_cast<std::size_t>(m.d)], Category::communication, m.name, t0, now_ns(), 0);
-  posted_.push_back({Pending{std::move(h), m.d, m.name, t0, bytes}, m.o.recv_needed_at});
 }
 
 void StepExecutor::wait_posted(std::size_t i, StepRecord& rec) {
-  while (!posted_.empty() && posted_.front().second == static_cast<std::int64_t>(i)) {
-    Pending p = std::move(posted_.front().first);
-    posted_.erase(posted_.begin());
-    const std::int64_t t0 = now_ns();
+  // In the order posted (a pipeline receive posted early may be needed after a ring step issued
+  // later).
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if (it->needed_at != static_cast<std::int64_t>(i)) {
+      ++it;
+      continue;
+    }
+    Pending p = std::move(it->pending);
+    it = posted_.erase(it);
+    const std::int64_t t0 = start_ns();
     wait_for(p.handle);
-    const std::int64_t t1 = now_ns();
-    span(rec.comm_s[static_cast<std::size_t>(p.dim)], Category::communication, p.name, t0, t1, p.bytes);
-    lifetime(p.dim, p.name, p.issued, t1, p.bytes);
+    waited(rec, p, t0, now_ns());
   }
 }
 
-// Until the peer has sent it, this rank waits (idle: the bubble); then the bytes move. A receive
-// sends nothing.
+// Waits for the whole message; how much of the wait was the peer not having sent it yet (idle) and
+// how much the transfer (PP communication) is known once the senders' issue times are
+// (attribute_waits). A receive sends nothing.
 void StepExecutor::recv_message(const Call& m, StepRecord& rec, std::int64_t t0) {
-  const std::size_t count = elements(m.o.bytes, m.e, m.o);
-  const int peer = m.peer();
-  coll::Communicator& c = *m.g.comm;
-  if (pacer_) {
-    wait_until([&] { return c.arrived(peer); });
-  } else {
-    while (!c.arrived(peer)) {
-      progress(nullptr);
-      std::this_thread::yield();
-    }
-  }
-  const std::int64_t t1 = now_ns();
-  span(rec.idle_s, Category::idle, m.name, t0, t1);
-  if (pacer_) {
-    coll::Handle h = c.recv(m.recv, count, m.dt, peer, coll::Mode::async);
-    wait_for(h);
-  } else {
-    c.recv(m.recv, count, m.dt, peer, coll::Mode::blocking);
-  }
-  const std::int64_t t2 = now_ns();
-  const auto bytes = static_cast<double>(count * m.e);
-  span(rec.comm_s[static_cast<std::size_t>(m.d)], Category::communication, m.name, t1, t2, bytes);
-  lifetime(m.d, m.name, t1, t2, bytes);
+  Pending p = receive(m, m.recv, t0);
+  wait_for(p.handle);
+  waited(rec, p, t0, now_ns());
 }
 
 // A collective issued: its handle and the bytes this rank sends in it.
@@ -459,25 +508,34 @@ void StepExecutor::message(std::size_t i, StepRecord& rec) {
                static_cast<std::size_t>(dtype_bytes(dt)),
                send_buf_[di]->data(),
                recv_buf_[di]->data()};
-  const coll::Mode mode = o.overlappable || o.overlap_gemm != 0 ? coll::Mode::async : coll::Mode::blocking;
-  const std::int64_t t0 = now_ns();
+  const coll::Mode mode =
+      o.overlappable || o.overlap_gemm != 0 || o.needed_at >= 0 ? coll::Mode::async : coll::Mode::blocking;
+  const std::int64_t t0 = start_ns();
   if (o.op == CollOp::send) return send_message(m, rec, t0);
-  if (o.op == CollOp::recv) return o.recv_needed_at >= 0 ? post_recv(m, rec, t0) : recv_message(m, rec, t0);
+  if (o.op == CollOp::recv) return o.needed_at >= 0 ? post_recv(m, rec, t0) : recv_message(m, rec, t0);
   // Paced: a blocking collective is issued nonblocking and waited for testing the rest.
+  rec.issues.push_back({o.group, -1, now_ns()});
   auto [h, sent] = issue(m, pacer_ ? coll::Mode::async : mode);
-  if (pacer_ && mode == coll::Mode::blocking) wait_for(h);
   rec.sent_bytes[di] += sent;
-  const std::int64_t t1 = now_ns();
-  span(rec.comm_s[di], Category::communication, m.name, t0, t1, sent);
-  if (mode == coll::Mode::async)
-    (o.overlap_gemm != 0 ? overlap_ : pending_)
-        .push_back({std::move(h), d, m.name, t0, sent, o.phase == Phase::optimizer && o.overlappable, o.layer});
+  Pending p{std::move(h), d, m.name, t0, sent, o.phase == Phase::optimizer && o.overlappable, o.layer};
+  p.group = o.group, p.step = step_, p.ordinal = calls_[o.group]++;
+  if (mode == coll::Mode::blocking) {  // the whole call is its wait
+    if (pacer_) wait_for(p.handle);
+    return waited(rec, p, t0, now_ns());
+  }
+  span(rec.comm_s[di], Category::communication, m.name, t0, now_ns(), sent);
+  if (o.needed_at >= 0)  // behind the ops up to the one that needs it
+    posted_.push_back({std::move(p), o.needed_at});
   else
-    lifetime(d, m.name, t0, t1, sent);
+    (o.overlap_gemm != 0 ? overlap_ : pending_).push_back(std::move(p));
 }
 
 StepRecord StepExecutor::run_step(int step) {
   StepRecord rec;
+  step_ = step;
+  free_ns_ = -1;
+  calls_.clear();
+  received_.clear();
   const bool cuda = device_->backend() == Backend::cuda;
   const Stream stream = device_->compute_stream();
   const profiles::nvtx::Range step_range(step_name_);
@@ -505,7 +563,9 @@ StepRecord StepExecutor::run_step(int step) {
       continue;
     }
     if (!carried_.empty() && (o.phase == Phase::forward || o.phase == Phase::recompute)) wait_carried(o.layer, rec);
-    progress(&rec);
+    // Straight on from a paced op (the device goes on at its deadline), the tests are inside
+    // this op's time.
+    progress(free_ns_ >= 0 ? nullptr : &rec);
     // tp_comm_overlap: the reduce-scatter of what this GEMM produces (listed right after it) is
     // issued first, to run beside it, as Transformer Engine pipelines the GEMM's chunks into it.
     if (const std::size_t j = i + 1;
@@ -517,9 +577,9 @@ StepRecord StepExecutor::run_step(int step) {
     }
     const profiles::nvtx::Range range(name_[i]);
     const Correlate correlate(*this, step, i);
-    const std::int64_t t0 = now_ns();
+    const std::int64_t t0 = start_ns();
     OpRunner& runner = *runners_[static_cast<std::size_t>(runner_of_[i])];
-    if (pacer_) pacer_->begin(o, runner.load(), t0);
+    if (pacer_) pacer_->begin(o, runner.load(), now_ns());
     runner.run();
     if (cuda) device_->synchronize(stream);
     std::int64_t t1 = now_ns();
@@ -530,7 +590,10 @@ StepRecord StepExecutor::run_step(int step) {
       const std::int64_t deadline = std::max(pacer_->deadline_ns(), t0);
       if (tracer_ && t1 > deadline) tracer_->span(Category::other, overrun_name_, deadline, t1);
       const std::int64_t kernel_end = t1;
-      t1 = pacer_->end(t1, [this] { return progress(nullptr); });
+      pacer_->end(t1, [this] { return progress(nullptr); });
+      // The op ends where the device would have ended it (or where its kernel did, later): how
+      // late the rank woke is the next op's, which begins there (start_ns).
+      t1 = free_ns_ = std::max(kernel_end, deadline);
       if (tracer_ && t1 > kernel_end) tracer_->span(Category::other, paced_wait_name_, kernel_end, t1);
     } else if (slowdown_ > 1.0) {
       // An emulated slower generation on a native device (the building's compute_slowdown): the
@@ -549,14 +612,14 @@ StepRecord StepExecutor::run_step(int step) {
   }
   if (!posted_.empty())  // the workload lists every posted receive's block after it
     throw RunError("step " + std::to_string(step) + ": a pipeline receive posted for op " +
-                   std::to_string(posted_.front().second) + " was never waited for");
+                   std::to_string(posted_.front().needed_at) + " was never waited for");
   // The parameter all-gathers after the optimizer go on into the next step, whose forward waits
   // for each layer's (Megatron's overlapped parameter gather); anything else is waited for now.
   for (Pending& p : pending_)
     if (p.for_next_step) carried_.push_back(std::move(p));
   std::erase_if(pending_, [](const Pending& p) { return p.for_next_step; });
   wait_pending(rec);
-  const std::int64_t t0 = now_ns();
+  const std::int64_t t0 = start_ns();
   std::vector<Pending> sends = std::move(sends_);
   sends_.clear();
   for (auto& p : sends) {

@@ -56,7 +56,28 @@ struct StepRecord {
   double idle_s = 0;               // waiting for a peer (the bubble; draining sends)
   std::array<double, 5> sent_bytes{};
   PacingStats pacing;  // a paced device's ops of the step (empty on a native one)
-  double cpu_s = 0;    // run.cpp: the process's CPU seconds from the first measured step to this one's end
+  // For attribute_waits: the messages this rank issued in the step, in the order issued (a
+  // collective on its group, or a send to one peer), and every wait for a message, on which call
+  // (a collective: its place among the step's calls on its group; a receive: among the step's
+  // receives from its peer — the order MPI and NCCL match one pair's messages in). A wait is in
+  // none of the times above until attributed.
+  struct Issue {
+    GroupKind group = GroupKind::world;
+    std::int64_t peer = -1;  // a send's receiver; −1: a collective
+    std::int64_t issued_ns = 0;
+  };
+  struct Wait {
+    GroupKind group = GroupKind::world;
+    std::int64_t peer = -1;  // a receive's sender; −1: a collective
+    int step = 0;            // the step the call was issued in (a parameter all-gather: the one before)
+    std::size_t ordinal = 0;
+    std::int64_t began_ns = 0, done_ns = 0;
+    const char* name = "";
+    int dim = 0;
+  };
+  std::vector<Issue> issues;
+  std::vector<Wait> waits;
+  double cpu_s = 0;  // run.cpp: the process's CPU seconds from the first measured step to this one's end
   double compute_s() const { return forward_s + backward_s + recompute_s; }
   double timed_s() const;
   double other_s() const { return time_s - timed_s(); }
@@ -70,6 +91,22 @@ json breakdown_json(const StepRecord& r, double job_step_s);
 std::size_t nearest_median(const std::vector<double>& step_s);
 
 class StepTracer;
+
+// What the other members of this rank's groups issued, for attribute_waits: by group kind and
+// member, step by step (from the first measured one), the times they issued their calls on the
+// group that concern this rank (every collective; the sends to this rank), in order, on this
+// rank's clock.
+using PeerIssues = std::map<GroupKind, std::map<std::int64_t, std::vector<std::vector<std::int64_t>>>>;
+
+// Splits every wait for a message at the moment the last of the other members issued its part of
+// the call (workload/README.md "The terms of a step"): a receive at its sender's send, a
+// collective at its last member's arrival. Before it the rank waited for a peer (idle: the
+// bubble, a slower member), after it for the communication itself (its dimension's). `first_step`
+// is the first measured step's index (records[0]'s); a call issued before it (a parameter
+// all-gather of the last warm-up step) is communication whole. Adds each wait's parts to its
+// record and, with a tracer, their spans. A RunError if a peer's calls and this rank's waits do
+// not match (a defect).
+void attribute_waits(std::vector<StepRecord>& records, int first_step, const PeerIssues& issued, StepTracer* tracer);
 
 class StepExecutor {
  public:
@@ -106,6 +143,8 @@ class StepExecutor {
 
   // The group kinds this workload sends messages on.
   static std::vector<GroupKind> message_kinds(const workload::Workload& w);
+  // The members (world ranks) of this rank's group of each kind it has a communicator for.
+  std::map<GroupKind, std::vector<std::int64_t>> group_members() const;
 
  private:
   struct Pending;
@@ -118,6 +157,10 @@ class StepExecutor {
   // Waits for `h`: paced, as wait_until; native, inside the library's wait (as the host's MPI does).
   void wait_for(coll::Handle& h);
   void wait_pending(StepRecord& rec);
+  // The wait for `p` from t0 to t1, for attribute_waits (and its lifetime in the trace).
+  void waited(StepRecord& rec, const Pending& p, std::int64_t t0, std::int64_t t1);
+  // A receive of `m` into `into`, posted: the call it waits for is its sender's send.
+  Pending receive(const Call& m, void* into, std::int64_t t0);
   // Waits for the parameter all-gathers the last step left for `layer`'s forward.
   void wait_carried(std::int64_t layer, StepRecord& rec);
   // Waits for every operation of `list` (its dimension's communication) and empties it.
@@ -125,7 +168,7 @@ class StepExecutor {
   void message(std::size_t i, StepRecord& rec);
   void send_message(const Call& m, StepRecord& rec, std::int64_t t0);
   void recv_message(const Call& m, StepRecord& rec, std::int64_t t0);
-  // A pipeline receive posted early (workload::Op::recv_needed_at): issued now, waited for by
+  // A pipeline receive posted early (workload::Op::needed_at): issued now, waited for by
   // wait_posted before the op that needs it.
   void post_recv(const Call& m, StepRecord& rec, std::int64_t t0);
   // Waits for the receives posted for op `i` (what their transfer did not hide is PP communication).
@@ -162,10 +205,21 @@ class StepExecutor {
   std::vector<Pending> overlap_;  // TP messages beside their GEMM (tp_comm_overlap), waited for after it
   std::vector<Pending> sends_;
   std::vector<Pending> carried_;  // parameter all-gathers of the last step, for this one's forward
-  // Receives posted early, in the order posted, with the op index each must be complete before;
-  // two at most at once (the block's own and the next one's), each in its half of the buffer.
-  std::vector<std::pair<Pending, std::int64_t>> posted_;
+  // Messages issued ahead of the op that needs them (workload::Op::needed_at), in the order
+  // posted: pipeline receives posted early, two at most at once (the block's own and the next
+  // one's), each in its half of the buffer; a CP ring step's exchange, one at a time.
+  struct Posted;
+  std::vector<Posted> posted_;
   std::size_t posts_ = 0;
+  // When the last op ended, if the rank went straight on from a paced compute op (its deadline;
+  // else −1): the next op begins there, so that waking late from the device's time is the next
+  // op's (a message's wait: the cost of waiting, not compute). start_ns() takes it.
+  std::int64_t free_ns_ = -1;
+  std::int64_t start_ns();
+  // The step being run, its calls so far on each group, its receives so far from each peer.
+  int step_ = 0;
+  std::map<GroupKind, std::size_t> calls_;
+  std::map<std::int64_t, std::size_t> received_;
   // MoE with a skewed router: elements this rank sends to and receives from each EP peer in a
   // dispatch (a combine goes the other way), from the routed counts exchanged at start-up.
   struct Dispatch {

@@ -89,10 +89,14 @@ class Job {
   // each test (bench coll: a waiting rank's watchdog tick).
   void quiet_barrier(const std::function<void()>& while_waiting = nullptr);
   // This rank's clock against rank 0's, estimated by `rounds` ping-pongs between rank 0 and each
-  // rank in turn (the round with the shortest round trip wins). Collective.
+  // rank in turn (the round with the shortest round trip wins); 0 exactly for a rank on rank 0's
+  // kernel (the same boot: one monotonic clock, whatever namespaces the ranks run in). Collective.
   ClockOffset clock_offset(int rounds = 16);
   // Every rank's `value` (any length), in rank order (host names; each rank's results).
   std::vector<std::string> all_gather(const std::string& value);
+  // Each rank hands `to[r]` (any length; `to` has size() entries) to rank r and gets back, by
+  // rank, what each handed it. Collective.
+  std::vector<std::vector<std::int64_t>> exchange(const std::vector<std::vector<std::int64_t>>& to);
 
   // The processor (host) name, the MPI library and the thread level MPI provides: where a
   // figure came from.

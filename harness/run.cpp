@@ -184,9 +184,7 @@ struct RunTracing {
   ClockOffset clock;
 };
 
-void start_tracing(RunTracing& t, Job& job, const RunInputs& in, const StepExecutor& exec, Watchdog& watchdog) {
-  watchdog.progress("aligning clocks for the trace");
-  t.clock = job.clock_offset();
+void start_tracing(RunTracing& t, Job& job, const RunInputs& in, const StepExecutor& exec) {
   t.tracer = std::make_unique<StepTracer>(job.rank(), trace_capacity(exec.workload(), in.steps));
   if (in.backend == Backend::cuda) t.cupti = profiles::make_cupti_source();
   if (t.cupti) t.activity.set_clock_offset_ns(profiles::cupti_clock_offset_ns());
@@ -229,6 +227,43 @@ std::vector<StepRecord> run_steps(Job& job, StepExecutor& exec, RunTracing& t, i
     t.activity.drain(*t.cupti);
   }
   return records;
+}
+
+// Every rank's calls, step by step, handed to the other members of its groups on their clocks
+// (rank 0's in between): attribute_waits' PeerIssues. Both sides walk the groups they share in
+// the same (kind) order.
+PeerIssues peer_issues(Job& job, const ClockOffset& clock, const std::vector<StepRecord>& records,
+                       const std::map<GroupKind, std::vector<std::int64_t>>& groups) {
+  const auto me = static_cast<std::int64_t>(job.rank());
+  // To each member of each group: per step, the number of its calls there that concern it, then
+  // their times.
+  std::vector<std::vector<std::int64_t>> to(static_cast<std::size_t>(job.size()));
+  for (const StepRecord& r : records)
+    for (const auto& [kind, members] : groups)
+      for (std::int64_t peer : members) {
+        if (peer == me) continue;
+        auto& list = to[static_cast<std::size_t>(peer)];
+        const std::size_t at = list.size();
+        list.push_back(0);
+        for (const StepRecord::Issue& i : r.issues)
+          if (i.group == kind && (i.peer < 0 || i.peer == peer))
+            list.push_back(i.issued_ns - clock.offset_ns), ++list[at];
+      }
+  const std::vector<std::vector<std::int64_t>> from = job.exchange(to);
+  PeerIssues issued;
+  std::vector<std::size_t> at(from.size(), 0);
+  for (std::size_t s = 0; s < records.size(); ++s)
+    for (const auto& [kind, members] : groups)
+      for (std::int64_t peer : members) {
+        if (peer == me) continue;
+        const auto& in = from[static_cast<std::size_t>(peer)];
+        std::size_t& i = at[static_cast<std::size_t>(peer)];
+        if (i >= in.size()) throw RunError("rank " + std::to_string(peer) + " sent fewer calls than its steps hold");
+        const auto n = static_cast<std::size_t>(in[i++]);
+        std::vector<std::int64_t>& step = issued[kind][peer].emplace_back();
+        for (std::size_t k = 0; k < n && i < in.size(); ++k) step.push_back(in[i++] + clock.offset_ns);
+      }
+  return issued;
 }
 
 // Every rank writes its timeline; the result's "trace" record, its figures the worst rank's.
@@ -436,9 +471,15 @@ void run_training(Job& job, const RunArgs& a, const std::vector<std::string>& ex
                   to_string(in.backend), emulation_text().c_str(),
                   in.cluster.paced() ? "paced to the declared device" : "native", in.warmup, in.steps);
     RunTracing tracing(job.rank());
-    if (!a.trace_dir.empty()) start_tracing(tracing, job, in, *rank.exec, watchdog);
-    const std::vector<StepRecord> records = run_steps(job, *rank.exec, tracing, in.warmup, in.steps);
+    // The ranks' clocks against each other: the trace's, and each pipeline receive's split at
+    // its sender's send.
+    watchdog.progress("aligning clocks");
+    tracing.clock = job.clock_offset();
+    if (!a.trace_dir.empty()) start_tracing(tracing, job, in, *rank.exec);
+    std::vector<StepRecord> records = run_steps(job, *rank.exec, tracing, in.warmup, in.steps);
     watchdog.progress("collecting results");
+    attribute_waits(records, in.warmup, peer_issues(job, tracing.clock, records, rank.exec->group_members()),
+                    tracing.tracer.get());
     json trace_json = nullptr;
     if (tracing.tracer) trace_json = write_traces(job, a, in, grid, tracing, writer);
     report(job, a, in, grid, *rank.device, records, trace_json, writer);

@@ -67,7 +67,7 @@ struct Layout {
   // state of its interleaved schedule a block's pipeline receive is posted before the block of
   // the other pass that precedes it and waited for where it is needed; warm-up and cool-down
   // receive in place. Only the interleaved schedule has it (Megatron turns it off for the
-  // others): p2p_overlapped(). The testbed receives so (workload::Op::recv_needed_at); the cost
+  // others): p2p_overlapped(). The testbed receives so (workload::Op::needed_at); the cost
   // model prices the PP sends alike either way (docs/explorer.md: the transfer stays on the
   // chain from one stage to the next, as measured).
   bool overlap_p2p_comm = true;

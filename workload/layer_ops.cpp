@@ -79,7 +79,7 @@ double quantization(ComputeKind kind, double m, double n, double k, double batch
 
 LayerOps::LayerOps(const Model& m, std::int64_t tp, std::int64_t cp, std::int64_t micro_batch_size, bool sp,
                    bool materializes_scores)
-    : m_(m), tp_(tp), mbs_(micro_batch_size), sp_(sp && tp > 1), materializes_(materializes_scores) {
+    : m_(m), tp_(tp), cp_(cp), mbs_(micro_batch_size), sp_(sp && tp > 1), materializes_(materializes_scores) {
   e_ = dtype_bytes(m.dtype);
   T_ = static_cast<double>(micro_batch_size) * static_cast<double>(m.seq_length) / static_cast<double>(cp);
   h_ = static_cast<double>(m.hidden_size);
@@ -113,38 +113,34 @@ LayerOp LayerOps::dropout(const char* name, double rows, double n) const {
 // The attention sub-block's compute ops in forward order; with an unfused backend the core is
 // the materialised score matrix's passes, with flash one fused op.
 std::vector<LayerOp> LayerOps::attention_ops() const {
-  const double b = batch(), sq = T_ / b, sk = seq(), d = head_dim(), a = heads(), g = kv_heads();
+  // sk: the keys of one ring step (the whole sequence without CP).
+  const double b = batch(), sq = T_ / b, sk = seq() / static_cast<double>(cp_), d = head_dim(), a = heads(),
+               g = kv_heads();
   std::vector<LayerOp> ops{{"qkv_proj", Kind::gemm, T_, (q_ + 2 * kv_) / tp_, h_, 1}};
   if (m_.position_embedding_type == "rope") {
     // q and k rotated in place: read x and the cos/sin table (fp32, d per token), write x.
     const double x = T_ * (q_ + kv_) / tp_ * e_, table = T_ * d * 4;
     ops.push_back({"rope", Kind::memory, T_, (q_ + kv_) / tp_, 0, 1, 1, 1, x + table, x, x + table, x});
   }
-  const double qb = T_ * a * d * e_, kvb = b * sk * g * d * e_;  // Q or O; K or V over the whole sequence
-  if (!materializes_) {
-    // Reads Q, K, V, writes O and the row log-sum-exp (fp32); backward reads Q, K, V, O, dO and
-    // the log-sum-exp, writes dQ, dK, dV.
-    const double lse = T_ * a * 4;
-    LayerOp f{"attention", Kind::attention,        sq,          sk, d, b, a, g, qb + 2 * kvb,
-              qb + lse,    3 * qb + 2 * kvb + lse, qb + 2 * kvb};
-    f.core = true;
-    ops.push_back(f);
-  } else {
-    const double scores = T_ * a * sk * e_;  // b·(a/tp)·(s/cp)·s elements
-    LayerOp qk{"attention_scores", Kind::product, sq, sk, d, b, a, g};
-    // Scale, causal mask and softmax in one pass (Megatron's FusedScaleMaskSoftmax): read S,
-    // write P; backward reads P and dP, writes dS.
-    LayerOp softmax{"attention_softmax", Kind::memory, T_ * a, sk, 0, 1, 1, 1, scores, scores, 2 * scores, scores};
-    LayerOp pv{"attention_values", Kind::product, sq, d, sk, b, a, g};
-    qk.core = softmax.core = pv.core = true;
-    ops.push_back(qk);
-    ops.push_back(softmax);
-    if (m_.attention_dropout > 0) {
-      LayerOp drop = dropout("attention_dropout", T_ * a, sk);
-      drop.core = true;
-      ops.push_back(drop);
+  const double qb = T_ * a * d * e_, kvb = b * sk * g * d * e_;  // Q or O; K or V of one step's keys
+  for (int step = 0; step < cp_; ++step) {
+    const std::size_t first = ops.size();
+    if (!materializes_) {
+      // Reads Q, K, V, writes O and the row log-sum-exp (fp32); backward reads Q, K, V, O, dO and
+      // the log-sum-exp, writes dQ, dK, dV.
+      const double lse = T_ * a * 4;
+      ops.push_back({"attention", Kind::attention, sq, sk, d, b, a, g, qb + 2 * kvb, qb + lse, 3 * qb + 2 * kvb + lse,
+                     qb + 2 * kvb});
+    } else {
+      const double scores = T_ * a * sk * e_;  // b·(a/tp)·(s/cp) queries by sk keys
+      // Scale, causal mask and softmax in one pass (Megatron's FusedScaleMaskSoftmax): read S,
+      // write P; backward reads P and dP, writes dS.
+      ops.push_back({"attention_scores", Kind::product, sq, sk, d, b, a, g});
+      ops.push_back({"attention_softmax", Kind::memory, T_ * a, sk, 0, 1, 1, 1, scores, scores, 2 * scores, scores});
+      if (m_.attention_dropout > 0) ops.push_back(dropout("attention_dropout", T_ * a, sk));
+      ops.push_back({"attention_values", Kind::product, sq, d, sk, b, a, g});
     }
-    ops.push_back(pv);
+    for (std::size_t i = first; i < ops.size(); ++i) ops[i].core = true, ops[i].cp_step = step;
   }
   ops.push_back({"out_proj", Kind::gemm, T_, h_, q_ / tp_, 1});
   return ops;

@@ -25,6 +25,9 @@ struct LayerOp {
   double heads = 1, kv_heads = 1;
   double fwd_read = 0, fwd_written = 0, bwd_read = 0, bwd_written = 0;  // memory and flash
   bool core = false;  // the attention core (what selective recompute repeats)
+  // The core's ring step under CP (ring attention: step j attends to the j-th block of keys while
+  // the next block comes round the ring), 0..cp−1; −1 outside the core.
+  int cp_step = -1;
 };
 
 // Which part of an op a block runs: the forward, the whole backward, or (zero bubble) its
@@ -72,7 +75,10 @@ class LayerOps {
   LayerOp residual(const char* name) const;
   LayerOp dropout(const char* name, double rows, double n) const;
   // The attention sub-block's compute ops in forward order; with an unfused backend the core is
-  // the materialised score matrix's passes, with flash one fused op.
+  // the materialised score matrix's passes, with flash one fused op. Under CP the core runs as
+  // Megatron's ring attention (Transformer Engine's AttnFuncWithCPAndKVP2P): once per block of
+  // s/cp keys, cp steps, each its own kernels over the local queries (the partial outputs merged
+  // as they come: O written at every step).
   std::vector<LayerOp> attention_ops() const;
   LayerOp activation(const char* name, double rows, double f) const;
   // The MLP sub-block of a dense or a MoE layer, in forward order.
@@ -91,7 +97,7 @@ class LayerOps {
   double logits_n() const { return static_cast<double>(m_.vocab_size) / tp_; }
 
   const Model& m_;
-  std::int64_t tp_, mbs_;
+  std::int64_t tp_, cp_, mbs_;
   bool sp_, materializes_;
   double e_, T_, h_, q_, kv_;
 };

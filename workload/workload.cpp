@@ -1,5 +1,6 @@
 #include "workload/workload.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <iterator>
 
@@ -151,7 +152,7 @@ class Builder {
       const bool sync_after = overlapped() && i == last_block[b.chunk];
       if (!early(i)) input_recv(b);
       const std::int64_t next = early(i + 1) && input_recv(blocks[i + 1]) ? std::ssize(w_.ops) - 1 : -1;
-      if (posted >= 0) w_.ops[static_cast<std::size_t>(posted)].recv_needed_at = std::ssize(w_.ops);
+      if (posted >= 0) w_.ops[static_cast<std::size_t>(posted)].needed_at = std::ssize(w_.ops);
       posted = next;
       if (b.pass == Pass::F)
         forward_block(b);
@@ -252,10 +253,30 @@ class Builder {
       message(ph, b.microbatch, b.chunk, layer, "sp_input_all_gather", Dim::tp, GroupKind::tp, CollOp::all_gather, A_,
               -1, false, tpo_ && op != "logits" ? 1 : 0);
   }
-  void cp_ring(Phase ph, const Block& b, std::int64_t layer, double factor) {
+  // The attention core's ops, ring step by ring step (LayerOp::cp_step; `ops` in the order the
+  // pass runs them): before each step but the last, the next step's keys and values (and in the
+  // backward their gradients, `factor` 2) go round the CP ring behind it, needed once it ends
+  // (Transformer Engine's ring attention: each step waits for the exchange the step before issued,
+  // issues the next, then attends).
+  template <typename It, typename PartOf>
+  void core_with_ring(Phase ph, const Block& b, std::int64_t layer, It first, It last, PartOf part, double factor) {
     const double kvb = 2.0 * T_ * (kv_ / tp_) * e_;
-    for (std::int64_t i = 0; i < cp_ - 1; ++i)
-      message(ph, b.microbatch, b.chunk, layer, "cp_kv_ring", Dim::cp, GroupKind::cp, CollOp::send_recv, factor * kvb);
+    std::int64_t ring = -1;  // the exchange in flight: its op index
+    int step = -1, steps = 0;
+    for (It it = first; it != last; ++it) {
+      if (it->cp_step != step) {
+        step = it->cp_step;
+        if (ring >= 0) w_.ops[static_cast<std::size_t>(ring)].needed_at = std::ssize(w_.ops);
+        ring = -1;
+        if (cp_ > 1 && ++steps < cp_) {
+          ring = std::ssize(w_.ops);
+          message(ph, b.microbatch, b.chunk, layer, "cp_kv_ring", Dim::cp, GroupKind::cp, CollOp::send_recv,
+                  factor * kvb);
+        }
+      }
+      w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
+    }
+    if (ring >= 0) w_.ops[static_cast<std::size_t>(ring)].needed_at = std::ssize(w_.ops);
   }
   void ep_all_to_all(Phase ph, const Block& b, std::int64_t layer, const char* name) {
     if (ep_ <= 1) return;
@@ -272,9 +293,15 @@ class Builder {
     }
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("input_norm", ops_.sp_tokens()), Part::forward));
     tp_before(ph, b, layer, true);
-    for (const auto& o : att) {
-      w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
-      if (o.name == std::string("attention") || o.name == std::string("attention_values")) cp_ring(ph, b, layer, 1.0);
+    auto forward = [](const LayerOp&) { return Part::forward; };
+    for (auto it = att.begin(); it != att.end();) {
+      if (!it->core) {
+        w_.ops.push_back(compute(ph, b, layer, *it++, Part::forward));
+        continue;
+      }
+      const auto end = std::find_if(it, att.end(), [](const LayerOp& o) { return !o.core; });
+      core_with_ring(ph, b, layer, it, end, forward, 1.0);
+      it = end;
     }
     tp_after(ph, b, layer, true);
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("attention_residual"), Part::forward));
@@ -310,11 +337,16 @@ class Builder {
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("attention_residual"), Part::backward));
     tp_before(ph, b, layer, true);
     auto att = ops_.attention_ops();
-    for (auto it = att.rbegin(); it != att.rend(); ++it) {
-      sp_regather(ph, b, layer, it->name);
-      w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
-      if (it->name == std::string("attention") || it->name == std::string("attention_scores"))
-        cp_ring(ph, b, layer, 2.0);
+    for (auto it = att.rbegin(); it != att.rend();) {
+      if (!it->core) {
+        sp_regather(ph, b, layer, it->name);
+        w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
+        ++it;
+        continue;
+      }
+      const auto end = std::find_if(it, att.rend(), [](const LayerOp& o) { return !o.core; });
+      core_with_ring(ph, b, layer, it, end, part, 2.0);
+      it = end;
     }
     tp_after(ph, b, layer, true);
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("input_norm", ops_.sp_tokens()), Part::backward));

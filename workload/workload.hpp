@@ -62,11 +62,12 @@ struct Op {
   // runs behind, as an offset in the op list: +1 the op after it (an all-gather the GEMM
   // consumes), −1 the op before it (a reduce-scatter of what the GEMM produced); 0 none.
   std::int8_t overlap_gemm = 0;
-  // A pipeline receive Megatron's interleaved schedule posts early (Layout::p2p_overlapped): it is
-  // posted here, before the block of the other pass that precedes the block needing it, and must
-  // be complete before the op at this index of the list runs (that block's first op); −1: a
-  // receive waited for where it is listed.
-  std::int64_t recv_needed_at = -1;
+  // A message issued here that runs behind the ops after it and must be complete before the op at
+  // this index of the list runs; −1: waited for where it is listed (or as its kind says). A
+  // pipeline receive Megatron's interleaved schedule posts early (Layout::p2p_overlapped), before
+  // the block of the other pass that precedes the block needing it (needed at that block's first
+  // op); a CP ring step's exchange, needed once the ring step it runs behind has ended.
+  std::int64_t needed_at = -1;
 };
 
 // Model FLOPs of a compute op at its shape and phase, as Megatron counts them: a GEMM 2·m·n·k per

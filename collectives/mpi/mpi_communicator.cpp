@@ -346,11 +346,6 @@ class MpiCommunicator final : public Communicator {
     return Handle(std::move(h));
   }
 
-  bool arrived(int peer) override {
-    int flag = 0;
-    SAX_MPI_CHECK(MPI_Iprobe(peer, kTag, comm_, &flag, MPI_STATUS_IGNORE));
-    return flag != 0;
-  }
   Handle send_recv(const void* send, int to, void* recv, int from, std::size_t count, DType d, Mode mode) override {
     const int n = as_int(count, "send_recv");
     if (mode != Mode::async) {

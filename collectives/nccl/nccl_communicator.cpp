@@ -139,7 +139,6 @@ class NcclCommunicator final : public Communicator {
     SAX_NCCL_CHECK(ncclSend(buf, count, nccl_type(d), peer, comm_, stream_));
     return finish(mode);
   }
-  bool arrived(int) override { return true; }  // NCCL cannot say before the receive is enqueued
   Handle recv(void* buf, std::size_t count, DType d, int peer, Mode mode) override {
     SAX_NCCL_CHECK(ncclRecv(buf, count, nccl_type(d), peer, comm_, stream_));
     return finish(mode);

@@ -52,7 +52,6 @@ class Fake final : public Communicator {
   Handle broadcast(void*, std::size_t, DType, int, Mode) override { return note("broadcast"); }
   Handle send(const void*, std::size_t, DType, int, Mode) override { return note("send"); }
   Handle recv(void*, std::size_t, DType, int, Mode) override { return note("recv"); }
-  bool arrived(int) override { return true; }
   Handle send_recv(const void*, int, void*, int, std::size_t, DType, Mode) override { return note("send_recv"); }
   Handle barrier(Mode) override { return note("barrier"); }
 

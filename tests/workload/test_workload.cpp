@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "spec/calibration.hpp"
 #include "spec/groups.hpp"
@@ -137,7 +138,7 @@ TEST_P(WorkloadGrid, PipelineReceivesArePostedWhereMegatronPostsThem) {
       if (o.kind == OpKind::message) a.insert(key(o) + o.name + std::to_string(o.peer));
     for (const Op& o : off.ops) {
       if (o.kind == OpKind::message) b.insert(key(o) + o.name + std::to_string(o.peer));
-      EXPECT_EQ(o.recv_needed_at, -1) << s.name;
+      if (o.op == CollOp::recv) EXPECT_EQ(o.needed_at, -1) << s.name;
     }
     EXPECT_EQ(a, b) << s.name << " rank " << r;
     // Where Megatron posts: the blocks that follow one of the other pass and have an input.
@@ -154,33 +155,81 @@ TEST_P(WorkloadGrid, PipelineReceivesArePostedWhereMegatronPostsThem) {
     std::int64_t last_needed = -1;
     for (std::size_t i = 0; i < w.ops.size(); ++i) {
       const Op& o = w.ops[i];
-      if (o.recv_needed_at < 0) continue;
+      if (o.needed_at < 0 || o.kind != OpKind::message || o.op != CollOp::recv) continue;
       ++posted;
-      ASSERT_EQ(o.op, CollOp::recv) << s.name;
-      ASSERT_GT(o.recv_needed_at, static_cast<std::int64_t>(i)) << s.name;
-      ASSERT_LT(o.recv_needed_at, static_cast<std::int64_t>(w.ops.size())) << s.name;
-      EXPECT_GT(o.recv_needed_at, last_needed) << s.name << ": needed out of the order posted";
-      last_needed = o.recv_needed_at;
+      ASSERT_GT(o.needed_at, static_cast<std::int64_t>(i)) << s.name;
+      ASSERT_LT(o.needed_at, static_cast<std::int64_t>(w.ops.size())) << s.name;
+      EXPECT_GT(o.needed_at, last_needed) << s.name << ": needed out of the order posted";
+      last_needed = o.needed_at;
       // Needed at its block's first op; the ops between belong to the block before (the other pass).
-      const Op& first = w.ops[static_cast<std::size_t>(o.recv_needed_at)];
+      const Op& first = w.ops[static_cast<std::size_t>(o.needed_at)];
       EXPECT_EQ(first.microbatch, o.microbatch) << s.name;
       EXPECT_EQ(first.chunk, o.chunk) << s.name;
       const bool forward = o.phase == Phase::forward;
       EXPECT_EQ(first.phase == Phase::forward, forward) << s.name;
       std::size_t other = 0, outstanding = 0;
-      for (std::size_t j = i + 1; j < static_cast<std::size_t>(o.recv_needed_at); ++j) {
+      for (std::size_t j = i + 1; j < static_cast<std::size_t>(o.needed_at); ++j) {
         const Op& between = w.ops[j];
         if (between.kind == OpKind::compute && between.microbatch >= 0)
           other += (between.phase == Phase::forward) != forward;
         EXPECT_FALSE(between.kind == OpKind::compute && between.microbatch == o.microbatch &&
                      between.chunk == o.chunk && (between.phase == Phase::forward) == forward)
             << s.name << ": the block began before its receive's wait";
-        outstanding += between.recv_needed_at >= 0;
+        outstanding += between.op == CollOp::recv && between.needed_at >= 0;
       }
       EXPECT_GT(other, 0u) << s.name << ": nothing of the other pass to run behind";
       EXPECT_LE(outstanding, 1u) << s.name;
     }
     EXPECT_EQ(posted, want) << s.name << " rank " << r;
+  }
+}
+
+// Ring attention under CP: in every layer pass that runs the core with its ring (forward, a full
+// recompute's forward, backward), the core runs as cp steps of s/cp keys each, and before every
+// step but the last one exchange of the next step's keys and values goes round the ring
+// (send_recv on the CP group, the backward's twice the bytes), needed at the op right after that
+// step: the attention FLOPs of a pass are the whole sequence's whatever CP.
+TEST_P(WorkloadGrid, RingAttentionExchangesEachStepsKeysBehindTheStepBefore) {
+  const Case& s = GetParam();
+  const std::int64_t cp = s.layout.context_parallel_size;
+  for (std::int64_t r = 0; r < s.cluster.world_size(); ++r) {
+    const Workload w = build(s.cluster, s.model, s.layout, r);
+    std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t>, std::pair<int, int>> passes;  // rings, steps
+    for (std::size_t i = 0; i < w.ops.size(); ++i) {
+      const Op& o = w.ops[i];
+      const auto pass = std::make_tuple(static_cast<int>(o.phase), o.microbatch, o.chunk, o.layer);
+      if (o.kind == OpKind::compute && (o.name == "attention" || o.name == "attention_scores")) {
+        ++passes[pass].second;
+        EXPECT_DOUBLE_EQ(o.n, static_cast<double>(s.model.seq_length) / static_cast<double>(cp))
+            << s.name << ": keys of a ring step";
+      }
+      if (o.kind != OpKind::message || o.dim != Dim::cp) continue;
+      ASSERT_GT(cp, 1) << s.name;
+      ASSERT_EQ(o.op, CollOp::send_recv) << s.name;
+      ++passes[pass].first;
+      // Needed right after the ring step it runs behind: the ops between are that step's core.
+      ASSERT_GT(o.needed_at, static_cast<std::int64_t>(i)) << s.name;
+      ASSERT_LT(o.needed_at, static_cast<std::int64_t>(w.ops.size())) << s.name;
+      for (std::size_t j = i + 1; j < static_cast<std::size_t>(o.needed_at); ++j) {
+        const Op& step = w.ops[j];
+        EXPECT_EQ(step.kind, OpKind::compute) << s.name;
+        EXPECT_EQ(step.layer, o.layer) << s.name;
+        EXPECT_EQ(step.microbatch, o.microbatch) << s.name;
+      }
+      const double tokens =
+          static_cast<double>(s.layout.micro_batch_size * s.model.seq_length) / static_cast<double>(cp);
+      const double kvb = 2.0 * tokens * static_cast<double>(s.model.num_query_groups * s.model.kv_channels) /
+                         static_cast<double>(s.layout.tensor_model_parallel_size) * dtype_bytes(s.model.dtype);
+      const bool backward = o.phase == Phase::backward || o.phase == Phase::backward_input;
+      EXPECT_DOUBLE_EQ(o.bytes, (backward ? 2 : 1) * kvb) << s.name;
+    }
+    for (const auto& [pass, n] : passes) {
+      EXPECT_EQ(n.second, cp) << s.name << ": ring steps of a pass";
+      // Selective recompute repeats the core alone, without its ring.
+      if (n.first > 0 || std::get<0>(pass) != static_cast<int>(Phase::recompute) ||
+          s.layout.recompute_granularity != Recompute::selective)
+        EXPECT_EQ(n.first, cp - 1) << s.name << ": exchanges of a pass";
+    }
   }
 }
 
