@@ -39,6 +39,32 @@ double bubble_s(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, st
   return bubble_fraction(schedule, pp, vpp, m) * static_cast<double>(m) * max_s;
 }
 
+PipelineTransfers pipeline_transfers(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
+                                     double chain_s, double wrap_s) {
+  PipelineTransfers t;
+  if (pp <= 1 || m <= 0) return t;
+  const double p = static_cast<double>(pp), md = static_cast<double>(m), v = static_cast<double>(vpp);
+  switch (schedule) {
+    case PipelineSchedule::gpipe:
+      t.fill_s = chain_s;
+      break;
+    case PipelineSchedule::one_f_one_b:
+    case PipelineSchedule::zero_bubble:
+      t.fill_s = chain_s;
+      // Of the micro-batches after the first two, every one but each pp-th waits on the chain's
+      // pair of transfers (one boundary's x_f + x_b on average) once more.
+      {
+        const std::int64_t k = std::max<std::int64_t>(0, m - 2), every_pp = k / pp;
+        t.steady_s = chain_s / (p - 1.0) * static_cast<double>(k - every_pp);
+      }
+      break;
+    case PipelineSchedule::interleaved:
+      t.fill_s = v * chain_s + (v - 1.0) * wrap_s;
+      break;
+  }
+  return t;
+}
+
 double bubble_fraction(const Layout& l, std::int64_t m) {
   return bubble_fraction(l.schedule.pipeline, l.pipeline_model_parallel_size, l.virtual_pipeline_model_parallel_size,
                          m);

@@ -122,4 +122,22 @@ double bubble_fraction(PipelineSchedule schedule, std::int64_t pp, std::int64_t 
 double bubble_s(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t num_microbatches,
                 double sum_s, double max_s);
 
+// What the tensors sent between pipeline stages add to a step of equal stages (the replay,
+// explorer/replay.hpp, runs any): `chain_s` is what an activation and its gradient take over every
+// boundary from stage 0 to stage pp−1 together (Σ x_f + x_b), `wrap_s` over the one from the last
+// stage back to the first (interleaving's next chunk). The fill and drain cross each boundary once
+// each way (`fill_s`, the bubble's; all GPipe adds). 1F1B, and zero bubble whose order keeps
+// 1F1B's micro-batches in flight, hold at most pp micro-batches: a stage's next forward waits for
+// the backward of the micro-batch pp before it, so the dependency runs round the whole chain
+// again: of the m − 2 micro-batches after the first two, all but every pp-th add one boundary's
+// pair (chain/(pp−1)) to the step (`steady_s`: about m·chain/pp for m ≫ pp; the replay of equal
+// blocks gives exactly this). Interleaving's longer warm-up keeps enough in flight that the
+// steady state waits on none while a transfer is shorter than a chunk's forward and backward over
+// pp (a longer one the replay prices); its fill crosses v chains.
+struct PipelineTransfers {
+  double fill_s = 0, steady_s = 0;
+};
+PipelineTransfers pipeline_transfers(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp,
+                                     std::int64_t num_microbatches, double chain_s, double wrap_s);
+
 }  // namespace sax::explorer

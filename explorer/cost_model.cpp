@@ -200,11 +200,16 @@ terms::Microbatch CostModel::microbatch(const Candidate& cand, const StageLayers
   mb.recompute = t.recompute(st, cand.recompute);
   mb.tp = tp_blocking_time(tr, price);
   if (cand.tp_overlap()) mb.tp += tp_overlap_change(cand, st, tr, t, price);
-  // The KV ring runs behind the attention of the block it already holds (Megatron's CP).
-  mb.cp = tr.cp_forward_passes * std::max(0.0, price.cp.time(tr.cp_forward) - t.core_forward) +
-          tr.cp_backward_passes * std::max(0.0, price.cp.time(tr.cp_backward) - t.core_backward);
+  // Ring attention (Megatron's CP): each of the cp − 1 exchanges runs behind one ring step's
+  // attention (the core's 1/cp: workload/layer_ops.hpp) and is waited for before the next.
+  auto ring = [&](const Amount& a, double core) {
+    if (!(a.count > 0)) return 0.0;
+    const double step = price.cp.time({1.0, a.bytes / a.count});
+    return a.count * std::max(0.0, step - core / (a.count + 1.0));
+  };
+  mb.cp = tr.cp_forward_passes * ring(tr.cp_forward, t.core_forward) +
+          tr.cp_backward_passes * ring(tr.cp_backward, t.core_backward);
   mb.ep = price.ep.time({tr.ep.count, tr.ep.bytes * p_.router_imbalance});  // the busiest expert's tokens
-  mb.pp = price.pp.time(tr.pp);
   return mb;
 }
 
@@ -319,12 +324,27 @@ CollAlgorithm CostModel::dp_algorithm(const StageTraffic& tr, const Prices& pric
   return a;
 }
 
+double CostModel::pp_transfer_s(const Candidate& cand, const Placement& pl, const Channels& ch,
+                                std::int64_t stage) const {
+  const std::int64_t stride = pl[GroupKind::pp].parts[0].stride;  // one progression: PP's own
+  const LinkClass link = link_between(shape_, stage * stride, ((stage + 1) % cand.pp) * stride);
+  const Channel on = link == LinkClass::cross_building
+                         ? Channel{&p_.cross_link(cand.technology), 2.0, ch.pipeline_share,
+                                   &p_.links[static_cast<int>(LinkClass::intra_building)]}
+                         : Channel{&p_.links[static_cast<int>(link)], 2.0, 1.0};
+  const MicroShape x = MicroShape::of(c_, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
+  return terms::price(CollOp::send, on).time({1.0, x.P});
+}
+
 void CostModel::price(const Candidate& cand, const Placement& pl, Priced& p) const {
   p.placement = pl;
   p.channels = channels(cand, pl);
   const MicroShape x = MicroShape::of(c_, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
   p.units = traffic_units(c_, cand, x, pl);
   p.prices = prices(p.units, p.channels);
+  p.prices.pp_chain_s = p.prices.pp_wrap_s = 0;
+  for (std::int64_t i = 0; cand.pp > 1 && i < cand.pp; ++i)
+    (i + 1 < cand.pp ? p.prices.pp_chain_s : p.prices.pp_wrap_s) += 2.0 * pp_transfer_s(cand, pl, p.channels, i);
 }
 
 CostModel::Priced CostModel::priced(const Candidate& cand, const Placement& pl) const {
@@ -490,8 +510,12 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
   if (use.keep && !use.have_tail)
     use.kept->tail_tag = tag, use.kept->worst = crit.tail, use.kept->total_s = crit.tail_s,
     use.kept->dp_algorithm = r.dp_algorithm;
+  const PipelineTransfers moved = pipeline_transfers(cand.pipeline, cand.pp, cand.vpp, r.num_microbatches,
+                                                     priced.prices.pp_chain_s, priced.prices.pp_wrap_s);
+  crit.pp_steady_s = moved.steady_s;
   for (std::size_t k = 0; k < static_cast<std::size_t>(variants); ++k)
-    crit.bubble_s[k] = bubble_s(cand.pipeline, cand.pp, cand.vpp, r.num_microbatches, crit.sum_s[k], crit.time_s[k]);
+    crit.bubble_s[k] =
+        bubble_s(cand.pipeline, cand.pp, cand.vpp, r.num_microbatches, crit.sum_s[k], crit.time_s[k]) + moved.fill_s;
   if (variants == 2) out[1] = r;
   for (int k = 0; k < variants; ++k) assemble(crit, static_cast<std::size_t>(k), out[k]);
 }
@@ -507,13 +531,13 @@ void CostModel::assemble(const Critical& crit, std::size_t i, Prediction& v) con
   b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * c.tp;
   b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * c.cp;
   b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * c.ep;
-  b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * c.pp + tail.embedding;
+  b.exposed_comm_s[static_cast<int>(Dim::pp)] = crit.pp_steady_s + tail.embedding;
   b.exposed_comm_s[static_cast<int>(Dim::dp)] = tail.dp;
   b.bubble_s = crit.bubble_s[i];
   b.optimizer_s = tail.optimizer;
   const double busy = md * crit.time_s[i];
   v.bubble_fraction = busy > 0 ? b.bubble_s / busy : 0.0;
-  v.step_time_s = busy + b.bubble_s + crit.tail_s;
+  v.step_time_s = busy + b.bubble_s + crit.pp_steady_s + crit.tail_s;
   v.tokens_per_s = tokens_per_step_ / v.step_time_s;
   v.mfu = training_flops_per_step_ / (v.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
   check_figures(v);

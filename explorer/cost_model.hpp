@@ -276,12 +276,13 @@ struct CurveReads {
 CurveReads curve_reads(const Model& model, const Candidate& cand);
 
 // One micro-batch of one stage: compute (forward + backward at twice the forward's FLOPs), the
-// recomputed part, and each dimension's exposed communication. TP, EP and PP messages are on the
-// critical path (with tp_comm_overlap a layer's TP messages behind their GEMMs:
-// tp_overlap_time); each layer pass's CP ring runs behind that pass's attention core.
+// recomputed part, and each dimension's exposed communication inside its blocks. TP and EP
+// messages are on the critical path (with tp_comm_overlap a layer's TP messages behind their
+// GEMMs: tp_overlap_time); each layer pass's CP ring runs behind that pass's attention core. The
+// pipeline's own transfers are between blocks: closed_forms.hpp pipeline_transfers, the replay.
 struct Microbatch {
-  double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, pp = 0;
-  double total() const { return compute + recompute + tp + cp + ep + pp; }
+  double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0;
+  double total() const { return compute + recompute + tp + cp + ep; }
 };
 
 // Seconds after the pipeline drains, for one stage: the DP gradient sync and parameter all-gather
@@ -378,6 +379,10 @@ class CostModel {
     std::array<double, 2> tp_message_s;  // one message of each of those kinds (all of a kind are alike)
     terms::Price cp, ep, pp, embedding;
     std::array<terms::Price, 6> dp_grad, dp_gather;  // dense then expert kinds: the first *_kinds
+    // One pipeline tensor's transfer over every boundary from stage 0 to pp−1, both ways (Σ x_f +
+    // x_b), and over the one from the last stage back to the first (closed_forms.hpp
+    // pipeline_transfers).
+    double pp_chain_s = 0, pp_wrap_s = 0;
     int tp_kinds = 0, dp_grad_kinds = 0, dp_gather_kinds = 0;
     int dp_dense_grad_kinds = 0, dp_dense_gather_kinds = 0;  // the first of each: the dense kinds
     bool dp_tuned = false;                                   // a DP-sync kind has an algorithm besides the ring
@@ -395,6 +400,11 @@ class CostModel {
     Prices prices;
   };
   Priced priced(const Candidate& cand, const Placement& placement) const;
+  // Seconds one pipeline tensor (an activation or its gradient) takes from stage `stage` to the
+  // next ((stage + 1) mod pp, in rank 0's PP group) over the link between those two ranks: the
+  // replay's transfers, and the closed forms' chain (Prices::pp_chain_s).
+  double pp_transfer_s(const Candidate& cand, const Placement& placement, const Channels& channels,
+                       std::int64_t stage) const;
   void price(const Candidate& cand, const Placement& placement, Priced& out) const;  // in place
   Prediction evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible,
                       const Priced& priced) const;
@@ -496,7 +506,8 @@ class CostModel {
     std::array<terms::Microbatch, 2> microbatch{};
     std::array<double, 2> time_s = {-1, -1};  // the slowest micro-batch's, per variant
     std::array<double, 2> sum_s{};            // every stage's micro-batch together, per variant
-    std::array<double, 2> bubble_s{};         // the pipeline's fill and drain (closed_forms bubble_s)
+    std::array<double, 2> bubble_s{};         // the pipeline's fill and drain (closed_forms bubble_s), transfers too
+    double pp_steady_s = 0;                   // the transfers a steady state waits on (pipeline_transfers)
     std::array<std::int64_t, 2> stage{};
     terms::Tail tail;
     double tail_s = -1;

@@ -189,8 +189,7 @@ HeteroModel::Result HeteroModel::evaluate(const Candidate& cand) const {
   p.step_time_s = rp.step_time_s;
   p.breakdown = rp.breakdown;
   p.critical_stage = rp.critical_stage;
-  const double busy = rp.pipeline_s - rp.bubble_s;
-  p.bubble_fraction = busy > 0 ? rp.bubble_s / busy : 0.0;
+  p.bubble_fraction = rp.busy_s > 0 ? rp.bubble_s / rp.busy_s : 0.0;
   p.tokens_per_s = static_cast<double>(model_.tokens_per_step()) / p.step_time_s;
   p.mfu = model_.training_flops_per_step() / (p.step_time_s * peak_flops_sum_);
   const Placement pl =

@@ -82,6 +82,12 @@ void finish(GroupPlace& g, const ClusterShape& shape, bool all_to_all) {
 
 }  // namespace
 
+LinkClass link_between(const ClusterShape& shape, std::int64_t a, std::int64_t b) {
+  if (a / shape.node == b / shape.node) return LinkClass::intra_node;
+  return shape.building > 0 && a / shape.building == b / shape.building ? LinkClass::intra_building
+                                                                        : LinkClass::cross_building;
+}
+
 Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& order, std::int64_t tp, std::int64_t cp,
                        std::int64_t ep, std::int64_t dp, std::int64_t pp) {
   // Strides of the dense axes (ep lives inside dp).

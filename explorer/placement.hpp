@@ -75,6 +75,10 @@ struct Placement {
   }
 };
 
+// The link between ranks `a` and `b` (as group_link_class would say of the pair). Buildings of
+// different sizes have no stride rule: ranks in different nodes are then taken to cross.
+LinkClass link_between(const ClusterShape& shape, std::int64_t a, std::int64_t b);
+
 // Sizes: tp, cp, ep, dp (the full DP, of which EP is a part), pp.
 Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& order, std::int64_t tp, std::int64_t cp,
                        std::int64_t ep, std::int64_t dp, std::int64_t pp);

@@ -10,7 +10,7 @@
 namespace sax::explorer {
 
 PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
-                         const std::vector<BlockTimes>& blocks) {
+                         const std::vector<BlockTimes>& blocks, const Transfers& transfers) {
   const std::int64_t V = pp * vpp;
   std::vector<std::vector<workload::Block>> orders;
   for (std::int64_t i = 0; i < pp; ++i) orders.push_back(workload::schedule_blocks(schedule, pp, vpp, i, m));
@@ -20,6 +20,11 @@ PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_
   PipelineRun run;
   run.stage_end.assign(static_cast<std::size_t>(pp), 0.0);
   run.stage_busy.assign(static_cast<std::size_t>(pp), 0.0);
+  run.stage_waiting.assign(static_cast<std::size_t>(pp), 0.0);
+  run.stage_transfer.assign(static_cast<std::size_t>(pp), 0.0);
+  auto transfer = [&](std::int64_t boundary) {
+    return transfers.empty() ? 0.0 : transfers[static_cast<std::size_t>(boundary)];
+  };
   std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
   for (bool progress = true; progress;) {
     progress = false;
@@ -28,22 +33,32 @@ PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_
       for (; next[si] < orders[si].size(); ++next[si]) {
         const workload::Block& b = orders[si][next[si]];
         const std::int64_t v = b.chunk * pp + i;
-        double ready = 0;
+        // When its input was sent (-1: not yet) and how long it then takes to come (0: its own).
+        double sent = 0, in_flight = 0;
         switch (b.pass) {
           case workload::Pass::F:
-            ready = v > 0 ? forward_end[at(b.microbatch, v - 1)] : 0.0;
+            if (v > 0) sent = forward_end[at(b.microbatch, v - 1)], in_flight = transfer(v - 1);
             break;
           case workload::Pass::B:
-            ready = v < V - 1 ? backward_end[at(b.microbatch, v + 1)] : forward_end[at(b.microbatch, v)];
+            if (v < V - 1)
+              sent = backward_end[at(b.microbatch, v + 1)], in_flight = transfer(v);
+            else
+              sent = forward_end[at(b.microbatch, v)];
             break;
           case workload::Pass::W:
-            ready = backward_end[at(b.microbatch, v)];
+            sent = backward_end[at(b.microbatch, v)];
             break;
         }
-        if (ready < 0) break;  // waits on another stage
+        if (sent < 0) break;  // waits on another stage
+        const double free = run.stage_end[si], start = std::max(free, sent + in_flight);
+        if (in_flight > 0 && start > free) {
+          const double waiting = std::clamp(sent - free, 0.0, start - free);
+          run.stage_waiting[si] += waiting;
+          run.stage_transfer[si] += start - free - waiting;
+        }
         const BlockTimes& t = blocks[static_cast<std::size_t>(v)];
         const double d = b.pass == workload::Pass::F ? t.forward : b.pass == workload::Pass::B ? t.backward : t.weight;
-        run.stage_end[si] = std::max(run.stage_end[si], ready) + d;
+        run.stage_end[si] = start + d;
         run.stage_busy[si] += d;
         if (b.pass == workload::Pass::F) forward_end[at(b.microbatch, v)] = run.stage_end[si];
         if (b.pass == workload::Pass::B) backward_end[at(b.microbatch, v)] = run.stage_end[si];
@@ -106,9 +121,10 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand)
   const std::vector<std::int64_t> layers = cand.virtual_stage_layers(c.layers);
   const std::int64_t pp = cand.pp, vpp = cand.vpp, V = pp * vpp;
   const bool zb = cand.pipeline == PipelineSchedule::zero_bubble;
-  // Each virtual stage's compute by its own layers and edges; the stage's communication on the
-  // critical path (TP, CP, EP, PP) spread over its blocks in proportion to their compute, so
-  // that a stage's blocks add up to the closed forms' micro-batch of that stage.
+  // Each virtual stage's compute by its own layers and edges; the stage's communication inside
+  // its blocks (TP, CP, EP) spread over them in proportion to their compute, so that a stage's
+  // blocks add up to the closed forms' micro-batch of that stage. The transfers between virtual
+  // stages over the link between their ranks, each stage's to the next by its own cost model.
   std::vector<BlockTimes> blocks(static_cast<std::size_t>(V));
   std::int64_t offset = 0;
   for (std::int64_t v = 0; v < V; ++v) {
@@ -123,21 +139,39 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand)
     blocks[static_cast<std::size_t>(v)] = {k * lt.forward(chunk),
                                            k * (lt.backward(chunk) - w + lt.recompute(chunk, cand.recompute)), k * w};
   }
+  Transfers transfers;
+  if (pp > 1) {
+    std::vector<double> boundary(static_cast<std::size_t>(pp));
+    for (std::int64_t i = 0; i < pp; ++i) {
+      const CostModel& own = *costs[static_cast<std::size_t>(i)];
+      const Placement pl = place_groups(own.shape(), cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp);
+      boundary[static_cast<std::size_t>(i)] = own.pp_transfer_s(cand, pl, own.channels(cand, pl), i);
+    }
+    for (std::int64_t v = 0; v + 1 < V; ++v) transfers.push_back(boundary[static_cast<std::size_t>(v % pp)]);
+  }
   const std::int64_t m = cost.num_microbatches(cand);
-  const PipelineRun run = run_pipeline(cand.pipeline, pp, vpp, m, blocks);
+  const PipelineRun run = run_pipeline(cand.pipeline, pp, vpp, m, blocks, transfers);
   Replay r;
   r.num_microbatches = m;
   for (const CostModel::StageTerms& st : stages) r.stage_microbatch_s.push_back(st.microbatch.total());
-  r.step_time_s = -1;
+  // The step ends with the last tail; the breakdown is of the pipeline's pace-setting stage.
+  r.step_time_s = 0;
   for (std::int64_t i = 0; i < pp; ++i) {
     const auto si = static_cast<std::size_t>(i);
-    const double tail = stages[si].tail.total(), end = run.stage_end[si] + tail;
-    if (end > r.step_time_s) {
-      r.step_time_s = end, r.critical_stage = i, r.pipeline_s = run.stage_end[si], r.tail_s = tail;
-      r.bubble_s = run.stage_end[si] - run.stage_busy[si];
-    }
+    const double end = run.stage_end[si] + stages[si].tail.total();
+    r.step_time_s = std::max(r.step_time_s, end);
+    const auto ci = static_cast<std::size_t>(r.critical_stage);
+    const double ci_end = run.stage_end[ci] + stages[ci].tail.total();
+    if (run.stage_busy[si] > run.stage_busy[ci] || (run.stage_busy[si] == run.stage_busy[ci] && end > ci_end))
+      r.critical_stage = i;
   }
-  const CostModel::StageTerms& crit = stages[static_cast<std::size_t>(r.critical_stage)];
+  const auto ci = static_cast<std::size_t>(r.critical_stage);
+  const CostModel::StageTerms& crit = stages[ci];
+  r.pipeline_s = run.stage_end[ci];
+  r.busy_s = run.stage_busy[ci];
+  r.tail_s = crit.tail.total();
+  // What is left of the step (rounding aside: 0 without a pipeline).
+  r.bubble_s = std::max(0.0, r.step_time_s - run.stage_busy[ci] - run.stage_transfer[ci] - r.tail_s);
   const double md = static_cast<double>(m);
   Breakdown& b = r.breakdown;
   b.compute_s = md * (crit.microbatch.compute + crit.microbatch.recompute);
@@ -145,7 +179,7 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand)
   b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * crit.microbatch.tp;
   b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * crit.microbatch.cp;
   b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * crit.microbatch.ep;
-  b.exposed_comm_s[static_cast<int>(Dim::pp)] = md * crit.microbatch.pp + crit.tail.embedding;
+  b.exposed_comm_s[static_cast<int>(Dim::pp)] = run.stage_transfer[ci] + crit.tail.embedding;
   b.exposed_comm_s[static_cast<int>(Dim::dp)] = crit.tail.dp;
   b.bubble_s = r.bubble_s;
   b.optimizer_s = crit.tail.optimizer;
@@ -163,8 +197,7 @@ Prediction replayed(const CostModel& cost, const Candidate& cand, const Predicti
   p.mfu *= speed;
   p.breakdown = r.breakdown;
   p.critical_stage = r.critical_stage;
-  const double busy = r.pipeline_s - r.bubble_s;
-  p.bubble_fraction = busy > 0 ? r.bubble_s / busy : 0.0;
+  p.bubble_fraction = r.busy_s > 0 ? r.bubble_s / r.busy_s : 0.0;
   check_figures(p);
   return p;
 }

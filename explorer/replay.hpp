@@ -1,10 +1,14 @@
 // An event-driven replay of one layout's step: every pipeline stage runs its blocks in the order
 // the workload lists and `sax run` executes them (workload::schedule_blocks), each block taking
-// the cost model's time for it — a forward after the previous virtual stage's forward of its
-// micro-batch, a backward (B under zero bubble) after the next virtual stage's, a W after its own
-// B — and then its tail (DP sync, tied-embedding sync, optimizer). Where the closed forms assume
-// equal stages and blocks (bubble_fraction), the replay gives the schedule's own makespan:
-// uneven stages and chunks, zero bubble with unequal F, B and W, the edges' extra work.
+// the cost model's time for it — a forward once the previous virtual stage's forward of its
+// micro-batch has ended and its activations have come over the link between them, a backward (B
+// under zero bubble) once the next virtual stage's has and its gradient has come, a W after its
+// own B — and then its tail (DP sync, tied-embedding sync, optimizer). Where the closed forms
+// assume equal stages and blocks (bubble_fraction, pipeline_transfers), the replay gives the
+// schedule's own makespan: uneven stages, chunks and links, zero bubble with unequal F, B and W,
+// the edges' extra work. A stage's wait for a block's input is split as `sax run` measures it
+// (workload/README.md "The terms of a step"): until its neighbour sent the tensor, idle; after,
+// PP communication.
 #pragma once
 
 #include <cstdint>
@@ -21,27 +25,37 @@ struct BlockTimes {
   double forward = 0, backward = 0, weight = 0;
 };
 
+// Seconds a tensor takes between neighbouring virtual stages, per boundary v (from v to v + 1 and
+// back): pp·vpp − 1 of them, or none (instant).
+using Transfers = std::vector<double>;
+
 struct PipelineRun {
   double makespan = 0;
-  std::vector<double> stage_end, stage_busy;  // per stage: when its last block ends; its busy time
+  // Per stage: when its last block ends; its busy time; how long it waited for a tensor its
+  // neighbour had not sent yet (idle) and for one on its way (PP communication).
+  std::vector<double> stage_end, stage_busy, stage_waiting, stage_transfer;
 };
 // Runs the blocks of `schedule` over pp stages × vpp chunks and m micro-batches, `blocks[v]`
 // being virtual stage v = chunk·pp + stage. Throws std::logic_error if the order deadlocks.
 PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
-                         const std::vector<BlockTimes>& blocks);
+                         const std::vector<BlockTimes>& blocks, const Transfers& transfers = {});
 
 struct Replay {
-  double step_time_s = 0;
-  double pipeline_s = 0;  // the critical stage's last block
-  double bubble_s = 0;    // the critical stage's idle time before it
-  double tail_s = 0;      // the critical stage's tail
+  double step_time_s = 0;  // the last stage to end its tail
+  double pipeline_s = 0;   // the critical stage's last block
+  double busy_s = 0;       // the critical stage's blocks
+  double bubble_s = 0;     // the critical stage's idle time in the step (its waits, and after its tail)
+  double tail_s = 0;       // the critical stage's tail
+  // The stage the breakdown is of: the one whose blocks take longest (the pipeline's pace; of
+  // equals, the one whose tail ends last), as `sax run`'s ranks of that stage measure it.
   std::int64_t critical_stage = 0;
   std::int64_t num_microbatches = 0;
   // Each stage's one micro-batch (compute and exposed communication) by its own cost model.
   std::vector<double> stage_microbatch_s;
   double closed_form_step_s = 0;  // evaluate()'s, beside it
   // The critical stage's step, term by term: its micro-batches' compute and exposed
-  // communication, its idle time in the pipeline (bubble_s) and its tail; adds up to step_time_s.
+  // communication, its transfers' waits (PP), its idle time (bubble_s) and its tail; adds up to
+  // step_time_s.
   Breakdown breakdown;
 };
 // The replay of `layout` (valid for the cost model's model and cluster).

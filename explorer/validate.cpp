@@ -76,6 +76,22 @@ std::size_t measured_fastest(const std::vector<Outcome>& outcomes) {
       outcomes.begin());
 }
 
+TermFit term_fit(const std::vector<Outcome>& term, const std::vector<double>& step_s) {
+  TermFit f;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  f.mape_pct = f.bias_pct = f.worst_pct = nan;
+  double sum = 0, signed_sum = 0;
+  for (std::size_t i = 0; i < term.size() && i < step_s.size(); ++i) {
+    if (!(term[i].measured_s >= kTermFloor * step_s[i]) || !(term[i].measured_s > 0)) continue;
+    const double e = error_pct(term[i]);
+    sum += std::abs(e), signed_sum += e, ++f.layouts;
+    if (f.layouts == 1 || std::abs(e) > std::abs(f.worst_pct)) f.worst_pct = e, f.worst = i;
+  }
+  if (f.layouts > 0)
+    f.mape_pct = sum / static_cast<double>(f.layouts), f.bias_pct = signed_sum / static_cast<double>(f.layouts);
+  return f;
+}
+
 double top1_regret_pct(const std::vector<Outcome>& outcomes) {
   if (outcomes.empty()) return std::numeric_limits<double>::quiet_NaN();
   return 100 * (outcomes[predicted_fastest(outcomes)].measured_s / outcomes[measured_fastest(outcomes)].measured_s - 1);

@@ -50,4 +50,21 @@ std::size_t measured_fastest(const std::vector<Outcome>& outcomes);
 // fastest).
 double top1_regret_pct(const std::vector<Outcome>& outcomes);
 
+// Kendall's τ over fewer layouts than this says little (4 layouts have 6 pairs: one discordant
+// pair moves τ by a third): the report says so beside it.
+inline constexpr std::size_t kFewForTau = 5;
+
+// How well one term of the step held: judged over the layouts where its measured time is at least
+// kTermFloor of the measured step (below, its relative error measures noise), by the MAPE, the
+// signed mean error (the bias: + predicted too long) and the worst error (its layout: an index
+// into the outcomes). NaN and 0 layouts where none counts.
+inline constexpr double kTermFloor = 0.02;
+struct TermFit {
+  std::size_t layouts = 0;
+  double mape_pct = 0, bias_pct = 0, worst_pct = 0;
+  std::size_t worst = 0;
+};
+// `term[i]`: layout i's predicted and measured term; `step_s[i]` its measured step.
+TermFit term_fit(const std::vector<Outcome>& term, const std::vector<double>& step_s);
+
 }  // namespace sax::explorer::validation
