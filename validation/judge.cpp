@@ -33,6 +33,15 @@ Judgement judge(const std::vector<Trial>& trials) {
     j.non_compute_mae_s += std::abs(o.predicted_s - o.measured_s) / static_cast<double>(non_compute.size());
   if (non_compute.empty()) j.non_compute_mae_s = std::nan("");
   j.non_compute_share_pct = outcomes.empty() ? std::nan("") : share / static_cast<double>(outcomes.size());
+  for (std::size_t k = 0; k < metrics::kParts.size(); ++k) {
+    std::vector<metrics::Outcome> term;
+    std::vector<double> step;
+    for (std::size_t i : j.measured) {
+      term.push_back({trials[i].predicted_parts[k], trials[i].measured[k]});
+      step.push_back(trials[i].median_s);
+    }
+    j.terms[k] = metrics::term_fit(term, step);
+  }
   j.kendall_tau = metrics::kendall_tau(outcomes);
   j.top1_regret_pct = metrics::top1_regret_pct(outcomes);
   if (!outcomes.empty()) {

@@ -3,6 +3,7 @@
 // top-1 regret (the figures themselves: explorer/validate.hpp).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <optional>
 #include <vector>
@@ -20,7 +21,10 @@ struct Judgement {
   // The part that is not compute (exposed communication, the bubble, waiting): its MAPE, and its
   // mean share of the measured step, over the trials scored.
   double non_compute_mape_pct = 0, non_compute_share_pct = 0;
-  double non_compute_mae_s = 0;           // its mean |predicted − measured|, s
+  double non_compute_mae_s = 0;  // its mean |predicted − measured|, s
+  // Each part of the step (kParts), over the trials scored where it is at least kTermFloor of the
+  // measured step; a term's worst is an index into `measured`.
+  std::array<metrics::TermFit, metrics::kParts.size()> terms{};
   bool paced = false;                     // the trials ran on a paced device
   std::optional<std::size_t> pick, best;  // the trials predicted fastest and measured fastest
 };

@@ -71,32 +71,80 @@ std::string breakdown_table(const std::vector<Trial>& trials, const Judgement& j
   return s;
 }
 
+// Term by term, over the layouts where the term is at least kTermFloor of the measured step.
+std::string terms_table(const std::vector<Trial>& trials, const Judgement& j) {
+  std::string s = printf_text("\n  %-10s %8s %8s %8s  %s\n", "term", "layouts", "MAPE", "bias", "worst");
+  for (std::size_t k = 0; k < metrics::kParts.size(); ++k) {
+    const metrics::TermFit& f = j.terms[k];
+    if (f.layouts == 0) {
+      s += printf_text("  %-10s %8s %8s %8s  (under %.0f %% of the step wherever it ran)\n", metrics::kParts[k], "0",
+                       "-", "-", 100 * metrics::kTermFloor);
+      continue;
+    }
+    const Trial& w = trials[j.measured[f.worst]];
+    s += printf_text("  %-10s %8zu %7.1f%% %+7.1f%%  %+.1f %% (%s: %s / %s s)\n", metrics::kParts[k], f.layouts,
+                     f.mape_pct, f.bias_pct, f.worst_pct, w.label.c_str(), seconds_text(w.predicted_parts[k]).c_str(),
+                     seconds_text(w.measured[k]).c_str());
+  }
+  return s;
+}
+
+// The terms the model predicts (the communication terms, idle and the optimizer; on a paced device
+// compute is held to the prediction) that were judged, with their MAPE: "tp_comm 4.1 % (8), ...".
+std::string judged_terms(const Judgement& j) {
+  std::string s;
+  for (std::size_t k = 1; k < metrics::kParts.size(); ++k)
+    if (j.terms[k].layouts > 0)
+      s += printf_text("%s%s %.1f %% (%zu)", s.empty() ? "" : ", ", metrics::kParts[k], j.terms[k].mape_pct,
+                       j.terms[k].layouts);
+  return s.empty() ? "none at 2 % of a step or more" : s;
+}
+
 std::string summary_line(const std::vector<Trial>& trials, const Judgement& j) {
   const Trial* pick = j.pick ? &trials[*j.pick] : nullptr;
   const Trial* best = j.best ? &trials[*j.best] : nullptr;
   std::int64_t overruns = 0;
   for (const Trial& t : trials)
     if (t.ran() && t.pacing) overruns += t.pacing->overruns;
-  std::string s = printf_text(
-      "\n  %zu of %zu layouts ran%s: MAPE %s %%, Kendall tau %s, top-1 regret %s %% (the explorer's pick %s ran %s s; "
-      "fastest measured %s, %s s)\n",
+  const std::string non_compute = printf_text(
+      "not compute (exposed communication, bubble, waiting): MAPE %s %%, %s %% of the measured step on average, "
+      "mean error %s s; by term, MAPE (layouts): %s\n",
+      nan_or(j.non_compute_mape_pct, "%.1f").c_str(), nan_or(j.non_compute_share_pct, "%.1f").c_str(),
+      nan_or(j.non_compute_mae_s, "%.4f").c_str(), judged_terms(j).c_str());
+  const std::string tau_note = j.measured.size() < metrics::kFewForTau && j.measured.size() > 1
+                                   ? printf_text(" (over %zu layouts: it says little)", j.measured.size())
+                                   : "";
+  const std::string step = printf_text(
+      "%zu of %zu layouts ran%s: step MAPE %s %%, Kendall tau %s%s, top-1 regret %s %% (the explorer's pick %s ran %s "
+      "s; fastest measured %s, %s s)\n",
       j.measured.size(), trials.size(),
       j.refused > 0 ? printf_text(" and were scored (%zu not: overruns)", j.refused).c_str() : "",
-      nan_or(j.mape_pct, "%.1f").c_str(), nan_or(j.kendall_tau, "%.2f").c_str(),
+      nan_or(j.mape_pct, "%.1f").c_str(), nan_or(j.kendall_tau, "%.2f").c_str(), tau_note.c_str(),
       nan_or(j.top1_regret_pct, "%.1f").c_str(), pick ? pick->label.c_str() : "-",
       pick ? seconds_text(pick->median_s).c_str() : "-", best ? best->label.c_str() : "-",
       best ? seconds_text(best->median_s).c_str() : "-");
-  s += printf_text(
-      "  not compute (exposed communication, bubble, waiting): %s %% of the measured step on average, MAPE %s %%, "
-      "mean error %s s\n",
-      nan_or(j.non_compute_share_pct, "%.1f").c_str(), nan_or(j.non_compute_mape_pct, "%.1f").c_str(),
-      nan_or(j.non_compute_mae_s, "%.4f").c_str());
-  if (j.paced)
-    s += printf_text(
-        "  compute paced: every op held to the declared device's time (the device the explorer prices); %lld "
-        "overruns in all\n",
-        static_cast<long long>(overruns));
-  return s;
+  // On a paced device compute is what the explorer priced by construction: the step's figures
+  // say little beyond the part that is not compute, which comes first.
+  if (!j.paced) return "\n  " + step + "  " + non_compute;
+  return "\n  " + non_compute + "  " + step +
+         printf_text(
+             "  compute paced: every op held to the declared device's time (the device the explorer prices), so the "
+             "step's compute matches by construction and the part that is not compute is the model's own; %lld "
+             "overruns in all\n",
+             static_cast<long long>(overruns));
+}
+
+json terms_json(const std::vector<Trial>& trials, const Judgement& j) {
+  json out = json::object();
+  for (std::size_t k = 0; k < metrics::kParts.size(); ++k) {
+    const metrics::TermFit& f = j.terms[k];
+    out[metrics::kParts[k]] = {{"layouts", f.layouts},
+                               {"mape_pct", f.layouts ? json(f.mape_pct) : json(nullptr)},
+                               {"bias_pct", f.layouts ? json(f.bias_pct) : json(nullptr)},
+                               {"worst_pct", f.layouts ? json(f.worst_pct) : json(nullptr)},
+                               {"worst_layout", f.layouts ? json(trials[j.measured[f.worst]].label) : json(nullptr)}};
+  }
+  return out;
 }
 
 json trial_json(const Trial& t, std::size_t worst, bool runs_kept) {
@@ -183,7 +231,7 @@ std::string header(const Setup& s, const Choice& choice, const std::filesystem::
 }
 
 std::string tables(const std::vector<Trial>& trials, const Judgement& j) {
-  return trials_table(trials, j) + breakdown_table(trials, j) + summary_line(trials, j);
+  return trials_table(trials, j) + breakdown_table(trials, j) + terms_table(trials, j) + summary_line(trials, j);
 }
 
 json to_json(const Setup& s, const Choice& choice, const Judgement& j, bool runs_kept) {
@@ -203,6 +251,9 @@ json to_json(const Setup& s, const Choice& choice, const Judgement& j, bool runs
             {"non_compute_share_pct", nan_or_null(j.non_compute_share_pct)},
             {"non_compute_mape_pct", nan_or_null(j.non_compute_mape_pct)},
             {"non_compute_mae_s", nan_or_null(j.non_compute_mae_s)},
+            {"terms", terms_json(trials, j)},
+            {"term_floor_pct", 100 * metrics::kTermFloor},
+            {"kendall_tau_layouts_few", j.measured.size() < metrics::kFewForTau},
             {"mape_pct", nan_or_null(j.mape_pct)},
             {"kendall_tau", nan_or_null(j.kendall_tau)},
             {"top1_regret_pct", nan_or_null(j.top1_regret_pct)},

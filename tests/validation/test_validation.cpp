@@ -51,6 +51,7 @@ struct Made {
     t[1].median_s = t[1].min_s = t[1].max_s = 2.0;
     t[1].exit_code = 0;
     t[2].exit_code = 1;
+    for (Trial& x : t) x.pacing.reset();
   }
 };
 
@@ -133,7 +134,7 @@ TEST(ValidationJudge, NothingRanIsNoFigure) {
   EXPECT_TRUE(std::isnan(j.kendall_tau));
   EXPECT_FALSE(j.pick);
   EXPECT_NE(tables(made.choice.trials, j)
-                .find("0 of 3 layouts ran: MAPE n/a %, Kendall tau n/a, top-1 regret n/a % "
+                .find("0 of 3 layouts ran: step MAPE n/a %, Kendall tau n/a, top-1 regret n/a % "
                       "(the explorer's pick - ran - s; fastest measured -, - s)"),
             std::string::npos);
 }
@@ -174,17 +175,53 @@ TEST(ValidationJudge, OverrunsPastTheirShareAreNotScoredAndNonComputeIsJudgedApa
             std::string::npos)
       << s;
   EXPECT_NE(s.find("compute paced"), std::string::npos) << s;
+  // Paced: what is not compute (the model's own part) comes first.
+  EXPECT_LT(s.find("not compute (exposed"), s.find("step MAPE")) << s;
   EXPECT_NE(s.find("(1 not: overruns)"), std::string::npos) << s;
+}
+
+// Each term of the step is judged over the layouts where it is at least 2 % of the measured step:
+// #1's tp_comm (0.5 s of 1.25) and dp_comm (0.1 s of 1.25: 8 %) count, its idle (0.02 s: 1.6 %)
+// does not; #2's dp_comm (0.2 s of 2.0) counts.
+TEST(ValidationJudge, EachTermIsJudgedWhereItIsAtLeastTwoPercentOfTheStep) {
+  Made made;
+  std::vector<Trial>& t = made.choice.trials;
+  const std::size_t tp = 2, dp = 5, idle = 7;
+  t[0].predicted_parts[tp] = 0.4, t[0].measured[tp] = 0.5;   // −20 %
+  t[0].predicted_parts[dp] = 0.12, t[0].measured[dp] = 0.1;  // +20 %
+  t[0].predicted_parts[idle] = 0.1, t[0].measured[idle] = 0.02;
+  t[1].predicted_parts = {}, t[1].measured = {};
+  t[1].predicted_parts[dp] = 0.25, t[1].measured[dp] = 0.2;  // +25 %
+  const Judgement j = judge(t);
+  EXPECT_EQ(j.terms[tp].layouts, 1u);
+  EXPECT_NEAR(j.terms[tp].mape_pct, 20.0, 1e-9);
+  EXPECT_NEAR(j.terms[tp].bias_pct, -20.0, 1e-9);
+  EXPECT_EQ(j.terms[dp].layouts, 2u);
+  EXPECT_NEAR(j.terms[dp].mape_pct, 22.5, 1e-9);
+  EXPECT_NEAR(j.terms[dp].bias_pct, 22.5, 1e-9);
+  EXPECT_NEAR(j.terms[dp].worst_pct, 25.0, 1e-9);
+  EXPECT_EQ(j.measured[j.terms[dp].worst], 1u);
+  EXPECT_EQ(j.terms[idle].layouts, 0u);
+  const std::string s = tables(t, j);
+  EXPECT_NE(s.find("dp_comm           2    22.5%   +22.5%  +25.0 % (#2: 0.250 / 0.200 s)"), std::string::npos) << s;
+  EXPECT_NE(s.find("by term, MAPE (layouts): tp_comm 20.0 % (1), dp_comm 22.5 % (2)"), std::string::npos) << s;
+  const nlohmann::json r = to_json({Options{}, cluster(), model(), "none", ""}, made.choice, j, false);
+  EXPECT_EQ(r["summary"]["terms"]["dp_comm"]["layouts"], 2);
+  EXPECT_EQ(r["summary"]["terms"]["dp_comm"]["worst_layout"], "#2");
+  EXPECT_TRUE(r["summary"]["terms"]["idle"]["mape_pct"].is_null());
+  EXPECT_EQ(r["summary"]["kendall_tau_layouts_few"], true);
 }
 
 TEST(ValidationReport, TablesSayEachTrialAndTheSummary) {
   const Made made;
   const std::vector<Trial>& t = made.choice.trials;
   const std::string s = tables(t, judge(t));
-  EXPECT_NE(s.find("2 of 3 layouts ran: MAPE 10.0 %, Kendall tau 1.00, top-1 regret 0.0 % (the explorer's pick #1 "
-                   "ran 1.250 s; fastest measured #1, 1.250 s)\n"),
+  EXPECT_NE(s.find("2 of 3 layouts ran: step MAPE 10.0 %, Kendall tau 1.00 (over 2 layouts: it says little), "
+                   "top-1 regret 0.0 % (the explorer's pick #1 ran 1.250 s; fastest measured #1, 1.250 s)\n"),
             std::string::npos)
       << s;
+  // Not paced: the step's figures first, then the part that is not compute.
+  EXPECT_LT(s.find("step MAPE"), s.find("not compute (exposed")) << s;
   EXPECT_NE(s.find("failed (exit 1)"), std::string::npos) << s;
   EXPECT_NE(s.find(" -20.0%  tp_comm 0.000 / 0.500 s\n"), std::string::npos) << s;
   // The breakdowns: a predicted and a measured row for each trial that ran, none for the failed.
