@@ -74,9 +74,14 @@ def json_kind(path):
 def summary_boxes(v):
     s = v["summary"]
     err_class = "good" if s["mape_pct"] is not None and s["mape_pct"] <= 10 else "bad"
+    nc = s["non_compute_mape_pct"]
+    nc_class = "good" if nc is not None and nc <= 10 else "bad"
+    step = (("step MAPE", fmt(s["mape_pct"], ".1f") + " %", err_class),)
+    non_compute = (("not compute: MAPE", fmt(nc, ".1f") + " %", nc_class),)
+    # Paced, compute matches by construction: what is not compute (the model's own part) first.
+    head = non_compute + step if s["compute"] == "paced" else step + non_compute
     out = ['<div class="figures-summary">']
-    for name, value, cls in (("MAPE", fmt(s["mape_pct"], ".1f") + " %", err_class),
-                             ("Kendall τ", fmt(s["kendall_tau"], ".2f"), ""),
+    for name, value, cls in head + (("Kendall τ", fmt(s["kendall_tau"], ".2f"), ""),
                              ("top-1 regret", fmt(s["top1_regret_pct"], ".1f") + " %", ""),
                              ("explorer's pick", s["explorer_pick"] or "n/a", ""),
                              ("best measured", s["best_measured"] or "n/a", ""),
@@ -87,6 +92,26 @@ def summary_boxes(v):
         out.append(f'<div class="figure-box">{esc(name)}<b class="{cls}">{esc(value)}</b></div>')
     out.append("</div>")
     return out
+
+
+def terms_table(v):
+    """Each term's MAPE, bias and worst over the layouts where it is at least 2 % of the step."""
+    terms = v["summary"].get("terms") or {}
+    if not terms:
+        return ""
+    rows = ['<table class="terms"><tr><th>term</th><th>layouts</th><th>MAPE</th><th>bias</th><th>worst</th></tr>']
+    for t, f in terms.items():
+        n = f.get("layouts") or 0
+        if not n:
+            rows.append(f'<tr><td>{esc(t)}</td><td class="num">0</td><td colspan="3">under 2 % of the step '
+                        f"wherever it ran</td></tr>")
+            continue
+        cls = "good" if f["mape_pct"] <= 15 else "bad"
+        rows.append(f'<tr><td>{esc(t)}</td><td class="num">{n}</td><td class="num"><span class="{cls}">'
+                    f'{f["mape_pct"]:.1f} %</span></td><td class="num">{f["bias_pct"]:+.1f} %</td>'
+                    f'<td>{f["worst_pct"]:+.1f} % ({esc(f["worst_layout"])})</td></tr>')
+    rows.append("</table>")
+    return "\n".join(rows)
 
 
 def inputs_list(v):
@@ -136,7 +161,7 @@ def layout_row(l, s, files):
 
 
 def validate_section(v, rel, root):
-    out = [f'<h2>Validation: {link(rel)}</h2>'] + summary_boxes(v) + [inputs_list(v)]
+    out = [f'<h2>Validation: {link(rel)}</h2>'] + summary_boxes(v) + [inputs_list(v), terms_table(v)]
     out.append("<table><tr><th>layout</th><th>explorer rank</th><th>picked</th><th>degrees</th><th>options</th>"
                "<th>predicted (s)</th><th>measured median (s)</th><th>min..max (s)</th><th>error</th>"
                "<th>worst term (predicted / measured s)</th><th>files</th></tr>")
@@ -152,7 +177,7 @@ def validate_section(v, rel, root):
 # puts its figures and merged trace there); deeper folders are runs' own files and per-rank traces,
 # reached through the validation table's links instead.
 REPORT_DEPTH = 1
-FIGURE_ORDER = {"scatter.png": 0, "breakdown.png": 1, "timeline.png": 2, "coll.png": 3}
+FIGURE_ORDER = {"terms.png": 0, "scatter.png": 1, "breakdown.png": 2, "timeline.png": 3, "coll.png": 4}
 
 
 def report_files(root):

@@ -1,5 +1,6 @@
-"""validate: DIR/scatter.png (predicted against measured step time) and DIR/breakdown.png (each
-layout's predicted and measured step, stacked by category) of a `sax validate --json` file."""
+"""validate: DIR/scatter.png (predicted against measured step time), DIR/breakdown.png (each
+layout's predicted and measured step, stacked by category) and DIR/terms.png (each term that is not
+compute, predicted against measured, a colour per term) of a `sax validate --json` file."""
 import os
 import re
 import textwrap
@@ -24,6 +25,7 @@ def read_validate(file):
                                                      "non_compute_share_pct", "non_compute_mape_pct")}
         # A paced device (sax validate's "compute"): said wherever the figures are shown.
         summary["compute"] = doc["summary"].get("compute") or "native"
+        summary["terms"] = doc["summary"].get("terms") or {}
     return {"file": file, "inputs": inputs, "feasible": doc.get("feasible"), "layouts": layouts, "summary": summary}
 
 
@@ -56,9 +58,13 @@ def time_unit(values):
 
 def summary_title(v):
     s = v["summary"]
-    return (f"MAPE {fmt(s['mape_pct'], '.1f')} %   Kendall τ {fmt(s['kendall_tau'], '.2f')}   "
-            f"top-1 regret {fmt(s['top1_regret_pct'], '.1f')} %   emulation: {v['inputs']['emulation']}"
-            + ("   compute paced" if s["compute"] == "paced" else ""))
+    step = (f"step MAPE {fmt(s['mape_pct'], '.1f')} %   Kendall τ {fmt(s['kendall_tau'], '.2f')}   "
+            f"top-1 regret {fmt(s['top1_regret_pct'], '.1f')} %   emulation: {v['inputs']['emulation']}")
+    non_compute = f"not compute: MAPE {fmt(s['non_compute_mape_pct'], '.1f')} %"
+    # Paced, compute matches by construction: the part that is not compute is the model's own.
+    if s["compute"] == "paced":
+        return f"{non_compute} (compute paced)   {step}"
+    return f"{step}   {non_compute}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,7 +95,8 @@ def plot_scatter(plt, v, file):
     ax.set_xlabel(f"measured step time ({unit}; median, bar = min..max over {fmt(v['inputs']['steps'], '.0f', '?')} steps)")
     ax.set_ylabel(f"predicted step time ({unit})")
     ax.grid(True, alpha=0.3)
-    ax.set_title("sax validate: predicted vs measured step time\n" + summary_title(v), fontsize=10.5)
+    ax.set_title("sax validate: predicted vs measured step time\n" + "\n".join(textwrap.wrap(summary_title(v), 90)),
+                 fontsize=10)
     ax.legend(loc="lower right", fontsize=8.5, framealpha=0.9)  # points sit along y = x: the corner below it is emptiest
     missing = len(v["layouts"]) - len(measured)
     if missing:
@@ -207,9 +214,70 @@ def plot_breakdown(plt, v, file):
     ax.grid(True, axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     ax.set_title("Step breakdown per layout: P = predicted, M = measured (median step); error = (P − M) / M\n"
-                 + summary_title(v), fontsize=10.5)
+                 + summary_title(v), fontsize=10)
     fig.tight_layout()
     fig.subplots_adjust(bottom=below_in / height)
+    save_figure(fig, file)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# terms.png: every term that is not compute, one point per layout, predicted against measured.
+
+TERMS = ["tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_comm", "idle", "optimizer"]
+
+
+def term_points(v):
+    """Per term, (measured, predicted, label) of each measured layout where either is at least
+    0.5 % of the measured step (below, a point says nothing on a log scale)."""
+    out = {}
+    for l in v["layouts"]:
+        m = l["measured"]
+        if m is None:
+            continue
+        for t in TERMS:
+            x, y = m["breakdown_s"].get(t, 0.0), l["predicted"]["breakdown_s"].get(t, 0.0)
+            if max(x, y) >= 0.005 * m["median"]:
+                out.setdefault(t, []).append((x, y, l["label"]))
+    return out
+
+
+def plot_terms(plt, v, file):
+    pts = term_points(v)
+    s = v["summary"]
+    fig, ax = plt.subplots(figsize=(8, 7))
+    # The axes span the points' values that are a term at all (0.5 % of their step or more); a
+    # side that is less (a term predicted or measured as nothing) sits on the axis' edge.
+    steps = {l["label"]: l["measured"]["median"] for l in v["layouts"] if l["measured"] is not None}
+    allv = [p for t in pts.values() for x, y, label in t for p in (x, y) if p >= 0.005 * steps[label]] or [1e-3, 1.0]
+    lo, hi = min(allv) / 1.6, max(allv) * 1.6
+    xs = [lo, hi]
+    ax.fill_between(xs, [x * 0.85 for x in xs], [x * 1.15 for x in xs], color="#4c72b0", alpha=0.12, lw=0,
+                    label="±15 %")
+    ax.plot(xs, xs, color="#4c72b0", lw=1, ls="--", label="predicted = measured")
+    floor = lo * 1.2  # a term predicted or measured as 0 sits on the axis' edge
+    for t in TERMS:
+        if t not in pts:
+            continue
+        fit = s["terms"].get(t) or {}
+        judged = fit.get("layouts") or 0
+        name = CATEGORY_NAMES.get(t, t) + (f": MAPE {fmt(fit.get('mape_pct'), '.1f')} % over {judged}"
+                                            if judged else ": under 2 % of every step")
+        ax.scatter([max(x, floor) for x, _, _ in pts[t]], [max(y, floor) for _, y, _ in pts[t]], s=38,
+                   color=CATEGORY_COLOURS.get(t, "#7f7f7f"), edgecolors="black", linewidths=0.4, label=name,
+                   zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_aspect("equal")
+    ax.set_xlabel("measured (s per step; the mean over the compared stage's ranks)")
+    ax.set_ylabel("predicted (s per step)")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.set_title("sax validate, term by term: every part of the step that is not compute\n"
+                 + "\n".join(textwrap.wrap(summary_title(v), 90)), fontsize=9.5)
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+    fig.tight_layout()
     save_figure(fig, file)
     plt.close(fig)
 
@@ -218,8 +286,9 @@ def cmd_validate(a):
     v = read_validate(a.validate_json)
     out = out_dir(a.out)
     plt = import_pyplot()
-    files = [os.path.join(out, "scatter.png"), os.path.join(out, "breakdown.png")]
+    files = [os.path.join(out, "scatter.png"), os.path.join(out, "breakdown.png"), os.path.join(out, "terms.png")]
     plot_scatter(plt, v, files[0])
     plot_breakdown(plt, v, files[1])
+    plot_terms(plt, v, files[2])
     for f in files:
         print(f"# wrote {f}")

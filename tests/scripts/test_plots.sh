@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/plots.py on tests/data/validate_sample.json: `validate` writes two valid PNGs
+# scripts/plots.py on tests/data/validate_sample.json (a `sax validate` on local-2bld): `validate` writes its PNGs
 # of real size, `report` an index.html that names every layout and fetches nothing; `coll`,
 # `timeline` and `codesign` draw from small inputs made here; bad input exits 2 with one line naming the file
 # and writes nothing. Skips (exit 77) where matplotlib is not importable: the figures need it.
@@ -44,10 +44,10 @@ expect_bad() {
   grep -qF -- "$says" "$tmp/err" || fail "$what: stderr does not name '$says': $(cat "$tmp/err")"
 }
 
-# validate → scatter.png, breakdown.png
+# validate → scatter.png, breakdown.png, terms.png
 out=$tmp/report
 "$py" "$plots" validate "$fixture" --out "$out" >/dev/null || fail "validate exited $?"
-for f in scatter.png breakdown.png; do
+for f in scatter.png breakdown.png terms.png; do
   [ -f "$out/$f" ] && is_png "$out/$f" || fail "validate: $out/$f is not a PNG of real size"
 done
 
@@ -135,7 +135,7 @@ if [ -f "$html" ]; then
     grep -qF ">$label" "$html" || fail "report: index.html does not mention layout $label"
   done
   grep -qF "Kendall" "$html" || fail "report: no summary figures"
-  [ "$(grep -o 'data:image/png;base64' "$html" | wc -l)" -eq 4 ] || fail "report: expected the 4 PNGs embedded"
+  [ "$(grep -o 'data:image/png;base64' "$html" | wc -l)" -eq 5 ] || fail "report: expected the 5 PNGs embedded"
   grep -qF 'href="merged-trace.json"' "$html" && grep -qF "ui.perfetto.dev" "$html" ||
     fail "report: no link to the trace with how to open it"
   grep -qiE '(src|href)="(https?:)?//' "$html" && fail "report: index.html fetches from the network"
@@ -150,7 +150,7 @@ cp "$fixture" "$demo/validate-gpt-tiny.json"
 echo '{}' >"$demo/runs-gpt-tiny/1/run.json"
 "$py" "$plots" validate "$demo/validate-gpt-tiny.json" --out "$demo/gpt-tiny" >/dev/null || fail "validate into a folder"
 "$py" "$plots" report "$demo" >/dev/null || fail "report of the demo's folder exited $?"
-[ "$(grep -o 'data:image/png;base64' "$demo/index.html" | wc -l)" -eq 2 ] || fail "demo report: expected 2 PNGs"
+[ "$(grep -o 'data:image/png;base64' "$demo/index.html" | wc -l)" -eq 3 ] || fail "demo report: expected 3 PNGs"
 grep -qF 'href="gpt-tiny/scatter.png"' "$demo/index.html" || fail "demo report: no link to gpt-tiny/scatter.png"
 grep -qF 'runs-gpt-tiny/1/run.json' "$demo/index.html" && fail "demo report: lists the runs' own files"
 
