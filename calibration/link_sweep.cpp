@@ -100,6 +100,29 @@ json link_point(const LinkTask& t, const LinkSweep& s, const harness::CollResult
           {"iters", t.iters},       {"path", r.path}};
 }
 
+// The wait path's point (LinkTask::wait): the members' arrival skew and the call after it, µs.
+json wait_point(const LinkTask& t, const LinkSweep& s, coll::GroupCommunicator& group, harness::Job& job,
+                kernels::Device& device) {
+  const coll::GroupSet& set = s.kinds.at(t.kind);
+  const std::size_t count = t.bytes / 4;
+  auto send = device.allocate(t.bytes), recv = device.allocate(t.bytes);
+  const harness::WaitPath w =
+      harness::time_wait_path(harness::coll_op_entry(t.op), *group.comm, job, send->data(), recv->data(), count,
+                              DType::fp32, s.plans.at(t.kind).config.poll_us, kWaitGapUs, kWaitIters, group.members);
+  return {{"kind", "wait"},
+          {"key", t.key()},
+          {"group", t.kind},
+          {"link_class", link_class_name(*set.link_class)},
+          {"op", to_string(t.op)},
+          {"bytes", t.bytes},
+          {"ranks", set.groups.front().size()},
+          {"gap_us", kWaitGapUs},
+          {"iters", kWaitIters},
+          {"skew_us", w.skew_us},
+          {"after_us", w.after_us},
+          {"time_us", w.after_us}};
+}
+
 }  // namespace
 
 LinkSweep plan_link_sweep(const harness::Job& job, const SweepArgs& a, const Cluster& cluster) {
@@ -124,6 +147,7 @@ LinkSweep plan_link_sweep(const harness::Job& job, const SweepArgs& a, const Clu
 }
 
 std::string LinkTask::key() const {
+  if (wait) return kind + "/wait";
   return kind + "/" + to_string(op) + "/" + std::to_string(bytes) + (together ? "/together" : "/alone");
 }
 
@@ -145,6 +169,13 @@ std::vector<LinkTask> link_tasks(const LinkSweep& s, const Cluster& cluster) {
             bytes >= sizes[sizes.size() - std::min(sizes.size(), kSharingSizes)])
           tasks.push_back({kind, op, bytes, false, iters, (iters + s.warmup + 2) * one});
       }
+    if (cluster.paced()) {
+      const RingAlgorithm ring = ring_algorithm(CollOp::all_reduce, static_cast<double>(set.groups.front().size()));
+      const double one = alpha_beta_s(ring, static_cast<double>(kWaitBytes), link.latency_us * 1e-6,
+                                      1.0 / (link.bandwidth_gbps * 1e9));
+      tasks.push_back(
+          {kind, CollOp::all_reduce, kWaitBytes, true, kWaitIters, kWaitIters * (one + kWaitGapUs * 1e-6), true});
+    }
   }
   return tasks;
 }
@@ -159,6 +190,10 @@ void measure_links(const LinkSweep& s, const std::vector<LinkTask>& tasks, const
     coll::GroupCommunicator group = factory.make(set);
     for (const auto& t : tasks) {
       if (t.kind != kind || done.count(t.key())) continue;
+      if (t.wait) {
+        record(wait_point(t, s, group, job, device), t.weight, kind + " wait path of a blocking call");
+        continue;
+      }
       harness::CollBenchPlan plan = s.plans.at(kind);
       plan.config.ops = {t.op};
       plan.config.min_bytes = plan.config.max_bytes = t.bytes;

@@ -40,7 +40,16 @@ struct LinkSweep {
 // UsageError (or InputError) for what the sweep cannot measure. Every rank, inside Job::agree.
 LinkSweep plan_link_sweep(const harness::Job& job, const SweepArgs& args, const Cluster& cluster);
 
-// One point to measure: a group kind, an op, a size, alone or with every group of the kind.
+// On a paced cluster, per group kind, the wait of a blocking call as a paced step makes it
+// (harness/coll_engine.hpp time_wait_path): kWaitIters small all-reduces, each after sleeping
+// kWaitGapUs from the last, as a paced op's deadline holds a rank; what the members' arrivals
+// differ by is the cost model's idle per blocking call (CostParams::call_skew_s).
+inline constexpr int kWaitIters = 100;
+inline constexpr double kWaitGapUs = 1000;
+inline constexpr std::uint64_t kWaitBytes = 4096;
+
+// One point to measure: a group kind, an op, a size, alone or with every group of the kind; or
+// (`wait`) the kind's wait path.
 struct LinkTask {
   std::string kind;
   CollOp op = CollOp::all_reduce;
@@ -48,6 +57,7 @@ struct LinkTask {
   bool together = false;
   std::int64_t iters = 0;  // timed iterations: -n, more where one op is short (kMinPointSeconds)
   double weight = 0;       // the datasheet's time for it (s), for the ETA
+  bool wait = false;
   std::string key() const;
 };
 

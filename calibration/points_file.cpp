@@ -180,6 +180,14 @@ void check_point(const json& p, const std::string& what, const std::string& at) 
   if (kind == "overlap") {
     positive("alone_us"), positive("time_us");
     if (p.contains("comm_us")) positive("comm_us");
+  } else if (kind == "wait") {
+    if (!p.contains("link_class") || !p["link_class"].is_string() ||
+        !parse_link_class(p["link_class"].get<std::string>()))
+      throw InputError(what, at + "/link_class", "intra_node, intra_building or cross_building");
+    for (const char* k : {"skew_us", "after_us"})
+      if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() >= 0))
+        throw InputError(what, at + "/" + k, "a number >= 0");
+    positive("time_us");
   } else if (kind == "compute") {
     if (!p.contains("compute") || !p["compute"].is_string()) throw InputError(what, at + "/compute", "a name");
     for (const char* k : {"flops", "bytes", "peak_flops", "hbm_bytes_per_s"})

@@ -108,6 +108,7 @@ struct SortedPoints {
   std::vector<json> compute;
   std::vector<json> paced;      // a paced device's ops: what the host holds, not efficiencies
   std::vector<double> overlap;  // compute's slowdown beside a collective, per repetition
+  std::vector<json> wait;       // a paced device's wait path of a blocking call, per group kind
 };
 
 SortedPoints sort_points(const json& points, const std::string& what) {
@@ -126,6 +127,10 @@ SortedPoints sort_points(const json& points, const std::string& what) {
       } else {
         s.overlap.push_back(w / a - 1);
       }
+      continue;
+    }
+    if (kind == "wait") {
+      s.wait.push_back(p);
       continue;
     }
     if (kind == "compute") {
@@ -228,6 +233,25 @@ void fit_held_device(const std::vector<json>& paced, Calibration& cal, std::stri
   t += line;
 }
 
+// The members' arrival skew of a blocking call on a paced device, per link class (the ranks wake
+// apart, and saw the last call end apart: by a link's latency across it). A link class measured
+// on two group kinds (none on the testbeds) takes their median.
+void fit_wait(const std::vector<json>& wait, Calibration& cal, std::string& t) {
+  std::map<LinkClass, std::vector<double>> by_link;
+  for (const json& p : wait)
+    by_link[*parse_link_class(p.at("link_class").get<std::string>())].push_back(p["skew_us"].get<double>());
+  for (const auto& [lc, skew] : by_link) {
+    const double s = std::max(0.0, harness::median(skew));
+    cal.call_skew_us[static_cast<std::size_t>(lc)] = s;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "# blocking call after compute (paced), %s: its group's last member calls %.0f us after a rank, on "
+                  "average\n",
+                  link_class_name(lc), s);
+    t += line;
+  }
+}
+
 void fit_overlap(const std::vector<double>& overlap, Calibration& cal, std::string& t) {
   if (overlap.empty()) return;
   const double m = harness::median(overlap);
@@ -258,6 +282,7 @@ Calibration fit_sweep(const json& points, const std::string& what, std::string* 
   fit_compute(s.compute, cal, t);
   fit_held_device(s.paced, cal, t);
   fit_overlap(s.overlap, cal, t);
+  fit_wait(s.wait, cal, t);
   if (table) *table = t;
   return cal;
 }

@@ -202,15 +202,27 @@ terms::Microbatch CostModel::microbatch(const Candidate& cand, const StageLayers
   if (cand.tp_overlap()) mb.tp += tp_overlap_change(cand, st, tr, t, price);
   // Ring attention (Megatron's CP): each of the cp − 1 exchanges runs behind one ring step's
   // attention (the core's 1/cp: workload/layer_ops.hpp) and is waited for before the next.
-  auto ring = [&](const Amount& a, double core) {
-    if (!(a.count > 0)) return 0.0;
-    const double step = price.cp.time({1.0, a.bytes / a.count});
-    return a.count * std::max(0.0, step - core / (a.count + 1.0));
-  };
-  mb.cp = tr.cp_forward_passes * ring(tr.cp_forward, t.core_forward) +
-          tr.cp_backward_passes * ring(tr.cp_backward, t.core_backward);
+  if (tr.cp_forward.count > 0) {
+    const double steps = tr.cp_forward.count, per_step = steps + 1;
+    mb.cp = tr.cp_forward_passes *
+                terms::ring_exchange_time(steps, t.core_forward / per_step, price.cp_hops, price.cp_hop_forward_s) +
+            tr.cp_backward_passes *
+                terms::ring_exchange_time(steps, t.core_backward / per_step, price.cp_hops, price.cp_hop_backward_s);
+  }
   mb.ep = price.ep.time({tr.ep.count, tr.ep.bytes * p_.router_imbalance});  // the busiest expert's tokens
+  mb.skew = call_skew(tr, price, cand.tp_overlap());
   return mb;
+}
+
+double CostModel::call_skew(const StageTraffic& tr, const Prices& price, bool tp_overlap) const {
+  double tp = 0;
+  for (int i = 0; i < price.tp_kinds; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    tp += tr.tp[k].count - (tp_overlap ? tr.tp_overlapped[k].count : 0.0);
+  }
+  return tp * price.tp_skew_s +
+         (tr.cp_forward.count * tr.cp_forward_passes + tr.cp_backward.count * tr.cp_backward_passes) * price.cp_skew_s +
+         tr.ep.count * price.ep_skew_s;
 }
 
 double CostModel::tp_blocking_time(const StageTraffic& tr, const Prices& price) {
@@ -250,7 +262,7 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
                      int dense_kinds, double total, double layer_compute, bool edge_first) {
       terms::SyncQueue q;
       q.total_s = total;
-      double per_layer = 0, edge = 0;
+      double per_layer = 0, edge = 0, per_layer_latency = 0, edge_latency = 0;
       for (int i = 0; i < kinds; ++i) {
         const auto k = static_cast<std::size_t>(i);
         const Amount& a = amounts[k];
@@ -258,17 +270,25 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
         const bool dense = i < dense_kinds;
         const double edge_msgs = dense && sp.edge > 0 ? 1.0 : 0.0, edge_bytes = dense ? a.bytes * edge_share : 0.0;
         const double layer_msgs = a.count - edge_msgs;
-        if (layer_msgs > 0) per_layer += prices[k].time({layer_msgs, a.bytes - edge_bytes}) / std::max(1.0, layers);
-        if (edge_msgs > 0) edge += prices[k].time({1.0, edge_bytes});
+        if (layer_msgs > 0) {
+          const Amount each{layer_msgs, a.bytes - edge_bytes};
+          per_layer += prices[k].time(each) / std::max(1.0, layers);
+          per_layer_latency += prices[k].latency(each) / std::max(1.0, layers);
+        }
+        if (edge_msgs > 0)
+          edge += prices[k].time({1.0, edge_bytes}), edge_latency += prices[k].latency({1.0, edge_bytes});
       }
       q.count = layers, q.each_s = per_layer, q.between_s = layers > 0 ? layer_compute / layers : 0.0;
+      q.latency_s = per_layer_latency;
       // The first stage's embedding parameters are needed first; the output layer's come last
       // in the forward and first in the backward, and leave (or are needed) with the chain.
       if (edge_first) {
-        q.lone_s = edge;
+        q.lone_s = edge, q.lone_latency_s = edge_latency;
       } else if (q.count >= 1) {
-        q.each_s = (per_layer * q.count + edge) / (q.count + (edge > 0 ? 1.0 : 0.0));
-        q.count += edge > 0 ? 1.0 : 0.0;
+        const double n = q.count + (edge > 0 ? 1.0 : 0.0);
+        q.each_s = (per_layer * q.count + edge) / n;
+        q.latency_s = (per_layer_latency * q.count + edge_latency) / n;
+        q.count = n;
       }
       return q;
     };
@@ -276,7 +296,7 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
                                      t.backward(st) - edge_backward, true);
     const terms::SyncQueue a = queue(price.dp_gather, tr.dp_gather, price.dp_gather_kinds, price.dp_dense_gather_kinds,
                                      gather, t.forward(st) - edge_forward, st.first);
-    tail.dp = terms::overlapped_sync_time(g, a, p_.overlap_slowdown);
+    tail.dp = terms::overlapped_sync_time(g, a, p_.overlap_slowdown, cluster_.backend == Backend::cpu);
   } else {
     tail.dp = grad + gather;
   }
@@ -324,6 +344,26 @@ CollAlgorithm CostModel::dp_algorithm(const StageTraffic& tr, const Prices& pric
   return a;
 }
 
+void CostModel::cp_ring(const Candidate& cand, const Placement& pl, const Channels& ch, const MicroShape& x,
+                        Prices& out) const {
+  out.cp_hops = out.cp_hop_forward_s = out.cp_hop_backward_s = {};
+  if (cand.cp <= 1) return;
+  const std::int64_t stride = pl[GroupKind::cp].parts[0].stride;  // one progression: CP's own
+  for (std::int64_t i = 0; i < cand.cp; ++i) {
+    const LinkClass link = link_between(shape_, i * stride, ((i + 1) % cand.cp) * stride);
+    const auto c = static_cast<std::size_t>(link);
+    out.cp_hops[c] += 1;
+    if (out.cp_hops[c] > 1) continue;
+    const Channel on = link == LinkClass::cross_building
+                           ? Channel{&p_.cross_link(cand.technology), static_cast<double>(cand.cp), ch.pipeline_share,
+                                     &p_.links[static_cast<int>(LinkClass::intra_building)]}
+                           : Channel{&p_.links[c], static_cast<double>(cand.cp), 1.0};
+    const terms::Price price = terms::price(CollOp::send_recv, on);
+    out.cp_hop_forward_s[c] = price.time({1.0, x.KVb});
+    out.cp_hop_backward_s[c] = price.time({1.0, 2.0 * x.KVb});
+  }
+}
+
 double CostModel::pp_transfer_s(const Candidate& cand, const Placement& pl, const Channels& ch,
                                 std::int64_t stage) const {
   const std::int64_t stride = pl[GroupKind::pp].parts[0].stride;  // one progression: PP's own
@@ -345,6 +385,10 @@ void CostModel::price(const Candidate& cand, const Placement& pl, Priced& p) con
   p.prices.pp_chain_s = p.prices.pp_wrap_s = 0;
   for (std::int64_t i = 0; cand.pp > 1 && i < cand.pp; ++i)
     (i + 1 < cand.pp ? p.prices.pp_chain_s : p.prices.pp_wrap_s) += 2.0 * pp_transfer_s(cand, pl, p.channels, i);
+  cp_ring(cand, pl, p.channels, x, p.prices);
+  auto skew = [&](GroupKind g) { return pl[g].size > 1 ? p_.call_skew_s[static_cast<std::size_t>(pl[g].link)] : 0.0; };
+  p.prices.tp_skew_s = skew(GroupKind::tp), p.prices.cp_skew_s = skew(GroupKind::cp),
+  p.prices.ep_skew_s = skew(GroupKind::ep);
 }
 
 CostModel::Priced CostModel::priced(const Candidate& cand, const Placement& pl) const {
@@ -449,6 +493,7 @@ CostModel::StageMicrobatch CostModel::stage_microbatch(const Candidate& cand, co
     out.mb = use.kept->microbatch[s];
     out.mb.recompute = times.recompute(st, cand.recompute);
     out.twin_tp = use.kept->twin_tp[s];
+    out.twin_skew = use.kept->twin_skew[s];
     return out;
   }
   if (!use.have_traffic) {
@@ -457,17 +502,20 @@ CostModel::StageMicrobatch CostModel::stage_microbatch(const Candidate& cand, co
   }
   const Prices& price = priced.prices;
   out.mb = microbatch(cand, st, tr, times, price);
-  if (variants == 2 && cand.tp_overlap()) out.mb.tp = tp_blocking_time(tr, price);
-  out.twin_tp =
-      variants == 2 && cand.sequence_parallel() ? out.mb.tp + tp_overlap_change(cand, st, tr, times, price) : out.mb.tp;
-  if (use.pipeline_tag != 0) use.kept->microbatch[s] = out.mb, use.kept->twin_tp[s] = out.twin_tp;
+  if (variants == 2 && cand.tp_overlap())
+    out.mb.tp = tp_blocking_time(tr, price), out.mb.skew = call_skew(tr, price, false);
+  const bool twin = variants == 2 && cand.sequence_parallel();
+  out.twin_tp = twin ? out.mb.tp + tp_overlap_change(cand, st, tr, times, price) : out.mb.tp;
+  out.twin_skew = twin ? call_skew(tr, price, true) : out.mb.skew;
+  if (use.pipeline_tag != 0)
+    use.kept->microbatch[s] = out.mb, use.kept->twin_tp[s] = out.twin_tp, use.kept->twin_skew[s] = out.twin_skew;
   return out;
 }
 
 void CostModel::Critical::consider(StageMicrobatch m, std::int64_t stage, std::int64_t stages, int variants) {
   for (int k = 0; k < variants; ++k) {
     const auto i = static_cast<std::size_t>(k);
-    if (k == 1) m.mb.tp = m.twin_tp;
+    if (k == 1) m.mb.tp = m.twin_tp, m.mb.skew = m.twin_skew;
     sum_s[i] += static_cast<double>(stages) * m.mb.total();
     if (m.mb.total() > time_s[i]) {
       time_s[i] = m.mb.total();
@@ -533,21 +581,21 @@ void CostModel::assemble(const Critical& crit, std::size_t i, Prediction& v) con
   b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * c.ep;
   b.exposed_comm_s[static_cast<int>(Dim::pp)] = crit.pp_steady_s + tail.embedding;
   b.exposed_comm_s[static_cast<int>(Dim::dp)] = tail.dp;
-  b.bubble_s = crit.bubble_s[i];
+  b.bubble_s = crit.bubble_s[i] + md * c.skew;
   b.optimizer_s = tail.optimizer;
   const double busy = md * crit.time_s[i];
   v.bubble_fraction = busy > 0 ? b.bubble_s / busy : 0.0;
-  v.step_time_s = busy + b.bubble_s + crit.pp_steady_s + crit.tail_s;
+  // (busy holds the micro-batches' call skew, which the breakdown counts as idle)
+  v.step_time_s = busy + crit.bubble_s[i] + crit.pp_steady_s + crit.tail_s;
   v.tokens_per_s = tokens_per_step_ / v.step_time_s;
   v.mfu = training_flops_per_step_ / (v.step_time_s * static_cast<double>(shape_.world) * p_.peak_flops);
   check_figures(v);
 }
 
 std::vector<CostModel::StageTerms> CostModel::stage_terms(const Candidate& cand) const {
-  const MicroShape x = MicroShape::of(c_, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
-  const Placement pl = place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp);
-  const TrafficUnits units = traffic_units(c_, cand, x, pl);
-  const Prices price = prices(units, channels(cand, pl));
+  const Priced all = priced(cand, place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp));
+  const TrafficUnits& units = all.units;
+  const Prices& price = all.prices;
   const terms::LayerTimes& times = layer_times(cand);
   std::vector<StageTerms> out;
   for (const StageLayers& st : stage_layers(c_, cand.pp, cand.virtual_stage_layers(c_.layers))) {

@@ -68,6 +68,12 @@ struct CostParams : workload::DeviceSpeed {  // the device's compute: workload/d
   // Compute slower while communication overlaps it: the mean slowdown Lee et al. measured for
   // GPT and LLaMA training on A100, H100, MI250 and MI210 (arXiv 2507.03114, docs/explorer.md).
   double overlap_slowdown = 0.189;
+  // Per blocking call (a TP, CP or EP message a stage waits for), how much later than a rank the
+  // last member of its group calls it: 0 for a device whose ranks reach their calls together (no
+  // published figure prices GPU launch skew; at µs it is below what these terms resolve); on a
+  // paced testbed the ranks wake from their ops' deadlines apart, and `calibrate` measures it
+  // (spec/calibration.hpp call_skew_us).
+  std::array<double, 3> call_skew_s{};  // by LinkClass
   double router_imbalance = 1.25;
   double memory_usable_fraction = 0.92;
   std::string source = "datasheet";
@@ -168,6 +174,14 @@ struct Price {
     if (algorithms > 1) t = std::min(t, at(1, a));
     if (algorithms > 2) t = std::min(t, at(2, a));
     return t;
+  }
+  // The latency part of `a` at the algorithm that prices it: its messages' steps of α.
+  double latency(const Amount& a) const {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < static_cast<std::size_t>(algorithms); ++i)
+      if (at(i, a) < at(best, a)) best = i;
+    const std::span<const AlphaBetaRegime> r(regimes[best].data(), static_cast<std::size_t>(ranges));
+    return a.count * regime_at(r, message_bytes(a)).alpha_s;
   }
   // The algorithm that prices `a` (the first of equals: the ring where it ties).
   CollAlgorithm fastest(const Amount& a) const {
@@ -282,7 +296,10 @@ CurveReads curve_reads(const Model& model, const Candidate& cand);
 // pipeline's own transfers are between blocks: closed_forms.hpp pipeline_transfers, the replay.
 struct Microbatch {
   double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0;
-  double total() const { return compute + recompute + tp + cp + ep; }
+  // Waiting at its blocking calls for the last member of the group to call (CostParams::
+  // call_skew_s each): idle, not communication.
+  double skew = 0;
+  double total() const { return compute + recompute + tp + cp + ep + skew; }
 };
 
 // Seconds after the pipeline drains, for one stage: the DP gradient sync and parameter all-gather
@@ -296,6 +313,16 @@ struct Tail {
 // hide, and the compute `overlap_slowdown` slower while they overlap (the communication kernels
 // take SMs and memory bandwidth): max(0, comm − compute) + overlap_slowdown · min(comm, compute).
 double overlap_time(double comm_s, double compute_s, double overlap_slowdown);
+// Ring attention's exposed exchange over one layer pass, as the mean of a CP ring's members sees
+// it: `steps` exchanges (cp − 1), each behind one ring step's attention (`step_s`), over `hops`
+// (per link class: how many of the ring's hops cross it, and one block's transfer over it). Every
+// member forwards a block as soon as it has it, so the members drift apart until each receives
+// its block as it needs it: only the first exchange of a pass waits on its own hop, max(0, x − t)
+// at the member behind each hop; after it the ring holds its pace unless a block's trip round
+// the whole ring is slower than that many steps' attention, which the rest then wait for:
+// (steps − 1)·max(0, Σ x / members − t). A pair (2 members) exchanges both ways at once, in step.
+double ring_exchange_time(double steps, double step_s, const std::array<double, 3>& hops,
+                          const std::array<double, 3>& hop_s);
 // Messages on one link that compute issues (or needs) one at a time, in order: `count` of
 // `each_s`, with `between_s` of compute between two consecutive ones, and `lone_s` more that no
 // compute hides (gradients that leave once the backward has ended, parameters needed before the
@@ -304,17 +331,24 @@ double overlap_time(double comm_s, double compute_s, double overlap_slowdown);
 // the compute between them: lone + each + (count − 1) · max(0, each − between); 0 without any.
 double queued_time(double count, double each_s, double between_s, double lone_s);
 // One overlapped DP sync's messages on their link: `total_s` in all (every kind), `count` per
-// layer of `each_s` (a layer's kinds together) with a layer's compute `between_s` between them,
-// and `lone_s` of the embedding/output parameters' that nothing hides.
+// layer of `each_s` (a layer's kinds together; `latency_s` of it its steps of α) with a layer's
+// compute `between_s` between them, and `lone_s` of the embedding/output parameters' that nothing
+// hides (`lone_latency_s` of it α).
 struct SyncQueue {
   double total_s = 0, count = 0, each_s = 0, between_s = 0, lone_s = 0;
+  double latency_s = 0, lone_latency_s = 0;
 };
 // Overlapped DP sync: each layer's gradients reduced once its last backward is done, behind the
 // rest of the last micro-batch's backward, the embedding/output ones after the last backward
 // op; each layer's parameters gathered behind the next step's forward, needed layer by layer,
 // the first stage's embedding first. What neither hides is queued_time of each (at most its
-// total); what they overlap runs `overlap_slowdown` slower.
-double overlapped_sync_time(const SyncQueue& grad, const SyncQueue& gather, double overlap_slowdown);
+// total); what they overlap runs `overlap_slowdown` slower. With `concurrent` (Open MPI, whose
+// nonblocking collectives progress together; NCCL runs a communicator's one after another on its
+// stream) the messages in flight at once share the link's bandwidth but pay its latency once:
+// the chain's bytes queue as above, its latencies overlap: max(latency, lone latency) + what the
+// bytes alone leave exposed.
+double overlapped_sync_time(const SyncQueue& grad, const SyncQueue& gather, double overlap_slowdown,
+                            bool concurrent = false);
 // tp_comm_overlap: one micro-batch's TP messages that run behind a GEMM on a stage of `st`'s
 // layers, each group at overlap_time against its GEMM (LayerTimes::gemm_*): per layer and
 // forward pass (`forward_passes`: 2 with full recompute) an all-gather (`all_gather_s` each)
@@ -383,6 +417,11 @@ class CostModel {
     // x_b), and over the one from the last stage back to the first (closed_forms.hpp
     // pipeline_transfers).
     double pp_chain_s = 0, pp_wrap_s = 0;
+    // The CP ring's hops (member i to i+1 of rank 0's CP group, round to the first), by the link
+    // class each crosses: how many, and one forward and one backward block's transfer over it.
+    std::array<double, 3> cp_hops{}, cp_hop_forward_s{}, cp_hop_backward_s{};
+    // CostParams::call_skew_s on the links TP, CP and EP run on.
+    double tp_skew_s = 0, cp_skew_s = 0, ep_skew_s = 0;
     int tp_kinds = 0, dp_grad_kinds = 0, dp_gather_kinds = 0;
     int dp_dense_grad_kinds = 0, dp_dense_gather_kinds = 0;  // the first of each: the dense kinds
     bool dp_tuned = false;                                   // a DP-sync kind has an algorithm besides the ring
@@ -405,6 +444,9 @@ class CostModel {
   // replay's transfers, and the closed forms' chain (Prices::pp_chain_s).
   double pp_transfer_s(const Candidate& cand, const Placement& placement, const Channels& channels,
                        std::int64_t stage) const;
+  // The CP ring's hops into `out` (Prices::cp_hops and their transfers).
+  void cp_ring(const Candidate& cand, const Placement& placement, const Channels& channels, const MicroShape& x,
+               Prices& out) const;
   void price(const Candidate& cand, const Placement& placement, Priced& out) const;  // in place
   Prediction evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible,
                       const Priced& priced) const;
@@ -440,7 +482,7 @@ class CostModel {
       CollAlgorithm dp_algorithm = CollAlgorithm::ring;
       std::uint64_t pipeline_tag = 0;
       std::array<terms::Microbatch, kStages> microbatch;
-      std::array<double, kStages> twin_tp;
+      std::array<double, kStages> twin_tp, twin_skew;
     };
     std::vector<Slot> slots;
     explicit Memo(std::size_t n) : slots(n) {}
@@ -497,8 +539,11 @@ class CostModel {
                     std::uint64_t tag) const;
   struct StageMicrobatch {
     terms::Microbatch mb;
-    double twin_tp = 0;
+    double twin_tp = 0, twin_skew = 0;
   };
+  // The blocking calls of one micro-batch of a stage, times call_skew_s (Microbatch::skew): TP's
+  // (with `tp_overlap`, not those behind a GEMM), the CP ring's, EP's.
+  double call_skew(const StageTraffic& traffic, const Prices& prices, bool tp_overlap) const;
   StageMicrobatch stage_microbatch(const Candidate& cand, const StageLayers& st, std::size_t s, StageTraffic& traffic,
                                    const terms::LayerTimes& times, const Priced& priced, int variants,
                                    const MemoUse& use) const;

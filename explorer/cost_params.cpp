@@ -117,6 +117,11 @@ CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calib
   compute_term(calibration.attention, p.attention, "attention efficiency");
   compute_term(calibration.hbm_efficiency, p.hbm_efficiency, "hbm efficiency");
   compute_term(calibration.overlap_slowdown, p.overlap_slowdown, "overlap slowdown");
+  // Measured on the device as the cluster declares it (a paced one's waking): taken either way.
+  bool skew = false;
+  for (std::size_t lc = 0; lc < p.call_skew_s.size(); ++lc)
+    if (const auto& s = calibration.call_skew_us[lc]) p.call_skew_s[lc] = *s * 1e-6, skew = true;
+  term(skew, "call skew");
   // The cross-building β of a calibration is the link's own where the oversubscription was
   // measured beside it; without it, it was fitted with every group crossing at once (calibrate
   // --cluster, or bench coll files): the sharing is in it already, not to be applied again.

@@ -109,15 +109,31 @@ double overlap_time(double comm_s, double compute_s, double overlap_slowdown) {
   return std::max(0.0, comm_s - compute_s) + overlap_slowdown * std::min(comm_s, compute_s);
 }
 
+double ring_exchange_time(double steps, double step_s, const std::array<double, 3>& hops,
+                          const std::array<double, 3>& hop_s) {
+  double members = 0, first = 0, round = 0;
+  for (std::size_t c = 0; c < hops.size(); ++c) {
+    members += hops[c];
+    first += hops[c] * std::max(0.0, hop_s[c] - step_s);
+    round += hops[c] * hop_s[c];
+  }
+  if (!(steps >= 1) || !(members > 0)) return 0.0;
+  return first / members + (steps - 1) * std::max(0.0, round / members - step_s);
+}
+
 double queued_time(double count, double each_s, double between_s, double lone_s) {
   if (!(count >= 1)) return lone_s;
   return lone_s + each_s + (count - 1) * std::max(0.0, each_s - between_s);
 }
 
-double overlapped_sync_time(const SyncQueue& grad, const SyncQueue& gather, double s) {
-  auto one = [s](const SyncQueue& q) {
+double overlapped_sync_time(const SyncQueue& grad, const SyncQueue& gather, double s, bool concurrent) {
+  auto one = [s, concurrent](const SyncQueue& q) {
     if (!(q.total_s > 0)) return 0.0;
-    const double exposed = std::min(q.total_s, queued_time(q.count, q.each_s, q.between_s, q.lone_s));
+    const double queued =
+        concurrent ? std::max(q.count >= 1 ? q.latency_s : 0.0, q.lone_latency_s) +
+                         queued_time(q.count, q.each_s - q.latency_s, q.between_s, q.lone_s - q.lone_latency_s)
+                   : queued_time(q.count, q.each_s, q.between_s, q.lone_s);
+    const double exposed = std::min(q.total_s, queued);
     return exposed + s * std::min(q.total_s - exposed, q.count * q.between_s);
   };
   return one(grad) + one(gather);

@@ -181,7 +181,7 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand)
   b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * crit.microbatch.ep;
   b.exposed_comm_s[static_cast<int>(Dim::pp)] = run.stage_transfer[ci] + crit.tail.embedding;
   b.exposed_comm_s[static_cast<int>(Dim::dp)] = crit.tail.dp;
-  b.bubble_s = r.bubble_s;
+  b.bubble_s = r.bubble_s + md * crit.microbatch.skew;
   b.optimizer_s = crit.tail.optimizer;
   r.closed_form_step_s =
       costs[static_cast<std::size_t>(r.critical_stage)]->evaluate(cand, PipelineSplit::of(c, cand)).step_time_s;

@@ -262,6 +262,42 @@ std::int64_t check_once(const CollOpEntry& entry, coll::Communicator& comm, kern
 
 }  // namespace
 
+WaitPath time_wait_path(const CollOpEntry& entry, coll::Communicator& comm, Job& job, void* send, void* recv,
+                        std::size_t count, DType dtype, double poll_us, double gap_us, int iters,
+                        const std::vector<std::int64_t>& members) {
+  const ClockOffset clock = job.clock_offset();  // rank 0's clock between the members' readings
+  const Waiter waiter(poll_us);
+  const OpCall call{entry, comm, send, recv, count, dtype, &waiter};
+  const auto gap = static_cast<std::int64_t>(gap_us * 1e3);
+  const auto n = static_cast<std::size_t>(std::max(iters, 1));
+  std::vector<std::int64_t> called(n), done(n);
+  job.quiet_barrier();
+  std::int64_t resumed = profiles::now_ns();
+  for (std::size_t k = 0; k < n; ++k) {
+    waiter.until(resumed + gap, [] { return false; });
+    called[k] = profiles::now_ns();
+    call(coll::Mode::blocking);
+    done[k] = resumed = profiles::now_ns();
+  }
+  // Every member's calls, on rank 0's clock, to every other member.
+  std::vector<std::vector<std::int64_t>> to(static_cast<std::size_t>(job.size()));
+  for (std::int64_t m : members)
+    if (m != job.rank())
+      for (std::int64_t t : called) to[static_cast<std::size_t>(m)].push_back(t - clock.offset_ns);
+  const std::vector<std::vector<std::int64_t>> from = job.exchange(to);
+  double skew = 0, after = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    std::int64_t last = called[k];
+    for (std::int64_t m : members)
+      if (m != job.rank() && k < from[static_cast<std::size_t>(m)].size())
+        last = std::max(last, from[static_cast<std::size_t>(m)][k] + clock.offset_ns);
+    skew += static_cast<double>(last - called[k]) * 1e-3;
+    after += static_cast<double>(done[k] - last) * 1e-3;
+  }
+  return {job.aggregate(skew / static_cast<double>(n), RankAggregate::mean),
+          job.aggregate(after / static_cast<double>(n), RankAggregate::mean)};
+}
+
 std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communicator& comm, kernels::Device& device,
                                        Job& job, Watchdog* watchdog,
                                        const std::function<void(const CollResult&)>& on_result, StepTracer* tracer) {

@@ -77,6 +77,21 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
                     void* recv, std::size_t count, DType dtype, const Timing& timing,
                     const FaultInjection& faults = FaultInjection::get());
 
+// A blocking call as a paced step makes it (`sax run` on a paced device, harness/executor.hpp):
+// `iters` times the rank sleeps until `gap_us` after it went on from its last call, as a paced op
+// holds it to the device's deadline, then calls `entry` (posted nonblocking, waited for asleep,
+// testing every `poll_us`). Per call, the time from the rank's own call to the last of its
+// group's members' (`skew_us`: the wait `sax run` counts as idle) and from then until the rank
+// went on (`after_us`: its communication); each the mean over the calls, then over every rank.
+// `members` are the world ranks of this rank's group (every group of the kind runs at once).
+// Collective over every rank of `job`.
+struct WaitPath {
+  double skew_us = 0, after_us = 0;
+};
+WaitPath time_wait_path(const CollOpEntry& entry, coll::Communicator& comm, Job& job, void* send, void* recv,
+                        std::size_t count, DType dtype, double poll_us, double gap_us, int iters,
+                        const std::vector<std::int64_t>& members);
+
 // The sweep: every op × size of the plan, on every rank; `on_result` runs on every rank after
 // each size (rank 0 prints). Buffers are allocated once on `device` at the largest size.
 std::vector<CollResult> run_coll_sweep(const CollBenchPlan& plan, coll::Communicator& comm, kernels::Device& device,

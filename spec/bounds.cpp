@@ -47,6 +47,9 @@ constexpr std::array kTable = {
     Bound{Quantity::overlap_slowdown, "an overlap slowdown", "", 0, 10, false, false, "calibration overlap_slowdown",
           "the share of overlapped time still paid: 0 hidden, 1 nothing hidden; 10x slower than serial is no "
           "longer overlap"},
+    Bound{Quantity::call_skew, "a call skew", "us", 0, 1e6, false, false, "calibration call_skew_us.*",
+          "how much later than a rank the last member of its group calls a blocking op, on average: 0 on a device "
+          "that keeps its ranks in step; a second of it is no longer a step's rhythm"},
     Bound{Quantity::probability, "a probability", "", 0, 1, true, false, "model hidden_dropout, attention_dropout",
           "a dropout probability in [0, 1)"},
     Bound{Quantity::measured_time, "a measured time", "us", 1e-6, 1e12, false, false,

@@ -30,6 +30,7 @@ enum class Quantity {
   inverse_bandwidth,   // a fitted β
   curve_flops,         // an efficiency curve's point
   overlap_slowdown,    // the share of overlapped time still paid
+  call_skew,           // how much later than a rank its group's last member calls a blocking op
   probability,         // a dropout probability
   measured_time,       // a measured duration
   measured_bandwidth,  // a measured bus bandwidth

@@ -327,6 +327,15 @@ Calibration read_calibration(const json& value, const std::string& file) {
     c.overlap_slowdown = f.quantity("overlap_slowdown", Quantity::overlap_slowdown);
   else
     f.allow("overlap_slowdown");
+  if (const json* skew = f.optional("call_skew_us")) {
+    Fields s(*skew, file, f.path_of("call_skew_us"));
+    for (LinkClass lc : {LinkClass::intra_node, LinkClass::intra_building, LinkClass::cross_building})
+      if (s.has(link_class_name(lc)))
+        c.call_skew_us[static_cast<std::size_t>(lc)] = s.quantity(link_class_name(lc), Quantity::call_skew);
+      else
+        s.allow(link_class_name(lc));
+    s.finish();
+  }
   if (const json* o = f.optional("cross_oversubscription"))
     c.cross_oversubscription = read_oversubscription(Fields(*o, file, f.path_of("cross_oversubscription")));
   if (const json* h = f.optional("held_device"))
@@ -366,6 +375,8 @@ json to_json(const Calibration& c) {
   if (c.hbm_efficiency) compute["hbm_efficiency"] = *c.hbm_efficiency;
   if (!compute.empty()) j["compute"] = compute;
   if (c.overlap_slowdown) j["overlap_slowdown"] = *c.overlap_slowdown;
+  for (LinkClass lc : {LinkClass::intra_node, LinkClass::intra_building, LinkClass::cross_building})
+    if (const auto& s = c.call_skew_us[static_cast<std::size_t>(lc)]) j["call_skew_us"][link_class_name(lc)] = *s;
   if (const auto& o = c.cross_oversubscription)
     j["cross_oversubscription"] = {
         {"value", o->value}, {"alone_us", o->alone_us}, {"together_us", o->together_us}, {"samples", o->samples}};

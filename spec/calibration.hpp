@@ -13,6 +13,10 @@
 //   Both are fractions on a device that matches its datasheet, above 1 (at most 100) where the
 //   datasheet figure is below what the device does (the CPU testbed's nominal figures).
 // - overlap_slowdown: how much slower compute runs while communication overlaps it (0.1 = 10 %).
+// - call_skew_us: per link class, on a paced device, how much later than a rank the last member of
+//   its group calls a blocking op after compute, on average (the ranks wake from their ops'
+//   deadlines apart, and from the last call's end as its group's members saw it): what `sax run`
+//   counts as idle per blocking call, and the cost model prices as such.
 // - cross_oversubscription: the cross-building link's oversubscription as the cost model uses
 //   it (explorer/cost_model.cpp: crossing groups that put more than 1/oversubscription of a
 //   building's devices on the boundary share it), fitted from groups crossing alone and at once.
@@ -154,6 +158,7 @@ struct Calibration {
   std::optional<EfficiencyCurve> gemm, attention;
   std::optional<double> hbm_efficiency;
   std::optional<double> overlap_slowdown;
+  std::array<std::optional<double>, 3> call_skew_us;  // by LinkClass
   std::optional<Oversubscription> cross_oversubscription;
   std::optional<HeldDevice> held_device;  // a paced cluster's, with --model
   json points = json::array();

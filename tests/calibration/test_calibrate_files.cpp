@@ -40,9 +40,14 @@ class CalibrateFiles : public ::testing::Test {
     std::string line;
     ASSERT_TRUE(std::getline(in, line)) << r.err << r.out;
     points_ = line + "\n";
-    int n = 0;
+    int n = 0, waits = 0;
     while (std::getline(in, line)) {
       json j = json::parse(line);
+      if (j.value("kind", "link") == "wait") {  // the paced device's wait path, kept as measured
+        points_ += line + "\n";
+        ++waits;
+        continue;
+      }
       // 10 µs + 1 ns/byte, all groups at once twice one alone: a fit inside every bound.
       const double factor = j["together"].get<bool>() && j["link_class"] == "cross_building" ? 2.0 : 1.0;
       const double us = factor * (10.0 + j["bytes"].get<double>() * 1e-3);
@@ -51,6 +56,7 @@ class CalibrateFiles : public ::testing::Test {
       ++n;
     }
     ASSERT_EQ(n, 6) << r.err << r.out;  // 2 sizes × (cross together, cross alone, intra)
+    ASSERT_EQ(waits, 2) << r.err << r.out;  // a wait path per kind
   }
   static void TearDownTestSuite() { delete dir_; }
   // A copy of the measured points with `tail` appended, as --points.

@@ -44,8 +44,9 @@ TEST(CalibrateSweep, FitsEveryPricedOpPerLinkClassAndResumesPointByPoint) {
   const std::string out = t.file("k.json"), points = out + ".points.jsonl";
   auto r = calibrate(std::string(kSweep) + " --out " + out);
   ASSERT_EQ(r.code, 0) << r.err << r.out;
-  // 5 ops x 3 sizes on 2 kinds, all groups at once; and all_reduce alone at the 3 largest sizes.
-  EXPECT_NE(r.err.find("33 points (0 measured before, 33 to measure)"), std::string::npos) << r.err;
+  // 5 ops x 3 sizes on 2 kinds, all groups at once; all_reduce alone at the 3 largest sizes; and
+  // (the device is paced) each kind's wait path of a blocking call.
+  EXPECT_NE(r.err.find("35 points (0 measured before, 35 to measure)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("ETA"), std::string::npos) << r.err;
   const sax::Calibration k = sax::load_calibration(out);
   // Every priced op is fitted on both link classes: a row of the fit table each, and a fit in the
@@ -84,21 +85,29 @@ TEST(CalibrateSweep, FitsEveryPricedOpPerLinkClassAndResumesPointByPoint) {
   EXPECT_GE(k.cross_oversubscription->value, 1.0);
   EXPECT_LE(k.cross_oversubscription->value, 2.0);  // 2 groups: at most 2 can be told
   EXPECT_EQ(k.cross_oversubscription->samples, 3);
-  EXPECT_EQ(k.points.size(), 33u);
+  EXPECT_EQ(k.points.size(), 35u);
+  // The wait path: how much later than a rank its group's last member calls, per link class.
+  for (sax::LinkClass lc : {sax::LinkClass::intra_node, sax::LinkClass::cross_building}) {
+    ASSERT_TRUE(k.call_skew_us[static_cast<std::size_t>(lc)].has_value()) << sax::link_class_name(lc);
+    EXPECT_GE(*k.call_skew_us[static_cast<std::size_t>(lc)], 0);
+  }
+  EXPECT_NE(r.out.find("# blocking call after compute (paced), intra_node: its group's last member calls"),
+            std::string::npos)
+      << r.out;
   EXPECT_EQ(k.provenance.cluster_hash.rfind("fnv1a64:", 0), 0u) << k.provenance.cluster_hash;
   EXPECT_EQ(k.provenance.hosts.size(), 1u);
   EXPECT_NE(k.provenance.library.find("MPI"), std::string::npos) << k.provenance.library;
   EXPECT_EQ(k.provenance.emulation, "none");
-  ASSERT_EQ(lines(points).size(), 34u);  // the header and one line per point
+  ASSERT_EQ(lines(points).size(), 36u);  // the header and one line per point
 
   // The same arguments again: nothing to measure, the same calibration.
   r = calibrate(std::string(kSweep) + " --out " + out);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("33 points (33 measured before, 0 to measure)"), std::string::npos) << r.err;
-  EXPECT_EQ(lines(points).size(), 34u);
+  EXPECT_NE(r.err.find("35 points (35 measured before, 0 to measure)"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(points).size(), 36u);
 
   // Interrupted after 29 points, the 30th half written: the rerun drops the half line and
-  // measures the 4 missing points only.
+  // measures the 6 missing points only.
   auto kept = lines(points);
   kept.resize(30);
   {
@@ -108,18 +117,18 @@ TEST(CalibrateSweep, FitsEveryPricedOpPerLinkClassAndResumesPointByPoint) {
   }
   r = calibrate(std::string(kSweep) + " --out " + out);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("33 points (29 measured before, 4 to measure)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("35 points (29 measured before, 6 to measure)"), std::string::npos) << r.err;
   const auto after = lines(points);
-  ASSERT_EQ(after.size(), 34u);
+  ASSERT_EQ(after.size(), 36u);
   for (std::size_t i = 0; i < 30; ++i) EXPECT_EQ(after[i], kept[i]) << i;
   for (const auto& l : after) EXPECT_FALSE(json::parse(l, nullptr, false).is_discarded()) << l;
-  EXPECT_EQ(sax::load_calibration(out).points.size(), 33u);
+  EXPECT_EQ(sax::load_calibration(out).points.size(), 35u);
 
   // Other arguments with the same points file: refused before anything runs, naming the file.
   r = calibrate("-b 4K -e 1M -f 16 -n 4 -w 1 --out " + out);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find(points + " holds points of another sweep"), std::string::npos) << r.err;
-  EXPECT_EQ(lines(points).size(), 34u);
+  EXPECT_EQ(lines(points).size(), 36u);
 }
 
 // With --model: the model's compute ops at TP 1 and 2 and micro-batches 1 and 2, every rank at

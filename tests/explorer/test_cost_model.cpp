@@ -556,6 +556,54 @@ TEST(CostTerms, QueuedMessagesExposeTheirLastAndWhatOutlastsTheComputeBetweenThe
     }
 }
 
+// Where the messages in flight at once progress together (Open MPI), their latencies overlap: the
+// chain's and the lone message's α once (the larger), their bytes queued as before.
+TEST(CostTerms, ConcurrentMessagesPayTheirLatencyOnce) {
+  // Each 0.2 s of which 0.05 α; 0.5 s of compute between; the lone one 0.2 s of which 0.05 α.
+  terms::SyncQueue grad{1.0, 4, 0.2, 0.5, 0.2, 0.05, 0.05}, none{};
+  EXPECT_DOUBLE_EQ(terms::overlapped_sync_time(grad, none, 0.0, false), 0.4);
+  EXPECT_DOUBLE_EQ(terms::overlapped_sync_time(grad, none, 0.0, true), 0.05 + 0.15 + 0.15);
+  // Bytes that outlast the compute still pile up: 0.6 s of bytes against 0.5 of compute.
+  terms::SyncQueue slow{4.0, 4, 0.65, 0.5, 0.0, 0.05, 0.0};
+  EXPECT_NEAR(terms::overlapped_sync_time(slow, none, 0.0, true), 0.05 + 0.6 + 3 * 0.1, 1e-12);
+}
+
+// Ring attention's exchange over a pass: the first exchange waits at the member behind each hop
+// that is slower than a step's attention; after it the ring keeps its pace unless a block's trip
+// round the whole ring outlasts as many steps. A pair exchanges in step: each step waits.
+TEST(CostTerms, ARingWaitsOnItsSlowHopsOnceAndOnItsRoundTripAfter) {
+  const std::array<double, 3> pair{0, 0, 2}, ring4{2, 0, 2};  // hops by link class: intra_node, ..., cross
+  // A pair across buildings, 1 step of 1.0 s attention, 1.5 s per hop: 0.5 s.
+  EXPECT_DOUBLE_EQ(terms::ring_exchange_time(1, 1.0, pair, {0, 0, 1.5}), 0.5);
+  // Four members, two hops in a node (0.2 s) and two across (1.5 s), 3 steps of 1.0 s: the first
+  // waits at the two members behind the slow hops (0.5 s each, over 4 members); the round trip
+  // (3.4 s over 4 hops: 0.85 s per step) keeps the pace.
+  EXPECT_DOUBLE_EQ(terms::ring_exchange_time(3, 1.0, ring4, {0.2, 0, 1.5}), 2 * 0.5 / 4);
+  // Hops of 2.5 s across: the round trip (5.4 s over 4: 1.35 s a step) holds the later steps up.
+  EXPECT_NEAR(terms::ring_exchange_time(3, 1.0, ring4, {0.2, 0, 2.5}), 2 * 1.5 / 4 + 2 * 0.35, 1e-12);
+  // Hidden where every hop is quicker than a step.
+  EXPECT_DOUBLE_EQ(terms::ring_exchange_time(3, 1.0, ring4, {0.2, 0, 0.9}), 0.0);
+}
+
+// On a paced testbed every blocking call waits for its group's last member (calibrate's
+// call_skew_us): idle per call, by the link its group runs on, in the breakdown's idle and not in
+// the dimension's communication.
+TEST(CostModel, ACalibratedCallSkewIsIdlePerBlockingCall) {
+  const Cluster c = sax::test::preset_cluster("local-2bld");
+  const Model m = sax::test::preset_model("gpt-tiny");
+  const Layout l = load_layout(std::string(SAX_SOURCE_DIR) + "/configs/layouts/local-tp2-dp2.json");
+  CostParams p = CostParams::datasheet(c, m);
+  const Prediction without = CostModel(c, m, p).predict(l);
+  p.call_skew_s[static_cast<std::size_t>(LinkClass::intra_node)] = 1e-4;
+  const Prediction with = CostModel(c, m, p).predict(l);
+  const StepTotals t = step_totals(c, m, l, 0);
+  const double calls = static_cast<double>(t.messages[static_cast<int>(Dim::tp)]);  // every TP message waited for
+  EXPECT_NEAR(with.breakdown.bubble_s - without.breakdown.bubble_s, calls * 1e-4, 1e-9);
+  EXPECT_DOUBLE_EQ(with.breakdown.exposed_comm_s[static_cast<int>(Dim::tp)],
+                   without.breakdown.exposed_comm_s[static_cast<int>(Dim::tp)]);
+  EXPECT_NEAR(with.step_time_s - without.step_time_s, calls * 1e-4, 1e-9);
+}
+
 // Llama 3 8B at TP 2 on one H200 node: every TP message of a layer (10 per micro-batch) is
 // shorter than the GEMM it runs behind, so without a slowdown only the 4 messages of the
 // embedding and output layer (not Transformer Engine linears) stay exposed: the TP time is 4/324

@@ -106,7 +106,15 @@ void expect_exposed_communication_is_the_workloads_steps(const Case& s) {
       pipeline_transfers(s.layout.schedule.pipeline, pp, vpp, p.num_microbatches, chain, wrap);
   EXPECT_NEAR(p.breakdown.exposed_comm_s[static_cast<int>(Dim::pp)], moved.steady_s + tail.embedding_s, 1e-12)
       << s.name << " (critical stage " << p.critical_stage << ")";
-  EXPECT_NEAR(p.breakdown.exposed_comm_s[static_cast<int>(Dim::dp)], tail.dp_s, 1e-12) << s.name;
+  // An overlapped sync's messages in flight at once pay their latency once where the backend
+  // progresses them together (Open MPI: the CPU testbed); NCCL's run one after another.
+  const double dp = p.breakdown.exposed_comm_s[static_cast<int>(Dim::dp)];
+  if (s.layout.schedule.dp_sync == DpSync::overlapped && s.cluster.backend == Backend::cpu && tail.dp_s > 0) {
+    EXPECT_LE(dp, tail.dp_s + 1e-12) << s.name;
+    EXPECT_GT(dp, 0) << s.name;
+  } else {
+    EXPECT_NEAR(dp, tail.dp_s, 1e-12) << s.name;
+  }
 }
 
 TEST_P(CostTerms, ExposedCommunicationIsTheWorkloadsMessagesTimesTheirSteps) {
