@@ -43,7 +43,7 @@ PipelineTransfers pipeline_transfers(PipelineSchedule schedule, std::int64_t pp,
                                      double chain_s, double wrap_s) {
   PipelineTransfers t;
   if (pp <= 1 || m <= 0) return t;
-  const double p = static_cast<double>(pp), md = static_cast<double>(m), v = static_cast<double>(vpp);
+  const double p = static_cast<double>(pp), v = static_cast<double>(vpp);
   switch (schedule) {
     case PipelineSchedule::gpipe:
       t.fill_s = chain_s;

@@ -127,19 +127,22 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
 }
 
 // The cross-building link is shared: by every dimension whose groups cross it while the
-// pipeline runs (and the overlapped DP sync), then by the DP sync alone. Each crossing group
-// puts `cross_fraction` of a building's devices on it; beyond 1/oversubscription of them the
-// per-device bandwidth shrinks in proportion (the share: how many times slower bytes go).
+// pipeline runs, then by the tail's messages, which run one after another (the tied embedding's
+// all-reduce, then the DP sync): each by its own group's crossings. Each crossing group puts
+// `cross_fraction` of a building's devices on it; beyond 1/oversubscription of them the
+// per-device bandwidth shrinks in proportion (the share: how many times slower bytes go). An
+// overlapped DP sync's layers leave during the backward beside the pipeline's traffic, but what
+// of it is exposed is its last messages, once the stage's pipeline traffic has ended: it is priced
+// at its own share too.
 CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& pl) const {
   Channels ch;
   const LinkCost* cross = &p_.cross_link(cand.technology);
   auto crossing = [](const GroupPlace& g) { return g.link == LinkClass::cross_building ? g.cross_fraction : 0.0; };
-  const bool overlapped = cand.dp_sync == DpSync::overlapped;
   const double dp_load = std::max(crossing(pl[GroupKind::dp_cp]), crossing(pl[GroupKind::expert_dp_cp]));
   const double pipeline_load = crossing(pl[GroupKind::tp]) + crossing(pl[GroupKind::cp]) + crossing(pl[GroupKind::ep]) +
-                               crossing(pl[GroupKind::pp]) + (overlapped ? dp_load : 0.0);
+                               crossing(pl[GroupKind::pp]);
   ch.pipeline_share = std::max(1.0, cross->oversubscription * pipeline_load);
-  ch.tail_share = std::max(1.0, cross->oversubscription * std::max(dp_load, crossing(pl[GroupKind::pp])));
+  ch.tail_share = std::max(1.0, cross->oversubscription * dp_load);
   const LinkCost* nic = &p_.links[static_cast<int>(LinkClass::intra_building)];
   auto on = [&](const GroupPlace& g, double share) {
     const bool crosses = g.link == LinkClass::cross_building;
@@ -150,11 +153,12 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
   ch.cp = on(pl[GroupKind::cp], ch.pipeline_share);
   ch.ep = on(pl[GroupKind::ep], ch.pipeline_share);
   ch.pp = on(pl[GroupKind::pp], ch.pipeline_share);
-  ch.embedding = on(pl[GroupKind::embedding], ch.tail_share);
-  // The DP sync: an overlapped one runs while the pipeline does. A hierarchical one's halves:
+  ch.embedding =
+      on(pl[GroupKind::embedding], std::max(1.0, cross->oversubscription * crossing(pl[GroupKind::embedding])));
+  // The DP sync, at the tail's share. A hierarchical one's halves:
   // the intra-building part inside a node when a building's members fit one; the cross-building
   // part with every rank's shard crossing at once.
-  const double dp_share = overlapped ? ch.pipeline_share : ch.tail_share;
+  const double dp_share = ch.tail_share;
   const double cross_share = std::max(1.0, cross->oversubscription * 1.0);
   for (std::size_t expert = 0; expert < (c_.experts > 0 ? 2u : 1u); ++expert) {
     const GroupPlace& g = pl[expert ? GroupKind::expert_dp_cp : GroupKind::dp_cp];
