@@ -146,8 +146,10 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
   const LinkCost* nic = &p_.links[static_cast<int>(LinkClass::intra_building)];
   auto on = [&](const GroupPlace& g, double share) {
     const bool crosses = g.link == LinkClass::cross_building;
-    return Channel{crosses ? cross : &p_.links[static_cast<int>(g.link)], static_cast<double>(g.size),
-                   crosses ? share : 1.0, crosses ? nic : nullptr};
+    const double n = static_cast<double>(g.size), inside = static_cast<double>(g.per_building);
+    const double across = crosses && inside > 0 && n > 1 ? (n - inside) / (n - 1) : 1.0;
+    return Channel{crosses ? cross : &p_.links[static_cast<int>(g.link)], n, crosses ? share : 1.0,
+                   crosses ? nic : nullptr, across};
   };
   ch.tp = on(pl[GroupKind::tp], ch.pipeline_share);
   ch.cp = on(pl[GroupKind::cp], ch.pipeline_share);

@@ -134,14 +134,18 @@ struct Channel {
   double ring_fraction;  // (ranks − 1) / ranks, divided once
   double tree_depth;     // ⌈log2 ranks⌉, worked out once
   const LinkCost* nic;   // null unless the group crosses buildings
+  // Of a member's peers, the share in other buildings (an all-to-all's bytes that cross; 1 where
+  // not known).
+  double across;
   Channel() = default;
-  Channel(const LinkCost* l, double n, double s, const LinkCost* through = nullptr)
+  Channel(const LinkCost* l, double n, double s, const LinkCost* through = nullptr, double peers_across = 1.0)
       : link(l),
         ranks(n),
         share(s),
         ring_fraction(n > 1 ? (n - 1) / n : 0.0),
         tree_depth(sax::tree_depth(n)),
-        nic(through) {}
+        nic(through),
+        across(peers_across) {}
 };
 
 // The named terms of the step time, each a function the calibrator can fit and a test can check.
@@ -218,9 +222,11 @@ inline Price price(CollOp op, const Channel& ch) {
     const AlgorithmFactors f = algorithm_factors(a, op, ch.ranks, ch.ring_fraction, ch.tree_depth);
     // NVLS's published gain is all-reduce's busbw; its all-gather and reduce-scatter keep the ring's.
     const bool own = a != CollAlgorithm::nvls || op == CollOp::all_reduce;
+    // An all-to-all sends every peer its block at once: only the blocks to other buildings cross.
+    const double crossing = op == CollOp::all_to_all && ch.nic ? ch.across : 1.0;
     for (std::size_t r = 0; r < ranges; ++r) {
       const AlphaBetaRegime& l = regime_at(link.all(), from[r]);
-      double alpha = l.alpha_s, b = l.beta_s_per_byte * ch.share * (own ? ch.link->beta_scale[i] : 1.0);
+      double alpha = l.alpha_s, b = l.beta_s_per_byte * ch.share * crossing * (own ? ch.link->beta_scale[i] : 1.0);
       if (ch.nic) {
         const AlphaBetaRegime& n = regime_at(ch.nic->of(op).all(), from[r]);
         alpha = std::max(alpha, n.alpha_s), b = std::max(b, n.beta_s_per_byte * ch.nic->beta_scale[i]);

@@ -7,8 +7,10 @@
 // message. An algorithm over n ranks moving S such bytes takes
 //     steps(n) · α  +  bus_factor(n) · S · β
 // with α the latency of one step and β the time per byte of one link. The ring (every op):
-// all-reduce 2(n−1) steps and 2(n−1)/n; all-gather, reduce-scatter and all-to-all (n−1) and
-// (n−1)/n; broadcast (n−1) and 1 (pipelined); send, recv and send_recv 1 and 1. Its bus_factor
+// all-reduce 2(n−1) steps and 2(n−1)/n; all-gather and reduce-scatter (n−1) and (n−1)/n;
+// all-to-all 1 and (n−1)/n (every pair's block posted at once: NCCL's grouped sends and receives,
+// Open MPI's eager pairwise exchange, so their latencies overlap); broadcast (n−1) and 1
+// (pipelined); send, recv and send_recv 1 and 1. Its bus_factor
 // is nccl-tests' bus-bandwidth factor (busbw = algbw × bus_factor), so a measured busbw is 1/β
 // of the link it ran on. NCCL has two more that the cost model prices (src/graph/tuning.cc
 // ncclTopoTuneModel; the tuner takes the fastest per size):
@@ -92,8 +94,9 @@ inline AlgorithmFactors algorithm_factors(CollAlgorithm algorithm, CollOp op, do
       return {2 * (n - 1), 2 * ring_fraction};
     case CollOp::all_gather:
     case CollOp::reduce_scatter:
-    case CollOp::all_to_all:
       return {n - 1, ring_fraction};
+    case CollOp::all_to_all:
+      return {n > 1 ? 1.0 : 0.0, ring_fraction};
     case CollOp::broadcast:
       return {n - 1, 1.0};
     case CollOp::send_recv:

@@ -55,7 +55,7 @@ class CalibrateFiles : public ::testing::Test {
       points_ += j.dump() + "\n";
       ++n;
     }
-    ASSERT_EQ(n, 6) << r.err << r.out;  // 2 sizes × (cross together, cross alone, intra)
+    ASSERT_EQ(n, 6) << r.err << r.out;      // 2 sizes × (cross together, cross alone, intra)
     ASSERT_EQ(waits, 2) << r.err << r.out;  // a wait path per kind
   }
   static void TearDownTestSuite() { delete dir_; }
