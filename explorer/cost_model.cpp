@@ -144,12 +144,20 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
   ch.pipeline_share = std::max(1.0, cross->oversubscription * pipeline_load);
   ch.tail_share = std::max(1.0, cross->oversubscription * dp_load);
   const LinkCost* nic = &p_.links[static_cast<int>(LinkClass::intra_building)];
+  const LinkCost* node = &p_.links[static_cast<int>(LinkClass::intra_node)];
+  // Members that share nodes put the node's own link on the group's ring too.
+  auto shares_nodes = [&](std::int64_t inner_stride, std::int64_t n) { return n > 1 && inner_stride < shape_.node; };
   auto on = [&](const GroupPlace& g, double share) {
     const bool crosses = g.link == LinkClass::cross_building;
     const double n = static_cast<double>(g.size), inside = static_cast<double>(g.per_building);
     const double across = crosses && inside > 0 && n > 1 ? (n - inside) / (n - 1) : 1.0;
-    return Channel{crosses ? cross : &p_.links[static_cast<int>(g.link)], n, crosses ? share : 1.0,
-                   crosses ? nic : nullptr, across};
+    const bool in_node = g.link != LinkClass::intra_node && shares_nodes(g.parts[0].stride, g.parts[0].n);
+    return Channel{crosses ? cross : &p_.links[static_cast<int>(g.link)],
+                   n,
+                   crosses ? share : 1.0,
+                   crosses ? nic : nullptr,
+                   across,
+                   in_node ? node : nullptr};
   };
   ch.tp = on(pl[GroupKind::tp], ch.pipeline_share);
   ch.cp = on(pl[GroupKind::cp], ch.pipeline_share);
@@ -168,8 +176,14 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
     if (cand.dp_sync != DpSync::hierarchical) continue;  // the halves carry nothing
     const double ni = static_cast<double>(g.per_building);
     const double inner_stride = static_cast<double>(g.parts[0].n > 1 ? g.parts[0].stride : g.parts[1].stride);
-    ch.dp_channels[2 + 2 * expert] = {&p_.links[inner_stride * ni <= static_cast<double>(shape_.node) ? 0 : 1], ni,
-                                      1.0};
+    const bool in_one_node = inner_stride * ni <= static_cast<double>(shape_.node);
+    ch.dp_channels[2 + 2 * expert] = {
+        &p_.links[in_one_node ? 0 : 1],
+        ni,
+        1.0,
+        nullptr,
+        1.0,
+        !in_one_node && shares_nodes(static_cast<std::int64_t>(inner_stride), g.per_building) ? node : nullptr};
     ch.dp_channels[3 + 2 * expert] = {cross, static_cast<double>(g.buildings_spanned), cross_share, nic};
   }
   return ch;

@@ -137,15 +137,20 @@ struct Channel {
   // Of a member's peers, the share in other buildings (an all-to-all's bytes that cross; 1 where
   // not known).
   double across;
+  // For a group on a link between nodes whose members also share nodes: the node's own link,
+  // whose edges its ring runs too (a step waits for its slowest edge); null otherwise.
+  const LinkCost* node;
   Channel() = default;
-  Channel(const LinkCost* l, double n, double s, const LinkCost* through = nullptr, double peers_across = 1.0)
+  Channel(const LinkCost* l, double n, double s, const LinkCost* through = nullptr, double peers_across = 1.0,
+          const LinkCost* in_node = nullptr)
       : link(l),
         ranks(n),
         share(s),
         ring_fraction(n > 1 ? (n - 1) / n : 0.0),
         tree_depth(sax::tree_depth(n)),
         nic(through),
-        across(peers_across) {}
+        across(peers_across),
+        node(in_node) {}
 };
 
 // The named terms of the step time, each a function the calibrator can fit and a test can check.
@@ -158,8 +163,8 @@ namespace terms {
 // kind has the same size, so a kind's time is the fastest algorithm's count·α' + bytes·β', α' and
 // β' those of the regime that size falls in (spec/alpha_beta.hpp). Nothing in a group of one rank.
 struct Price {
-  // The link's and the NIC's regimes together: a size range wherever either starts one.
-  static constexpr std::size_t kMaxRanges = 2 * kMaxLinkRegimes - 1;
+  // The link's, the NIC's and the node's regimes together: a size range wherever one starts.
+  static constexpr std::size_t kMaxRanges = 3 * kMaxLinkRegimes - 2;
   // Per algorithm tried, the ring's first, its α-β per size range (from_bytes, per message, per
   // byte) in `ranges` entries (uninitialised in arrays: the hot path sets what it uses); most
   // kinds have the ring alone in one range, so time() looks no further than `algorithms`.
@@ -207,12 +212,13 @@ inline Price price(CollOp op, const Channel& ch) {
   std::array<double, Price::kMaxRanges> from{};
   std::size_t ranges = 0;
   for (std::size_t i = 0; i < link.count; ++i) from[ranges++] = i == 0 ? 0.0 : link.at[i].from_bytes;
-  if (ch.nic) {
-    const LinkRegimes& nic = ch.nic->of(op);
-    for (std::size_t i = 1; i < nic.count; ++i)
-      if (std::find(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(ranges), nic.at[i].from_bytes) ==
+  for (const LinkCost* bound : {ch.nic, ch.node}) {
+    if (!bound) continue;
+    const LinkRegimes& other = bound->of(op);
+    for (std::size_t i = 1; i < other.count && ranges < from.size(); ++i)
+      if (std::find(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(ranges), other.at[i].from_bytes) ==
           from.begin() + static_cast<std::ptrdiff_t>(ranges))
-        from[ranges++] = nic.at[i].from_bytes;
+        from[ranges++] = other.at[i].from_bytes;
     std::sort(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(ranges));
   }
   p.ranges = static_cast<int>(ranges);
@@ -227,15 +233,18 @@ inline Price price(CollOp op, const Channel& ch) {
     for (std::size_t r = 0; r < ranges; ++r) {
       const AlphaBetaRegime& l = regime_at(link.all(), from[r]);
       double alpha = l.alpha_s, b = l.beta_s_per_byte * ch.share * crossing * (own ? ch.link->beta_scale[i] : 1.0);
-      if (ch.nic) {
-        const AlphaBetaRegime& n = regime_at(ch.nic->of(op).all(), from[r]);
-        alpha = std::max(alpha, n.alpha_s), b = std::max(b, n.beta_s_per_byte * ch.nic->beta_scale[i]);
+      for (const LinkCost* bound : {ch.nic, ch.node}) {
+        if (!bound) continue;
+        const AlphaBetaRegime& n = regime_at(bound->of(op).all(), from[r]);
+        alpha = std::max(alpha, n.alpha_s), b = std::max(b, n.beta_s_per_byte * bound->beta_scale[i]);
       }
       p.regimes[k][r] = {from[r], f.steps * alpha, f.bus_factor * b};
     }
     p.algorithm[k] = a;
   };
-  auto usable = [&](CollAlgorithm a) { return has_algorithm(a, op) && ch.link->has(a) && (!ch.nic || ch.nic->has(a)); };
+  auto usable = [&](CollAlgorithm a) {
+    return has_algorithm(a, op) && ch.link->has(a) && (!ch.nic || ch.nic->has(a)) && (!ch.node || ch.node->has(a));
+  };
   set(0, CollAlgorithm::ring);
   std::size_t n = 1;
   if (usable(CollAlgorithm::tree)) set(n++, CollAlgorithm::tree);

@@ -15,6 +15,7 @@
 
 #include "explorer/explore.hpp"
 #include "explorer/hetero.hpp"
+#include "explorer/replay.hpp"
 #include "explorer/report.hpp"
 #include "explorer/search.hpp"
 #include "spec/cluster.hpp"
@@ -178,4 +179,74 @@ TEST(Properties, AFasterBuildingNeverMakesThePredictionSlower) {
     if (last > 0) EXPECT_LE(best, last * (1 + kRounding)) << c->name;
     last = best;
   }
+}
+
+// One breakdown whoever prices it: on layouts drawn from every preset, the closed forms' terms and
+// the replay's each add up to their step; a layout's compute is the same whatever its DP sync
+// (blocking, overlapped, hierarchical) and the closed forms' and the replay's agree on it; and
+// with equal stages and no transfers between them, the bubble is the schedule's own (bubble
+// fraction × the busy time) in both.
+TEST(Properties, EveryBreakdownAddsUpAndComputeIsTheSyncsNone) {
+  std::size_t cases = 0, schedules = 0;
+  for (const Case& k : kCases) {
+    const Cluster c = test::preset_cluster(k.cluster);
+    const Model m = test::preset_model(k.model);
+    const CostModel cm(c, m, CostParams::datasheet(c, m));
+    for (const auto& [drawn_cand, split] : drawn(cm, c, m, 200000, 60, 13)) {
+      double compute = -1;
+      for (DpSync sync : {DpSync::blocking, DpSync::overlapped, DpSync::hierarchical}) {
+        Candidate cand = drawn_cand;
+        cand.dp_sync = sync;
+        const PipelineSplit sp = PipelineSplit::of(cm.consts(), cand);
+        const Prediction closed = cm.evaluate(cand, sp);
+        const std::string what =
+            k.cluster + " " + k.model + ": " + describe_degrees(cand) + " " + options_string(cand.to_layout(c));
+        EXPECT_NEAR(closed.breakdown.total(), closed.step_time_s, 1e-9 * closed.step_time_s) << what;
+        if (compute < 0) compute = closed.breakdown.compute_s;
+        EXPECT_NEAR(closed.breakdown.compute_s, compute, 1e-12 * compute) << what << ": compute moved with the sync";
+        if (!replayable(cm, cand)) continue;
+        const Prediction replay = replayed(cm, cand, closed);
+        EXPECT_NEAR(replay.breakdown.total(), replay.step_time_s, 1e-9 * replay.step_time_s) << what;
+        // The replay's breakdown is of the pace-setting stage: the most compute of any stage.
+        EXPECT_GE(replay.breakdown.compute_s * (1 + 1e-12), closed.breakdown.compute_s) << what;
+        EXPECT_GE(replay.breakdown.bubble_s, 0) << what;
+        ++cases;
+      }
+    }
+  }
+  std::printf("[properties] %zu layouts x DP syncs: each breakdown adds up, compute the same whatever the sync\n",
+              cases);
+  EXPECT_GT(cases, 500u);
+
+  // Equal stages without transfers (links free, no tail): the bubble is the schedule's. One
+  // building of 16 H100 nodes: TP8 × PP × DP with DP dividing the batch.
+  Cluster c = test::preset_cluster("h100-3bld");
+  c.buildings.resize(1);
+  c.buildings[0].nodes = 16;
+  const Model m = test::preset_model("llama3-70b");
+  CostParams p = CostParams::datasheet(c, m);
+  for (auto& l : p.links) l.set_all(0.0, 0.0);
+  for (auto& l : p.technologies) l.set_all(0.0, 0.0);
+  const CostModel cm(c, m, p);
+  for (PipelineSchedule s :
+       {PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved, PipelineSchedule::zero_bubble})
+    for (std::int64_t pp : {2, 4, 8})
+      for (std::int64_t mbs : {1, 2}) {
+        Layout l;
+        l.tensor_model_parallel_size = 8, l.pipeline_model_parallel_size = pp, l.micro_batch_size = mbs;
+        l.sequence_parallel = true;
+        l.virtual_pipeline_model_parallel_size = s == PipelineSchedule::interleaved ? 2 : 1;
+        l.schedule.pipeline = s;
+        l.decoder_first_pipeline_num_layers = l.decoder_last_pipeline_num_layers = 0;
+        if (first_broken_rule(l, m, c.world_size()) != LayoutRule::ok) continue;
+        const Prediction closed = cm.predict(l);
+        // The first and last stages carry the embedding and the loss: the closed forms' bubble is
+        // the fill and drain at each stage's pace, within what those edges add of the equal one's.
+        const double fraction = bubble_fraction(s, pp, l.virtual_pipeline_model_parallel_size, closed.num_microbatches);
+        EXPECT_NEAR(closed.breakdown.bubble_s / closed.breakdown.compute_s, fraction, 0.15 * fraction)
+            << to_string(s) << " pp " << pp << " mbs " << mbs;
+        ++schedules;
+      }
+  std::printf("[properties] %zu pipelines on free links: the bubble is the schedule's\n", schedules);
+  EXPECT_GT(schedules, 4u);
 }
