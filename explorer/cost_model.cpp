@@ -240,8 +240,10 @@ double CostModel::call_skew(const StageTraffic& tr, const Prices& price, bool tp
     const auto k = static_cast<std::size_t>(i);
     tp += tr.tp[k].count - (tp_overlap ? tr.tp_overlapped[k].count : 0.0);
   }
-  return tp * price.tp_skew_s +
-         (tr.cp_forward.count * tr.cp_forward_passes + tr.cp_backward.count * tr.cp_backward_passes) * price.cp_skew_s +
+  // A CP pair exchanges in step, every exchange; a ring's members drift apart after a pass's first
+  // (terms::ring_exchange_time): only that one waits for them.
+  const double cp = tr.cp_forward.count >= 2 ? 1.0 : tr.cp_forward.count;
+  return tp * price.tp_skew_s + cp * (tr.cp_forward_passes + tr.cp_backward_passes) * price.cp_skew_s +
          tr.ep.count * price.ep_skew_s;
 }
 

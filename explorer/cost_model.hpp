@@ -557,7 +557,8 @@ class CostModel {
     double twin_tp = 0, twin_skew = 0;
   };
   // The blocking calls of one micro-batch of a stage, times call_skew_s (Microbatch::skew): TP's
-  // (with `tp_overlap`, not those behind a GEMM), the CP ring's, EP's.
+  // (with `tp_overlap`, not those behind a GEMM), the CP ring's (a pass's first where the ring has
+  // more than two members), EP's.
   double call_skew(const StageTraffic& traffic, const Prices& prices, bool tp_overlap) const;
   StageMicrobatch stage_microbatch(const Candidate& cand, const StageLayers& st, std::size_t s, StageTraffic& traffic,
                                    const terms::LayerTimes& times, const Priced& priced, int variants,
