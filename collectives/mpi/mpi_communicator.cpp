@@ -55,93 +55,107 @@ class RequestHandle final : public Handle::Impl {
 };
 
 constexpr int kTag = 7301;
-// The ring reduce-scatter's tags: one per op outstanding at once, cycled (under MPI_TAG_UB's
-// guaranteed 32767).
+// The rings' tags: one per op outstanding at once, cycled (under MPI_TAG_UB's guaranteed 32767).
 constexpr int kRingTagBase = 8192, kRingTags = 16384;
 
-// The nonblocking reduce-scatter as the ring the cost model prices: Open MPI 4.1's
-// MPI_Ireduce_scatter (libnbc) has one algorithm, a binomial reduce to rank 0 and a linear
-// scatter, which moves 1.5x the buffer across a two-rank boundary and has no MCA knob, so the
-// paced ranks (which post every collective nonblocking) would measure another algorithm than
-// the blocking call's forced ring. n - 1 steps: send the block reduced last to the right, receive
-// the next from the left and reduce it in (MPI_Reduce_local); each test() moves the ring on.
-// Each op has its own tag (the ops a communicator posts, counted alike on every rank), so the
-// steps of two outstanding ops never match each other's messages.
-class RingReduceScatter final : public Handle::Impl {
+// The nonblocking all-gather and reduce-scatter as the rings the cost model prices
+// (spec/collective.hpp) and NCCL runs. Open MPI 4.1's libnbc has no ring for either:
+// MPI_Iallgather sends every block to every peer at once (one step of latency where the ring has
+// n - 1; its only other choice is recursive doubling), MPI_Ireduce_scatter is a binomial reduce to
+// rank 0 and a linear scatter, and the paced ranks post every collective nonblocking, so they
+// would time other algorithms than the ones priced and than the blocking calls' forced rings (its
+// all-reduce has a ring, which sax launch pins). The buffer is n blocks, split as evenly as its elements allow. The
+// reduce phase: n - 1 steps, each sending the block reduced last to the right and receiving the next from the left to
+// reduce in (MPI_Reduce_local); after it this rank holds block `rank` reduced. The gather phase:
+// n - 1 steps, each passing the block finished last to the right and receiving the next from the
+// left into its place. Each test() moves the ring on. Each op has its own tag (the ops a
+// communicator posts, counted alike on every rank), so two outstanding ops never match each
+// other's messages.
+class Ring final : public Handle::Impl {
  public:
-  RingReduceScatter(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, std::size_t block_bytes,
-                    MPI_Comm comm, int rank, int size, int tag)
-      : recv_(static_cast<char*>(recv)),
-        count_(count),
-        type_(type),
-        op_(op),
-        block_(block_bytes),
-        comm_(comm),
-        rank_(rank),
-        size_(size),
-        tag_(tag),
-        whole_(static_cast<const char*>(send), static_cast<const char*>(send) + block_bytes * size),
-        in_(block_bytes) {
+  struct Spec {
+    char* work;               // the n blocks the ring runs in
+    std::vector<char> owned;  // the storage of `work`, where the ring owns it (else empty)
+    int count;                // elements in all
+    int element_bytes;
+    MPI_Datatype type;
+    MPI_Op op;
+    bool reduce, gather;  // the phases
+    char* out;            // where block `rank` goes at the end (a reduce-scatter), or null
+  };
+  Ring(Spec spec, MPI_Comm comm, int rank, int size, int tag)
+      : s_(std::move(spec)), comm_(comm), rank_(rank), size_(size), tag_(tag) {
+    steps_ = (s_.reduce ? size_ - 1 : 0) + (s_.gather ? size_ - 1 : 0);
+    if (s_.reduce) in_.resize(bytes(0));  // block 0 is the largest
     post();
   }
-  RingReduceScatter(const RingReduceScatter&) = delete;
-  RingReduceScatter& operator=(const RingReduceScatter&) = delete;
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
   // Dropped mid-ring (an error elsewhere unwinding): MPI may still write into the buffers, so
   // they are handed to a list that outlives the requests instead of freed.
-  ~RingReduceScatter() override {
+  ~Ring() override {
     if (requests_[0] == MPI_REQUEST_NULL && requests_[1] == MPI_REQUEST_NULL) return;
     for (MPI_Request& r : requests_)
       if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
     static std::mutex m;
     static std::vector<std::vector<char>> abandoned;
     const std::lock_guard<std::mutex> lock(m);
-    abandoned.push_back(std::move(whole_));
+    abandoned.push_back(std::move(s_.owned));
     abandoned.push_back(std::move(in_));
   }
   void wait() override {
     while (!test()) SAX_MPI_CHECK(MPI_Waitall(2, requests_, MPI_STATUSES_IGNORE));
   }
   bool test() override {
-    while (step_ < size_ - 1) {
+    while (step_ < steps_) {
       int done = 0;
       SAX_MPI_CHECK(MPI_Testall(2, requests_, &done, MPI_STATUSES_IGNORE));
       if (!done) return false;
-      SAX_MPI_CHECK(MPI_Reduce_local(in_.data(), block(recv_block()), count_, type_, op_));
+      if (reducing()) {
+        const int b = wrap(rank_ - step_ - 2);
+        SAX_MPI_CHECK(MPI_Reduce_local(in_.data(), block(b), count(b), s_.type, s_.op));
+      }
       ++step_;
       post();
     }
-    if (!copied_) std::memcpy(recv_, block(rank_), block_), copied_ = true;
+    if (s_.out && !copied_) std::memcpy(s_.out, block(rank_), bytes(rank_)), copied_ = true;
     return true;
   }
 
  private:
-  // Step k sends block rank - k - 1 (reduced at step k - 1) and receives block rank - k - 2.
-  int send_block() const { return ((rank_ - step_ - 1) % size_ + size_) % size_; }
-  int recv_block() const { return ((rank_ - step_ - 2) % size_ + size_) % size_; }
-  char* block(int b) { return whole_.data() + block_ * static_cast<std::size_t>(b); }
+  bool reducing() const { return s_.reduce && step_ < size_ - 1; }
+  int wrap(int b) const { return (b % size_ + size_) % size_; }
+  int count(int b) const { return s_.count / size_ + (b < s_.count % size_ ? 1 : 0); }
+  std::size_t bytes(int b) const { return static_cast<std::size_t>(count(b)) * s_.element_bytes; }
+  char* block(int b) {
+    const int first = b * (s_.count / size_) + std::min(b, s_.count % size_);
+    return s_.work + static_cast<std::size_t>(first) * s_.element_bytes;
+  }
+  // Reduce step k sends block rank - k - 1 and receives block rank - k - 2 to reduce in; gather
+  // step k sends block rank - k (this rank's own first) and receives block rank - k - 1 in place.
   void post() {
-    if (step_ >= size_ - 1) return;
+    if (step_ >= steps_) return;
     const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-    SAX_MPI_CHECK(MPI_Irecv(in_.data(), count_, type_, left, tag_, comm_, &requests_[0]));
-    SAX_MPI_CHECK(MPI_Isend(block(send_block()), count_, type_, right, tag_, comm_, &requests_[1]));
+    const bool r = reducing();
+    const int k = r ? step_ : step_ - (s_.reduce ? size_ - 1 : 0);
+    const int sent = wrap(r ? rank_ - k - 1 : rank_ - k), received = wrap(r ? rank_ - k - 2 : rank_ - k - 1);
+    SAX_MPI_CHECK(
+        MPI_Irecv(r ? in_.data() : block(received), count(received), s_.type, left, tag_, comm_, &requests_[0]));
+    SAX_MPI_CHECK(MPI_Isend(block(sent), count(sent), s_.type, right, tag_, comm_, &requests_[1]));
   }
 
-  char* recv_;
-  int count_;
-  MPI_Datatype type_;
-  MPI_Op op_;
-  std::size_t block_;
+  Spec s_;
   MPI_Comm comm_;
-  int rank_, size_, tag_, step_ = 0;
+  int rank_, size_, tag_, steps_ = 0, step_ = 0;
   bool copied_ = false;
-  std::vector<char> whole_, in_;  // the buffer reduced in place, one received block
+  std::vector<char> in_;  // one received block, to reduce in
   MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 };
 
 // The op table of the MPI backend: which call carries each blocking collective at each size, the
 // library's own unless another was faster at every size of a window, as bench/coll_paths measured
-// on Open MPI 4.1 (rerun it on another MPI or host). Nonblocking calls (Mode::async) use the one
-// nonblocking call of the same family: a composite cannot be one request.
+// on Open MPI 4.1 (rerun it on another MPI or host). Nonblocking calls (Mode::async) are never
+// composites: they run the rings (Ring) or the one nonblocking call of their family.
 struct PathWindow {
   CollOp op;
   std::uint64_t from_bytes, to_bytes;  // inclusive
@@ -153,14 +167,14 @@ constexpr PathWindow kPathWindows[] = {
 };
 
 // The library call that carries each op blocking, and posted nonblocking (Mode::async): the one
-// request of its family, or the ring the communicator runs itself (RingReduceScatter).
+// request of its family, or the ring the communicator runs itself (Ring).
 struct OpCalls {
   CollOp op;
   const char *blocking, *nonblocking;
 };
 constexpr OpCalls kOpCalls[] = {
     {CollOp::all_reduce, "MPI_Allreduce", "MPI_Iallreduce"},
-    {CollOp::all_gather, "MPI_Allgather", "MPI_Iallgather"},
+    {CollOp::all_gather, "MPI_Allgather", "ring of MPI_Isend/MPI_Irecv"},
     {CollOp::reduce_scatter, "MPI_Reduce_scatter", "ring of MPI_Isend/MPI_Irecv"},
     {CollOp::all_to_all, "MPI_Alltoall", "MPI_Ialltoall"},
     {CollOp::broadcast, "MPI_Bcast", "MPI_Ibcast"},
@@ -228,9 +242,10 @@ class MpiCommunicator final : public Communicator {
     if (mode == Mode::async) {
       // The ring reads the whole input before returning (a copy it reduces in) and writes only
       // this rank's block of recv, in place or not.
-      const int tag = kRingTagBase + static_cast<int>(ring_ops_++ % kRingTags);
-      return Handle(std::make_unique<RingReduceScatter>(send, recv, n, mpi_datatype(d), mpi_sum_op(d), block, comm_,
-                                                        rank_, size_, tag));
+      std::vector<char> whole(static_cast<const char*>(send), static_cast<const char*>(send) + block * size_);
+      char* work = whole.data();
+      return ring({work, std::move(whole), as_int(recv_count * static_cast<std::size_t>(size_), "reduce_scatter"),
+                   dtype_bytes(d), mpi_datatype(d), mpi_sum_op(d), true, false, static_cast<char*>(recv)});
     }
     // In place (recv is this rank's block of send): MPI reads the whole buffer and leaves the
     // result at its start; it is moved to this rank's block afterwards, where NCCL leaves it.
@@ -265,12 +280,16 @@ class MpiCommunicator final : public Communicator {
       SAX_MPI_CHECK(MPI_Bcast(recv, as_int(send_count * static_cast<std::size_t>(size_), "all_gather"), t, 0, comm_));
       return {};
     }
-    auto h = std::make_unique<RequestHandle>();
-    if (in_place)
-      SAX_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, t, comm_, h->request()));
-    else
-      SAX_MPI_CHECK(MPI_Iallgather(send, n, t, recv, n, t, comm_, h->request()));
-    return Handle(std::move(h));
+    if (!in_place) std::memcpy(static_cast<char*>(recv) + static_cast<std::size_t>(rank_) * block, send, block);
+    return ring({static_cast<char*>(recv),
+                 {},
+                 as_int(send_count * static_cast<std::size_t>(size_), "all_gather"),
+                 dtype_bytes(d),
+                 t,
+                 MPI_OP_NULL,
+                 false,
+                 true,
+                 nullptr});
   }
 
   Handle all_to_all(const void* send, void* recv, std::size_t count_per_peer, DType d, Mode mode) override {
@@ -370,13 +389,17 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  Handle ring(Ring::Spec spec) {
+    const int tag = kRingTagBase + static_cast<int>(ring_ops_++ % kRingTags);
+    return Handle(std::make_unique<Ring>(std::move(spec), comm_, rank_, size_, tag));
+  }
   const PathWindow* window_of(CollOp op, std::uint64_t bytes) const {
     return composites_ ? window(op, bytes) : nullptr;
   }
 
   MPI_Comm comm_;
   bool owned_, composites_;
-  std::uint64_t ring_ops_ = 0;  // nonblocking reduce-scatters posted: each one's tag
+  std::uint64_t ring_ops_ = 0;  // nonblocking rings posted: each one's tag
   int rank_ = 0, size_ = 1;
   std::vector<int> counts_;  // reduce_scatter's per-rank counts, kept between blocking calls
 };

@@ -88,9 +88,12 @@ TEST(MpiPaths, TheOpTableNamesTheCallPerSize) {
   EXPECT_EQ(comm->path(CollOp::all_to_all, 1 << 20, Mode::blocking), "MPI_Alltoall");
   EXPECT_EQ(comm->path(CollOp::broadcast, 1 << 20, Mode::blocking), "MPI_Bcast");
   EXPECT_EQ(comm->path(CollOp::send_recv, 1 << 20, Mode::blocking), "MPI_Sendrecv");
-  // Posted nonblocking: each op's one request, the reduce-scatter the communicator's own ring.
+  // Posted nonblocking: each op's one request, the reduce-scatter and all-gather the
+  // communicator's own rings.
   EXPECT_EQ(comm->path(CollOp::all_reduce, 8 << 10, Mode::async), "MPI_Iallreduce");
   EXPECT_EQ(comm->path(CollOp::reduce_scatter, 16 << 20, Mode::async), "ring of MPI_Isend/MPI_Irecv");
+  EXPECT_EQ(comm->path(CollOp::all_gather, 16 << 10, Mode::async), "ring of MPI_Isend/MPI_Irecv");
+  EXPECT_EQ(comm->path(CollOp::all_to_all, 16 << 10, Mode::async), "MPI_Ialltoall");
 }
 
 TEST_P(Mpi, AllToAllVMoeDispatch) {
@@ -158,25 +161,32 @@ TEST(MpiAsync, HandleCompletesWhileComputeRuns) {
   EXPECT_GT(busy, 0);
 }
 
-// Nonblocking reduce-scatters run the ring: several outstanding at once on one communicator,
-// completed in the reverse order, each step matched only to its own op (bf16 through sax's MPI_Op
-// too), the send buffer left as it was.
-TEST(MpiAsync, ReduceScattersOutstandingTogetherEachGetTheirSum) {
+// Nonblocking reduce-scatters and all-gathers run the rings: several outstanding at once on one
+// communicator, interleaved, completed in the reverse order, each step matched only to its own op
+// (bf16 through sax's MPI_Op too), the send buffer left as it was.
+TEST(MpiAsync, RingsOutstandingTogetherEachGetTheirResult) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   const int n = comm->size(), me = comm->rank();
   constexpr std::size_t kBlock = 4096;  // 16 KiB per block in fp32: several TCP segments a step
   std::vector<std::vector<float>> in(3, std::vector<float>(kBlock * static_cast<std::size_t>(n)));
   std::vector<std::vector<float>> out(3, std::vector<float>(kBlock, -1));
-  std::vector<Handle> h;
+  std::vector<std::vector<float>> mine(3, std::vector<float>(kBlock)), all(3, std::vector<float>(in[0].size(), -1));
+  std::vector<Handle> h, g;
   for (std::size_t k = 0; k < in.size(); ++k) {
     for (std::size_t i = 0; i < in[k].size(); ++i) in[k][i] = static_cast<float>(1000 * k + 10 * me + i % 13);
     h.push_back(comm->reduce_scatter(in[k].data(), out[k].data(), kBlock, sax::DType::fp32, Mode::async));
+    for (std::size_t j = 0; j < kBlock; ++j) mine[k][j] = static_cast<float>(100 * k + 7 * me + j % 11);
+    g.push_back(comm->all_gather(mine[k].data(), all[k].data(), kBlock, sax::DType::fp32, Mode::async));
   }
   std::vector<std::uint16_t> b_in(kBlock * static_cast<std::size_t>(n)), b_out(kBlock);
   for (std::size_t i = 0; i < b_in.size(); ++i) b_in[i] = sax::coll::float_to_bf16(static_cast<float>(me + i % 3));
   Handle hb = comm->reduce_scatter(b_in.data(), b_out.data(), kBlock, sax::DType::bf16, Mode::async);
-  for (std::size_t k = in.size(); k-- > 0;) h[k].wait();
+  for (std::size_t k = in.size(); k-- > 0;) g[k].wait(), h[k].wait();
   hb.wait();
+  for (std::size_t k = 0; k < all.size(); ++k)
+    for (int s = 0; s < n; ++s)
+      for (std::size_t j = 0; j < kBlock; ++j)
+        ASSERT_EQ(all[k][static_cast<std::size_t>(s) * kBlock + j], 100.0f * k + 7.0f * s + j % 11) << k << " " << s;
   for (std::size_t k = 0; k < in.size(); ++k)
     for (std::size_t j = 0; j < kBlock; ++j) {
       const std::size_t i = static_cast<std::size_t>(me) * kBlock + j;
