@@ -66,7 +66,7 @@ class Factory final : public CommunicatorFactory {
       if (node >= LinkPacer::kMaxBuildings)
         throw UsageError("node link pacing: cluster " + c.name + " has more than " +
                          std::to_string(LinkPacer::kMaxBuildings) + " nodes; pace a smaller cluster");
-      const LinkEmulation e{c.intra_node, c.devices_per_node_of(c.place(rank).building), key_ + "-node", 0, -1, {}};
+      const LinkEmulation e{c.intra_node, c.devices_per_node_of(c.place(rank).building), key_ + "-node", 0, -1, 0, {}};
       g.comm = emulate_link(std::move(g.comm), e, static_cast<int>(node), "paced node link");
       return;
     }
@@ -82,6 +82,7 @@ class Factory final : public CommunicatorFactory {
                           key_,
                           b.nic_gbps,
                           c.worst_cross_link(emulation_->technology, buildings).latency_us,
+                          static_cast<int>(buildings.size()),
                           {}};
     g.comm = emulate_link(std::move(g.comm), e, building, "software-emulated link");
   }

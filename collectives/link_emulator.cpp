@@ -193,11 +193,13 @@ class HeldHandle final : public Handle::Impl {
 
 class EmulatedLink final : public Communicator {
  public:
-  EmulatedLink(std::unique_ptr<Communicator> inner, std::shared_ptr<Outbox> outbox, double latency_us, std::string what)
+  EmulatedLink(std::unique_ptr<Communicator> inner, std::shared_ptr<Outbox> outbox, double latency_us, int buildings,
+               std::string what)
       : inner_(std::move(inner)),
         o_(std::move(outbox)),
         in_order_(std::string(inner_->backend()) == "cuda"),
         latency_ns_(latency_us * 1e3),
+        buildings_(buildings),
         what_(std::move(what)) {}
   // Held sends go now, at their times (some may be this communicator's).
   ~EmulatedLink() override {
@@ -298,11 +300,13 @@ class EmulatedLink final : public Communicator {
     o_->wait(h);
     return {};
   }
-  // `S` bytes of `op` (nccl-tests' size) on this group's ring: its wire bytes and latency steps.
+  // `S` bytes of `op` (nccl-tests' size) on this group's ring: its wire bytes, and its latency on
+  // the steps that cross the boundary (the others run on the building's own links, as the inner op).
   Handle collective(CollOp op, std::size_t S, Mode mode, const std::function<Handle(Mode)>& inner) {
     before(mode, true);
     const RingAlgorithm ring = ring_algorithm(op, size());
-    return paced(reserve(ring.bus_factor * static_cast<double>(S), ring.steps, static_cast<double>(S)), mode, inner);
+    const double steps = buildings_ > 0 ? ring_steps_across(op, size(), buildings_) : ring.steps;
+    return paced(reserve(ring.bus_factor * static_cast<double>(S), steps, static_cast<double>(S)), mode, inner);
   }
   // Runs the inner op at once; its completion is held until `deadline`.
   Handle paced(std::int64_t deadline, Mode mode, const std::function<Handle(Mode)>& inner) {
@@ -330,6 +334,7 @@ class EmulatedLink final : public Communicator {
   std::shared_ptr<Outbox> o_;
   bool in_order_;  // NCCL: ops reach the inner communicator in call order
   double latency_ns_;
+  int buildings_;  // the group's (0: every step crosses)
   std::string what_;
 };
 
@@ -347,7 +352,7 @@ std::unique_ptr<Communicator> emulate_link(std::unique_ptr<Communicator> inner, 
   const bool threaded = std::string(inner->backend()) == "cpu";
   const double latency_us = emulation.group_latency_us >= 0 ? emulation.group_latency_us : emulation.link.latency_us;
   return std::make_unique<EmulatedLink>(std::move(inner), shared_outbox(emulation, building, threaded), latency_us,
-                                        what);
+                                        emulation.group_buildings, what);
 }
 
 }  // namespace sax::coll

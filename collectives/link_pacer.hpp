@@ -39,6 +39,9 @@ struct LinkEmulation {
   // The software emulator's group: the latency of its worst pair of buildings (where pairs differ,
   // building_links); < 0: the link's.
   double group_latency_us = -1;
+  // The buildings that group spans: its ring waits on the boundary's latency only on the steps
+  // that cross it (spec/collective.hpp ring_steps_across); 0: on every step.
+  int group_buildings = 0;
   // The link's α-β by message size (spec/alpha_beta.hpp, ascending): a calibration's regimes
   // (AlphaBeta::regimes_s() of its cross-building entry). Empty: one regime, the link's latency
   // per step and a device's own rate (the link, or its NIC where slower).

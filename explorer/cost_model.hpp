@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -137,6 +138,9 @@ struct Channel {
   // Of a member's peers, the share in other buildings (an all-to-all's bytes that cross; 1 where
   // not known).
   double across;
+  // Members in each building the group spans, next to each other in its ring (1 where not known):
+  // the ring crosses the boundary on n / inside of its n edges.
+  double inside;
   // For a group on a link between nodes whose members also share nodes: the node's own link,
   // whose edges its ring runs too (a step waits for its slowest edge); null otherwise.
   const LinkCost* node;
@@ -150,6 +154,7 @@ struct Channel {
         tree_depth(sax::tree_depth(n)),
         nic(through),
         across(peers_across),
+        inside(n > 1 ? std::round(n - peers_across * (n - 1)) : 1.0),
         node(in_node) {}
 };
 
@@ -230,15 +235,21 @@ inline Price price(CollOp op, const Channel& ch) {
     const bool own = a != CollAlgorithm::nvls || op == CollOp::all_reduce;
     // An all-to-all sends every peer its block at once: only the blocks to other buildings cross.
     const double crossing = op == CollOp::all_to_all && ch.nic ? ch.across : 1.0;
+    // A ring across buildings waits on the boundary's α only on the steps that cross it, on the
+    // building's own (the slower of its NIC's and its node's links) on the rest.
+    const double across_steps =
+        a == CollAlgorithm::ring && ch.nic ? ring_steps_across(op, ch.ranks, ch.ranks / ch.inside) : f.steps;
     for (std::size_t r = 0; r < ranges; ++r) {
       const AlphaBetaRegime& l = regime_at(link.all(), from[r]);
       double alpha = l.alpha_s, b = l.beta_s_per_byte * ch.share * crossing * (own ? ch.link->beta_scale[i] : 1.0);
+      double inner = 0;  // the building's α: its NIC's or its node's link, the slower
       for (const LinkCost* bound : {ch.nic, ch.node}) {
         if (!bound) continue;
         const AlphaBetaRegime& n = regime_at(bound->of(op).all(), from[r]);
         alpha = std::max(alpha, n.alpha_s), b = std::max(b, n.beta_s_per_byte * bound->beta_scale[i]);
+        inner = std::max(inner, n.alpha_s);
       }
-      p.regimes[k][r] = {from[r], f.steps * alpha, f.bus_factor * b};
+      p.regimes[k][r] = {from[r], across_steps * alpha + (f.steps - across_steps) * inner, f.bus_factor * b};
     }
     p.algorithm[k] = a;
   };

@@ -122,6 +122,17 @@ inline AlgorithmFactors algorithm_factors(CollAlgorithm algorithm, CollOp op, do
   return algorithm_factors(algorithm, op, n, (n - 1) / n, tree_depth(n));
 }
 
+// Of the ring's steps of `op` over n ranks in `buildings` buildings (each building's members next
+// to each other in the ring), those that wait on the boundary: b − 1 of each pass of n − 1, as
+// NCCL's tuner prices a ring across nodes (src/graph/tuning.cc, nInterSteps), every one with one
+// member a building; the others wait on the building's own links. An all-to-all's one step and a
+// point-to-point message cross whole.
+inline double ring_steps_across(CollOp op, double n, double buildings) {
+  const RingAlgorithm r = ring_algorithm(op, n);
+  if (buildings >= n || n <= 1 || op == CollOp::all_to_all || r.steps <= 1) return r.steps;
+  return buildings > 1 ? r.steps * (buildings - 1) / (n - 1) : 0.0;
+}
+
 // nccl-tests' bus-bandwidth factor: busbw = algbw × busbw_factor(op, n).
 inline double busbw_factor(CollOp op, int n) { return ring_algorithm(op, static_cast<double>(n)).bus_factor; }
 

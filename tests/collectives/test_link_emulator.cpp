@@ -197,6 +197,20 @@ TEST(LinkEmulator, BlockingCollectiveTakesTheRingTime) {
   EXPECT_LT(elapsed, 90 * kMs + kLateNs);
 }
 
+// A group of 4 with two members a building (two buildings), at 50 ms a step: its ring crosses
+// the boundary on 2 of 6 steps (spec/collective.hpp ring_steps_across), the other 4 are the inner
+// op's own: 60 ms of wire bytes and 100 ms held, where every step would be 360.
+TEST(LinkEmulator, ARingHoldsTheBoundarysLatencyOnlyOnTheStepsThatCrossIt) {
+  LinkEmulation e = emulation(0.025, 50'000, 1, 1, "allreduce-2bld");
+  e.group_buildings = 2;
+  Wrapped w(e, 4);
+  const std::int64_t t0 = monotonic_ns();
+  w.comm->all_reduce(nullptr, nullptr, 250'000, DType::fp32, Mode::blocking);
+  const std::int64_t elapsed = monotonic_ns() - t0;
+  EXPECT_GE(elapsed, 160 * kMs);
+  EXPECT_LT(elapsed, 160 * kMs + kLateNs);
+}
+
 TEST(LinkEmulator, AsyncHandlesCompleteAtTheDeadline) {
   // 1 MB at 0.0125 GB/s, 10 ms: every hold below is 90 ms.
   Wrapped w(emulation(0.0125, 10'000, 1, 1, "async"), 2);

@@ -363,6 +363,30 @@ TEST(CostModel, CalibratedRegimesPriceEachMessageInItsRegime) {
   EXPECT_NEAR(both.time({1, 1 << 20}), 2000e-6 + (1 << 20) * 8e-9, 1e-15);
 }
 
+// A ring over several buildings waits on the boundary's α on b − 1 steps of each pass and on the
+// building's on the rest, as NCCL's tuner prices a ring across nodes; bytes all at the boundary's
+// β (every block crosses it). One member a building: every step crosses. An all-to-all posts
+// every block at once: one step, at the boundary's α.
+TEST(CostModel, RingAcrossBuildingsPaysTheBoundaryOnlyOnTheStepsThatCrossIt) {
+  LinkCost cross, nic, node;
+  cross.set_all(1000e-6, 8e-9), nic.set_all(20e-6, 1e-9), node.set_all(300e-6, 2e-9);
+  // Eight ranks, four a building in two nodes each (across = 4 of 7 peers): b = 2.
+  const Channel ch(&cross, 8, 1.0, &nic, 4.0 / 7.0, &node);
+  EXPECT_DOUBLE_EQ(ch.inside, 4.0);
+  const double S = 1 << 20;
+  EXPECT_NEAR(terms::price(CollOp::all_gather, ch).time({1, S}), 1 * 1000e-6 + 6 * 300e-6 + 7.0 / 8 * S * 8e-9, 1e-15);
+  EXPECT_NEAR(terms::price(CollOp::reduce_scatter, ch).time({1, S}), 1000e-6 + 6 * 300e-6 + 7.0 / 8 * S * 8e-9, 1e-15);
+  EXPECT_NEAR(terms::price(CollOp::all_reduce, ch).time({1, S}), 2 * 1000e-6 + 12 * 300e-6 + 14.0 / 8 * S * 8e-9,
+              1e-15);
+  EXPECT_NEAR(terms::price(CollOp::all_to_all, ch).time({1, S}), 1000e-6 + 7.0 / 8 * 4.0 / 7.0 * S * 8e-9, 1e-15);
+  // Four buildings of two (across 6 of 7): 3 of a pass's 7 steps cross.
+  const Channel four(&cross, 8, 1.0, &nic, 6.0 / 7.0);
+  EXPECT_NEAR(terms::price(CollOp::all_gather, four).time({1, S}), 3 * 1000e-6 + 4 * 20e-6 + 7.0 / 8 * S * 8e-9, 1e-15);
+  // One member a building: all 7.
+  const Channel each(&cross, 8, 1.0, &nic, 1.0);
+  EXPECT_NEAR(terms::price(CollOp::all_gather, each).time({1, S}), 7 * 1000e-6 + 7.0 / 8 * S * 8e-9, 1e-15);
+}
+
 // Llama 3 405B's production split (PP16 × VPP8, first and last stage one layer short) is priced
 // by each stage's own layers, the same whether written as Megatron's account_for flags or as
 // the equivalent layout string. (On h100-3bld DP is 768: the batch is DP × 16 micro-batches so
