@@ -67,8 +67,11 @@ for m in "$GPT" "$MOE"; do
     --json "$report/explore-$n.json" | sed -n '1p;/^  #/,$p' | cut -c1-150
 done
 
-# validate's summary lines: the figures, what is not compute, and that compute was paced.
-summary() { sed -n '/ layouts ran/,$p' | grep -E 'layouts ran|not compute|compute paced' | cut -c1-190; }
+# validate's summary lines in its order (on a paced device what is not compute first), and that
+# compute was paced.
+summary() {
+  sed -n '/^  not compute (\| layouts ran/,$p' | grep -E 'layouts ran|^  not compute \(|compute paced' | cut -c1-190
+}
 
 stage "6/8 validate local-2bld: the explorer's top layouts, others down its ranking, hand-picked ones, run and timed"
 build/sax validate --cluster "$C2" --model "$GPT" --calibration "$report/calibration.json" --emulate "$emulate" \
