@@ -301,12 +301,20 @@ class EmulatedLink final : public Communicator {
     return {};
   }
   // `S` bytes of `op` (nccl-tests' size) on this group's ring: its wire bytes, and its latency on
-  // the steps that cross the boundary (the others run on the building's own links, as the inner op).
+  // the steps that cross the boundary (the others run on the building's own links, as the inner op)
+  // as the cost model prices a pipelined ring: what of it the bytes' queue on the link hides is not
+  // held again (pipelined_ring_s; the inner op carries the inner steps' α).
   Handle collective(CollOp op, std::size_t S, Mode mode, const std::function<Handle(Mode)>& inner) {
     before(mode, true);
     const RingAlgorithm ring = ring_algorithm(op, size());
     const double steps = buildings_ > 0 ? ring_steps_across(op, size(), buildings_) : ring.steps;
-    return paced(reserve(ring.bus_factor * static_cast<double>(S), steps, static_cast<double>(S)), mode, inner);
+    const std::int64_t now = monotonic_ns();
+    const std::int64_t end =
+        o_->pacer.reserve(ring.bus_factor * static_cast<double>(S), 0, now, static_cast<double>(S));
+    const double bus = static_cast<double>(std::max<std::int64_t>(0, end - now));
+    const double across = ring.steps > 0 ? steps / ring.steps : 1.0;
+    const double hold = pipelined_ring_s(alpha_beta_s(steps, latency_ns_, 0, 0), bus, across, 0) - bus;
+    return paced(end + std::llround(hold), mode, inner);
   }
   // Runs the inner op at once; its completion is held until `deadline`.
   Handle paced(std::int64_t deadline, Mode mode, const std::function<Handle(Mode)>& inner) {

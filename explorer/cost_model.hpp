@@ -179,9 +179,16 @@ struct Price {
   int ranges;
   // `a`'s messages at algorithm i: each of the same size (bytes / count), priced in its range by
   // the one α-β function, count messages of α and the bytes at β.
+  // A ring that crosses the boundary on some of its steps only: ring_across of them (below 1), and
+  // per range the building's α of the others, for pipelined_ring_s.
+  double ring_across = 1.0;
+  std::array<double, kMaxRanges> ring_inner_alpha;
   double at(std::size_t i, const Amount& a) const {
-    return alpha_beta_s(std::span<const AlphaBetaRegime>(regimes[i].data(), static_cast<std::size_t>(ranges)),
-                        message_bytes(a), a.count, a.bytes);
+    const std::span<const AlphaBetaRegime> r(regimes[i].data(), static_cast<std::size_t>(ranges));
+    if (i != 0 || !(ring_across < 1.0)) return alpha_beta_s(r, message_bytes(a), a.count, a.bytes);
+    const AlphaBetaRegime& g = regime_at(r, message_bytes(a));
+    return a.count * pipelined_ring_s(g.alpha_s, message_bytes(a) * g.beta_s_per_byte, ring_across,
+                                      ring_inner_alpha[static_cast<std::size_t>(&g - r.data())]);
   }
   double time(const Amount& a) const {
     double t = at(0, a);
@@ -189,13 +196,14 @@ struct Price {
     if (algorithms > 2) t = std::min(t, at(2, a));
     return t;
   }
-  // The latency part of `a` at the algorithm that prices it: its messages' steps of α.
+  // The latency part of `a` at the algorithm that prices it: its time less its bytes at β (its
+  // messages' steps of α, less what a crossing ring hides of them behind its queue).
   double latency(const Amount& a) const {
     std::size_t best = 0;
     for (std::size_t i = 1; i < static_cast<std::size_t>(algorithms); ++i)
       if (at(i, a) < at(best, a)) best = i;
     const std::span<const AlphaBetaRegime> r(regimes[best].data(), static_cast<std::size_t>(ranges));
-    return a.count * regime_at(r, message_bytes(a)).alpha_s;
+    return at(best, a) - a.bytes * regime_at(r, message_bytes(a)).beta_s_per_byte;
   }
   // The algorithm that prices `a` (the first of equals: the ring where it ties).
   CollAlgorithm fastest(const Amount& a) const {
@@ -250,7 +258,10 @@ inline Price price(CollOp op, const Channel& ch) {
         inner = std::max(inner, n.alpha_s);
       }
       p.regimes[k][r] = {from[r], across_steps * alpha + (f.steps - across_steps) * inner, f.bus_factor * b};
+      if (k == 0) p.ring_inner_alpha[r] = inner;
     }
+    // Pipelined: the boundary's α on the queue's last chunk hides (pipelined_ring_s).
+    if (k == 0 && across_steps < f.steps) p.ring_across = across_steps / f.steps;
     p.algorithm[k] = a;
   };
   auto usable = [&](CollAlgorithm a) {

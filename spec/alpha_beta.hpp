@@ -9,6 +9,7 @@
 // falls in; one regime is the straight line. scripts/sax_plots/coll.py mirrors these functions.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 
@@ -24,6 +25,18 @@ constexpr double alpha_beta_s(double steps, double alpha_s, double bytes, double
 // share of the bytes on the busiest link at β (spec/collective.hpp's table).
 constexpr double alpha_beta_s(const AlgorithmFactors& algorithm, double bytes, double alpha_s, double beta_s_per_byte) {
   return alpha_beta_s(algorithm.steps, alpha_s, algorithm.bus_factor * bytes, beta_s_per_byte);
+}
+
+// A ring that crosses a boundary on the fraction `across` of its steps and runs inside buildings on
+// the rest, each chunk forwarded as it arrives and no send waiting for its receiver (NCCL's
+// pipelined steps; eager MPI sends): a call costs the longer of its latency chain (`latency_s`,
+// every step's α, and a block's transfers over the boundary, `across` of `bus_s`) and the queue
+// on a crossing link (every chunk, `bus_s`, and an inner step's α to land the last one). The
+// boundary's α on that last chunk is not paid again: its members leave a call one boundary
+// latency apart (those whose last block came from inside first), and those ahead start the next
+// call's sends early. A ring that crosses on every step (across 1) is the α-β sum.
+constexpr double pipelined_ring_s(double latency_s, double bus_s, double across, double inner_alpha_s) {
+  return std::max(latency_s + across * bus_s, bus_s + inner_alpha_s);
 }
 
 // The most regimes a calibration fits per link class and op.

@@ -231,7 +231,16 @@ TEST(CostModel, CrossBuildingTechnologyAndOversubscriptionMatter) {
   const double mid = cm.predict(l).step_time_s;
   EXPECT_LT(fast, mid);
   EXPECT_LT(mid, slow);
-  EXPECT_LT(mid, far);
+  // DP's rings move gigabytes: ten times the latency at the same bandwidth hides behind their
+  // queue (pipelined_ring_s), and costs no less.
+  EXPECT_LE(mid, far);
+  // The pipeline's sends across buildings wait on it whole.
+  l.order = {Dim::tp, Dim::cp, Dim::dp, Dim::ep, Dim::pp};
+  validate_layout(l, mm, s, "70b");
+  l.schedule.network_technology = "dci-1to4";
+  const double pp_mid = cm.predict(l).step_time_s;
+  l.schedule.network_technology = "metro-dwdm-40km";
+  EXPECT_LT(pp_mid, cm.predict(l).step_time_s);
 }
 
 // A group that crosses buildings leaves its nodes through the NICs: a cross-building link faster
@@ -373,18 +382,27 @@ TEST(CostModel, RingAcrossBuildingsPaysTheBoundaryOnlyOnTheStepsThatCrossIt) {
   // Eight ranks, four a building in two nodes each (across = 4 of 7 peers): b = 2.
   const Channel ch(&cross, 8, 1.0, &nic, 4.0 / 7.0, &node);
   EXPECT_DOUBLE_EQ(ch.inside, 4.0);
-  const double S = 1 << 20;
-  EXPECT_NEAR(terms::price(CollOp::all_gather, ch).time({1, S}), 1 * 1000e-6 + 6 * 300e-6 + 7.0 / 8 * S * 8e-9, 1e-15);
-  EXPECT_NEAR(terms::price(CollOp::reduce_scatter, ch).time({1, S}), 1000e-6 + 6 * 300e-6 + 7.0 / 8 * S * 8e-9, 1e-15);
-  EXPECT_NEAR(terms::price(CollOp::all_reduce, ch).time({1, S}), 2 * 1000e-6 + 12 * 300e-6 + 14.0 / 8 * S * 8e-9,
-              1e-15);
+  // 8 KiB: the latency chain is the longer (pipelined_ring_s): every step's α, the boundary's on
+  // the 1 step of 7 that crosses (2 of 14), and a block's chunks over the boundary on those.
+  double S = 8192;
+  EXPECT_NEAR(terms::price(CollOp::all_gather, ch).time({1, S}), 1000e-6 + 6 * 300e-6 + 1.0 / 8 * S * 8e-9, 1e-15);
+  EXPECT_NEAR(terms::price(CollOp::reduce_scatter, ch).time({1, S}), 1000e-6 + 6 * 300e-6 + 1.0 / 8 * S * 8e-9, 1e-15);
+  EXPECT_NEAR(terms::price(CollOp::all_reduce, ch).time({1, S}), 2 * 1000e-6 + 12 * 300e-6 + 2.0 / 8 * S * 8e-9, 1e-15);
+  // An all-to-all sends every block at once: one step, the boundary's.
   EXPECT_NEAR(terms::price(CollOp::all_to_all, ch).time({1, S}), 1000e-6 + 7.0 / 8 * 4.0 / 7.0 * S * 8e-9, 1e-15);
+  // 1 MiB: the queue on a crossing link is: every chunk and one inner α, the boundary's hidden.
+  S = 1 << 20;
+  EXPECT_NEAR(terms::price(CollOp::all_gather, ch).time({1, S}), 7.0 / 8 * S * 8e-9 + 300e-6, 1e-15);
+  EXPECT_NEAR(terms::price(CollOp::all_reduce, ch).time({1, S}), 14.0 / 8 * S * 8e-9 + 300e-6, 1e-15);
+  EXPECT_NEAR(terms::price(CollOp::all_reduce, ch).latency({1, S}), 300e-6, 1e-15);
   // Four buildings of two (across 6 of 7): 3 of a pass's 7 steps cross.
+  S = 8192;
   const Channel four(&cross, 8, 1.0, &nic, 6.0 / 7.0);
-  EXPECT_NEAR(terms::price(CollOp::all_gather, four).time({1, S}), 3 * 1000e-6 + 4 * 20e-6 + 7.0 / 8 * S * 8e-9, 1e-15);
-  // One member a building: all 7.
+  EXPECT_NEAR(terms::price(CollOp::all_gather, four).time({1, S}), 3 * 1000e-6 + 4 * 20e-6 + 3.0 / 8 * S * 8e-9, 1e-15);
+  // One member a building: all 7, each step's chunk after the last (the α-β sum, at any size).
   const Channel each(&cross, 8, 1.0, &nic, 1.0);
-  EXPECT_NEAR(terms::price(CollOp::all_gather, each).time({1, S}), 7 * 1000e-6 + 7.0 / 8 * S * 8e-9, 1e-15);
+  for (const double size : {8192.0, 1048576.0})
+    EXPECT_NEAR(terms::price(CollOp::all_gather, each).time({1, size}), 7 * 1000e-6 + 7.0 / 8 * size * 8e-9, 1e-15);
 }
 
 // Llama 3 405B's production split (PP16 × VPP8, first and last stage one layer short) is priced
