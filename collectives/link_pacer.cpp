@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <mutex>
+#include <vector>
 
 #include "spec/alpha_beta.hpp"
 #include "spec/error.hpp"
@@ -85,6 +87,21 @@ off_t settled_size(int fd, const std::string& name) {
     if (st.st_size != 0 || waited_ms == 1000) return st.st_size;
     sleep_until_ns(monotonic_ns() + 1'000'000);
   }
+}
+
+// The segments this process holds open, for unlink_pacing_segments.
+std::mutex& open_names_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<std::string>& open_names() {
+  static std::vector<std::string> v;
+  return v;
+}
+void forget_name(const std::string& name) {
+  const std::lock_guard<std::mutex> lock(open_names_mutex());
+  auto& v = open_names();
+  if (auto it = std::find(v.begin(), v.end(), name); it != v.end()) v.erase(it);
 }
 
 }  // namespace
@@ -160,6 +177,10 @@ LinkPacer::LinkPacer(const LinkEmulation& e, int building) : link_(e.link), name
     fail("mmap", name_);
   }
   segment_ = static_cast<Segment*>(p);
+  {
+    const std::lock_guard<std::mutex> lock(open_names_mutex());
+    open_names().push_back(name_);
+  }
   static_assert(std::atomic_ref<std::int64_t>::is_always_lock_free);
   slot_ = &segment_->link_free[building];
 }
@@ -171,6 +192,7 @@ void LinkPacer::release_name() {
   if (flock(fd_, LOCK_EX | LOCK_NB) == 0 && still_named(name_, fd_)) {
     shm_unlink(name_.c_str());
     name_released_ = true;
+    forget_name(name_);
   }
   while (flock(fd_, LOCK_SH) != 0 && errno == EINTR) {
   }
@@ -178,8 +200,15 @@ void LinkPacer::release_name() {
 
 LinkPacer::~LinkPacer() {
   release_name();
+  if (!name_released_) forget_name(name_);
   munmap(segment_, kSegmentBytes);
   close(fd_);
+}
+
+void unlink_pacing_segments() {
+  const std::lock_guard<std::mutex> lock(open_names_mutex());
+  for (const std::string& name : open_names()) shm_unlink(name.c_str());
+  open_names().clear();
 }
 
 std::int64_t LinkPacer::reserve(double wire_bytes, double latency_steps, std::int64_t now_ns, double size_bytes) {

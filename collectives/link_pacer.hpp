@@ -104,4 +104,9 @@ class LinkPacer {
   std::int64_t* slot_ = nullptr;
 };
 
+// Unlinks the name of every pacing segment this process holds open, whoever else still uses it:
+// for a job that is aborting, whose other ranks may be killed before they could (a job's key is
+// random, so a name left behind is never opened again).
+void unlink_pacing_segments();
+
 }  // namespace sax::coll

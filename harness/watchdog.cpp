@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "collectives/link_pacer.hpp"
+
 namespace sax::harness {
 
 Watchdog::Watchdog(double timeout_s, int world_rank)
@@ -61,6 +63,7 @@ void Watchdog::watch() {
       stderr, "sax: failed: timeout: no progress for %g s during %s (a peer died or hangs); aborting all ranks%s\n",
       timeout_.count(), what.c_str(), world_rank_ == 0 ? "" : (" (rank " + std::to_string(world_rank_) + ")").c_str());
   std::fflush(stderr);
+  coll::unlink_pacing_segments();  // the peers mpirun kills cannot
   MPI_Abort(MPI_COMM_WORLD, 1);
   _exit(1);  // MPI_Abort does not return; if it ever does, still never hang
 }
