@@ -89,14 +89,15 @@ off_t settled_size(int fd, const std::string& name) {
   }
 }
 
-// The segments this process holds open, for unlink_pacing_segments.
+// The segments this process holds open, for unlink_pacing_segments. Never destroyed: a pacer the
+// net plugin keeps to the process's exit releases its name after static destructors have run.
 std::mutex& open_names_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 std::vector<std::string>& open_names() {
-  static std::vector<std::string> v;
-  return v;
+  static auto* v = new std::vector<std::string>;
+  return *v;
 }
 void forget_name(const std::string& name) {
   const std::lock_guard<std::mutex> lock(open_names_mutex());
