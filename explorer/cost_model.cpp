@@ -217,6 +217,7 @@ terms::Microbatch CostModel::microbatch(const Candidate& cand, const StageLayers
                                         const terms::LayerTimes& t, const Prices& price) const {
   terms::Microbatch mb;
   mb.compute = t.forward(st) + t.backward(st);
+  mb.imbalance = static_cast<double>(st.moe) * (t.moe_excess_forward + t.moe_excess_backward);
   mb.recompute = t.recompute(st, cand.recompute);
   mb.tp = tp_blocking_time(tr, price);
   if (cand.tp_overlap()) mb.tp += tp_overlap_change(cand, st, tr, t, price);
@@ -336,19 +337,19 @@ const terms::LayerTimes& CostModel::layer_times(const Candidate& cand) const {
   struct Entry {
     std::uint64_t model = 0;
     std::int64_t tp = 0, cp = 0, mbs = 0;
-    bool sp = false, zb = false;
+    bool sp = false, zb = false, ep = false;  // ep: EP > 1 (the router's imbalance loads one rank)
     AttentionBackend attention = AttentionBackend::auto_;
     terms::LayerTimes times;
   };
   thread_local std::array<Entry, 256> cache;
-  const bool sp = cand.sequence_parallel(), zb = cand.pipeline == PipelineSchedule::zero_bubble;
+  const bool sp = cand.sequence_parallel(), zb = cand.pipeline == PipelineSchedule::zero_bubble, ep = cand.ep > 1;
   const auto slot = static_cast<std::size_t>(cand.tp * 31 + cand.cp * 17 + cand.mbs * 7 + (sp ? 3 : 0) + (zb ? 5 : 0) +
-                                             static_cast<int>(cand.attention) * 11) %
+                                             (ep ? 13 : 0) + static_cast<int>(cand.attention) * 11) %
                     cache.size();
   Entry& e = cache[slot];
   if (e.model != id_ || e.tp != cand.tp || e.cp != cand.cp || e.mbs != cand.mbs || e.sp != sp || e.zb != zb ||
-      e.attention != cand.attention)
-    e = {id_, cand.tp, cand.cp, cand.mbs, sp, zb, cand.attention, terms::layer_times(p_, model_, cand)};
+      e.ep != ep || e.attention != cand.attention)
+    e = {id_, cand.tp, cand.cp, cand.mbs, sp, zb, ep, cand.attention, terms::layer_times(p_, model_, cand)};
   return e.times;
 }
 
@@ -596,14 +597,14 @@ void CostModel::assemble(const Critical& crit, std::size_t i, Prediction& v) con
   const terms::Tail& tail = crit.tail;
   v.critical_stage = crit.stage[i];
   Breakdown& b = v.breakdown;
-  b.compute_s = md * (c.compute + c.recompute);
+  b.compute_s = md * (c.compute + c.recompute - c.imbalance);
   b.recompute_s = md * c.recompute;
   b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * c.tp;
   b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * c.cp;
   b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * c.ep;
   b.exposed_comm_s[static_cast<int>(Dim::pp)] = crit.pp_steady_s + tail.embedding;
   b.exposed_comm_s[static_cast<int>(Dim::dp)] = tail.dp;
-  b.bubble_s = crit.bubble_s[i] + md * c.skew;
+  b.bubble_s = crit.bubble_s[i] + md * (c.skew + c.imbalance);
   b.optimizer_s = tail.optimizer;
   const double busy = md * crit.time_s[i];
   v.bubble_fraction = busy > 0 ? b.bubble_s / busy : 0.0;

@@ -292,6 +292,9 @@ struct LayerTimes {
   double last_forward = 0, last_backward = 0;    // final norm, logits, cross-entropy (last stage)
   // The weight-gradient GEMMs' part of each backward above (zero bubble's W; B is the rest).
   double dense_weight = 0, moe_weight = 0, last_weight = 0;
+  // Of a MoE layer's forward and backward, what the busiest EP rank's experts take beyond the
+  // mean load (the router imbalance's extra; 0 with EP 1).
+  double moe_excess_forward = 0, moe_excess_backward = 0;
   // The GEMMs tp_comm_overlap runs a layer's TP messages behind (workload/'s overlap_gemm): the
   // forward's, and the backward's as the workload lists it (whole, or zero bubble's B part).
   struct Gemms {
@@ -336,6 +339,10 @@ struct Microbatch {
   // Waiting at its blocking calls for the last member of the group to call (CostParams::
   // call_skew_s each): idle, not communication.
   double skew = 0;
+  // Of compute, the busiest EP rank's extra expert work over the stage's mean: the step waits for
+  // it, and the stage's other ranks wait for it at the all-to-all, so the breakdown (the mean over
+  // the stage's ranks, as validate measures it: workload/README.md) counts it as idle.
+  double imbalance = 0;
   double total() const { return compute + recompute + tp + cp + ep + skew; }
 };
 

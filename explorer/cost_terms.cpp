@@ -68,10 +68,12 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
   if (model.is_moe()) {
     t.moe_forward = common_f, t.moe_backward = common_b, t.moe_weight = common_w;
     for (const LayerOp& o : ops.mlp_ops(true)) {
-      // The busiest expert's tokens set the pace of the expert ops.
+      // The busiest EP rank's tokens set the pace of the expert ops; with EP 1 every rank runs
+      // every expert, and its load is the mean whatever the router does.
       const std::string_view n = o.name;
-      const double load = n.rfind("expert", 0) == 0 ? p.router_imbalance : 1.0;
+      const double load = n.rfind("expert", 0) == 0 && cand.ep > 1 ? p.router_imbalance : 1.0;
       t.moe_forward += load * fwd(o), t.moe_backward += load * bwd(o), t.moe_weight += load * wgt(o);
+      t.moe_excess_forward += (load - 1) * fwd(o), t.moe_excess_backward += (load - 1) * bwd(o);
     }
   }
   const LayerOp emb = ops.embedding();

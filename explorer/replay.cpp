@@ -174,14 +174,14 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand)
   r.bubble_s = std::max(0.0, r.step_time_s - run.stage_busy[ci] - run.stage_transfer[ci] - r.tail_s);
   const double md = static_cast<double>(m);
   Breakdown& b = r.breakdown;
-  b.compute_s = md * (crit.microbatch.compute + crit.microbatch.recompute);
+  b.compute_s = md * (crit.microbatch.compute + crit.microbatch.recompute - crit.microbatch.imbalance);
   b.recompute_s = md * crit.microbatch.recompute;
   b.exposed_comm_s[static_cast<int>(Dim::tp)] = md * crit.microbatch.tp;
   b.exposed_comm_s[static_cast<int>(Dim::cp)] = md * crit.microbatch.cp;
   b.exposed_comm_s[static_cast<int>(Dim::ep)] = md * crit.microbatch.ep;
   b.exposed_comm_s[static_cast<int>(Dim::pp)] = run.stage_transfer[ci] + crit.tail.embedding;
   b.exposed_comm_s[static_cast<int>(Dim::dp)] = crit.tail.dp;
-  b.bubble_s = r.bubble_s + md * crit.microbatch.skew;
+  b.bubble_s = r.bubble_s + md * (crit.microbatch.skew + crit.microbatch.imbalance);
   b.optimizer_s = crit.tail.optimizer;
   r.closed_form_step_s =
       costs[static_cast<std::size_t>(r.critical_stage)]->evaluate(cand, PipelineSplit::of(c, cand)).step_time_s;

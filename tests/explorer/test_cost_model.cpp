@@ -836,3 +836,30 @@ TEST(CostModel, ALossyTechnologyIsPricedSlowerThanALosslessOne) {
   // 1 % loss is √10 slower per byte than 0.1 %: the step gains more than twice as much.
   EXPECT_GT(lossier.step_time_s - lossless.step_time_s, 2 * (lossy.step_time_s - lossless.step_time_s));
 }
+
+// The router's imbalance slows the busiest EP rank's experts (the capacity factor): the step waits
+// for it, and so do the stage's other ranks, at the all-to-all; the breakdown is the mean over the
+// stage's ranks (workload/README.md), whose compute is the mean load's, the rest idle. With EP 1
+// every rank runs every expert, and whatever the router does its load is the mean.
+TEST(CostModel, RouterImbalanceSlowsTheBusiestEpRankOnly) {
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("moe-tiny");
+  Layout l;
+  l.micro_batch_size = 2;
+  auto predict = [&](double imbalance, std::int64_t ep) {
+    CostParams p = CostParams::datasheet(c, m);
+    p.router_imbalance = imbalance;
+    l.expert_model_parallel_size = ep;
+    validate_layout(l, m, c, "moe");
+    return CostModel(c, m, p).predict(l);
+  };
+  EXPECT_DOUBLE_EQ(predict(1.25, 1).step_time_s, predict(1.0, 1).step_time_s);
+  const Prediction even = predict(1.0, 2), skewed = predict(1.25, 2);
+  const double extra = skewed.step_time_s - even.step_time_s;
+  EXPECT_GT(extra, 0.02 * even.step_time_s);
+  EXPECT_NEAR(skewed.breakdown.compute_s, even.breakdown.compute_s, 1e-12);
+  // The EP all-to-all carries the busiest rank's tokens too: the rest of the extra is idle.
+  const auto ep = static_cast<std::size_t>(Dim::ep);
+  EXPECT_NEAR(skewed.breakdown.bubble_s - even.breakdown.bubble_s,
+              extra - (skewed.breakdown.exposed_comm_s[ep] - even.breakdown.exposed_comm_s[ep]), 1e-9);
+}
