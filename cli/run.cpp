@@ -63,6 +63,10 @@ void add_run(CLI::App& app) {
   cmd->add_option("--router-skew", a->router_skew,
                   "MoE: router logits favour low-numbered experts by this much (0 uniform): real imbalance")
       ->capture_default_str();
+  cmd->add_option("--router-imbalance", a->router_imbalance,
+                  "MoE: route so that the first EP rank's experts take this many times the mean load, the others "
+                  "the rest evenly (what the explorer prices as the router imbalance; 0: the router's own)")
+      ->capture_default_str();
   cmd->add_option("--timeout", a->timeout_s, "Seconds without progress before every rank exits 1")
       ->capture_default_str();
   cmd->add_option("--json", a->json_file, "Write the results as JSON (rank 0; atomically)");

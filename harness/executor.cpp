@@ -191,7 +191,7 @@ StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Lay
     comms_[k] = factory.make(set);
   }
   OpRunnerOptions opts = options;
-  if (options.router_skew > 0 && comms_.count(GroupKind::ep) > 0)
+  if ((options.router_skew > 0 || options.router_imbalance > 0) && comms_.count(GroupKind::ep) > 0)
     opts.expert_rows = route_experts(model, layout, ops, options);
   // One runner per distinct compute op (name, forward or which backward part, shape).
   std::map<std::tuple<std::string, int, double, double, double, double, double, double>, int> index;
@@ -224,9 +224,31 @@ StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Lay
 
 StepExecutor::~StepExecutor() = default;
 
+std::vector<std::int64_t> route_by_load(std::int64_t copies, std::int64_t experts, std::int64_t peers,
+                                        double imbalance) {
+  std::vector<std::int64_t> to(static_cast<std::size_t>(std::max<std::int64_t>(0, experts)), 0);
+  if (experts <= 0 || peers <= 0 || copies <= 0) return to;
+  const std::int64_t local = experts / peers;
+  const double hot = peers > 1 ? std::clamp(imbalance, 1.0, static_cast<double>(peers)) : 1.0;
+  const double cold = peers > 1 ? (static_cast<double>(peers) - hot) / static_cast<double>(peers - 1) : 1.0;
+  std::int64_t given = 0;
+  for (std::int64_t x = 0; x < experts; ++x) {
+    const double share = (x < local ? hot : cold) / static_cast<double>(experts);
+    to[static_cast<std::size_t>(x)] = static_cast<std::int64_t>(std::floor(share * static_cast<double>(copies)));
+    given += to[static_cast<std::size_t>(x)];
+  }
+  // What rounding left, one each to the last experts (the cold ones': the first peer's load stays
+  // at or under its share).
+  for (std::int64_t x = experts - 1; given<copies; x = x> 0 ? x - 1 : experts - 1, ++given)
+    ++to[static_cast<std::size_t>(x)];
+  return to;
+}
+
 // The router on this rank's tokens of a micro-batch (skewed logits, top-k), the copies per expert
 // sent to each EP peer (peer p holds experts p·L … p·L + L − 1), exchanged over the EP group so
 // that each rank knows what it will receive: the dispatch's counts and the rows of its experts.
+// With a router imbalance the copies are split instead so that the first peer's experts take that
+// many times the mean load and the others share the rest evenly (route_by_load).
 std::vector<std::int64_t> StepExecutor::route_experts(const Model& model, const Layout& layout, kernels::Ops& ops,
                                                       const OpRunnerOptions& options) {
   const Op* first = nullptr;
@@ -242,18 +264,24 @@ std::vector<std::int64_t> StepExecutor::route_experts(const Model& model, const 
                      local = experts / layout.expert_model_parallel_size, h = model.hidden_size;
   const auto e = static_cast<std::int64_t>(dtype_bytes(message_dtype(*first, act_dtype_)));
   const auto tokens = static_cast<std::int64_t>(first->bytes) / (k * h * e);  // D = tokens·k·h·e
-  auto logits = device_->allocate(static_cast<std::size_t>(tokens * experts) * 4);
-  auto probs = device_->allocate(static_cast<std::size_t>(tokens * k) * 4);
-  auto index = device_->allocate(static_cast<std::size_t>(tokens * k) * 4);
-  ops.router_logits(tokens, experts, options.router_skew, options.seed, static_cast<float*>(logits->data()));
-  ops.router_topk_forward(tokens, experts, k, static_cast<float*>(logits->data()), static_cast<float*>(probs->data()),
-                          static_cast<std::int32_t*>(index->data()));
-  device_->synchronize(device_->compute_stream());
-  std::vector<std::int32_t> picks(static_cast<std::size_t>(tokens * k));
-  index->download(picks.data(), picks.size() * 4);
   // Copies per expert (float32: the type every backend moves; exact below 2^24).
   std::vector<float> to(static_cast<std::size_t>(experts), 0.0f), from(static_cast<std::size_t>(experts), 0.0f);
-  for (std::int32_t x : picks) to[static_cast<std::size_t>(x)] += 1;
+  if (options.router_imbalance > 0) {
+    const std::vector<std::int64_t> copies =
+        route_by_load(tokens * k, experts, static_cast<std::int64_t>(peers), options.router_imbalance);
+    for (std::size_t x = 0; x < copies.size(); ++x) to[x] = static_cast<float>(copies[x]);
+  } else {
+    auto logits = device_->allocate(static_cast<std::size_t>(tokens * experts) * 4);
+    auto probs = device_->allocate(static_cast<std::size_t>(tokens * k) * 4);
+    auto index = device_->allocate(static_cast<std::size_t>(tokens * k) * 4);
+    ops.router_logits(tokens, experts, options.router_skew, options.seed, static_cast<float*>(logits->data()));
+    ops.router_topk_forward(tokens, experts, k, static_cast<float*>(logits->data()), static_cast<float*>(probs->data()),
+                            static_cast<std::int32_t*>(index->data()));
+    device_->synchronize(device_->compute_stream());
+    std::vector<std::int32_t> picks(static_cast<std::size_t>(tokens * k));
+    index->download(picks.data(), picks.size() * 4);
+    for (std::int32_t x : picks) to[static_cast<std::size_t>(x)] += 1;
+  }
   auto sbuf = device_->allocate(to.size() * 4), rbuf = device_->allocate(from.size() * 4);
   sbuf->upload(to.data(), to.size() * 4);
   ep.all_to_all(sbuf->data(), rbuf->data(), static_cast<std::size_t>(local), DType::fp32, coll::Mode::blocking);

@@ -108,6 +108,12 @@ using PeerIssues = std::map<GroupKind, std::map<std::int64_t, std::vector<std::v
 // not match (a defect).
 void attribute_waits(std::vector<StepRecord>& records, int first_step, const PeerIssues& issued, StepTracer* tracer);
 
+// MoE copies (`copies` = tokens × top-k of one rank) split over `experts` held by `peers` EP ranks
+// (each its own experts / peers, in order) so that the first peer's experts take `imbalance`
+// (1 to peers) times the mean load and the others share the rest evenly; summing to `copies`.
+std::vector<std::int64_t> route_by_load(std::int64_t copies, std::int64_t experts, std::int64_t peers,
+                                        double imbalance);
+
 class StepExecutor {
  public:
   // Makes this rank's communicators for `kinds` (the group kinds any rank's workload uses: the

@@ -23,6 +23,7 @@ namespace sax::harness {
 
 struct OpRunnerOptions {
   float router_skew = 0;           // 0: uniform router logits in expectation
+  double router_imbalance = 0;     // > 0: route so that the first EP rank's experts take this load
   std::int64_t local_experts = 0;  // experts on this rank (num_experts / EP); 0: all
   std::uint64_t seed = 1;
   // Rows each local expert receives, when the caller knows them (`sax run` exchanges the routed

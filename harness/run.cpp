@@ -73,7 +73,7 @@ std::size_t trace_capacity(const workload::Workload& w, int steps) {
 std::string RunArgs::text() const {
   std::string t;
   for (const std::string* s : {&cluster_file, &model_file, &layout_file, &steps, &warmup, &backend, &router_skew,
-                               &timeout_s, &json_file, &trace_dir})
+                               &router_imbalance, &timeout_s, &json_file, &trace_dir})
     t += *s + '\x1f';
   return t;
 }
@@ -86,7 +86,7 @@ struct RunInputs {
   Model model;
   Layout layout;
   int steps = 0, warmup = 0;
-  double timeout = 0, skew = 0;
+  double timeout = 0, skew = 0, imbalance = 0;
   Backend backend = Backend::cpu;
 };
 
@@ -119,6 +119,15 @@ RunInputs check_run(Job& job, const RunArgs& a, const std::vector<std::string>& 
   in.model = load_model(a.model_file);
   in.layout = load_layout(a.layout_file);
   validate_layout(in.layout, in.model, in.cluster, a.layout_file);
+  in.imbalance = parse_number(a.router_imbalance, "--router-imbalance", 0, 1e6);
+  const auto ep = static_cast<double>(in.layout.expert_model_parallel_size);
+  if (in.imbalance != 0 && (in.imbalance < 1 || in.imbalance > std::max(1.0, ep)))
+    throw UsageError(
+        "--router-imbalance: expected 0 (the router's own) or the busiest EP rank's load over the "
+        "mean, from 1 to EP (" +
+        std::to_string(in.layout.expert_model_parallel_size) + "), got " + a.router_imbalance);
+  if (in.imbalance > 0 && in.skew > 0)
+    throw UsageError("--router-imbalance and --router-skew: give one (a load to route, or logits to route by)");
   check_emulation(&in.cluster);
   check_technology(a, in.layout);
   if (in.cluster.world_size() != job.size())
@@ -159,6 +168,7 @@ RankSetup set_up_rank(Job& job, const RunArgs& a, const RunInputs& in, Watchdog&
   const coll::GroupSource source{&in.cluster, a.cluster_file, &in.layout, a.layout_file, true};
   OpRunnerOptions options;
   options.router_skew = static_cast<float>(in.skew);
+  options.router_imbalance = in.imbalance;
   if (in.model.num_experts > 0) options.local_experts = in.model.num_experts / in.layout.expert_model_parallel_size;
   options.seed = 1 + static_cast<std::uint64_t>(job.rank());
   workload::Workload mine = workload::build(in.cluster, in.model, in.layout, job.rank());
@@ -414,6 +424,7 @@ json run_json(const RunArgs& a, const RunInputs& in, const json& env, const json
                 {"warmup", in.warmup},
                 {"backend", to_string(in.backend)},
                 {"router_skew", in.skew},
+                {"router_imbalance", in.imbalance},
                 {"timeout_s", in.timeout}}},
               {"env", env},
               {"step_time_s",

@@ -23,6 +23,7 @@ struct RunArgs {
   std::string steps = "3", warmup = "1";
   std::string backend;  // "" = cuda where a device is present, cpu otherwise
   std::string router_skew = "0";
+  std::string router_imbalance = "0";  // 0: the router's own
   std::string timeout_s = "120";
   std::string json_file;
   std::string trace_dir;     // "" = no timeline

@@ -100,6 +100,10 @@ Choice choose(ChooseInput in) {
   for (Trial& t : out.trials) {
     t.predicted = hm ? hm->evaluate(t.candidate).prediction : explorer::replayed(cm, t.candidate, cm.predict(t.layout));
     t.predicted_parts = metrics::predicted_parts(t.predicted);
+    // On a paced device the run's router takes the load the explorer prices, as its compute takes
+    // the explorer's time: the EP term is judged on the busiest expert's load it assumes.
+    if (in.cluster.device.paced() && in.model.is_moe() && t.layout.expert_model_parallel_size > 1)
+      t.router_imbalance = cm.params().router_imbalance;
   }
   return out;
 }

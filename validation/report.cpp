@@ -160,6 +160,7 @@ json trial_json(const Trial& t, std::size_t worst, bool runs_kept) {
               {"breakdown_s", parts_json(p)},
               {"explorer", explorer::to_json(t.predicted)}}},
             {"compared_stage", t.predicted.critical_stage},
+            {"router_imbalance", t.router_imbalance > 0 ? json(t.router_imbalance) : json(nullptr)},
             {"exit_code", t.exit_code},
             {"run_json", runs_kept ? json((t.dir / "run.json").string()) : json(nullptr)},
             {"trace_dir", runs_kept ? json((t.dir / "trace").string()) : json(nullptr)}};
@@ -218,9 +219,17 @@ std::string header(const Setup& s, const Choice& choice, const std::filesystem::
                       d.name.c_str(), d.peak_tflops_for(s.model.dtype), to_string(s.model.dtype), d.hbm_bandwidth_gbps,
                       d.op_overhead_us)
                 : std::string("\n  compute: native (the host's own kernels at the host's speed)");
+  const std::string router =
+      d.paced() && s.model.is_moe()
+          ? printf_text(
+                "\n  router: with EP > 1 the first EP rank's experts take %gx the mean load, the others the "
+                "rest evenly (the router imbalance the explorer prices, as compute is paced)",
+                choice.cost().params().router_imbalance)
+          : std::string();
   return "validate " + s.model.name + " on " + s.cluster.name + " (" + std::to_string(s.cluster.world_size()) +
          " ranks, " + std::to_string(s.cluster.buildings.size()) + " buildings) — " + choice.cost().params().source +
-         compute + "\n  boundary: " + s.emulation + (s.emulation_note.empty() ? "" : " (" + s.emulation_note + ")") +
+         compute + router + "\n  boundary: " + s.emulation +
+         (s.emulation_note.empty() ? "" : " (" + s.emulation_note + ")") +
          (o.technology.empty() ? "" : ", technology " + o.technology) +
          "\n  ranking: " + std::to_string(choice.feasible()) + " feasible layouts on this boundary; running " +
          std::to_string(n) + " (top " + std::to_string(choice.top) + ", " +

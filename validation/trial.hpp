@@ -57,6 +57,7 @@ struct Trial {
   std::vector<double> steps;     // each round's measured steps
   int rounds = 0;                // rounds that ran
   std::optional<Pacing> pacing;  // a paced device's
+  double router_imbalance = 0;   // > 0: the run routes at this load (sax run --router-imbalance)
 
   bool ran() const { return exit_code == 0; }
   // Ran, and (on a paced device) within kMaxOverrunPct of overruns: what the judgement counts.

@@ -2,9 +2,13 @@
 // through the op runner (the mapping `bench kernels` and `sax run` use): one rank of gpt-tiny
 // (fp32, LayerNorm, GeLU with biases, unfused attention with dropout, learned positions) and of
 // moe-tiny (RMSNorm, SwiGLU, RoPE, router, permutation), forward and backward, and the optimizer;
-// and the router skew reaching the experts' grouped GEMMs as rows per local expert.
+// and the router skew reaching the experts' grouped GEMMs as rows per local expert; the load the
+// explorer prices routed.
 #include <gtest/gtest.h>
 
+#include <numeric>
+
+#include "harness/executor.hpp"
 #include "harness/op_runner.hpp"
 #include "tests/support/layout_grid.hpp"
 #include "workload/workload.hpp"
@@ -60,4 +64,20 @@ TEST(OpRunner, RouterSkewConcentratesExpertRows) {
   }
   EXPECT_NEAR(total[0], 2048, 200);  // uniform: this rank gets its share
   EXPECT_GT(total[1], 1.6 * 2048);   // skewed: nearly every token's two picks land here (×EP)
+}
+
+// The load the explorer prices, routed: 512 tokens × top-2 of a rank over 8 experts on 4 EP ranks
+// (2 each), the mean 128 copies an expert. At 1.25 the first rank's experts take 160 each and the
+// others share the rest evenly (rounding to the last ones); every copy is routed.
+TEST(RouteByLoad, TheFirstEpRanksExpertsTakeTheImbalanceTheOthersTheRestEvenly) {
+  const std::vector<std::int64_t> to = sax::harness::route_by_load(1024, 8, 4, 1.25);
+  ASSERT_EQ(to.size(), 8u);
+  EXPECT_EQ(std::accumulate(to.begin(), to.end(), std::int64_t{0}), 1024);
+  EXPECT_EQ(to[0], 160);
+  EXPECT_EQ(to[1], 160);
+  for (std::size_t x = 2; x < 8; ++x) EXPECT_TRUE(to[x] == 117 || to[x] == 118) << x << ": " << to[x];
+  // At 1 every expert the mean; at more than the ranks, the first rank's experts take every copy.
+  for (std::int64_t n : sax::harness::route_by_load(1024, 8, 4, 1.0)) EXPECT_EQ(n, 128);
+  const std::vector<std::int64_t> all = sax::harness::route_by_load(1024, 8, 4, 9.0);
+  EXPECT_EQ(all[0] + all[1], 1024);
 }

@@ -83,10 +83,10 @@ TEST_P(RunLayouts, SendsTheWorkloadsBytesAndTheBreakdownAddsUp) {
   const double step = j["step_time_s"]["median"].get<double>();
   ASSERT_GT(step, 0);
   ASSERT_EQ(j["ranks"].size(), 4u);
-  // A skewed router sends each EP peer the tokens it really routed there: every rank still
+  // A skewed (or imbalanced) router sends each EP peer the tokens routed there: every rank still
   // dispatches all its copies, but combines back what it received, so per rank the EP bytes
   // differ from the balanced workload's while their sum over ranks does not.
-  const bool skewed = c.extra.find("--router-skew") != std::string::npos;
+  const bool skewed = c.extra.find("--router-") != std::string::npos;
   double ep_sent = 0, ep_listed = 0, ep_off = 0;
   for (const json& rank : j["ranks"]) {
     const auto id = rank["rank"].get<std::int64_t>();
@@ -162,7 +162,9 @@ INSTANTIATE_TEST_SUITE_P(
              {{"context_parallel_size", 2}, {"micro_batch_size", 2}, {"schedule", sched("1f1b", "blocking")}},
              ""},
         Case{"Ep2MoE", "moe-tiny.json", sax::test::preset("layouts/local-ep2-dp4.json"), ""},
-        Case{"Ep2MoESkewed", "moe-tiny.json", sax::test::preset("layouts/local-ep2-dp4.json"), "--router-skew 4"}),
+        Case{"Ep2MoESkewed", "moe-tiny.json", sax::test::preset("layouts/local-ep2-dp4.json"), "--router-skew 4"},
+        Case{"Ep2MoEImbalanced", "moe-tiny.json", sax::test::preset("layouts/local-ep2-dp4.json"),
+             "--router-imbalance 1.25"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(RunMpi, WorldSizeOtherThanTheClustersIsRefused) {
@@ -283,6 +285,17 @@ TEST(RunMpi, BadStepsAreRefusedWithOneLine) {
     if (line.rfind("sax:", 0) == 0) ++lines;
   EXPECT_EQ(lines, 1) << r.err;
   EXPECT_NE(r.err.find("--steps: expected an integer from 1"), std::string::npos) << r.err;
+  // A router load below the mean or beyond what EP ranks can hold, or with a skew too.
+  const std::string moe = preset_path("models/moe-tiny.json"), ep2 = preset_path("layouts/local-ep2-dp4.json");
+  for (const auto& [extra, why] :
+       {std::pair{"--router-imbalance 0.5",
+                  "--router-imbalance: expected 0 (the router's own) or the busiest EP rank's"},
+        std::pair{"--router-imbalance 3", "from 1 to EP (2), got 3"},
+        std::pair{"--router-imbalance 1.25 --router-skew 2", "--router-imbalance and --router-skew: give one"}}) {
+    r = run(moe, ep2, extra);
+    EXPECT_EQ(r.code, 2) << extra << ": " << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << extra << ": " << r.err;
+  }
 }
 
 TEST(RunMpi, AHungRankEndsTheJobWithExitOneWithinTheTimeout) {
