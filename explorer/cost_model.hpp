@@ -232,7 +232,8 @@ inline Price price(CollOp op, const Channel& ch) {
       if (std::find(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(ranges), other.at[i].from_bytes) ==
           from.begin() + static_cast<std::ptrdiff_t>(ranges))
         from[ranges++] = other.at[i].from_bytes;
-    std::sort(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(ranges));
+    // (bounded for the compiler too: GCC 12 warns of std::sort's 16-element insertion run otherwise)
+    std::sort(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(std::min(ranges, from.size())));
   }
   p.ranges = static_cast<int>(ranges);
   // Slot k priced by algorithm a (each call with a constant a, so the table's switch folds away).
