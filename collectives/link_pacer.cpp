@@ -186,21 +186,26 @@ LinkPacer::LinkPacer(const LinkEmulation& e, int building) : link_(e.link), name
   slot_ = &segment_->link_free[building];
 }
 
-void LinkPacer::release_name() {
+void LinkPacer::release_name() { unlink_if_last(true); }
+
+void LinkPacer::unlink_if_last(bool still_using) {
   if (name_released_) return;
-  // Exclusive only when no other process holds it. A failed upgrade drops the shared lock, so it
-  // is taken again: this process still uses the segment.
+  // Exclusive only when no other process holds it. This process's shared lock goes first: of the
+  // ranks that end at once, the last to try then finds no other holder, where an upgrade tried
+  // while holding it failed for each of two at once and left the name behind.
+  flock(fd_, LOCK_UN);
   if (flock(fd_, LOCK_EX | LOCK_NB) == 0 && still_named(name_, fd_)) {
     shm_unlink(name_.c_str());
     name_released_ = true;
     forget_name(name_);
   }
-  while (flock(fd_, LOCK_SH) != 0 && errno == EINTR) {
-  }
+  if (still_using)
+    while (flock(fd_, LOCK_SH) != 0 && errno == EINTR) {
+    }
 }
 
 LinkPacer::~LinkPacer() {
-  release_name();
+  unlink_if_last(false);
   if (!name_released_) forget_name(name_);
   munmap(segment_, kSegmentBytes);
   close(fd_);

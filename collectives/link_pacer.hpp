@@ -88,6 +88,9 @@ class LinkPacer {
   const std::vector<AlphaBetaRegime>& regimes() const { return regimes_; }
 
  private:
+  // Unlinks the name when no other process holds the segment; `still_using`: keeps its shared
+  // lock after (release_name), else leaves it unlocked (the destructor, closing it next).
+  void unlink_if_last(bool still_using);
   struct Segment {  // zero-filled by ftruncate; every field accessed through std::atomic_ref
     std::int64_t link_free[kMaxBuildings];
   };
