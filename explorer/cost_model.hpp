@@ -177,12 +177,13 @@ struct Price {
   std::array<CollAlgorithm, kNumCollAlgorithms> algorithm;
   int algorithms;
   int ranges;
-  // `a`'s messages at algorithm i: each of the same size (bytes / count), priced in its range by
-  // the one α-β function, count messages of α and the bytes at β.
   // A ring that crosses the boundary on some of its steps only: ring_across of them (below 1), and
   // per range the building's α of the others, for pipelined_ring_s.
   double ring_across = 1.0;
   std::array<double, kMaxRanges> ring_inner_alpha;
+  // `a`'s messages at algorithm i: each of the same size (bytes / count), priced in its range by
+  // the one α-β function, count messages of α and the bytes at β (a pipelined crossing ring: the
+  // longer of its latency chain and its queue).
   double at(std::size_t i, const Amount& a) const {
     const std::span<const AlphaBetaRegime> r(regimes[i].data(), static_cast<std::size_t>(ranges));
     if (i != 0 || !(ring_across < 1.0)) return alpha_beta_s(r, message_bytes(a), a.count, a.bytes);

@@ -237,10 +237,9 @@ std::vector<std::int64_t> route_by_load(std::int64_t copies, std::int64_t expert
     to[static_cast<std::size_t>(x)] = static_cast<std::int64_t>(std::floor(share * static_cast<double>(copies)));
     given += to[static_cast<std::size_t>(x)];
   }
-  // What rounding left, one each to the last experts (the cold ones': the first peer's load stays
-  // at or under its share).
-  for (std::int64_t x = experts - 1; given<copies; x = x> 0 ? x - 1 : experts - 1, ++given)
-    ++to[static_cast<std::size_t>(x)];
+  // What rounding left (under one copy an expert), one each to the last experts (the cold ones':
+  // the first peer's load stays at or under its share).
+  for (std::int64_t x = experts - 1; x >= 0 && given < copies; --x, ++given) ++to[static_cast<std::size_t>(x)];
   return to;
 }
 

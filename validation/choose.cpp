@@ -103,7 +103,8 @@ Choice choose(ChooseInput in) {
     // On a paced device the run's router takes the load the explorer prices, as its compute takes
     // the explorer's time: the EP term is judged on the busiest expert's load it assumes.
     if (in.cluster.device.paced() && in.model.is_moe() && t.layout.expert_model_parallel_size > 1)
-      t.router_imbalance = cm.params().router_imbalance;
+      t.router_imbalance =
+          std::min(cm.params().router_imbalance, static_cast<double>(t.layout.expert_model_parallel_size));
   }
   return out;
 }
