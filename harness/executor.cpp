@@ -563,8 +563,6 @@ StepRecord StepExecutor::run_step(int step) {
   free_ns_ = -1;
   calls_.clear();
   received_.clear();
-  const bool cuda = device_->backend() == Backend::cuda;
-  const Stream stream = device_->compute_stream();
   const profiles::nvtx::Range step_range(step_name_);
   const std::int64_t start = now_ns();
   bool optimizer_started = false;
@@ -602,43 +600,58 @@ StepRecord StepExecutor::run_step(int step) {
       issue(j);
       issued_before = j + 1;
     }
-    const profiles::nvtx::Range range(name_[i]);
-    const Correlate correlate(*this, step, i);
-    const std::int64_t t0 = start_ns();
-    OpRunner& runner = *runners_[static_cast<std::size_t>(runner_of_[i])];
-    if (pacer_) pacer_->begin(o, runner.load(), now_ns());
-    runner.run();
-    if (cuda) device_->synchronize(stream);
-    std::int64_t t1 = now_ns();
-    if (pacer_) {
-      // The declared device's time (its building's, compute_slowdown included): the rest of it
-      // waited for, the pending communication moving on meanwhile. What ran past the deadline is
-      // traced inside the op's own span (a chained deadline can fall before the op began).
-      const std::int64_t deadline = std::max(pacer_->deadline_ns(), t0);
-      if (tracer_ && t1 > deadline) tracer_->span(Category::other, overrun_name_, deadline, t1);
-      const std::int64_t kernel_end = t1;
-      pacer_->end(t1, [this] { return progress(nullptr); });
-      // The op ends where the device would have ended it (or where its kernel did, later): how
-      // late the rank woke is the next op's, which begins there (start_ns).
-      t1 = free_ns_ = std::max(kernel_end, deadline);
-      if (tracer_ && t1 > kernel_end) tracer_->span(Category::other, paced_wait_name_, kernel_end, t1);
-    } else if (slowdown_ > 1.0) {
-      // An emulated slower generation on a native device (the building's compute_slowdown): the
-      // op's own time again (s - 1) times over, spinning as a busy device would (the host core
-      // held, no MPI progress, as while the op ran).
-      const auto until = t1 + static_cast<std::int64_t>((slowdown_ - 1.0) * static_cast<double>(t1 - t0));
-      while ((t1 = now_ns()) < until) {
-      }
-    }
-    double& into = o.phase == Phase::forward     ? rec.forward_s
-                   : o.phase == Phase::recompute ? rec.recompute_s
-                   : o.phase == Phase::optimizer ? rec.optimizer_s
-                                                 : rec.backward_s;
-    span(into, Category::compute, name_[i], t0, t1);
+    run_compute(i, rec);
     if (!overlap_.empty()) wait_all(overlap_, rec);  // what the GEMM did not hide is TP communication
   }
+  finish_step(start, rec);
+  return rec;
+}
+
+// One compute op: run on its device, held to the declared device's time when paced (or slowed
+// to the building's generation), its span counted in its phase.
+void StepExecutor::run_compute(std::size_t i, StepRecord& rec) {
+  const Op& o = w_.ops[i];
+  const bool cuda = device_->backend() == Backend::cuda;
+  const profiles::nvtx::Range range(name_[i]);
+  const Correlate correlate(*this, step_, i);
+  const std::int64_t t0 = start_ns();
+  OpRunner& runner = *runners_[static_cast<std::size_t>(runner_of_[i])];
+  if (pacer_) pacer_->begin(o, runner.load(), now_ns());
+  runner.run();
+  if (cuda) device_->synchronize(device_->compute_stream());
+  std::int64_t t1 = now_ns();
+  if (pacer_) {
+    // The declared device's time (its building's, compute_slowdown included): the rest of it
+    // waited for, the pending communication moving on meanwhile. What ran past the deadline is
+    // traced inside the op's own span (a chained deadline can fall before the op began).
+    const std::int64_t deadline = std::max(pacer_->deadline_ns(), t0);
+    if (tracer_ && t1 > deadline) tracer_->span(Category::other, overrun_name_, deadline, t1);
+    const std::int64_t kernel_end = t1;
+    pacer_->end(t1, [this] { return progress(nullptr); });
+    // The op ends where the device would have ended it (or where its kernel did, later): how
+    // late the rank woke is the next op's, which begins there (start_ns).
+    t1 = free_ns_ = std::max(kernel_end, deadline);
+    if (tracer_ && t1 > kernel_end) tracer_->span(Category::other, paced_wait_name_, kernel_end, t1);
+  } else if (slowdown_ > 1.0) {
+    // An emulated slower generation on a native device (the building's compute_slowdown): the
+    // op's own time again (s - 1) times over, spinning as a busy device would (the host core
+    // held, no MPI progress, as while the op ran).
+    const auto until = t1 + static_cast<std::int64_t>((slowdown_ - 1.0) * static_cast<double>(t1 - t0));
+    while ((t1 = now_ns()) < until) {
+    }
+  }
+  double& into = o.phase == Phase::forward     ? rec.forward_s
+                 : o.phase == Phase::recompute ? rec.recompute_s
+                 : o.phase == Phase::optimizer ? rec.optimizer_s
+                                               : rec.backward_s;
+  span(into, Category::compute, name_[i], t0, t1);
+}
+
+// After the step's last op: every posted receive waited for, the parameter all-gathers carried
+// into the next step, the rest of the pending communication and the sends waited for (idle).
+void StepExecutor::finish_step(std::int64_t start, StepRecord& rec) {
   if (!posted_.empty())  // the workload lists every posted receive's block after it
-    throw RunError("step " + std::to_string(step) + ": a pipeline receive posted for op " +
+    throw RunError("step " + std::to_string(step_) + ": a pipeline receive posted for op " +
                    std::to_string(posted_.front().needed_at) + " was never waited for");
   // The parameter all-gathers after the optimizer go on into the next step, whose forward waits
   // for each layer's (Megatron's overlapped parameter gather); anything else is waited for now.
@@ -658,7 +671,6 @@ StepRecord StepExecutor::run_step(int step) {
   span(rec.idle_s, Category::idle, idle_drain_, t0, end);
   rec.time_s = static_cast<double>(end - start) * 1e-9;
   if (tracer_) tracer_->span(Category::step, step_name_, start, end);
-  return rec;
 }
 
 }  // namespace sax::harness

@@ -172,6 +172,8 @@ class StepExecutor {
   // Waits for every operation of `list` (its dimension's communication) and empties it.
   void wait_all(std::vector<Pending>& list, StepRecord& rec);
   void message(std::size_t i, StepRecord& rec);
+  void run_compute(std::size_t i, StepRecord& rec);
+  void finish_step(std::int64_t start, StepRecord& rec);
   void send_message(const Call& m, StepRecord& rec, std::int64_t t0);
   void recv_message(const Call& m, StepRecord& rec, std::int64_t t0);
   // A pipeline receive posted early (workload::Op::needed_at): issued now, waited for by
