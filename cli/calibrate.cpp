@@ -17,6 +17,7 @@
 
 #include "calibration/export.hpp"
 #include "calibration/fit.hpp"
+#include "calibration/runs_fit.hpp"
 #include "calibration/sweep.hpp"
 #include "calibration/sweep_fit.hpp"
 #include "cli/commands.hpp"
@@ -172,9 +173,23 @@ void add_calibrate(CLI::App& app) {
                   "host held (the cluster as it was where held), for runs that do not overrun");
   cmd->add_option("--backend", s->backend, "cpu (MPI) | cuda (NCCL); default cuda when a device is present");
   cmd->add_option("--timeout", s->timeout_s, "Seconds without progress before all ranks exit 1")->capture_default_str();
+  auto runs = std::make_shared<std::string>();
+  cmd->add_option("--runs", *runs,
+                  "Fit the compute of each GPU generation from measured runs instead (a runs file: cluster, model, "
+                  "layout and step time or TFLOP/s each; configs/published_runs.json's shape), no mpirun");
   cmd->allow_extras();
-  cmd->callback([s, cmd] {
+  cmd->callback([s, cmd, runs] {
     if (!cmd->get_subcommands().empty()) return;
+    if (!runs->empty()) {
+      if (!s->cluster_file.empty() || !s->model_files.empty() || !cmd->remaining().empty())
+        throw UsageError(
+            "calibrate --runs fits from the runs file alone: it takes --out, not --cluster, --model or "
+            "sweep options");
+      if (!s->out.empty()) check_writable(s->out);  // before the fit, not after it
+      calibration::calibrate_runs({*runs, s->out},
+                                  [](const std::string& file, const json& value) { write_json_file(file, value); });
+      return;
+    }
     harness::Job job;
     calibration::calibrate_cluster(job, *s, cmd->remaining(), {check_writable, write_json_file});
   });

@@ -84,6 +84,9 @@ struct CostParams : workload::DeviceSpeed {  // the device's compute: workload/d
   static CostParams datasheet(const Cluster& cluster, const Model& model);
   static CostParams calibrated(const Cluster& cluster, const Model& model, const Calibration& calibration,
                                const std::string& file);
+  // What runs measured of the device's generation (spec/calibration.hpp DeviceCompute): its
+  // factors on the GEMM and attention curves and the HBM fraction, its fixed cost per op added.
+  void apply(const DeviceCompute& measured);
   const LinkCost& cross_link(int technology) const {
     return technology < 0 ? links[2] : technologies[static_cast<std::size_t>(technology)];
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,14 @@ CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
   return p;
 }
 
+void CostParams::apply(const DeviceCompute& measured) {
+  for (EfficiencyPoint& e : gemm.points) e.efficiency *= measured.gemm_scale.value;
+  for (EfficiencyPoint& e : attention.points) e.efficiency *= measured.attention_scale.value;
+  hbm_efficiency *= measured.memory_scale.value;
+  op_overhead_s += measured.op_overhead_us.value * 1e-6;
+  prepare_curves();
+}
+
 CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calibration& calibration,
                                   const std::string& file) {
   CostParams p = datasheet(cl, m);
@@ -117,6 +126,28 @@ CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calib
   compute_term(calibration.attention, p.attention, "attention efficiency");
   compute_term(calibration.hbm_efficiency, p.hbm_efficiency, "hbm efficiency");
   compute_term(calibration.overlap_slowdown, p.overlap_slowdown, "overlap slowdown");
+  // Measured runs of the cluster's GPU generation (calibrate --runs): what they say of its compute.
+  if (!calibration.devices.empty()) {
+    const GpuGeneration g = gpu_kind(cl.device.name).generation;
+    const auto it = calibration.devices.find(g);
+    const bool taken = !cl.paced() && it != calibration.devices.end();
+    if (taken) p.apply(it->second);
+    std::string covered;
+    for (const auto& [k, d] : calibration.devices) covered += (covered.empty() ? "" : ", ") + std::string(to_string(k));
+    std::string what;
+    if (taken) {
+      const DeviceCompute& d = it->second;
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    " compute from runs (the datasheet's GEMM curve x%.3g, attention x%.3g, HBM fraction x%.3g, "
+                    "%+.3g us per op)",
+                    d.gemm_scale.value, d.attention_scale.value, d.memory_scale.value, d.op_overhead_us.value);
+      what = to_string(g) + std::string(line);
+    } else {
+      what = "compute (the calibration's runs are of " + covered + ", not " + cl.device.name + ")";
+    }
+    term(taken, what);
+  }
   // Measured on the device as the cluster declares it (a paced one's waking): taken either way.
   bool skew = false;
   for (std::size_t lc = 0; lc < p.call_skew_s.size(); ++lc)

@@ -20,7 +20,7 @@ some layout (1 with --strict for any), 1 when sax failed otherwise (or its JSON 
 Python 3 standard library only.
 
   python3 scripts/published_runs.py [--sax build/sax] [--runs configs/published_runs.json]
-                                    [--calibration K --device TEXT]
+                                    [--calibration K --device TEXT] [--cross-validated K]
 
 With --calibration, every run is predicted with that calibration file (`sax predict --calibration`:
 its measured terms in place of the datasheet's, the others as before); a calibration describes the
@@ -95,6 +95,34 @@ def fmt(x, unit):
     return f"{x:.2f} s" if unit == "s" else f"{x:.1f} TFLOP/s"
 
 
+def summary(errors):
+    n = len(errors)
+    return (f"mean |error| {100 * sum(abs(e) for e in errors) / n:.1f} %, max |error| "
+            f"{100 * max(abs(e) for e in errors):.1f} %, signed mean {100 * sum(errors) / n:+.1f} %")
+
+
+def print_cross_validated(path, runs):
+    """The datasheet's step-time error beside the held-out one of a `sax calibrate --runs` file."""
+    cal = load(path)
+    points = {p["name"]: p for p in cal.get("points", []) if p.get("kind") == "run"}
+    print(f"\nCross-validated ({path}: each run predicted by a fit without its source's runs):\n")
+    print("| run | device | measured step | datasheet error % | held-out error % |")
+    print("|---|---|---|---|---|")
+    ds, cv = {}, {}
+    for run in runs:
+        p = points.get(run["name"])
+        if not p or "held_out_step_s" not in p:
+            print(f"| {run['name']} | — | — | — | not held out (not in the calibration, or its only source) |")
+            continue
+        d, c = p["datasheet_step_s"] / p["step_s"] - 1, p["held_out_step_s"] / p["step_s"] - 1
+        ds.setdefault(p["device"], []).append(d)
+        cv.setdefault(p["device"], []).append(c)
+        print(f"| {run['name']} | {p['device']} | {p['step_s']:.2f} s | {100 * d:+.1f} | {100 * c:+.1f} |")
+    print()
+    for device in ds:
+        print(f"{device}, {len(ds[device])} runs: datasheet {summary(ds[device])}; held out {summary(cv[device])}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sax", default=os.path.join(ROOT, "build", "sax"))
@@ -102,6 +130,9 @@ def main():
     ap.add_argument("--strict", action="store_true", help="exit 1 when sax rejects a published layout")
     ap.add_argument("--calibration", help="predict with this calibration file (needs --device)")
     ap.add_argument("--device", help="only the runs whose cluster's device name contains this text")
+    ap.add_argument("--cross-validated", metavar="K",
+                    help="also print each run's held-out step-time error from K, a `sax calibrate --runs` file made "
+                         "from these runs (configs/calibrations/published.json), beside the datasheet's")
     args = ap.parse_args()
     if args.calibration and not args.device:
         ap.error("--calibration: expected --device too (the device it was measured on, e.g. H100)")
@@ -175,6 +206,8 @@ def main():
               f"mean |error| {100 * sum(abs(e) for e in time_errors) / n:.1f} %, "
               f"max |error| {100 * max(abs(e) for e in time_errors):.1f} %, "
               f"signed mean {100 * sum(time_errors) / n:+.1f} %")
+    if args.cross_validated:
+        print_cross_validated(args.cross_validated, runs)
     for e in errors:
         print("published_runs.py: " + e, file=sys.stderr)
     if failed:

@@ -35,7 +35,8 @@ constexpr std::array kTable = {
           "cluster device.hbm_bandwidth_gbps, buildings[].device.hbm_bandwidth_gbps",
           "1 MB/s to 1 PB/s per device (a B200 has 8 TB/s)"},
     Bound{Quantity::efficiency, "an efficiency (achieved / the datasheet's)", "", 1e-9, 100, false, false,
-          "calibration compute.{gemm,attention}.curve[].efficiency, compute.hbm_efficiency",
+          "calibration compute.{gemm,attention}.curve[].efficiency, compute.hbm_efficiency, "
+          "devices.*.{gemm,attention,memory}_scale.*",
           "1e-9 is the floor calibrate clamps a fit to; above 1 where a datasheet understates the device (the CPU "
           "testbed); 100x is no longer a measurement"},
     Bound{Quantity::inverse_bandwidth, "a time per byte", "ns/byte", 1e-5, 1e3, false, false,
@@ -94,7 +95,7 @@ constexpr std::array kTable = {
           "cluster buildings[].compute_slowdown",
           "1 is the testbed's own speed; 1000x slower turns a 2-minute run into more than a day"},
     Bound{Quantity::op_overhead, "a per-op fixed cost", "us", 0, 1e6, false, false,
-          "cluster device.op_overhead_us, buildings[].device.op_overhead_us",
+          "cluster device.op_overhead_us, buildings[].device.op_overhead_us, calibration devices.*.op_overhead_us.*",
           "0 is none; a kernel launch is a few us; a second per op is no longer a device"},
     Bound{Quantity::poll_interval, "a polling interval", "us", 1, 1e4, false, false,
           "cluster device.poll_us, buildings[].device.poll_us",

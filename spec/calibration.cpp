@@ -311,6 +311,48 @@ static HeldDevice read_held_device(Fields g) {
   return v;
 }
 
+static FittedCoefficient read_coefficient(Fields g, Quantity q) {
+  FittedCoefficient v;
+  v.value = g.quantity("value", q);
+  v.low = g.quantity("low", q);
+  v.high = g.quantity("high", q);
+  if (!(v.low <= v.value && v.value <= v.high)) g.fail("value", "low <= value <= high");
+  g.finish();
+  return v;
+}
+
+static DeviceCompute read_device_compute(Fields g) {
+  DeviceCompute d;
+  auto coefficient = [&g](const char* name, Quantity q, FittedCoefficient& into) {
+    if (const json* v = g.optional(name)) into = read_coefficient(Fields(*v, g.file(), g.path_of(name)), q);
+  };
+  coefficient("gemm_scale", Quantity::efficiency, d.gemm_scale);
+  coefficient("attention_scale", Quantity::efficiency, d.attention_scale);
+  coefficient("memory_scale", Quantity::efficiency, d.memory_scale);
+  coefficient("op_overhead_us", Quantity::op_overhead, d.op_overhead_us);
+  d.runs = g.integer("runs", 0);
+  if (const json* s = g.optional("sources")) {
+    if (!s->is_array()) g.fail("sources", "an array of the runs' sources");
+    for (const json& e : *s) {
+      if (!e.is_string()) g.fail("sources", "an array of strings");
+      d.sources.push_back(e.get<std::string>());
+    }
+  }
+  if (const json* cv = g.optional("cross_validation")) {
+    Fields c(*cv, g.file(), g.path_of("cross_validation"));
+    // Percentages: |error| at least 0, a signed mean above −100 % (a prediction takes some time).
+    d.cv_mean_pct = c.number("mean_abs_pct", -1), d.cv_max_pct = c.number("max_abs_pct", -1);
+    d.cv_signed_pct = c.number("signed_mean_pct", -100);
+    d.datasheet_mean_pct = c.number("datasheet_mean_abs_pct", -1);
+    d.datasheet_max_pct = c.number("datasheet_max_abs_pct", -1);
+    d.datasheet_signed_pct = c.number("datasheet_signed_mean_pct", -100);
+    c.allow("method");
+    c.finish();
+  }
+  g.finish();
+  return d;
+}
+
 Calibration read_calibration(const json& value, const std::string& file) {
   Fields f(value, file, "");
   f.choice("kind", {"calibration"}, "calibration");  // a file of another kind is refused wherever it is read
@@ -340,6 +382,14 @@ Calibration read_calibration(const json& value, const std::string& file) {
     c.cross_oversubscription = read_oversubscription(Fields(*o, file, f.path_of("cross_oversubscription")));
   if (const json* h = f.optional("held_device"))
     c.held_device = read_held_device(Fields(*h, file, f.path_of("held_device")));
+  if (const json* devices = f.optional("devices")) {
+    if (!devices->is_object()) f.fail("devices", "an object of GPU generations (a100, h100, h200, b200)");
+    for (const auto& [name, d] : devices->items()) {
+      const auto g = parse_gpu_generation(name);
+      if (!g) throw InputError(file, f.path_of("devices") + "/" + name, "a GPU generation: a100, h100, h200 or b200");
+      c.devices[*g] = read_device_compute(Fields(d, file, f.path_of("devices") + "/" + name));
+    }
+  }
   if (const json* points = f.optional("points")) {
     if (!points->is_array()) f.fail("points", "an array of the raw measurements");
     c.points = *points;
@@ -389,6 +439,25 @@ json to_json(const Calibration& c) {
                         {"peak_limited_by", h->peak_limited_by},
                         {"memory_limited_by", h->memory_limited_by},
                         {"ops", h->ops}};
+  for (const auto& [g, d] : c.devices) {
+    auto coefficient = [](const FittedCoefficient& v) {
+      return json{{"value", v.value}, {"low", v.low}, {"high", v.high}};
+    };
+    j["devices"][to_string(g)] = {{"gemm_scale", coefficient(d.gemm_scale)},
+                                  {"attention_scale", coefficient(d.attention_scale)},
+                                  {"memory_scale", coefficient(d.memory_scale)},
+                                  {"op_overhead_us", coefficient(d.op_overhead_us)},
+                                  {"runs", d.runs},
+                                  {"sources", d.sources},
+                                  {"cross_validation",
+                                   {{"method", "leave one source out"},
+                                    {"mean_abs_pct", d.cv_mean_pct},
+                                    {"max_abs_pct", d.cv_max_pct},
+                                    {"signed_mean_pct", d.cv_signed_pct},
+                                    {"datasheet_mean_abs_pct", d.datasheet_mean_pct},
+                                    {"datasheet_max_abs_pct", d.datasheet_max_pct},
+                                    {"datasheet_signed_mean_pct", d.datasheet_signed_pct}}}};
+  }
   if (!c.points.empty()) j["points"] = c.points;
   return j;
 }

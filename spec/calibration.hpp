@@ -20,6 +20,11 @@
 // - cross_oversubscription: the cross-building link's oversubscription as the cost model uses
 //   it (explorer/cost_model.cpp: crossing groups that put more than 1/oversubscription of a
 //   building's devices on the boundary share it), fitted from groups crossing alone and at once.
+// - devices: per GPU generation (spec/cluster.hpp gpu_kind: "a100", "h100" ...), what `sax
+//   calibrate --runs` fitted from measured step times: factors on the datasheet's GEMM curve,
+//   attention curve and HBM fraction, and a fixed cost per op added to the device's, each with its
+//   95 % interval, the runs and sources it came from, and its leave-one-source-out error. The cost
+//   model applies them to any cluster whose device is of that generation.
 // - points: the raw measurements the fits came from (kept as measured; not read by the model).
 // - every fitted entry carries its fit quality (r2, max_rel_error, samples; a link entry also per
 //   regime, the median and p90 relative error, and the outliers); `provenance` says where the
@@ -28,6 +33,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -150,6 +156,22 @@ struct HeldDevice {
   }
 };
 
+// One coefficient of a device's compute fitted from runs: its value and 95 % interval.
+struct FittedCoefficient {
+  double value = 0, low = 0, high = 0;
+};
+
+// What measured runs say about one GPU generation's compute (Calibration::devices).
+struct DeviceCompute {
+  FittedCoefficient gemm_scale{1, 1, 1}, attention_scale{1, 1, 1}, memory_scale{1, 1, 1}, op_overhead_us{0, 0, 0};
+  std::int64_t runs = 0;
+  std::vector<std::string> sources;
+  // Over the sources, each predicted by a fit without it: mean and max |error| and the signed
+  // mean of the step time (predicted / measured − 1), with the datasheet's beside them.
+  double cv_mean_pct = 0, cv_max_pct = 0, cv_signed_pct = 0;
+  double datasheet_mean_pct = 0, datasheet_max_pct = 0, datasheet_signed_pct = 0;
+};
+
 struct Calibration {
   int version = 1;
   CalibrationProvenance provenance;
@@ -160,7 +182,8 @@ struct Calibration {
   std::optional<double> overlap_slowdown;
   std::array<std::optional<double>, 3> call_skew_us;  // by LinkClass
   std::optional<Oversubscription> cross_oversubscription;
-  std::optional<HeldDevice> held_device;  // a paced cluster's, with --model
+  std::optional<HeldDevice> held_device;           // a paced cluster's, with --model
+  std::map<GpuGeneration, DeviceCompute> devices;  // from runs (calibrate --runs)
   json points = json::array();
 };
 

@@ -275,6 +275,28 @@ GpuKind gpu_kind(const std::string& name) {
   return k;
 }
 
+const char* to_string(GpuGeneration g) {
+  switch (g) {
+    case GpuGeneration::a100:
+      return "a100";
+    case GpuGeneration::h100:
+      return "h100";
+    case GpuGeneration::h200:
+      return "h200";
+    case GpuGeneration::b200:
+      return "b200";
+    case GpuGeneration::unknown:
+      break;
+  }
+  return "unknown";
+}
+
+std::optional<GpuGeneration> parse_gpu_generation(const std::string& name) {
+  for (GpuGeneration g : {GpuGeneration::a100, GpuGeneration::h100, GpuGeneration::h200, GpuGeneration::b200})
+    if (name == to_string(g)) return g;
+  return std::nullopt;
+}
+
 const char* to_string(DeviceEmulation e) { return e == DeviceEmulation::paced ? "paced" : "native"; }
 
 bool nvlink_sharp_by_name(const std::string& name) {

@@ -230,6 +230,10 @@ struct GpuKind {
   bool hopper() const { return generation == GpuGeneration::h100 || generation == GpuGeneration::h200; }
 };
 GpuKind gpu_kind(const std::string& device_name);
+// A generation's name as files write it ("a100" ... "b200", "unknown"), and back (nullopt for
+// a name that is none of the known generations).
+const char* to_string(GpuGeneration g);
+std::optional<GpuGeneration> parse_gpu_generation(const std::string& name);
 
 // Third-generation NVSwitch (HGX/DGX H100, H200) and later have NVLink SHARP; A100's and PCIe
 // parts have not: true for an H100, H200 or B200 name that says SXM, HGX or DGX.
