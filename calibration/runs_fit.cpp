@@ -260,6 +260,7 @@ RunsFit fit_runs(const std::vector<MeasuredRun>& runs, const std::function<void(
       }
     }
     const Errors c = errors_pct(cv), ds = errors_pct(datasheet);
+    d.held_out = static_cast<std::int64_t>(cv.size());
     d.cv_mean_pct = c.mean, d.cv_max_pct = c.max, d.cv_signed_pct = c.signed_mean;
     d.datasheet_mean_pct = ds.mean, d.datasheet_max_pct = ds.max, d.datasheet_signed_pct = ds.signed_mean;
     out.devices[g] = d;

@@ -139,7 +139,7 @@ CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calib
       const DeviceCompute& d = it->second;
       char line[200];
       std::snprintf(line, sizeof line,
-                    " compute from runs (the datasheet's GEMM curve x%.3g, attention x%.3g, HBM fraction x%.3g, "
+                    " compute measured (the datasheet's GEMM curve x%.3g, attention x%.3g, HBM fraction x%.3g, "
                     "%+.3g us per op)",
                     d.gemm_scale.value, d.attention_scale.value, d.memory_scale.value, d.op_overhead_us.value);
       what = to_string(g) + std::string(line);

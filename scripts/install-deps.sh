@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(build-essential cmake openmpi-bin libopenmpi-dev nlohmann-json3-dev libcli11-dev
           libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2 iptables util-linux
-          libnetfilter-queue-dev pkg-config python3 python3-matplotlib clang-format clang-tidy libeigen3-dev ccache
+          libnetfilter-queue-dev pkg-config python3 python3-matplotlib clang-format clang-tidy libeigen3-dev ccache zlib1g-dev
           clang libclang-rt-dev)
 # clang builds the sanitizer tree (scripts/sanitize.sh) and the planning-only check. The lint's
 # clang-tidy: the newest Debian has (tests/lint/clang_tidy.sh picks the newest installed;

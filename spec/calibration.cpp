@@ -346,6 +346,7 @@ static DeviceCompute read_device_compute(Fields g) {
     d.datasheet_mean_pct = c.number("datasheet_mean_abs_pct", -1);
     d.datasheet_max_pct = c.number("datasheet_max_abs_pct", -1);
     d.datasheet_signed_pct = c.number("datasheet_signed_mean_pct", -100);
+    d.held_out = c.integer("held_out", 1);
     c.allow("method");
     c.finish();
   }
@@ -443,20 +444,22 @@ json to_json(const Calibration& c) {
     auto coefficient = [](const FittedCoefficient& v) {
       return json{{"value", v.value}, {"low", v.low}, {"high", v.high}};
     };
-    j["devices"][to_string(g)] = {{"gemm_scale", coefficient(d.gemm_scale)},
-                                  {"attention_scale", coefficient(d.attention_scale)},
-                                  {"memory_scale", coefficient(d.memory_scale)},
-                                  {"op_overhead_us", coefficient(d.op_overhead_us)},
-                                  {"runs", d.runs},
-                                  {"sources", d.sources},
-                                  {"cross_validation",
-                                   {{"method", "leave one source out"},
-                                    {"mean_abs_pct", d.cv_mean_pct},
-                                    {"max_abs_pct", d.cv_max_pct},
-                                    {"signed_mean_pct", d.cv_signed_pct},
-                                    {"datasheet_mean_abs_pct", d.datasheet_mean_pct},
-                                    {"datasheet_max_abs_pct", d.datasheet_max_pct},
-                                    {"datasheet_signed_mean_pct", d.datasheet_signed_pct}}}};
+    json& out = j["devices"][to_string(g)];
+    out = {{"gemm_scale", coefficient(d.gemm_scale)},
+           {"attention_scale", coefficient(d.attention_scale)},
+           {"memory_scale", coefficient(d.memory_scale)},
+           {"op_overhead_us", coefficient(d.op_overhead_us)},
+           {"runs", d.runs},
+           {"sources", d.sources}};
+    if (d.held_out > 0)  // a figure only where something was held out
+      out["cross_validation"] = {{"method", "leave one source out"},
+                                 {"held_out", d.held_out},
+                                 {"mean_abs_pct", d.cv_mean_pct},
+                                 {"max_abs_pct", d.cv_max_pct},
+                                 {"signed_mean_pct", d.cv_signed_pct},
+                                 {"datasheet_mean_abs_pct", d.datasheet_mean_pct},
+                                 {"datasheet_max_abs_pct", d.datasheet_max_pct},
+                                 {"datasheet_signed_mean_pct", d.datasheet_signed_pct}};
   }
   if (!c.points.empty()) j["points"] = c.points;
   return j;

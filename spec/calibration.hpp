@@ -166,8 +166,10 @@ struct DeviceCompute {
   FittedCoefficient gemm_scale{1, 1, 1}, attention_scale{1, 1, 1}, memory_scale{1, 1, 1}, op_overhead_us{0, 0, 0};
   std::int64_t runs = 0;
   std::vector<std::string> sources;
-  // Over the sources, each predicted by a fit without it: mean and max |error| and the signed
-  // mean of the step time (predicted / measured − 1), with the datasheet's beside them.
+  // Over the sources, each predicted by a fit without it (`held_out` of them; 0: no figure):
+  // mean and max |error| and the signed mean of the step time (predicted / measured − 1), with
+  // the datasheet's beside them.
+  std::int64_t held_out = 0;
   double cv_mean_pct = 0, cv_max_pct = 0, cv_signed_pct = 0;
   double datasheet_mean_pct = 0, datasheet_max_pct = 0, datasheet_signed_pct = 0;
 };

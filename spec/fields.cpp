@@ -12,22 +12,22 @@ namespace sax {
 
 namespace {
 
-std::string read_json_text(const std::string& file) {
+std::string read_json_text(const std::string& file, std::size_t max_bytes = kMaxInputFileBytes) {
   // A directory opens as an ifstream and then fails inside the parser with an I/O exception
   // ("basic_filebuf::underflow ..."): refuse anything that is not a regular file up front.
   std::error_code ec;
   if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
     throw InputError(file, "", "a readable JSON file (it is not a regular file)");
-  if (const auto size = std::filesystem::file_size(file, ec); !ec && size > kMaxInputFileBytes)
+  if (const auto size = std::filesystem::file_size(file, ec); !ec && size > max_bytes)
     throw InputError(file, "",
-                     "a JSON file of at most " + std::to_string(kMaxInputFileBytes >> 20) + " MiB (it has " +
+                     "a JSON file of at most " + std::to_string(max_bytes >> 20) + " MiB (it has " +
                          std::to_string(size >> 20) + " MiB)");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(file, "", "a readable file (cannot open it)");
   std::ostringstream text;
   text << in.rdbuf();
-  if (text.tellp() > static_cast<std::streamoff>(kMaxInputFileBytes))  // it grew while we read it
-    throw InputError(file, "", "a JSON file of at most " + std::to_string(kMaxInputFileBytes >> 20) + " MiB");
+  if (text.tellp() > static_cast<std::streamoff>(max_bytes))  // it grew while we read it
+    throw InputError(file, "", "a JSON file of at most " + std::to_string(max_bytes >> 20) + " MiB");
   return text.str();
 }
 
@@ -37,6 +37,11 @@ json load_json_file(const std::string& file) { return parse_json_text(read_json_
 
 json load_json_file(const std::string& file, const std::string& stream, const JsonElementSink& each) {
   return parse_json_text(read_json_text(file), file, stream, each);
+}
+
+json load_json_file(const std::string& file, const std::string& stream, const JsonElementSink& each,
+                    std::size_t max_bytes) {
+  return parse_json_text(read_json_text(file, max_bytes), file, stream, each);
 }
 
 namespace {

@@ -40,6 +40,10 @@ json parse_json_text(const std::string& text, const std::string& file);
 // parsed, and is then dropped; the document returned holds that array empty.
 using JsonElementSink = std::function<void(json& element, const std::string& pointer)>;
 json load_json_file(const std::string& file, const std::string& stream, const JsonElementSink& each);
+// The same for a file up to `max_bytes` (a profiler's trace: its text is held once, its events
+// one at a time).
+json load_json_file(const std::string& file, const std::string& stream, const JsonElementSink& each,
+                    std::size_t max_bytes);
 json parse_json_text(const std::string& text, const std::string& file, const std::string& stream,
                      const JsonElementSink& each);
 

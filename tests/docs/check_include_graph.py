@@ -24,7 +24,7 @@ ALLOWED = {
     "profiles": {"spec"},
     "harness": {"spec", "workload", "kernels", "collectives", "profiles"},
     "launcher": {"spec"},
-    "calibration": {"spec", "workload", "harness"},
+    "calibration": {"spec", "workload", "harness", "explorer"},  # explorer: fitting runs needs the cost model
     "explorer": {"spec", "workload"},
     "validation": {"spec", "workload", "explorer", "launcher", "harness"},
     "cli": None,  # on top: anything
