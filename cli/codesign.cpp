@@ -23,8 +23,8 @@ namespace sax::cli {
 namespace {
 
 struct CodesignArgs {
-  std::string cluster, model, experts = "8,16,32,64,128,256", topk = "1,2,4,8", active_params, active_flops, framework,
-                              max_total_params, loss_model, json_file, plot;
+  std::string cluster, model, calibration, experts = "8,16,32,64,128,256", topk = "1,2,4,8", active_params,
+                                           active_flops, framework, max_total_params, loss_model, json_file, plot;
   int replay_top = 10;
 };
 
@@ -187,6 +187,9 @@ void run_codesign(const CodesignArgs& a) {
   if (budget.value == 0) budget.value = budget.of(base);  // the base model's own
   explorer::CodesignInput in{c, base, experts, topks, budget, max_total, std::nullopt, a.replay_top, framework};
   if (!a.loss_model.empty()) in.loss = explorer::load_loss_model(a.loss_model);
+  if (!a.calibration.empty())
+    in.calibration = std::make_shared<const Calibration>(load_calibration(a.calibration)),
+    in.calibration_file = a.calibration;
 
   const explorer::CodesignResult r = explorer::codesign(in);
   const bool loss = in.loss.has_value();
@@ -198,6 +201,7 @@ void run_codesign(const CodesignArgs& a) {
     std::printf("  loss model: %s; after %s\n", in.loss->source.c_str(),
                 in.loss->tokens > 0 ? (amount_text(in.loss->tokens) + " tokens").c_str()
                                     : (fmt("%g", in.loss->wall_clock_hours) + " hours on this cluster").c_str());
+  if (in.calibration) std::printf("  calibration: %s (its terms in place of the datasheet's)\n", a.calibration.c_str());
   print_rows(r, loss);
   print_pareto(r, loss);
   if (a.json_file.empty() && a.plot.empty()) return;
@@ -214,6 +218,7 @@ void add_codesign(CLI::App& app) {
       "codesign", "MoE co-design: expert count x top-k on one budget, each variant's best layout, the Pareto set");
   cmd->add_option("--cluster", a->cluster, "Cluster file")->required();
   cmd->add_option("--model", a->model, "Base model file (dense or MoE)")->required();
+  cmd->add_option("--calibration", a->calibration, "Calibration file (default: datasheet values)");
   cmd->add_option("--experts", a->experts, "Expert counts, comma-separated")->capture_default_str();
   cmd->add_option("--topk", a->topk, "Router top-k values, comma-separated")->capture_default_str();
   cmd->add_option("--active-params", a->active_params,

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "explorer/cost_model.hpp"
 #include "explorer/framework.hpp"
 #include "explorer/search.hpp"
+#include "spec/calibration.hpp"
 #include "spec/cluster.hpp"
 #include "spec/model.hpp"
 
@@ -87,6 +89,10 @@ struct CodesignInput {
   std::optional<LossModel> loss;
   int replay_top = 10;
   Framework framework = Framework::any;  // each cell searched for what it runs as priced
+  // Each variant priced with this calibration's terms (null: the datasheet's), `calibration_file`
+  // named as their source.
+  std::shared_ptr<const Calibration> calibration;
+  std::string calibration_file;
 };
 
 struct CodesignRow {

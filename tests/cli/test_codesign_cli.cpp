@@ -76,3 +76,25 @@ TEST(CodesignCli, ASmallGridOnTheTestbed) {
   EXPECT_GE(pareto, 1);
   EXPECT_EQ(j["pareto_axes"][0], "predicted_loss (lower)");
 }
+
+// With a calibration each variant is priced with its terms: the repository's own from published
+// runs (H100 compute slower than the datasheet's) makes the same cell's best step slower, and the
+// output names it; a calibration that is not one is refused naming it.
+TEST(CodesignCli, ACalibrationPricesEveryVariant) {
+  TempDir t;
+  const std::string base = "codesign --cluster " + preset_path("clusters/h100-3bld.json") + " --model " +
+                           preset_path("models/mixtral-8x7b.json") + " --experts 8 --topk 2 --replay-top 1 --json ";
+  auto d = run_sax(base + t.file("d.json"));
+  auto c = run_sax(base + t.file("c.json") + " --calibration " + preset_path("calibrations/published.json"));
+  ASSERT_EQ(d.code, 0) << d.err;
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("calibration: "), std::string::npos) << c.out;
+  const double ds =
+      json::parse(sax::test::slurp(t.file("d.json")))["variants"][0]["predicted"]["step_time_s"].get<double>();
+  const double cal =
+      json::parse(sax::test::slurp(t.file("c.json")))["variants"][0]["predicted"]["step_time_s"].get<double>();
+  EXPECT_GT(cal, ds * 1.02) << "the published runs' H100 is slower than its datasheet";
+  auto bad = run_sax(base + t.file("b.json") + " --calibration " + t.write("k.json", json{{"kind", "cluster"}}));
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("k.json"), std::string::npos) << bad.err;
+}
