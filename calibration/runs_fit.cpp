@@ -19,13 +19,18 @@ namespace sax::calibration {
 
 namespace {
 
-// A path in a runs file: beside the file where it is there, else as given (the working directory).
+// A path in a runs file: from the file's directory or the nearest directory above it where it
+// exists (a repository's runs name their files from its root), else as given (the working
+// directory).
 std::string resolve(const std::string& runs_file, const std::string& path) {
   namespace fs = std::filesystem;
   if (fs::path(path).is_absolute()) return path;
-  const fs::path beside = fs::path(runs_file).parent_path() / path;
   std::error_code ec;
-  return fs::exists(beside, ec) ? beside.string() : path;
+  for (fs::path dir = fs::absolute(runs_file, ec).parent_path(); !ec && !dir.empty(); dir = dir.parent_path()) {
+    if (fs::exists(dir / path, ec)) return (dir / path).string();
+    if (dir == dir.root_path()) break;
+  }
+  return path;
 }
 
 // FLOPs per iteration as Narayanan et al. 2021 count them (arXiv 2104.04473, Eq. 3): model FLOPs

@@ -34,7 +34,8 @@ struct MeasuredRun {
 };
 
 // Reads a runs file: {"runs": [{name, source, cluster, model, layout (paths, relative to the file's
-// directory or else to the working directory), published: {metric, value, counts}}]}; `metric` is
+// directory or the nearest one above it where they exist, else to the working directory),
+// published: {metric, value, counts}}]}; `metric` is
 // iteration_time_s (seconds per step), tflops_per_gpu (with `counts` narayanan2021: Narayanan et
 // al. 2021 Eq. 3, recompute included; or sax_model: Model::training_flops_per_step) or
 // tokens_per_s (the job's). Bad input: InputError naming the file and field.

@@ -174,37 +174,13 @@ void add_calibrate(CLI::App& app) {
                   "host held (the cluster as it was where held), for runs that do not overrun");
   cmd->add_option("--backend", s->backend, "cpu (MPI) | cuda (NCCL); default cuda when a device is present");
   cmd->add_option("--timeout", s->timeout_s, "Seconds without progress before all ranks exit 1")->capture_default_str();
-  auto traces = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("--trace", *traces,
-                  "Fit the cluster's GPU compute from PyTorch profiler (Kineto) traces instead (repeatable; .json or "
-                  ".json.gz; with --cluster, the cluster they ran on), no mpirun");
-  auto runs = std::make_shared<std::string>();
-  cmd->add_option("--runs", *runs,
-                  "Fit the compute of each GPU generation from measured runs instead (a runs file: cluster, model, "
-                  "layout and step time or TFLOP/s each; configs/published_runs.json's shape), no mpirun");
+  auto offline = std::make_shared<OfflineFitArgs>();
+  add_offline_fit_options(cmd, *offline);
   cmd->allow_extras();
-  cmd->callback([s, cmd, runs, traces] {
+  cmd->callback([s, cmd, offline] {
     if (!cmd->get_subcommands().empty()) return;
-    if (!traces->empty()) {
-      if (!runs->empty() || !s->model_files.empty() || !cmd->remaining().empty())
-        throw UsageError(
-            "calibrate --trace fits from the traces alone: it takes --cluster and --out, not --runs, "
-            "--model or sweep options");
-      if (!s->out.empty()) check_writable(s->out);
-      calibration::calibrate_traces({*traces, s->cluster_file, s->out},
-                                    [](const std::string& file, const json& value) { write_json_file(file, value); });
+    if (run_offline_fit(*offline, s->cluster_file, s->out, !s->model_files.empty() || !cmd->remaining().empty()))
       return;
-    }
-    if (!runs->empty()) {
-      if (!s->cluster_file.empty() || !s->model_files.empty() || !cmd->remaining().empty())
-        throw UsageError(
-            "calibrate --runs fits from the runs file alone: it takes --out, not --cluster, --model or "
-            "sweep options");
-      if (!s->out.empty()) check_writable(s->out);  // before the fit, not after it
-      calibration::calibrate_runs({*runs, s->out},
-                                  [](const std::string& file, const json& value) { write_json_file(file, value); });
-      return;
-    }
     harness::Job job;
     calibration::calibrate_cluster(job, *s, cmd->remaining(), {check_writable, write_json_file});
   });

@@ -185,7 +185,8 @@ void run_codesign(const CodesignArgs& a) {
   const Cluster c = load_cluster(a.cluster);
   const Model base = load_model(a.model);
   if (budget.value == 0) budget.value = budget.of(base);  // the base model's own
-  explorer::CodesignInput in{c, base, experts, topks, budget, max_total, std::nullopt, a.replay_top, framework};
+  explorer::CodesignInput in{c,         base,    experts, topks, budget, max_total, std::nullopt, a.replay_top,
+                             framework, nullptr, ""};
   if (!a.loss_model.empty()) in.loss = explorer::load_loss_model(a.loss_model);
   if (!a.calibration.empty())
     in.calibration = std::make_shared<const Calibration>(load_calibration(a.calibration)),

@@ -30,6 +30,17 @@ std::vector<std::string> trace_files(const std::string& cmd, const std::string& 
 void add_validate(CLI::App& app);
 // `calibrate fit` (α-β per link class and op from bench coll results); needs Eigen.
 void add_calibrate(CLI::App& app);
+// calibrate --runs and --trace (cli/calibrate_offline.cpp): with the testbed, options of the
+// sweep's calibrate; without it, a calibrate of their own.
+struct OfflineFitArgs {
+  std::string runs;
+  std::vector<std::string> traces;
+};
+void add_offline_fit_options(CLI::App* cmd, OfflineFitArgs& a);
+// Runs the fit one of them asks for (true), or nothing (false); `sweep_options`: the sweep's were
+// given too (refused beside them).
+bool run_offline_fit(const OfflineFitArgs& a, const std::string& cluster, const std::string& out, bool sweep_options);
+void add_calibrate_offline(CLI::App& app);
 // Subcommands this sax cannot run — named by the design but not built yet, or needing what this
 // build was configured without: they say why and exit 2.
 void add_not_built(CLI::App& app, const char* name, const char* what, const char* why);

@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
   add_launch(app);
 #ifdef SAX_HAVE_CALIBRATION
   add_calibrate(app);
+#elif defined(SAX_HAVE_OFFLINE_FIT) && !defined(SAX_HAVE_TESTBED)
+  add_calibrate_offline(app);
 #elif defined(SAX_HAVE_TESTBED)
   add_not_built(app, "calibrate", "Fit link and compute coefficients from testbed measurements",
                 "this sax was built without Eigen (the fits' linear algebra); install libeigen3-dev and build again");
