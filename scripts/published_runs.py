@@ -128,13 +128,16 @@ def main():
     ap.add_argument("--sax", default=os.path.join(ROOT, "build", "sax"))
     ap.add_argument("--runs", default="configs/published_runs.json")
     ap.add_argument("--strict", action="store_true", help="exit 1 when sax rejects a published layout")
-    ap.add_argument("--calibration", help="predict with this calibration file (needs --device)")
+    ap.add_argument("--calibration", help="predict with this calibration file (a device profile needs --device; "
+                                           "one from calibrate --runs or --trace does not)")
     ap.add_argument("--device", help="only the runs whose cluster's device name contains this text")
     ap.add_argument("--cross-validated", metavar="K",
                     help="also print each run's held-out step-time error from K, a `sax calibrate --runs` file made "
                          "from these runs (configs/calibrations/published.json), beside the datasheet's")
     args = ap.parse_args()
-    if args.calibration and not args.device:
+    # A calibration from runs or traces (`devices`) says which GPU generations it holds, and sax
+    # applies it to those alone; a profile of one device needs --device to keep its runs.
+    if args.calibration and not args.device and "devices" not in load(args.calibration):
         ap.error("--calibration: expected --device too (the device it was measured on, e.g. H100)")
     if args.calibration:
         args.calibration = os.path.abspath(args.calibration)
@@ -148,7 +151,8 @@ def main():
         print(f"published_runs.py: no run on a device named like {args.device!r}", file=sys.stderr)
         return 2
     if args.calibration:
-        print(f"predicted with the calibration {args.calibration}, on the runs whose device is {args.device}\n")
+        which = f"the runs whose device is {args.device}" if args.device else "every run (each of a generation it holds)"
+        print(f"predicted with the calibration {args.calibration}, on {which}\n")
     print("| run | layout (TP/PP/DP/VPP/mbs/gbs) | published | predicted | error % | source |")
     print("|---|---|---|---|---|---|")
     rejected = failed = 0

@@ -2,7 +2,8 @@
 # scripts/published_runs.py on the repo's published runs with this build's sax: every run is a row
 # and the summary counts them; --device keeps the runs on that device alone; --calibration
 # predicts with the file (a compute-only profile made here at half the GEMM curve's efficiency is
-# slower on every run) and needs --device; a device no run has exits 2 with one line.
+# slower on every run) and needs --device, a calibration from runs does not; --cross-validated
+# sets the datasheet's error beside the held-out one; a device no run has exits 2 with one line.
 set -uo pipefail
 src=${1:?usage: test_published_runs.sh SOURCE_DIR BUILD_DIR}
 build=${2:?usage: test_published_runs.sh SOURCE_DIR BUILD_DIR}
@@ -29,6 +30,20 @@ steps() {
 run || fail "every run: exit $?: $(cat "$tmp/err")"
 all=$(count "")
 grep -q "step time over the $all predicted runs" "$tmp/out" || fail "every run: not $all runs summed: $(tail -1 "$tmp/out")"
+cp "$tmp/out" "$tmp/all"
+
+# The repository's calibration from these runs (calibrate --runs): no --device (it names its
+# generations); every run slower than the datasheet's (its GEMM factors are below 1); and its
+# held-out column beside the datasheet's, per run and per device.
+cal="$src/configs/calibrations/published.json"
+run --calibration "$cal" || fail "--calibration (runs): exit $?: $(cat "$tmp/err")"
+paste <(steps "$tmp/all") <(steps "$tmp/out") >"$tmp/pairs"
+[ "$(wc -l <"$tmp/pairs")" -eq "$all" ] || fail "--calibration (runs): $(wc -l <"$tmp/pairs") steps, expected $all"
+awk '$2 <= $1 { bad = 1 } END { exit bad }' "$tmp/pairs" || fail "--calibration (runs): a run not slower"
+run --cross-validated "$cal" || fail "--cross-validated: exit $?: $(cat "$tmp/err")"
+grep -q "^Cross-validated" "$tmp/out" || fail "--cross-validated: no table"
+[ "$(grep -c ' runs: datasheet mean |error|.*; held out mean |error|' "$tmp/out")" -eq 2 ] ||
+  fail "--cross-validated: not one summary per device: $(tail -2 "$tmp/out")"
 
 run --device H100 || fail "--device H100: exit $?: $(cat "$tmp/err")"
 h100=$(count H100)
