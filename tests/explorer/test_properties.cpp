@@ -2,7 +2,8 @@
 // device, more bandwidth or less latency on any link, or a lower oversubscription never makes a
 // layout's prediction slower; more memory never makes a layout that fitted not fit; and the best
 // over a cluster with a faster building is never slower than over the same cluster without it.
-// Each property is checked on layouts drawn (a fixed seed) from what the search enumerates; the
+// Each property is checked on layouts drawn (a fixed seed) from what the search enumerates (and on
+// clusters drawn at random: buildings of A100s and H100s, boundaries of any rate); the
 // counts checked are printed, and a property must have held on some cases to pass.
 #include <gtest/gtest.h>
 
@@ -249,4 +250,71 @@ TEST(Properties, EveryBreakdownAddsUpAndComputeIsTheSyncsNone) {
       }
   std::printf("[properties] %zu pipelines on free links: the bubble is the schedule's\n", schedules);
   EXPECT_GT(schedules, 4u);
+}
+
+// The same on clusters made at random (a fixed seed): 2 to 4 buildings of 16 to 64 nodes, each
+// building's device an A100, H100 or H200 (the presets'), the boundary's bandwidth and latency
+// drawn. Raising one building's device a generation, or doubling the boundary's bandwidth, never
+// slows a layout (its own split kept, priced stage by stage), and never the best found.
+TEST(Properties, OnRandomClustersAFasterBuildingOrLinkNeverSlowsAnything) {
+  const std::vector<Device> generations = {test::preset_cluster("a100-3bld").device,
+                                           test::preset_cluster("h100-3bld").device,
+                                           test::preset_cluster("h200-1node").device};
+  const std::vector<std::string> models = {"llama3-8b", "mixtral-8x7b"};
+  std::mt19937 rng(20261206);
+  std::size_t layouts = 0, bests = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    Cluster c = test::preset_cluster("h100-3bld");
+    c.network_technologies.clear();
+    c.building_links.clear();
+    const int b = std::uniform_int_distribution<int>(2, 4)(rng);
+    const std::int64_t nodes = 16 << std::uniform_int_distribution<int>(0, 2)(rng);  // alike: even splits
+    c.buildings.resize(static_cast<std::size_t>(b));
+    std::vector<int> gen(static_cast<std::size_t>(b));
+    for (int i = 0; i < b; ++i) {
+      c.buildings[i].name = "bld-" + std::to_string(i);
+      c.buildings[i].nodes = nodes;
+      gen[i] = std::uniform_int_distribution<int>(0, 1)(rng);  // A100 or H100: each can go a rung up
+      c.buildings[i].device = generations[static_cast<std::size_t>(gen[i])];
+    }
+    c.cross_building.bandwidth_gbps = std::uniform_real_distribution<double>(6.25, 50)(rng);
+    c.cross_building.latency_us = std::uniform_real_distribution<double>(5, 500)(rng);
+    c.cross_building.oversubscription = std::uniform_real_distribution<double>(1, 8)(rng);
+    c.name = "random-" + std::to_string(trial);
+    const Model m = test::preset_model(models[static_cast<std::size_t>(trial) % models.size()]);
+    auto params = [&m](const Cluster& v) { return CostParams::datasheet(v, m); };
+
+    const int up = std::uniform_int_distribution<int>(0, b - 1)(rng);
+    Cluster faster = c, wider = c;
+    faster.buildings[static_cast<std::size_t>(up)].device = generations[static_cast<std::size_t>(gen[up] + 1)];
+    wider.cross_building.bandwidth_gbps *= 2;
+    const std::string what = c.name + " (" + std::to_string(b) + " x " + std::to_string(nodes) + " nodes, " + m.name +
+                             ", building " + std::to_string(up) + " a generation up)";
+
+    const Cluster view = uniform_view(c, m.dtype);
+    const CostModel plan(view, m, CostParams::datasheet(view, m));
+    const HeteroModel base(c, m, params), up_model(faster, m, params), wide_model(wider, m, params);
+    for (const auto& [cand, split] : drawn(plan, view, m, 100000, 40, static_cast<unsigned>(trial))) {
+      const Prediction p = base.evaluate(cand).prediction;
+      if (!p.feasible) continue;
+      ++layouts;
+      const std::string l = what + ": " + describe_degrees(cand) + " " + options_string(cand.to_layout(c));
+      EXPECT_LE(up_model.evaluate(cand).prediction.step_time_s, p.step_time_s * (1 + kRounding)) << l;
+      EXPECT_LE(wide_model.evaluate(cand).prediction.step_time_s, p.step_time_s * (1 + kRounding)) << l;
+    }
+    auto best = [&](const Cluster& x) {
+      ExploreRequest q{x, m, params};
+      q.top = 1, q.replay_top = 5;
+      const Exploration e = explore(q);
+      return e.ranking->result.top.empty() ? 0.0 : e.ranking->result.top.front().prediction.step_time_s;
+    };
+    const double b0 = best(c), b1 = best(faster), b2 = best(wider);
+    ASSERT_GT(b0, 0) << what;
+    EXPECT_LE(b1, b0 * (1 + kRounding)) << what << ": the best with the faster building";
+    EXPECT_LE(b2, b0 * (1 + kRounding)) << what << ": the best with twice the boundary's bandwidth";
+    ++bests;
+  }
+  std::printf("[properties] %zu layouts on %zu random clusters, each no slower with a faster building or link\n",
+              layouts, bests);
+  EXPECT_GT(layouts, 100u);
 }
