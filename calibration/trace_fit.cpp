@@ -6,6 +6,7 @@
 #include <ctime>
 #include <random>
 #include <set>
+#include <tuple>
 
 #ifdef SAX_HAVE_ZLIB
 #include <zlib.h>
@@ -194,8 +195,10 @@ struct Collector {
 std::map<std::int64_t, std::size_t> launching_ops(std::vector<Launch>& launches, const std::vector<Op>& ops) {
   std::vector<std::size_t> order(ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) order[i] = i;
+  // An op that starts with its parent comes after it (the longer first): the stack's top is the innermost.
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return std::tie(ops[a].thread, ops[a].ts) < std::tie(ops[b].thread, ops[b].ts);
+    return std::make_tuple(ops[a].thread, ops[a].ts, -ops[a].end) <
+           std::make_tuple(ops[b].thread, ops[b].ts, -ops[b].end);
   });
   std::sort(launches.begin(), launches.end(),
             [](const Launch& a, const Launch& b) { return std::tie(a.thread, a.ts) < std::tie(b.thread, b.ts); });

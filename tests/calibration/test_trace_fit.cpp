@@ -52,6 +52,10 @@ json made_trace(const sax::Cluster& c, double gemm, double memory) {
   ev.push_back(op("aten::linear", 0, json::array({{4096, 4096}, {4096, 4096}}), {"c10::BFloat16", "c10::BFloat16"}));
   ev.back()["dur"] = 200;  // the mm inside it is the innermost
   ev.push_back(op("aten::mm", 10, json::array({{4096, 4096}, {4096, 4096}}), {"c10::BFloat16", "c10::BFloat16"}));
+  // A copy that starts with the mm and ends before its GEMM's launch: its own kernel is its.
+  ev.push_back(op("aten::copy_", 10, json::array({{1 << 24}, {1 << 24}}), {"float", "float"}));
+  ev.back()["dur"] = 5;
+  ev.push_back(launch(12, 4));
   ev.push_back(launch(20, 1));
   ev.push_back(op("aten::add", 100, json::array({{1 << 24}, {1 << 24}, json::array()}), {"float", "float", "Scalar"}));
   ev.push_back(launch(110, 2));
@@ -59,6 +63,7 @@ json made_trace(const sax::Cluster& c, double gemm, double memory) {
   ev.push_back(kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 1000, gemm_us, 1));
   ev.push_back(kernel("void at::native::vectorized_elementwise_kernel<4>", 1000 + gemm_us, add_us, 2));
   ev.push_back(kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 1000 + gemm_us / 2, gemm_us / 2, 3));
+  ev.push_back(kernel("void at::native::elementwise_kernel<copy>", 0, add_us, 4));  // 3 x 16 Mi floats too
   return {{"schemaVersion", 1}, {"deviceProperties", {{{"name", "NVIDIA H100 80GB HBM3"}}}}, {"traceEvents", ev}};
 }
 
@@ -69,8 +74,8 @@ TEST(CalibrateTrace, AMadeTraceGivesBackItsDevicesFactors) {
   const sax::Cluster h100 = sax::load_cluster(kH100);
   const auto s = sax::calibration::read_trace(t.write("t.json", made_trace(h100, 0.8, 0.9)), h100);
   EXPECT_EQ(s.generation, sax::GpuGeneration::h100);
-  ASSERT_EQ(s.gemm.size(), 1u);
-  ASSERT_EQ(s.memory.size(), 1u);
+  ASSERT_EQ(s.gemm.size(), 1u) << "the GEMM's kernel tied to the mm, not to the copy inside it";
+  ASSERT_EQ(s.memory.size(), 2u) << "the add's kernel and the copy's";
   EXPECT_EQ(s.classes.at("gemm").kernels, 1);
   EXPECT_EQ(s.nccl.at("all_reduce").kernels, 1);
   // The all-reduce ran wholly beside the GEMM's second half: all of its time overlapped.
