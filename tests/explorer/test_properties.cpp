@@ -274,7 +274,8 @@ TEST(Properties, OnRandomClustersAFasterBuildingOrLinkNeverSlowsAnything) {
     for (int i = 0; i < b; ++i) {
       c.buildings[i].name = "bld-" + std::to_string(i);
       c.buildings[i].nodes = nodes;
-      gen[i] = std::uniform_int_distribution<int>(0, 1)(rng);  // A100 or H100: each can go a rung up
+      gen[static_cast<std::size_t>(i)] =
+          std::uniform_int_distribution<int>(0, 1)(rng);  // A100 or H100: each can go a rung up
       c.buildings[i].device = generations[static_cast<std::size_t>(gen[i])];
     }
     c.cross_building.bandwidth_gbps = std::uniform_real_distribution<double>(6.25, 50)(rng);
@@ -286,7 +287,8 @@ TEST(Properties, OnRandomClustersAFasterBuildingOrLinkNeverSlowsAnything) {
 
     const int up = std::uniform_int_distribution<int>(0, b - 1)(rng);
     Cluster faster = c, wider = c;
-    faster.buildings[static_cast<std::size_t>(up)].device = generations[static_cast<std::size_t>(gen[up] + 1)];
+    faster.buildings[static_cast<std::size_t>(up)].device =
+        generations[static_cast<std::size_t>(gen[static_cast<std::size_t>(up)]) + 1];
     wider.cross_building.bandwidth_gbps *= 2;
     const std::string what = c.name + " (" + std::to_string(b) + " x " + std::to_string(nodes) + " nodes, " + m.name +
                              ", building " + std::to_string(up) + " a generation up)";
