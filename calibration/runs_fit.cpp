@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -14,6 +13,7 @@
 #include "sax_version.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
+#include "spec/utc.hpp"
 
 namespace sax::calibration {
 
@@ -221,17 +221,21 @@ DeviceCompute fit_device(const std::vector<const MeasuredRun*>& runs) {
   return d;
 }
 
-struct Errors {
-  double mean = 0, max = 0, signed_mean = 0;
-};
-Errors errors_pct(const std::vector<double>& e) {
-  Errors out;
+}  // namespace
+
+ErrorSummary error_summary(const std::vector<double>& e) {
+  ErrorSummary out;
   for (double v : e) out.mean += std::abs(v), out.max = std::max(out.max, std::abs(v)), out.signed_mean += v;
   const double n = static_cast<double>(std::max<std::size_t>(e.size(), 1));
   return {100 * out.mean / n, 100 * out.max, 100 * out.signed_mean / n};
 }
 
-}  // namespace
+void set_held_out(DeviceCompute& d, const std::vector<double>& held_out, const std::vector<double>& datasheet) {
+  const ErrorSummary c = error_summary(held_out), ds = error_summary(datasheet);
+  d.held_out = static_cast<std::int64_t>(held_out.size());
+  d.cv_mean_pct = c.mean, d.cv_max_pct = c.max, d.cv_signed_pct = c.signed_mean;
+  d.datasheet_mean_pct = ds.mean, d.datasheet_max_pct = ds.max, d.datasheet_signed_pct = ds.signed_mean;
+}
 
 RunsFit fit_runs(const std::vector<MeasuredRun>& runs, const std::function<void(const std::string&)>& progress) {
   RunsFit out;
@@ -264,10 +268,7 @@ RunsFit fit_runs(const std::vector<MeasuredRun>& runs, const std::function<void(
         out.held_out[g].push_back(h);
       }
     }
-    const Errors c = errors_pct(cv), ds = errors_pct(datasheet);
-    d.held_out = static_cast<std::int64_t>(cv.size());
-    d.cv_mean_pct = c.mean, d.cv_max_pct = c.max, d.cv_signed_pct = c.signed_mean;
-    d.datasheet_mean_pct = ds.mean, d.datasheet_max_pct = ds.max, d.datasheet_signed_pct = ds.signed_mean;
+    set_held_out(d, cv, datasheet);
     out.devices[g] = d;
   }
   return out;
@@ -299,7 +300,7 @@ void print_fit(const RunsFit& fit) {
       per[h.source].second.push_back(h.calibrated_s / h.measured_s - 1);
     }
     for (const auto& [s, e] : per) {
-      const Errors a = errors_pct(e.first), b = errors_pct(e.second);
+      const ErrorSummary a = error_summary(e.first), b = error_summary(e.second);
       const std::string shown = s.size() > 46 ? "..." + s.substr(s.size() - 43) : s;
       std::printf("  %-46s %4zu  %5.1f / %5.1f / %+6.1f %%    %5.1f / %5.1f / %+6.1f %%\n", shown.c_str(),
                   e.first.size(), a.mean, a.max, a.signed_mean, b.mean, b.max, b.signed_mean);
@@ -338,10 +339,7 @@ void calibrate_runs(const RunsArgs& a, const std::function<void(const std::strin
   cal.provenance.cluster = a.runs_file;
   cal.provenance.tool = "sax calibrate --runs " + a.runs_file;
   cal.provenance.sax_version = kVersion;
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  cal.provenance.date = date;
+  cal.provenance.date = utc_now();
   cal.devices = fit.devices;
   // The inputs: every run, as measured (a throughput turned into seconds per step), with the
   // datasheet's prediction and, held out, the fit's without its source.

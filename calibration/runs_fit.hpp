@@ -41,6 +41,15 @@ struct MeasuredRun {
 // tokens_per_s (the job's). Bad input: InputError naming the file and field.
 std::vector<MeasuredRun> read_runs(const std::string& file);
 
+// Relative errors (predicted / measured − 1) as a calibration states them, in %: the mean and the
+// largest |error|, and the signed mean (negative: predicted too fast).
+struct ErrorSummary {
+  double mean = 0, max = 0, signed_mean = 0;
+};
+ErrorSummary error_summary(const std::vector<double>& errors);
+// `d`'s held-out figures: its errors on what was held out and the datasheet's on the same.
+void set_held_out(DeviceCompute& d, const std::vector<double>& held_out, const std::vector<double>& datasheet);
+
 // The cost model's step time for a run with `device` applied (nullptr: the datasheet's).
 double predicted_step(const MeasuredRun& run, const DeviceCompute* device);
 

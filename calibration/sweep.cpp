@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -17,6 +16,7 @@
 #include "harness/watchdog.hpp"
 #include "sax_version.hpp"
 #include "spec/error.hpp"
+#include "spec/utc.hpp"
 
 namespace sax::calibration {
 
@@ -174,13 +174,6 @@ Measured measure_points(harness::Job& job, const SweepArgs& a, const SweepInputs
     job.abort(e);
   }
   return out;
-}
-
-std::string utc_now() {
-  char when[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return when;
 }
 
 // Where the calibration came from: the cluster file, the backend and emulation, the command, the

@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <random>
 #include <set>
 #include <tuple>
+
+#include "calibration/runs_fit.hpp"
 
 #ifdef SAX_HAVE_ZLIB
 #include <zlib.h>
@@ -16,6 +17,7 @@
 #include "spec/dtype.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
+#include "spec/utc.hpp"
 #include "workload/device_time.hpp"
 #include "workload/layer_ops.hpp"
 
@@ -446,23 +448,13 @@ void calibrate_traces(const TraceArgs& a, const std::function<void(const std::st
   cal.provenance.backend = Backend::cuda;
   cal.provenance.tool = "sax calibrate --trace";
   cal.provenance.sax_version = kVersion;
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  cal.provenance.date = date;
+  cal.provenance.date = utc_now();
   DeviceCompute d = fit.device;
   if (!fit.held_out.empty()) {
     std::vector<double> cv, ds;
     for (const auto& h : fit.held_out)
       cv.push_back(h.calibrated_s / h.measured_s - 1), ds.push_back(h.datasheet_s / h.measured_s - 1);
-    auto stats = [](const std::vector<double>& e, double& mean, double& max, double& signed_mean) {
-      mean = max = signed_mean = 0;
-      for (double v : e) mean += std::abs(v), max = std::max(max, std::abs(v)), signed_mean += v;
-      mean *= 100 / static_cast<double>(e.size()), max *= 100, signed_mean *= 100 / static_cast<double>(e.size());
-    };
-    stats(cv, d.cv_mean_pct, d.cv_max_pct, d.cv_signed_pct);
-    stats(ds, d.datasheet_mean_pct, d.datasheet_max_pct, d.datasheet_signed_pct);
-    d.held_out = static_cast<std::int64_t>(cv.size());
+    set_held_out(d, cv, ds);
   }
   cal.devices[g] = d;
   for (const TraceSummary& t : traces)

@@ -6,7 +6,6 @@
 // calibration/fit.hpp; prints each fit with its quality and writes a calibration file the
 // explorer reads (`--calibration`).
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -27,6 +26,7 @@
 #include "spec/calibration.hpp"
 #include "spec/error.hpp"
 #include "spec/model.hpp"
+#include "spec/utc.hpp"
 
 namespace sax::cli {
 
@@ -93,10 +93,7 @@ void run_fit(const FitArgs& a) {
   cal.provenance.cluster = joined(clusters);
   cal.provenance.backend = *backends.begin() == "cuda" ? Backend::cuda : Backend::cpu;
   cal.provenance.emulation = joined(emulations);
-  char when[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  cal.provenance.date = when;
+  cal.provenance.date = utc_now();
   cal.provenance.tool = "sax calibrate fit " + joined(std::set<std::string>(a.files.begin(), a.files.end()));
   calibration::check_readable(cal, joined(std::set<std::string>(a.files.begin(), a.files.end())));
   write_json_file(a.out, to_json(cal));

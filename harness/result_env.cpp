@@ -1,18 +1,15 @@
 #include "harness/result_env.hpp"
 
-#include <ctime>
 #include <set>
 
 #include "harness/fault_injection.hpp"
 #include "sax_version.hpp"
+#include "spec/utc.hpp"
 
 namespace sax::harness {
 
 nlohmann::json result_env(Job* job, Backend backend) {
-  char when[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  nlohmann::json env = {{"sax_version", kVersion}, {"backend", to_string(backend)}, {"time_utc", when}};
+  nlohmann::json env = {{"sax_version", kVersion}, {"backend", to_string(backend)}, {"time_utc", utc_now()}};
   if (job) {
     const std::vector<std::string> hosts = job->all_gather(job->processor_name());
     const std::set<std::string> distinct(hosts.begin(), hosts.end());
