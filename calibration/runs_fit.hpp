@@ -12,6 +12,7 @@
 // others' (runs of one source share their software and their way of counting).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
