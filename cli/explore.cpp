@@ -1,5 +1,6 @@
 // `sax explore --cluster C --model M [--calibration K] [--top N] [--json FILE] [--compare L]
-// [--framework megatron-core|torchtitan|any] [--emit megatron|torchtitan [--emit-rank N]]`:
+// [--framework megatron-core|torchtitan|any] [--technology NAME|cluster] [--emit megatron|torchtitan
+// [--emit-rank N]]`:
 // searches layouts × placements × schedules × network technologies and ranks them; --emit prints
 // the N-th as the framework's settings instead
 // of the table.
@@ -10,6 +11,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/explorer_inputs.hpp"
@@ -21,7 +23,7 @@ namespace sax::cli {
 namespace {
 
 struct ExploreArgs {
-  std::string cluster, model, calibration, json_file, compare, emit, framework;
+  std::string cluster, model, calibration, json_file, compare, emit, framework, technology;
   int top = 10;
   int threads = 0;
   int emit_rank = 1;
@@ -159,6 +161,7 @@ json ranking_json(const ExploreArgs& a, const Cluster& c, const explorer::Explor
               {"model", a.model},
               {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
               {"cost_source", x.ranking->cost->params().source},
+              {"technology", a.technology.empty() ? json(nullptr) : json(a.technology)},
               {"world_size", c.world_size()}}},
             {"space", r.space.candidates},
             {"generated", r.generated},
@@ -181,13 +184,56 @@ json ranking_json(const ExploreArgs& a, const Cluster& c, const explorer::Explor
   return j;
 }
 
+// --technology: "cluster" (its own cross-building link) or one of its network_technologies.
+std::optional<int> pinned_technology(const std::string& name, const Cluster& c) {
+  if (name.empty()) return std::nullopt;
+  if (name == "cluster") return -1;
+  std::string known = "cluster";
+  for (std::size_t i = 0; i < c.network_technologies.size(); ++i) {
+    if (c.network_technologies[i].name == name) return static_cast<int>(i);
+    known += ", " + c.network_technologies[i].name;
+  }
+  throw UsageError("--technology: expected one of " + known + " (the cluster's network_technologies), got \"" + name +
+                   "\"");
+}
+
+// --emit: the table's N-th as the framework's settings; when the framework would run it otherwise
+// than priced, the best it runs as priced follows, commented out, so that the output stays one
+// command or one TOML file.
+void print_emit(explorer::EmitFormat format, const explorer::Ranked& pick, int rank, const Cluster& c, const Model& m,
+                const explorer::ExploreRequest& q) {
+  const explorer::Framework f = emit_framework(format);
+  std::cout << explorer::emit(format, pick.candidate.to_layout(c), m, c);
+  if (q.framework != explorer::Framework::any || explorer::runs_as_predicted(f, pick.candidate, c)) return;
+  explorer::ExploreRequest within = q;
+  within.framework = f, within.top = 1;
+  const explorer::Exploration y = explorer::explore(within);
+  std::cerr << "sax: the table's #" << rank << " runs otherwise than priced in " << explorer::to_string(f)
+            << " (its # lines say how); "
+            << (y.ranking->result.top.empty() ? "no layout runs as priced in it"
+                                              : "the best it runs as priced follows, commented out")
+            << "\n";
+  if (y.ranking->result.top.empty()) return;
+  const explorer::Ranked& best = y.ranking->result.top.front();
+  std::cout << "\n# ---- the table's #" << rank << " (" << fmt("%.4g s", pick.prediction.step_time_s)
+            << ") runs otherwise in " << explorer::to_string(f) << "; the best it runs as priced ("
+            << fmt("%.4g s", best.prediction.step_time_s) << ", "
+            << fmt("%+.1f%%", 100 * (best.prediction.step_time_s / pick.prediction.step_time_s - 1))
+            << "), uncomment to use it instead:\n";
+  std::istringstream text(explorer::emit(format, best.candidate.to_layout(c), m, c));
+  for (std::string line; std::getline(text, line);)
+    std::cout << (line.empty() || line[0] == '#' ? "#" : "# ") << line << "\n";
+}
+
 void run_explore(const ExploreArgs& a) {
   const std::optional<explorer::EmitFormat> emit = check_args(a);
-  const explorer::Framework framework = framework_of(a.framework, emit);
+  // The table is ranked within --framework alone: --emit prints its N-th whatever the framework.
+  const explorer::Framework framework = framework_of(a.framework, std::nullopt);
   const Cluster c = load_cluster(a.cluster);
   const Model m = load_model(a.model);
   explorer::ExploreRequest q{
-      c, m, params_for(m, a.calibration), a.top, a.replay_top, a.threads, a.max_candidates, {}, framework};
+      c,  m,         params_for(m, a.calibration),      a.top, a.replay_top, a.threads, a.max_candidates,
+      {}, framework, pinned_technology(a.technology, c)};
   if (!a.compare.empty()) {
     q.compare = load_layout(a.compare);
     validate_layout(*q.compare, m, c, a.compare);
@@ -213,7 +259,7 @@ void run_explore(const ExploreArgs& a) {
                                " (the layouts that fit), got " + std::to_string(a.emit_rank));
   // With --emit, stdout is the framework's settings alone, to paste or redirect; else the table.
   if (emit)
-    std::cout << explorer::emit(*emit, r.top[static_cast<std::size_t>(a.emit_rank - 1)].candidate.to_layout(c), m, c);
+    print_emit(*emit, r.top[static_cast<std::size_t>(a.emit_rank - 1)], a.emit_rank, c, m, q);
   else
     print_ranking(c, m, *x.ranking->cost, r, x.ranking->replayed, x.hetero, framework);
   const json compare =
@@ -238,7 +284,13 @@ void add_explore(CLI::App& app) {
   cmd->add_option("--emit", a->emit,
                   "Print a ranked layout as Megatron-LM arguments or a torchtitan TOML section instead of the table");
   cmd->add_option("--emit-rank", a->emit_rank, "Which layout --emit prints, 1 = the best (default 1)");
-  cmd->add_option("--framework", a->framework, kFrameworkHelp);
+  cmd->add_option("--framework", a->framework,
+                  "Only what this framework's configuration runs as priced: megatron-core, torchtitan or any "
+                  "(default any; --emit prints the table's pick and, when the framework would run it otherwise, the "
+                  "best it runs as priced)");
+  cmd->add_option("--technology", a->technology,
+                  "Pin the cross-building network: cluster (its own link) or one of its network_technologies "
+                  "(default: each is a dimension of the search)");
   cmd->add_option("--max-candidates", a->max_candidates,
                   "Refuse a search space of more candidates than this, naming its largest dimension (default " +
                       std::to_string(explorer::SearchOptions::kDefaultMaxCandidates) +

@@ -56,13 +56,15 @@ inline std::optional<explorer::EmitFormat> emit_format(const std::string& emit) 
   throw UsageError("--emit: expected megatron or torchtitan, got \"" + emit + "\"");
 }
 
+// The framework `--emit`'s format writes for.
+inline explorer::Framework emit_framework(explorer::EmitFormat f) {
+  return f == explorer::EmitFormat::megatron ? explorer::Framework::megatron_core : explorer::Framework::torchtitan;
+}
+
 // `--framework`'s value: given, a framework or a UsageError naming the flag; absent, the one
 // `--emit` writes for (megatron: megatron-core), else any.
 inline explorer::Framework framework_of(const std::string& given, const std::optional<explorer::EmitFormat>& emit) {
-  if (given.empty())
-    return !emit                                     ? explorer::Framework::any
-           : *emit == explorer::EmitFormat::megatron ? explorer::Framework::megatron_core
-                                                     : explorer::Framework::torchtitan;
+  if (given.empty()) return emit ? emit_framework(*emit) : explorer::Framework::any;
   if (auto f = explorer::parse_framework(given)) return *f;
   throw UsageError("--framework: expected megatron-core, torchtitan or any, got \"" + given + "\"");
 }

@@ -37,6 +37,7 @@ Exploration explore(const ExploreRequest& q) {
   o.threads = q.threads;
   o.max_candidates = q.max_candidates;
   o.framework = q.framework;
+  o.technology = q.technology;
   if (q.compare) {
     o.grad_reduce_in_bf16 = q.compare->grad_reduce_in_bf16;
     o.optimizer_precision = q.compare->optimizer_precision;

@@ -27,6 +27,7 @@ struct ExploreRequest {
   std::optional<Layout> compare;  // a layout to set beside the best found
   // Only layouts this framework's emitted configuration runs as priced (explorer/framework.hpp).
   Framework framework = Framework::any;
+  std::optional<int> technology;  // SearchOptions::technology
 };
 
 // On a cluster whose buildings differ: the model that priced the best layouts stage by stage,

@@ -324,7 +324,10 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
   }
 }
 
-std::vector<int> technologies(const Cluster& cl) {
+// The network technologies the search tries: the one pinned, else the cluster's own link and
+// each technology that differs from it.
+std::vector<int> technologies(const Cluster& cl, const SearchOptions& o) {
+  if (o.technology) return {*o.technology};
   std::vector<int> t = {-1};
   for (std::size_t i = 0; i < cl.network_technologies.size(); ++i)
     if (!same_link(cl.network_technologies[i].link, cl.cross_building)) t.push_back(static_cast<int>(i));
@@ -521,7 +524,7 @@ std::pair<std::string, std::int64_t> SearchSpace::largest() const {
 
 SearchSpace search_space(const CostModel& cm, const Cluster& cl, const Model& m, const SearchOptions& o) {
   SearchBounds bounds;
-  return measure(shapes(cl, m, cm.consts(), o, bounds), m, technologies(cl).size());
+  return measure(shapes(cl, m, cm.consts(), o, bounds), m, technologies(cl, o).size());
 }
 
 bool divisible(const Candidate& cand, const Model& m, std::int64_t world) {
@@ -533,7 +536,7 @@ std::vector<std::pair<Candidate, PipelineSplit>> enumerate(const CostModel& cm, 
                                                            const SearchOptions& o, std::size_t limit) {
   std::vector<std::pair<Candidate, PipelineSplit>> out;
   Counters n;
-  const auto techs = technologies(cl);
+  const auto techs = technologies(cl, o);
   SearchBounds bounds;
   for (const Shape& s : shapes(cl, m, cm.consts(), o, bounds)) {
     for_each_candidate(s, cl, m, techs, n, -1, [&](const Candidate& cand, const PipelineSplit& split, const Visit&) {
@@ -553,7 +556,7 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
   res.bounds.context_parallel = o.max_context_parallel;
   res.bounds.pipeline_parallel = m.num_layers;
   res.factorizations = static_cast<std::int64_t>(all.size());
-  const auto techs = technologies(cl);
+  const auto techs = technologies(cl, o);
   // The cost in candidates, before any is costed: a space past the cap is refused, not searched.
   res.space = measure(all, m, techs.size());
   if (o.max_candidates > 0 && res.space.candidates > static_cast<double>(o.max_candidates))

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct SearchOptions {
   // from --compare so that the best found is priced as the compared layout is.
   bool grad_reduce_in_bf16 = false;
   OptimizerPrecision optimizer_precision;
+  // A pinned network technology: -1 the cluster's own cross-building link, i its
+  // network_technologies[i]; none: each distinct one is a dimension of the search.
+  std::optional<int> technology;
   static constexpr std::int64_t kDefaultMaxCandidates = 100'000'000;
 };
 

@@ -24,24 +24,42 @@ std::vector<std::string> lines(const std::string& text) {
   return out;
 }
 
-// The argument lines (comments dropped, shell continuations stripped); each but the last must
-// continue the command.
+// The arguments after pretrain_gpt.py, one per line (shell continuations stripped); every
+// command line but the last must continue the command, and no comment may follow it.
 std::vector<std::string> megatron_flags(const std::string& text) {
   std::vector<std::string> flags;
   const auto all = lines(text);
+  bool in_command = false, ended = false;
   for (std::size_t i = 0; i < all.size(); ++i) {
     std::string line = all[i];
-    if (line.empty() || line[0] == '#') {
-      EXPECT_TRUE(flags.empty()) << "a comment after the arguments breaks the pasted command:\n" << text;
+    if (line.empty() || line[0] == '#' || line.rfind("export ", 0) == 0) {
+      EXPECT_TRUE(!in_command || ended) << "a comment inside the command breaks it:\n" << text;
       continue;
     }
-    const bool last = i + 1 == all.size();
+    if (ended) break;  // explore's commented alternative aside, nothing follows the command
     const bool continued = line.size() > 2 && line.compare(line.size() - 2, 2, " \\") == 0;
-    EXPECT_EQ(continued, !last) << line;
     if (continued) line.resize(line.size() - 2);
-    flags.push_back(line);
+    if (!continued) ended = true;
+    if (line.rfind("torchrun ", 0) == 0) {
+      in_command = true;
+      continue;
+    }
+    EXPECT_TRUE(in_command) << line;
+    if (line == "  pretrain_gpt.py") continue;
+    EXPECT_EQ(line.rfind("  --", 0), 0u) << line;
+    flags.push_back(line.substr(2));
   }
+  EXPECT_TRUE(ended) << "the command does not end:\n" << text;
   return flags;
+}
+
+// The arguments up to the model's (--num-layers): the layout's.
+std::vector<std::string> layout_flags(const std::string& text) {
+  std::vector<std::string> all = megatron_flags(text);
+  const auto model =
+      std::find_if(all.begin(), all.end(), [](const std::string& f) { return f.rfind("--num-layers ", 0) == 0; });
+  EXPECT_NE(model, all.end()) << text;
+  return {all.begin(), model};
 }
 
 // TOML as section → key → value text (comments and blank lines dropped).
@@ -102,9 +120,21 @@ TEST(Emit, MegatronFlagsOfAHandBuiltLayout) {
                                              "--overlap-grad-reduce",
                                              "--overlap-param-gather",
                                              "--attention-backend local"};  // fp32: auto is local
-  EXPECT_EQ(megatron_flags(text), expected) << text;
+  EXPECT_EQ(layout_flags(text), expected) << text;
   EXPECT_EQ(text.find("cannot express"), std::string::npos) << text;
   EXPECT_EQ(emit(EmitFormat::megatron, l, m, c), text);
+  // The model as sax holds it, and the environment TP needs; fp32 is Megatron's default.
+  const std::vector<std::string> all = megatron_flags(text);
+  for (const char* f :
+       {"--num-layers 4", "--hidden-size 256", "--ffn-hidden-size 1024", "--num-attention-heads 8", "--seq-length 256",
+        "--max-position-embeddings 256", "--position-embedding-type learned_absolute", "--normalization LayerNorm",
+        "--hidden-dropout 0.1"})
+    EXPECT_EQ(std::count(all.begin(), all.end(), f), 1) << f << "\n" << text;
+  for (const char* f : {"--bf16", "--fp16", "--swiglu", "--group-query-attention", "--num-experts"})
+    EXPECT_EQ(std::count(all.begin(), all.end(), f), 0) << f << "\n" << text;
+  EXPECT_NE(text.find("\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\ntorchrun --nnodes 2 --nproc-per-node 2 "),
+            std::string::npos)
+      << text;
 }
 
 // bf16 gradients are Megatron-LM's --grad-reduce-in-bf16; torchtitan, which reduces in float32,
@@ -231,20 +261,19 @@ TEST(Emit, TorchtitanKeys) {
   const Model m = test::preset_model("gpt-tiny");
   const std::string text = torchtitan_toml(tp2_pp2_vpp2(), m, c);
   const auto t = toml(text);
-  // Every key is one of torchtitan's JobConfig (torchtitan/config/job_config.py, v0.2.2).
-  const std::map<std::string, std::set<std::string>> known = {
-      {"training", {"local_batch_size", "global_batch_size", "seq_len"}},
-      {"parallelism",
-       {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
-        "context_parallel_degree", "pipeline_parallel_degree", "pipeline_parallel_schedule",
-        "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
-        "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
-        "expert_parallel_degree", "expert_tensor_parallel_degree", "enable_async_tensor_parallel"}},
-      {"activation_checkpoint", {"mode", "selective_ac_option"}}};
+  // Every key is one of torchtitan's JobConfig (torchtitan/config/job_config.py, v0.2.2, as
+  // scripts/framework_args.py read it; tests/frameworks checks every preset's the same way).
+  const auto known = nlohmann::json::parse(
+      test::slurp(std::string(SAX_SOURCE_DIR) + "/tests/data/frameworks/torchtitan_v0.2.2.json"))["sections"];
   for (const auto& [section, keys] : t)
-    for (const auto& [k, v] : keys) EXPECT_EQ(known.at(section).count(k), 1u) << section << "." << k;
+    for (const auto& [k, v] : keys) EXPECT_TRUE(known.at(section).contains(k)) << section << "." << k;
+  // gpt-tiny is no llama3 flavor: named for itself, with what to register said.
+  EXPECT_EQ(t.at("model").at("name"), "\"llama3\"");
+  EXPECT_EQ(t.at("model").at("flavor"), "\"gpt-tiny\"");
+  EXPECT_NE(text.find("# model: torchtitan v0.2.2 has no llama3 flavor of gpt-tiny's dimensions"), std::string::npos)
+      << text;
+  EXPECT_EQ(t.at("training").at("mixed_precision_param"), "\"float32\"");  // an fp32 model
   const std::map<std::string, std::map<std::string, std::string>> expected = {
-      {"training", {{"local_batch_size", "16"}, {"global_batch_size", "16"}, {"seq_len", "256"}}},
       {"parallelism",
        {{"data_parallel_replicate_degree", "1"},
         {"data_parallel_shard_degree", "1"},
@@ -258,7 +287,10 @@ TEST(Emit, TorchtitanKeys) {
         {"pipeline_parallel_last_stage_less_layers", "0"},
         {"enable_async_tensor_parallel", "false"}}},
       {"activation_checkpoint", {{"mode", "\"full\""}}}};
-  EXPECT_EQ(t, expected) << text;
+  for (const auto& [section, keys] : expected) EXPECT_EQ(t.at(section), keys) << section << "\n" << text;
+  for (const auto& [k, v] :
+       std::map<std::string, std::string>{{"local_batch_size", "16"}, {"global_batch_size", "16"}, {"seq_len", "256"}})
+    EXPECT_EQ(t.at("training").at(k), v) << k;
 
   // Pure DP without the distributed optimizer is torchtitan's DDP, gradients accumulated over
   // micro-batches of local_batch_size.
@@ -390,4 +422,46 @@ TEST(EmitCli, BadEmitAndEmitRankExitTwoNamingTheFlag) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_TRUE(r.out.empty()) << k.args << " printed before failing:\n" << r.out;
   }
+}
+
+// --emit prints the table's #1 whatever the framework; where Megatron-LM would run it otherwise
+// (zero bubble, which it lacks), the best it runs as priced follows commented out, and stderr
+// says so. --technology pins the network: every row on it.
+TEST(EmitCli, EmitIsTheTablesPickAndTheFrameworksBestFollows) {
+  test::TempDir t;
+  const std::string inputs = "explore --cluster " + test::preset_path("clusters/h100-3bld.json") + " --model " +
+                             test::preset_path("models/llama3-70b.json");
+  const auto table = test::run_sax(inputs + " --top 1 --json " + t.file("r.json"));
+  ASSERT_EQ(table.code, 0) << table.err;
+  const auto best = nlohmann::json::parse(test::slurp(t.file("r.json")))["candidates"][0]["layout"];
+  ASSERT_EQ(best["schedule"]["pipeline"], "zero_bubble") << "the case needs a #1 Megatron-LM cannot run: " << best;
+  const auto r = test::run_sax(inputs + " --emit megatron");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto first = lines(r.out).front();
+  EXPECT_NE(first.find(", zero_bubble, "), std::string::npos) << first;
+  EXPECT_NE(first.find("TP" + std::to_string(best["tensor_model_parallel_size"].get<int>()) + " "), std::string::npos);
+  const auto alt = r.out.find("\n# ---- the table's #1 (");
+  ASSERT_NE(alt, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("## Megatron-LM pretrain_gpt.py command", alt), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", 1f1b, ", alt), std::string::npos) << r.out.substr(alt);
+  EXPECT_NE(r.out.find("\n#   --tensor-model-parallel-size ", alt), std::string::npos) << r.out.substr(alt);
+  EXPECT_NE(r.err.find("the table's #1 runs otherwise than priced in megatron-core"), std::string::npos) << r.err;
+  // Within the framework, the pick is its own best: nothing follows.
+  const auto within = test::run_sax(inputs + " --emit megatron --framework megatron-core");
+  ASSERT_EQ(within.code, 0) << within.err;
+  EXPECT_EQ(within.out.find("# ---- "), std::string::npos) << within.out;
+  EXPECT_NE(lines(within.out).front().find(", 1f1b, "), std::string::npos) << within.out;
+
+  const auto own = test::run_sax(inputs + " --top 5 --technology cluster --json " + t.file("own.json"));
+  ASSERT_EQ(own.code, 0) << own.err;
+  for (const auto& x : nlohmann::json::parse(test::slurp(t.file("own.json")))["candidates"])
+    EXPECT_EQ(x["layout"]["schedule"].value("network_technology", ""), "") << x["layout"];
+  const auto dwdm = test::run_sax(inputs + " --top 5 --technology metro-dwdm-40km --json " + t.file("d.json"));
+  ASSERT_EQ(dwdm.code, 0) << dwdm.err;
+  const auto rows = nlohmann::json::parse(test::slurp(t.file("d.json")))["candidates"];
+  ASSERT_FALSE(rows.empty());
+  for (const auto& x : rows) EXPECT_EQ(x["layout"]["schedule"]["network_technology"], "metro-dwdm-40km") << x["layout"];
+  const auto bad = test::run_sax(inputs + " --technology nope");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--technology: expected one of cluster, "), std::string::npos) << bad.err;
 }
