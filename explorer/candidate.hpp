@@ -25,15 +25,18 @@ struct Candidate {
   PipelineSchedule pipeline = PipelineSchedule::one_f_one_b;
   DpSync dp_sync = DpSync::overlapped;
   Recompute recompute = Recompute::none;
-  bool sp = false, distributed_optimizer = false;
-  bool grad_reduce_in_bf16 = false;        // Megatron's --grad-reduce-in-bf16 (spec/layout.hpp gradient_bytes)
-  OptimizerPrecision optimizer_precision;  // the optimizer state's dtypes (spec/layout.hpp)
-  bool tp_comm_overlap = false;            // Megatron's --tp-comm-overlap (needs SP: validate_layout)
-  bool overlap_p2p_comm = true;            // Megatron's (Layout::overlap_p2p_comm): how the testbed receives
+  bool sp = false;
+  DpSharding sharding = DpSharding::no_shard;  // Layout::data_parallel_sharding_strategy
+  bool grad_reduce_in_bf16 = false;            // Megatron's --grad-reduce-in-bf16 (spec/layout.hpp gradient_bytes)
+  OptimizerPrecision optimizer_precision;      // the optimizer state's dtypes (spec/layout.hpp)
+  bool tp_comm_overlap = false;                // Megatron's --tp-comm-overlap (needs SP: validate_layout)
+  bool overlap_p2p_comm = true;                // Megatron's (Layout::overlap_p2p_comm): how the testbed receives
   AttentionBackend attention = AttentionBackend::auto_;
   int technology = -1;
 
-  bool sequence_parallel() const { return sp && tp > 1; }  // SP does something only with TP > 1
+  bool distributed_optimizer() const { return sharding != DpSharding::no_shard; }  // the state sharded
+  bool fsdp() const { return sharding == DpSharding::optim_grads_params; }         // and the parameters
+  bool sequence_parallel() const { return sp && tp > 1; }                          // SP does something only with TP > 1
   bool tp_overlap() const { return tp_comm_overlap && sequence_parallel(); }
   static Candidate of(const Layout& layout, const Cluster& cluster);
   // The layout without its network technology (what the divisibility rules look at).
@@ -47,7 +50,7 @@ struct Candidate {
 // with the distributed optimizer its shard — dense parameters over DP×CP, expert ones over
 // expert-DP×CP (EP divides DP: validate_layout).
 inline double updated_params(const Candidate& cand, const StageParams& p) {
-  if (!cand.distributed_optimizer) return p.dense + p.expert;
+  if (!cand.distributed_optimizer()) return p.dense + p.expert;
   const std::int64_t dp_cp = cand.dp * cand.cp, expert_dp_cp = cand.dp / cand.ep * cand.cp;
   return p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(expert_dp_cp);
 }

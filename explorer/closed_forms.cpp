@@ -100,7 +100,7 @@ TrafficUnits traffic_units(const ModelConsts& c, const Candidate& cand, const Mi
     const workload::SyncGroup group{kind, g.size, g.per_building, g.buildings_spanned};
     for (const workload::SyncMessage& s :
          workload::dp_sync_messages(group, 1.0, c.element_bytes, gradient_bytes(c.dtype, cand.grad_reduce_in_bf16),
-                                    cand.distributed_optimizer, hierarchical, gather))
+                                    cand.distributed_optimizer(), hierarchical, gather))
       out.add({Dim::dp, s.group, s.op, 1, s.bytes});
   };
   plan(u.dense_grad, GroupKind::dp_cp, false);
@@ -163,8 +163,12 @@ void sync_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& 
   // the parameters held; none when a stage holds none of a group's parameters.
   const StageParams& p = t.params = stage_params(c, st, cand.tp, cand.ep, cand.pp);
   const bool overlapped = cand.dp_sync == DpSync::overlapped;
-  const double dense_n = p.dense > 0 ? (overlapped ? L + (p.edge > 0 ? 1.0 : 0.0) : 1.0) : 0.0;
+  double dense_n = p.dense > 0 ? (overlapped ? L + (p.edge > 0 ? 1.0 : 0.0) : 1.0) : 0.0;
   const double expert_n = p.expert > 0 ? (overlapped ? moe : 1.0) : 0.0;
+  // FSDP, per micro-batch: a reduce-scatter per layer and two gathers (forward, backward); the
+  // edges ride with their neighbouring layers (workload: fsdp_layer_params).
+  const double passes = cand.fsdp() ? 2.0 : 1.0;
+  if (cand.fsdp() && p.dense > 0) dense_n = L;
   auto sync = [](std::array<Amount, 6>& out, const TrafficList<3>& dense, const TrafficList<3>& expert, double nd,
                  double pd, double ne, double pe) {
     std::size_t i = 0;
@@ -172,7 +176,8 @@ void sync_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& 
     for (const Traffic& kind : expert) out[i++] = {ne, kind.bytes * pe};
   };
   sync(t.dp_grad, u.dense_grad, u.expert_grad, dense_n, p.dense, expert_n, p.expert);
-  sync(t.dp_gather, u.dense_gather, u.expert_gather, dense_n, p.dense, expert_n, p.expert);
+  sync(t.dp_gather, u.dense_gather, u.expert_gather, passes * dense_n, passes * p.dense, passes * expert_n,
+       passes * p.expert);
 }
 
 StageTraffic stage_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& cand, const StageLayers& st) {
@@ -212,10 +217,11 @@ StepTotals step_totals(const Cluster& cluster, const Model& model, const Layout&
   add(Dim::pp, tr.pp, md);
   add(Dim::cp, tr.cp_forward, md * tr.cp_forward_passes);
   add(Dim::cp, tr.cp_backward, md * tr.cp_backward_passes);
+  const double syncs = cand.fsdp() ? md : 1.0;  // FSDP's are per micro-batch
   for (int i = 0; i < u.dense_grad.size + u.expert_grad.size; ++i)
-    add(Dim::dp, tr.dp_grad[static_cast<std::size_t>(i)], 1);
+    add(Dim::dp, tr.dp_grad[static_cast<std::size_t>(i)], syncs);
   for (int i = 0; i < u.dense_gather.size + u.expert_gather.size; ++i)
-    add(Dim::dp, tr.dp_gather[static_cast<std::size_t>(i)], 1);
+    add(Dim::dp, tr.dp_gather[static_cast<std::size_t>(i)], syncs);
   add(Dim::pp, tr.embedding, 1);
   return t;
 }

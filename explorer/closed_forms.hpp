@@ -79,7 +79,8 @@ struct StageTraffic {
   double cp_forward_passes = 0, cp_backward_passes = 0;
   // Per step, after the pipeline: the DP gradient sync and the distributed optimizer's parameter
   // all-gather (the dense kinds then the expert kinds, as many as TrafficUnits has), the tied
-  // embedding's gradient all-reduce.
+  // embedding's gradient all-reduce. With FSDP (Candidate::fsdp) the sync and gathers are per
+  // micro-batch instead: each layer's gradients reduce-scattered, its parameters gathered twice.
   std::array<Amount, 6> dp_grad, dp_gather;
   Amount embedding{};
   // The parameters the stage's ranks hold (what the DP sync and the optimizer step carry).

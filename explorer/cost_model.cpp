@@ -72,9 +72,19 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   const StageParams p = stage_params(c_, st, cand.tp, cand.ep, cand.pp);
   const double params = p.dense + p.expert;
   const double grad_bytes = gradient_bytes(c_.dtype, cand.grad_reduce_in_bf16);
-  mem.weights = params * dtype_bytes(weight_dtype(c_.dtype));
+  const double w = dtype_bytes(weight_dtype(c_.dtype));
+  mem.weights = params * w;
   mem.grads = params * grad_bytes;
   const double updated = updated_params(cand, p);
+  if (cand.fsdp()) {
+    // Each rank keeps its shard of the weights and gradients; unsharded, the layer running and the
+    // one prefetched (the largest: a layer with the edges it carries), and one layer's gradients
+    // before they are reduce-scattered.
+    const double L = std::max<double>(1.0, static_cast<double>(st.layers()));
+    const double layer = (params - p.edge) / L + p.edge;
+    mem.weights = updated * w + 2.0 * layer * w;
+    mem.grads = updated * grad_bytes + layer * grad_bytes;
+  }
   // Adam's m and v and the main copy of half weights, sharded with the optimizer (Megatron-LM's
   // distributed-optimizer table of bytes per parameter, in the layout's state dtypes).
   const OptimizerStateBytes state = optimizer_state_bytes(c_.dtype, cand.optimizer_precision);
@@ -273,7 +283,9 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
     grad += price.dp_grad[static_cast<std::size_t>(i)].time(tr.dp_grad[static_cast<std::size_t>(i)]);
   for (int i = 0; i < price.dp_gather_kinds; ++i)
     gather += price.dp_gather[static_cast<std::size_t>(i)].time(tr.dp_gather[static_cast<std::size_t>(i)]);
-  if (cand.dp_sync == DpSync::overlapped) {
+  if (cand.fsdp()) {
+    tail.dp = fsdp_time(cand, st, tr, t, price);
+  } else if (cand.dp_sync == DpSync::overlapped) {
     // Each kind's messages split into the per-layer ones and the embedding/output parameters'
     // (dense kinds carry both: their bytes scale with the parameters, the edge's share apart).
     const StageParams& sp = tr.params;
@@ -328,6 +340,36 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
       terms::optimizer_time(p_, updated_params(cand, tr.params), tr.params.dense + tr.params.expert, model_.dtype,
                             gradient_bytes(c_.dtype, cand.grad_reduce_in_bf16), cand.optimizer_precision);
   return tail;
+}
+
+double CostModel::fsdp_time(const Candidate& cand, const StageLayers& st, const StageTraffic& tr,
+                            const terms::LayerTimes& t, const Prices& price) const {
+  // Per micro-batch, on the DP link one after another: the forward's gathers, a layer's behind
+  // the layer before; in the backward each layer's gather and the previous layer's reduce-scatter
+  // behind its backward. What the layers' compute does not hide is queued_time's, as for the
+  // overlapped DP sync; over every micro-batch (FSDP runs without PP: nothing else overlaps).
+  // The backward's own compute only: a recomputed forward would hide more, and the tail is kept
+  // for candidates that differ in recompute alone (CostModel::Memo).
+  const double L = static_cast<double>(st.layers());
+  if (!(L > 0)) return 0;
+  terms::SyncQueue forward, backward;
+  for (int i = 0; i < price.dp_gather_kinds; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const Amount half{tr.dp_gather[k].count / 2.0, tr.dp_gather[k].bytes / 2.0};
+    if (!(half.count > 0)) continue;
+    forward.total_s += price.dp_gather[k].time(half);
+  }
+  for (int i = 0; i < price.dp_grad_kinds; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    if (tr.dp_grad[k].count > 0) backward.total_s += price.dp_grad[k].time(tr.dp_grad[k]);
+  }
+  backward.total_s += forward.total_s;
+  forward.count = backward.count = L;
+  forward.each_s = forward.total_s / L, backward.each_s = backward.total_s / L;
+  forward.between_s = t.forward(st) / L;
+  backward.between_s = t.backward(st) / L;
+  const std::int64_t m = model_.global_batch_size / (cand.mbs * cand.dp);
+  return static_cast<double>(m) * terms::overlapped_sync_time(forward, backward, p_.overlap_slowdown);
 }
 
 // Layer times depend on a few of a candidate's choices only; the search evaluates millions of

@@ -546,6 +546,9 @@ class CostModel {
   // The terms of one stage, for a candidate (what evaluate combines).
   terms::Microbatch microbatch(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
                                const terms::LayerTimes& times, const Prices& prices) const;
+  // FSDP's gathers and reduce-scatters not hidden behind the layers' compute, over the step.
+  double fsdp_time(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
+                   const terms::LayerTimes& times, const Prices& price) const;
   terms::Tail tail(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
                    const terms::LayerTimes& times, const Prices& prices) const;
   // What the replay (explorer/replay.hpp) runs: per pipeline stage, the terms of one micro-batch

@@ -104,7 +104,17 @@ void megatron_layout_args(const Layout& l, const Model& m, MegatronArgs& a) {
     a.add("--recompute-method", "uniform");
     a.add("--recompute-num-layers", "1");
   }
-  if (l.use_distributed_optimizer) a.add("--use-distributed-optimizer");
+  if (l.shards_optimizer()) a.add("--use-distributed-optimizer");
+  // Megatron-FSDP as its guide (docs/source/api-guide/custom_fsdp.md, core_v0.15.0) and its
+  // functional tests enable it: with the distributed optimizer, without gradient-accumulation
+  // fusion, checkpoints in its own format, the loss summed per token.
+  if (l.shards_parameters()) {
+    a.add("--use-megatron-fsdp");
+    a.add("--data-parallel-sharding-strategy", "optim_grads_params");
+    a.add("--no-gradient-accumulation-fusion");
+    a.add("--calculate-per-token-loss");
+    a.add("--ckpt-format", "fsdp_dtensor");
+  }
   if (l.grad_reduce_in_bf16) a.add("--grad-reduce-in-bf16");
   if (const OptimizerPrecision& p = l.optimizer_precision; !p.is_default()) {
     // Megatron-LM's --main-params-dtype takes fp32 or fp16; weights updated in place (a main dtype
@@ -116,7 +126,7 @@ void megatron_layout_args(const Layout& l, const Model& m, MegatronArgs& a) {
   }
   if (l.schedule.dp_sync == DpSync::overlapped) {
     a.add("--overlap-grad-reduce");
-    if (l.use_distributed_optimizer) a.add("--overlap-param-gather");  // Megatron: only with it
+    if (l.shards_optimizer()) a.add("--overlap-param-gather");  // Megatron: only with it or FSDP
   }
   // The backend the prediction priced: Megatron's own auto lets Transformer Engine choose.
   a.add("--attention-backend", sax::to_string(resolved_attention_backend(l, m)));
@@ -197,7 +207,11 @@ std::string megatron_launch(const Layout& l, const Cluster& c) {
   std::string out;
   // Megatron-LM (arguments.py, core_v0.15.0) asserts it with TP or CP before Blackwell: the TP
   // and CP kernels must be queued in issue order for their overlap with compute.
-  if (l.tensor_model_parallel_size > 1 || l.context_parallel_size > 1) out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  // Megatron-FSDP asserts the opposite: its gathers and scatters need several device queues.
+  if (l.shards_parameters())
+    out += "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
+  else if (l.tensor_model_parallel_size > 1 || l.context_parallel_size > 1)
+    out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
   const int per_node = c.node_gcd();
   const std::int64_t nodes = c.world_size() / per_node;
   const bool one = nodes == 1;
@@ -260,15 +274,20 @@ void data_parallel_keys(const Layout& l, const Cluster& c, TorchtitanConfig& t) 
       t.notes += "# DP sync hierarchical as HSDP: sharded inside each of the " + std::to_string(r) +
                  " buildings the DP group spans, replicated across\n";
     }
-  } else if (only_dp && !l.use_distributed_optimizer) {
+  } else if (only_dp && !l.shards_optimizer()) {
     replicate = dp, shard = 1;
   }
-  if (dp > 1 && replicate != dp)
-    t.notes += l.use_distributed_optimizer
-                   ? "# the distributed optimizer (ZeRO-1) becomes FSDP2, which also shards weights and gradients: "
-                     "weights all-gathered per layer, less memory than predicted\n"
-                   : "# replicated weights become FSDP2 (torchtitan's DDP is for pure DP only): weights all-gathered "
-                     "per layer, less memory than predicted\n";
+  // FSDP2 is torchtitan's data parallelism: ZeRO-3 as priced without PP (FSDP here), the
+  // distributed optimizer's traffic and memory with PP (it keeps the parameters gathered between
+  // micro-batches, fsdp_reshard_after_forward "default"); replicated weights it cannot keep.
+  if (dp > 1 && replicate != dp && !l.shards_optimizer())
+    t.notes +=
+        "# replicated weights become FSDP2 (torchtitan's DDP is for pure DP only): weights all-gathered per layer, "
+        "less memory than predicted\n";
+  else if (dp > 1 && replicate != dp && !l.shards_parameters() && pp == 1)
+    t.notes +=
+        "# the distributed optimizer (ZeRO-1) becomes FSDP2, which also shards weights and gradients: weights "
+        "all-gathered per layer, less memory than predicted\n";
   t.key("data_parallel_replicate_degree", std::to_string(replicate));
   t.key("data_parallel_shard_degree", std::to_string(shard));
 }

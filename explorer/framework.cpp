@@ -136,7 +136,7 @@ bool runs_as_predicted(Framework f, const Candidate& c, const Cluster& cluster, 
           "weights updated in place, as Apex's DistributedFusedAdam runs them under NeMo 1, are not a "
           "Megatron-LM choice, so these arguments keep a main copy that was not priced");
     });
-    gap(!op.is_default() && !c.distributed_optimizer, [] {
+    gap(!op.is_default() && !c.distributed_optimizer(), [] {
       return std::string(
           "optimizer state below fp32 without the distributed optimizer: Megatron-LM's "
           "--use-precision-aware-optimizer runs only with --use-distributed-optimizer");

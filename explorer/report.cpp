@@ -4,7 +4,10 @@ namespace sax::explorer {
 
 std::string options_string(const Layout& l) {
   std::string s = l.order_string() + ", " + to_string(l.schedule.pipeline) + ", DP " + to_string(l.schedule.dp_sync);
-  if (l.use_distributed_optimizer) s += ", dist-opt";
+  if (l.shards_parameters())
+    s += ", FSDP";
+  else if (l.shards_optimizer())
+    s += ", dist-opt";
   if (l.sequence_parallel) s += ", SP";
   if (l.tp_comm_overlap) s += ", TP overlap";
   if (l.schedule.pipeline == PipelineSchedule::interleaved && !l.overlap_p2p_comm) s += ", PP receives in place";

@@ -99,7 +99,7 @@ bool same_but_placement(const Candidate& a, const Candidate& b) {
          a.first_layers == b.first_layers && a.last_layers == b.last_layers &&
          a.account_embedding == b.account_embedding && a.account_loss == b.account_loss &&
          a.pipeline_layout == b.pipeline_layout && a.pipeline == b.pipeline && a.dp_sync == b.dp_sync &&
-         a.recompute == b.recompute && a.sp == b.sp && a.distributed_optimizer == b.distributed_optimizer &&
+         a.recompute == b.recompute && a.sp == b.sp && a.sharding == b.sharding &&
          a.tp_comm_overlap == b.tp_comm_overlap && a.grad_reduce_in_bf16 == b.grad_reduce_in_bf16 &&
          a.optimizer_precision == b.optimizer_precision;
 }
@@ -224,7 +224,11 @@ struct Visit {
   // (memory is theirs alike).
   bool first_of_memory_group;
 };
-std::size_t slots(const std::vector<int>& techs) { return 2 * 3 * techs.size(); }
+std::size_t slots(const std::vector<int>& techs) { return 3 * 3 * techs.size(); }
+
+// The DP shardings a shape tries (DpSharding's order): none alone without DP; the distributed
+// optimizer; FSDP without a pipeline (validate_layout: with PP it runs as the optimizer's).
+std::int64_t shardings(const Shape& s) { return s.dp * s.cp > 1 ? (s.pp == 1 ? 3 : 2) : 1; }
 
 // What tells a candidate with tp_comm_overlap on from the one with it off handed over just before
 // (the rest is the same by construction: for_each_candidate's innermost loop).
@@ -288,11 +292,12 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
               const bool ok = divisible(cand, m, world);
               Visit visit{&pl, base, 0, sched == PipelineSchedule::zero_bubble ? tail_zb : tail_plain, false};
               for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
-                for (int dist = 0; dist <= (s.dp * s.cp > 1 ? 1 : 0); ++dist) {
+                for (int dist = 0; dist < shardings(s); ++dist) {
                   visit.first_of_memory_group = true;
                   for (std::size_t si = 0; si < 3; ++si) {
                     const DpSync sync = std::array{DpSync::overlapped, DpSync::blocking, DpSync::hierarchical}[si];
                     if (sync == DpSync::hierarchical && !dp_crosses) continue;  // same as blocking
+                    if (dist == 2 && sync != DpSync::overlapped) continue;      // FSDP runs overlapped
                     for (std::size_t ti = 0; ti < techs.size(); ++ti) {
                       const int tech = techs[ti];
                       if (tech >= 0 && !crosses) continue;  // nothing crosses: the technology is moot
@@ -306,7 +311,7 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                         }
                         cand.dp_sync = sync;
                         cand.recompute = rc;
-                        cand.distributed_optimizer = dist == 1;
+                        cand.sharding = static_cast<DpSharding>(dist);
                         cand.technology = tech;
                         cand.tp_comm_overlap = tpo == 1;
                         visit.slot = (static_cast<std::size_t>(dist) * 3 + si) * techs.size() + ti;
@@ -349,7 +354,7 @@ SearchSpace measure(const std::vector<Shape>& all, const Model& m, std::size_t t
     }
     const std::int64_t vpp_sched =
         (s.same_flat ? 0 : (s.pp == 1 ? 1 : 3)) + static_cast<std::int64_t>(s.vpps.size());  // schedules per VPP
-    const std::int64_t dist = s.dp * s.cp > 1 ? 2 : 1;
+    const std::int64_t dist = shardings(s);
     double per_sp = 0;  // SP off and/or on; with SP, tp_comm_overlap off and on
     std::int64_t sps = 0;
     for (int on = (s.tp > 1 ? 1 : 0); on >= (m.is_moe() && s.tp > 1 ? 1 : 0); --on, ++sps)
@@ -370,7 +375,7 @@ SearchSpace measure(const std::vector<Shape>& all, const Model& m, std::size_t t
       {"sequence_parallel", most_sp},
       {"virtual_pipeline x schedule", most_vpp_sched},
       {"recompute", 3},
-      {"distributed_optimizer", most_dist},
+      {"data_parallel_sharding (none, optimizer; FSDP without PP)", most_dist},
       {"dp_sync", 3},
       {"network_technologies (the cluster's own link and each distinct technology)", static_cast<std::int64_t>(techs)},
       {"tp_comm_overlap", 2}};
@@ -505,11 +510,11 @@ void merge_threads(const std::vector<TopN>& tops, const std::vector<Counters>& c
       return a.prediction.step_time_s < b.prediction.step_time_s;
     const Candidate &x = a.candidate, &y = b.candidate;
     return std::tie(x.tp, x.cp, x.ep, x.pp, x.vpp, x.mbs, x.first_layers, x.last_layers, x.account_embedding,
-                    x.account_loss, x.pipeline, x.dp_sync, x.recompute, x.sp, x.distributed_optimizer,
-                    x.grad_reduce_in_bf16, x.optimizer_precision, x.tp_comm_overlap, x.order, x.technology) <
+                    x.account_loss, x.pipeline, x.dp_sync, x.recompute, x.sp, x.sharding, x.grad_reduce_in_bf16,
+                    x.optimizer_precision, x.tp_comm_overlap, x.order, x.technology) <
            std::tie(y.tp, y.cp, y.ep, y.pp, y.vpp, y.mbs, y.first_layers, y.last_layers, y.account_embedding,
-                    y.account_loss, y.pipeline, y.dp_sync, y.recompute, y.sp, y.distributed_optimizer,
-                    y.grad_reduce_in_bf16, y.optimizer_precision, y.tp_comm_overlap, y.order, y.technology);
+                    y.account_loss, y.pipeline, y.dp_sync, y.recompute, y.sp, y.sharding, y.grad_reduce_in_bf16,
+                    y.optimizer_precision, y.tp_comm_overlap, y.order, y.technology);
   });
 }
 

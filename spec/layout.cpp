@@ -34,6 +34,12 @@ const char* to_string(Recompute r) {
   return i < std::size(kNames) ? kNames[i] : "?";
 }
 
+const char* to_string(DpSharding d) {
+  static constexpr const char* kNames[] = {"no_shard", "optim", "optim_grads_params"};  // in DpSharding's order
+  const auto i = static_cast<std::size_t>(d);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
+
 const char* to_string(AttentionBackend a) {
   static constexpr const char* kNames[] = {"flash", "fused", "unfused", "local", "auto"};  // in the enum's order
   const auto i = static_cast<std::size_t>(a);
@@ -170,6 +176,11 @@ LayoutRule schedule_rule(const Layout& l) {
   // parallelism is enabled" for --tp-comm-overlap.
   if (l.tp_comm_overlap && !(l.sequence_parallel && l.tensor_model_parallel_size > 1))
     return LayoutRule::tp_comm_overlap_needs_sp;
+  // With PP, torchtitan keeps FSDP's parameters unsharded between micro-batches (its
+  // fsdp_reshard_after_forward "default") and reduces the gradients once: the traffic and memory
+  // of the distributed optimizer, which sax prices as optim; Megatron-FSDP runs without PP.
+  if (l.shards_parameters() && pp > 1) return LayoutRule::fsdp_needs_one_stage;
+  if (l.shards_parameters() && l.schedule.dp_sync != DpSync::overlapped) return LayoutRule::fsdp_needs_overlapped;
   return LayoutRule::ok;
 }
 
@@ -321,7 +332,17 @@ static void read_parallelism(Fields& f, Layout& l) {
   l.recompute_granularity = pick<Recompute>(
       f, "recompute_granularity",
       {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}}, Recompute::none);
-  l.use_distributed_optimizer = f.boolean("use_distributed_optimizer", false);
+  // Megatron's names: --data-parallel-sharding-strategy, or --use-distributed-optimizer (optim).
+  const bool dist = f.boolean("use_distributed_optimizer", false);
+  l.data_parallel_sharding_strategy = pick<DpSharding>(f, "data_parallel_sharding_strategy",
+                                                       {{"no_shard", DpSharding::no_shard},
+                                                        {"optim", DpSharding::optim},
+                                                        {"optim_grads_params", DpSharding::optim_grads_params}},
+                                                       dist ? DpSharding::optim : DpSharding::no_shard);
+  if (dist && l.data_parallel_sharding_strategy == DpSharding::no_shard)
+    f.fail("data_parallel_sharding_strategy",
+           "optim or optim_grads_params with use_distributed_optimizer true (it shards the optimizer state), got "
+           "no_shard");
   l.grad_reduce_in_bf16 = f.boolean("grad_reduce_in_bf16", false);
   auto state_dtype = [&](const char* key) {
     return pick<DType>(f, key, {{"fp32", DType::fp32}, {"bf16", DType::bf16}, {"fp16", DType::fp16}}, DType::fp32);
@@ -388,6 +409,8 @@ static void check_layout_alone(Fields& f, const Layout& l, const std::string& fi
     case LayoutRule::pipeline_layout_stages:
     case LayoutRule::account_for_with_uneven:
     case LayoutRule::tp_comm_overlap_needs_sp:
+    case LayoutRule::fsdp_needs_one_stage:
+    case LayoutRule::fsdp_needs_overlapped:
       fail_rule(rule, l, nullptr, 0, "", file);
     case LayoutRule::vpp_needs_pipeline:
       f.fail("virtual_pipeline_model_parallel_size",
@@ -443,7 +466,8 @@ json to_json(const Layout& l) {
             {"sequence_parallel", l.sequence_parallel},
             {"tp_comm_overlap", l.tp_comm_overlap},
             {"recompute_granularity", to_string(l.recompute_granularity)},
-            {"use_distributed_optimizer", l.use_distributed_optimizer},
+            {"use_distributed_optimizer", l.shards_optimizer()},
+            {"data_parallel_sharding_strategy", to_string(l.data_parallel_sharding_strategy)},
             {"grad_reduce_in_bf16", l.grad_reduce_in_bf16},
             {"attention_backend", to_string(l.attention_backend)},
             {"order", l.order_string()}};
@@ -537,6 +561,16 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
                                    "(Megatron overlaps only sequence-parallel TP communication), got true with "
                                    "tensor_model_parallel_size ") +
                            str(tp) + " and sequence_parallel " + (l.sequence_parallel ? "true" : "false")};
+    case LayoutRule::fsdp_needs_one_stage:
+      return RuleFault{"data_parallel_sharding_strategy",
+                       "optim with pipeline_model_parallel_size " + str(pp) +
+                           " (FSDP with a pipeline keeps its parameters gathered between micro-batches and "
+                           "reduces the gradients once, as the distributed optimizer does), got optim_grads_params"};
+    case LayoutRule::fsdp_needs_overlapped:
+      return RuleFault{"data_parallel_sharding_strategy",
+                       std::string("no_shard or optim with schedule.dp_sync ") + to_string(l.schedule.dp_sync) +
+                           " (FSDP gathers and reduces layer by layer behind compute: dp_sync overlapped), got "
+                           "optim_grads_params"};
     case LayoutRule::moe_tp_needs_sp:
       return RuleFault{"sequence_parallel", "true for MoE model " + m->name + " with tensor_model_parallel_size " +
                                                 str(tp) +

@@ -25,6 +25,14 @@ constexpr Dim kDims[] = {Dim::tp, Dim::cp, Dim::ep, Dim::dp, Dim::pp};
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zero_bubble };
 enum class DpSync { blocking, overlapped, hierarchical };
 enum class Recompute { none, selective, full };
+// What data parallelism shards, in Megatron-LM's names (--data-parallel-sharding-strategy):
+// nothing (plain DDP), the optimizer state (its distributed optimizer, ZeRO-1, with the
+// gradients reduce-scattered and the parameters all-gathered once per step), or the optimizer
+// state, gradients and parameters (FSDP, ZeRO-3: each layer's parameters all-gathered before its
+// forward and again before its backward, its gradients reduce-scattered after its backward, every
+// micro-batch, the next layer's gather prefetched behind the current layer's compute, as
+// Megatron-FSDP and PyTorch FSDP2 run it; Zhao et al. 2023, "PyTorch FSDP", VLDB).
+enum class DpSharding { no_shard, optim, optim_grads_params };
 // The dtypes the optimizer keeps its state in, as Megatron-core's precision-aware optimizer
 // names them (--main-params-dtype, --exp-avg-dtype, --exp-avg-sq-dtype; any of them below fp32
 // is that optimizer). A main dtype equal to the weights' keeps no main copy: the step updates the
@@ -44,6 +52,7 @@ const char* to_string(AttentionBackend a);
 const char* to_string(PipelineSchedule s);
 const char* to_string(DpSync s);
 const char* to_string(Recompute r);
+const char* to_string(DpSharding d);
 
 struct Schedule {
   PipelineSchedule pipeline = PipelineSchedule::one_f_one_b;
@@ -72,7 +81,11 @@ struct Layout {
   // chain from one stage to the next, as measured).
   bool overlap_p2p_comm = true;
   Recompute recompute_granularity = Recompute::none;
-  bool use_distributed_optimizer = false;
+  // The layout file's data_parallel_sharding_strategy (its use_distributed_optimizer: true is
+  // optim); shards_optimizer() is Megatron's --use-distributed-optimizer or FSDP.
+  DpSharding data_parallel_sharding_strategy = DpSharding::no_shard;
+  bool shards_optimizer() const { return data_parallel_sharding_strategy != DpSharding::no_shard; }
+  bool shards_parameters() const { return data_parallel_sharding_strategy == DpSharding::optim_grads_params; }
   // Megatron-LM's --grad-reduce-in-bf16: a bf16 model's gradients kept and reduced in bf16, not
   // in the fp32 Megatron gives them by default (gradient_bytes).
   bool grad_reduce_in_bf16 = false;
@@ -139,6 +152,8 @@ enum class LayoutRule {
   pipeline_layout_malformed,  // a string Megatron refuses or sax cannot model (MTP)
   pipeline_layout_stages,     // its virtual stages number PP × VPP
   tp_comm_overlap_needs_sp,   // tp_comm_overlap needs TP > 1 and sequence parallelism (Megatron)
+  fsdp_needs_one_stage,       // FSDP (optim_grads_params) without PP (with PP: optim)
+  fsdp_needs_overlapped,      // FSDP's gathers and scatters run behind compute: dp_sync overlapped
   // Degrees against the world size (no model needed).
   model_parallel_divides_world,  // TP×CP×PP divides the world size
   ep_divides_dp,                 // EP divides DP

@@ -149,7 +149,8 @@ class Builder {
     std::int64_t posted = -1;  // the op index of this block's receive, posted before the block before
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       const Block& b = blocks[i];
-      const bool sync_after = overlapped() && i == last_block[b.chunk];
+      // (FSDP reduces each layer's gradients every micro-batch: fsdp_scatter.)
+      const bool sync_after = overlapped() && !l_.shards_parameters() && i == last_block[b.chunk];
       if (!early(i)) input_recv(b);
       const std::int64_t next = early(i + 1) && input_recv(blocks[i + 1]) ? std::ssize(w_.ops) - 1 : -1;
       if (posted >= 0) w_.ops[static_cast<std::size_t>(posted)].needed_at = std::ssize(w_.ops);
@@ -387,6 +388,7 @@ class Builder {
 
   void forward_block(const Block& b) {
     const std::int64_t v = virtual_stage(b.chunk);
+    fsdp_first(Phase::forward, b, chunk_offset_[v]);
     if (has_embedding(b.chunk)) {
       w_.ops.push_back(compute(Phase::forward, b, -1, ops_.embedding(), Part::forward));
       if (tp_ > 1)
@@ -396,7 +398,10 @@ class Builder {
         w_.ops.push_back(
             compute(Phase::forward, b, -1, ops_.dropout("embedding_dropout", ops_.sp_tokens(), h_), Part::forward));
     }
-    for (std::int64_t i = 0; i < chunk_layers_[v]; ++i) layer_forward(Phase::forward, b, chunk_offset_[v] + i, false);
+    for (std::int64_t i = 0; i < chunk_layers_[v]; ++i) {
+      fsdp_step(Phase::forward, b, i + 1 < chunk_layers_[v] ? chunk_offset_[v] + i + 1 : -1);
+      layer_forward(Phase::forward, b, chunk_offset_[v] + i, false);
+    }
     if (has_output(b.chunk)) {
       w_.ops.push_back(compute(Phase::forward, b, -1, ops_.norm("final_norm", ops_.sp_tokens()), Part::forward));
       if (sp_)
@@ -413,6 +418,8 @@ class Builder {
   void backward_block(const Block& b, bool sync_after) {
     const std::int64_t v = virtual_stage(b.chunk);
     const Phase ph = zb() ? Phase::backward_input : Phase::backward;
+    const std::int64_t first = chunk_offset_[v], last = first + chunk_layers_[v] - 1;
+    fsdp_first(ph, b, last);
     if (has_output(b.chunk)) {
       w_.ops.push_back(compute(ph, b, -1, ops_.cross_entropy(), Part::backward));
       sp_regather(ph, b, -1, "logits");
@@ -422,17 +429,20 @@ class Builder {
                 sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
       w_.ops.push_back(compute(ph, b, -1, ops_.norm("final_norm", ops_.sp_tokens()), Part::backward));
     }
-    for (std::int64_t i = chunk_layers_[v] - 1; i >= 0; --i) {
-      const std::int64_t layer = chunk_offset_[v] + i;
+    for (std::int64_t layer = last; layer >= first; --layer) {
+      fsdp_step(ph, b, layer > first ? layer - 1 : -1);
       if (l_.recompute_granularity != Recompute::none)
         layer_forward(Phase::recompute, b, layer, l_.recompute_granularity == Recompute::selective);
       layer_backward(ph, b, layer);
       if (sync_after) layer_dp_sync(layer);
+      // The first layer's gradients leave with the embedding's, once its backward is done.
+      if (layer > first || !has_embedding(b.chunk)) fsdp_scatter(ph, b, layer);
     }
     if (has_embedding(b.chunk)) {
       if (m_.hidden_dropout > 0)
         w_.ops.push_back(compute(ph, b, -1, ops_.dropout("embedding_dropout", ops_.sp_tokens(), h_), Part::backward));
       w_.ops.push_back(compute(ph, b, -1, ops_.embedding(), Part::backward));
+      fsdp_scatter(ph, b, first);
     }
     if (v > 0)
       message(ph, b.microbatch, b.chunk, -1, "pp_gradient", Dim::pp, GroupKind::pp, CollOp::send, pp_bytes(),
@@ -490,8 +500,53 @@ class Builder {
     const SyncGroup group = hierarchical ? sync_group(g) : SyncGroup{g, grid_.size(g), 0, 1};
     const double grad_bytes = gradient_bytes(m_.dtype, l_.grad_reduce_in_bf16);
     for (const SyncMessage& s :
-         dp_sync_messages(group, params, e_, grad_bytes, l_.use_distributed_optimizer, hierarchical, gather))
+         dp_sync_messages(group, params, e_, grad_bytes, l_.shards_optimizer(), hierarchical, gather))
       message(ph, -1, 0, layer, s.name, Dim::dp, s.group, s.op, s.bytes, -1, overlappable);
+  }
+
+  // FSDP (Layout::shards_parameters): each layer's parameters (the first layer's with the
+  // embedding's, the last one's with the output layer's: the edges ride with their neighbours)
+  // all-gathered over DP before its forward and again before its backward, the next layer's
+  // issued behind the current one's compute (the prefetch of Megatron-FSDP and FSDP2) and needed
+  // where that layer begins; its gradients reduce-scattered once its backward is done, behind what
+  // follows, every micro-batch. The messages are the distributed optimizer's plan for the layer
+  // (dp_sync_messages), per micro-batch instead of per step.
+  double fsdp_layer_params(std::int64_t layer) const {
+    const std::int64_t v = virtual_stage(0);
+    double p = layer_dense_params(layer);
+    if (has_embedding(0) && layer == chunk_offset_[v]) p += m_.embedding_params() / tp_;
+    if (has_output(0) && layer == chunk_offset_[v] + chunk_layers_[v] - 1) p += m_.last_stage_output_params(pp_) / tp_;
+    return p;
+  }
+  void fsdp_messages(Phase ph, const Block& b, std::int64_t layer, bool gather) {
+    const double grad_bytes = gradient_bytes(m_.dtype, l_.grad_reduce_in_bf16);
+    auto one = [&](GroupKind g, double params) {
+      const SyncGroup group{g, grid_.size(g), 0, 1};
+      for (const SyncMessage& s : dp_sync_messages(group, params, e_, grad_bytes, true, false, gather))
+        message(ph, b.microbatch, b.chunk, layer, s.name, Dim::dp, s.group, s.op, s.bytes, -1, !gather);
+    };
+    one(GroupKind::dp_cp, fsdp_layer_params(layer));
+    one(GroupKind::expert_dp_cp, layer_expert_params(layer));
+  }
+  // A block's first layer's gather, needed at once (the edges it carries run first).
+  void fsdp_first(Phase ph, const Block& b, std::int64_t layer) {
+    if (!l_.shards_parameters()) return;
+    const auto from = std::ssize(w_.ops);
+    fsdp_messages(ph, b, layer, true);
+    for (auto k = from; k < std::ssize(w_.ops); ++k) w_.ops[static_cast<std::size_t>(k)].needed_at = std::ssize(w_.ops);
+    fsdp_from_ = fsdp_to_ = std::ssize(w_.ops);
+  }
+  // Where a layer begins: the gather issued behind the layer before is needed here; the next
+  // layer's (`next`, −1: none) is issued to run behind this one.
+  void fsdp_step(Phase ph, const Block& b, std::int64_t next) {
+    if (!l_.shards_parameters()) return;
+    for (auto k = fsdp_from_; k < fsdp_to_; ++k) w_.ops[static_cast<std::size_t>(k)].needed_at = std::ssize(w_.ops);
+    fsdp_from_ = std::ssize(w_.ops);
+    if (next >= 0) fsdp_messages(ph, b, next, true);
+    fsdp_to_ = std::ssize(w_.ops);
+  }
+  void fsdp_scatter(Phase ph, const Block& b, std::int64_t layer) {
+    if (l_.shards_parameters()) fsdp_messages(ph, b, layer, false);
   }
 
   void layer_dp_sync(std::int64_t layer) {
@@ -518,13 +573,15 @@ class Builder {
     if (!m_.untie_embeddings_and_output_weights && pp_ > 1 && (stage_ == 0 || stage_ == pp_ - 1))
       message(last, -1, 0, -1, "embedding_grad", Dim::pp, GroupKind::embedding, CollOp::all_reduce,
               4.0 * static_cast<double>(m_.vocab_size) * h_ / tp_);
-    if (overlapped()) {
+    if (l_.shards_parameters()) {
+      // Reduced and gathered layer by layer in the micro-batches: the optimizer step alone.
+    } else if (overlapped()) {
       sync(GroupKind::dp_cp, edge_params(), -1, true, false);
     } else {
       sync(GroupKind::dp_cp, dense, -1, false, false);
       sync(GroupKind::expert_dp_cp, expert, -1, false, false);
     }
-    const bool dist = l_.use_distributed_optimizer;
+    const bool dist = l_.shards_optimizer();
     Op opt;
     opt.kind = OpKind::compute;
     opt.phase = Phase::optimizer;
@@ -540,6 +597,7 @@ class Builder {
     opt.bytes_written = ob.written;
     opt.zeroed_bytes = ob.zeroed;
     w_.ops.push_back(opt);
+    if (l_.shards_parameters()) return;
     if (overlapped()) {
       // In the order the next step's forward needs them: the first stage's embedding first.
       if (stage_ == 0) sync(GroupKind::dp_cp, edge_params(), -1, true, true);
@@ -560,7 +618,8 @@ class Builder {
   RankGrid grid_;
   std::int64_t rank_;
   std::int64_t tp_, cp_, pp_, vpp_, ep_, dp_, edp_, stage_;
-  bool sp_, tpo_ = false;  // sequence parallelism; tp_comm_overlap with it
+  bool sp_, tpo_ = false;                     // sequence parallelism; tp_comm_overlap with it
+  std::int64_t fsdp_from_ = 0, fsdp_to_ = 0;  // the gathers issued for the next layer (ops [from, to))
   double e_, T_, h_, q_, kv_, A_;
   LayerOps ops_;
   std::vector<std::int64_t> chunk_layers_, chunk_offset_;  // per virtual stage

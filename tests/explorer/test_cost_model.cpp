@@ -24,7 +24,7 @@ Layout gpt3_tp8_pp16() {
   l.pipeline_model_parallel_size = 16;
   l.sequence_parallel = true;
   l.recompute_granularity = Recompute::selective;
-  l.use_distributed_optimizer = true;
+  l.data_parallel_sharding_strategy = DpSharding::optim;
   return l;
 }
 }  // namespace
@@ -147,7 +147,7 @@ TEST(CostModel, MemoryMatchesHandComputedTotalsLlama8bFullRecompute) {
   const Model m = test::preset_model("llama3-8b");
   Layout l;
   l.recompute_granularity = Recompute::full;
-  l.use_distributed_optimizer = false;
+  l.data_parallel_sharding_strategy = DpSharding::no_shard;
   validate_layout(l, m, c, "llama8b");
   const double s = 8192, h = 4096, V = 128256, a = 32;
   // One layer in full (generalised Korthikanti terms): 8 replicated (no hidden dropout: no
@@ -170,6 +170,47 @@ TEST(CostModel, MemoryMatchesHandComputedTotalsLlama8bFullRecompute) {
   EXPECT_NEAR(cm_dropout.predict(l).memory_gib, (expected + (2 + 5 * a * s / h) * s * h) / kGiB, 1e-9);
 }
 
+// Llama 3 8B on one H200 node: FSDP over the 8 devices keeps 1/8 of the weights, gradients and
+// state plus two layers' unsharded weights (the largest, the first with the embedding and the
+// output layer's share, and the prefetched one) and one layer's gradients, as hand-computed; the
+// distributed optimizer keeps every weight and gradient.
+// Its communication is per micro-batch: more micro-batches, more DP time; never more than the
+// gathers and scatters take alone, never less than nothing.
+TEST(CostModel, FsdpShardsEverythingAndPaysItsGathersPerMicrobatch) {
+  const Cluster c = test::preset_cluster("h200-1node");
+  const Model m = test::preset_model("llama3-8b");
+  Layout l;
+  l.recompute_granularity = Recompute::full;
+  l.data_parallel_sharding_strategy = DpSharding::optim_grads_params;
+  validate_layout(l, m, c, "llama8b-fsdp");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  const Prediction p = cm.predict(l);
+  const double P = m.params_total(), edge = m.embedding_params() + m.output_params();
+  const double layer = (P - edge) / 32 + edge;
+  EXPECT_NEAR(p.memory.weights_gib * kGiB, P / 8 * 2 + 2 * layer * 2, 1e3);
+  EXPECT_NEAR(p.memory.gradients_gib * kGiB, P / 8 * 4 + layer * 4, 1e3);
+  EXPECT_NEAR(p.memory.optimizer_gib * kGiB, P / 8 * 12, 1e3);
+  EXPECT_TRUE(p.feasible) << p.memory_gib;
+  Layout optim = l;
+  optim.data_parallel_sharding_strategy = DpSharding::optim;
+  const Prediction o = cm.predict(optim);  // 2 + 4 bytes of every parameter on each device
+  EXPECT_NEAR(o.memory.weights_gib * kGiB, P * 2, 1e3);
+  EXPECT_NEAR(o.memory.gradients_gib * kGiB, P * 4, 1e3);
+  EXPECT_LT(p.memory_gib, o.memory_gib);
+  const double dp = p.breakdown.exposed_comm_s[static_cast<int>(Dim::dp)];
+  EXPECT_GT(dp, 0);
+  // Bigger micro-batches: fewer of them, fewer gathers, and more compute behind each.
+  Layout big = l;
+  big.micro_batch_size = 4;
+  const Prediction q = cm.predict(big);
+  EXPECT_LT(q.breakdown.exposed_comm_s[static_cast<int>(Dim::dp)], dp);
+  // The DP sync after the step is gone: the breakdown's DP term is what the micro-batches leave.
+  EXPECT_NEAR(p.step_time_s,
+              p.breakdown.compute_s + p.breakdown.bubble_s + dp + p.breakdown.optimizer_s +
+                  p.breakdown.exposed_comm_s[static_cast<int>(Dim::pp)],
+              1e-9 * p.step_time_s);
+}
+
 TEST(CostModel, BreakdownAddsUpAndMfuIsModelFlopsOverPeak) {
   const Cluster c = test::preset_cluster("h100-3bld");
   for (const std::string name : {"llama3-405b", "mixtral-8x7b"}) {
@@ -183,7 +224,7 @@ TEST(CostModel, BreakdownAddsUpAndMfuIsModelFlopsOverPeak) {
     l.decoder_first_pipeline_num_layers = l.decoder_last_pipeline_num_layers = edge;
     l.sequence_parallel = true;
     l.recompute_granularity = Recompute::selective;
-    l.use_distributed_optimizer = true;
+    l.data_parallel_sharding_strategy = DpSharding::optim;
     l.schedule.dp_sync = DpSync::hierarchical;
     l.order = {Dim::tp, Dim::cp, Dim::pp, Dim::ep, Dim::dp};
     validate_layout(l, m, c, name);
@@ -210,7 +251,7 @@ TEST(CostModel, CrossBuildingTechnologyAndOversubscriptionMatter) {
   l.tensor_model_parallel_size = 8;
   l.pipeline_model_parallel_size = 8;
   l.context_parallel_size = 1;
-  l.use_distributed_optimizer = true;
+  l.data_parallel_sharding_strategy = DpSharding::optim;
   l.recompute_granularity = Recompute::selective;
   l.sequence_parallel = true;
   l.schedule.dp_sync = DpSync::blocking;
@@ -306,7 +347,7 @@ TEST(CostModel, CalibrationReplacesDatasheetValues) {
   l.pipeline_model_parallel_size = 4;
   l.context_parallel_size = 4;
   l.sequence_parallel = true;
-  l.use_distributed_optimizer = true;
+  l.data_parallel_sharding_strategy = DpSharding::optim;
   Cluster s = c;
   s.buildings = {{"a", 64}};  // 512 GPUs: DP 4
   validate_layout(l, m, s, "8b");
@@ -656,7 +697,7 @@ TEST(CostModel, TpCommOverlapHidesALayersTpMessagesBehindItsGemms) {
   Layout l;
   l.tensor_model_parallel_size = 2;
   l.sequence_parallel = true;
-  l.use_distributed_optimizer = true;
+  l.data_parallel_sharding_strategy = DpSharding::optim;
   validate_layout(l, m, c, "tp2");
   Layout on = l;
   on.tp_comm_overlap = true;

@@ -32,7 +32,7 @@ std::vector<std::string> megatron_flags(const std::string& text) {
   bool in_command = false, ended = false;
   for (std::size_t i = 0; i < all.size(); ++i) {
     std::string line = all[i];
-    if (line.empty() || line[0] == '#' || line.rfind("export ", 0) == 0) {
+    if (line.empty() || line[0] == '#' || line.rfind("export ", 0) == 0 || line.rfind("unset ", 0) == 0) {
       EXPECT_TRUE(!in_command || ended) << "a comment inside the command breaks it:\n" << text;
       continue;
     }
@@ -91,7 +91,7 @@ Layout tp2_pp2_vpp2() {
   l.micro_batch_size = 2;
   l.sequence_parallel = true;
   l.recompute_granularity = Recompute::full;
-  l.use_distributed_optimizer = true;
+  l.data_parallel_sharding_strategy = DpSharding::optim;
   l.schedule.pipeline = PipelineSchedule::interleaved;
   l.schedule.dp_sync = DpSync::overlapped;
   return l;
@@ -161,7 +161,7 @@ TEST(Emit, OptimizerStateDtypesAsTheFrameworksSayThem) {
   const Model m = test::preset_model("llama3-8b");
   Layout l;
   l.tensor_model_parallel_size = 2;
-  l.use_distributed_optimizer = true;
+  l.data_parallel_sharding_strategy = DpSharding::optim;
   l.optimizer_precision = {DType::fp16, DType::bf16, DType::bf16};
   ASSERT_NO_THROW(validate_layout(l, m, c, "hand-built"));
   auto count = [](const std::string& text, const std::string& flag) {
@@ -179,7 +179,7 @@ TEST(Emit, OptimizerStateDtypesAsTheFrameworksSayThem) {
   text = megatron_args(l, m, c);
   EXPECT_EQ(count(text, "--main-params-dtype"), 0) << text;
   EXPECT_NE(text.find("# main_params_dtype bf16"), std::string::npos) << text;
-  l.use_distributed_optimizer = false;
+  l.data_parallel_sharding_strategy = DpSharding::no_shard;
   EXPECT_NE(megatron_args(l, m, c).find("# optimizer state below fp32 without the distributed optimizer"),
             std::string::npos);
   l.optimizer_precision = {};

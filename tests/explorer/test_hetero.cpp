@@ -156,7 +156,7 @@ TEST(Hetero, TheEvenSplitHoldsEveryLayerAndBalancingBeatsIt) {
   const Cluster c = test::preset_cluster("mixed-3bld");
   const Model m = test::preset_model("llama3-70b");
   Candidate k;
-  k.tp = 8, k.cp = 8, k.pp = 12, k.dp = 32, k.mbs = 1, k.sp = true, k.distributed_optimizer = true;
+  k.tp = 8, k.cp = 8, k.pp = 12, k.dp = 32, k.mbs = 1, k.sp = true, k.sharding = DpSharding::optim;
   k.first_layers = 5, k.last_layers = 5;
   ASSERT_EQ(k.tp * k.cp * k.pp * k.dp, c.world_size());
   const Candidate even = with_even_split(k, m.num_layers);

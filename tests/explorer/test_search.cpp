@@ -93,7 +93,7 @@ TEST(Search, LayoutsThatDoNotFitArePruned) {
   }
   // Plain DP without the distributed optimizer needs 18 bytes per parameter: never listed.
   for (const auto& x : r.top)
-    EXPECT_FALSE(x.candidate.tp == 1 && x.candidate.pp == 1 && !x.candidate.distributed_optimizer);
+    EXPECT_FALSE(x.candidate.tp == 1 && x.candidate.pp == 1 && !x.candidate.distributed_optimizer());
   // Llama 3 405B does not fit on one node at all.
   const Model big = test::preset_model("llama3-405b");
   const CostModel cm2(c, big, CostParams::datasheet(c, big));
@@ -165,7 +165,7 @@ TEST(Search, TriesTpCommOverlapOffAndOnWhereSequenceParallel) {
       if (y.candidate.tp == off.tp && y.candidate.pp == off.pp && y.candidate.mbs == off.mbs &&
           y.candidate.vpp == off.vpp && y.candidate.recompute == off.recompute &&
           y.candidate.pipeline == off.pipeline && y.candidate.dp_sync == off.dp_sync &&
-          y.candidate.distributed_optimizer == off.distributed_optimizer && y.candidate.order == off.order &&
+          y.candidate.sharding == off.sharding && y.candidate.order == off.order &&
           y.candidate.first_layers == off.first_layers && y.candidate.last_layers == off.last_layers &&
           y.candidate.account_embedding == off.account_embedding && y.candidate.account_loss == off.account_loss &&
           y.candidate.cp == off.cp && y.candidate.sp == off.sp && !y.candidate.tp_comm_overlap) {

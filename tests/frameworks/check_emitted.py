@@ -69,9 +69,15 @@ class Checker:
         tokens = shlex.split(body.replace("\\\n", " "), comments=True)
         if "pretrain_gpt.py" not in tokens:
             return self.error(where, "no pretrain_gpt.py in the command")
-        if tokens[0] != "export" or tokens[1] != "CUDA_DEVICE_MAX_CONNECTIONS=1":
-            if "--tensor-model-parallel-size" in tokens and tokens[tokens.index("--tensor-model-parallel-size") + 1] != "1":
-                self.error(where, "TP > 1 without CUDA_DEVICE_MAX_CONNECTIONS=1 (arguments.py asserts it before Blackwell)")
+        # arguments.py (core_v0.15.0): TP or CP need CUDA_DEVICE_MAX_CONNECTIONS=1 before
+        # Blackwell; Megatron-FSDP asserts it is not 1.
+        env_one = "CUDA_DEVICE_MAX_CONNECTIONS=1" in tokens[:tokens.index("torchrun")]
+        value = lambda flag: tokens[tokens.index(flag) + 1] if flag in tokens else "1"
+        if "--use-megatron-fsdp" in tokens:
+            if env_one or "unset" not in tokens[:tokens.index("torchrun")]:
+                self.error(where, "Megatron-FSDP without unset CUDA_DEVICE_MAX_CONNECTIONS (arguments.py asserts it)")
+        elif (value("--tensor-model-parallel-size") != "1" or value("--context-parallel-size") != "1") and not env_one:
+            self.error(where, "TP or CP > 1 without CUDA_DEVICE_MAX_CONNECTIONS=1 (arguments.py asserts it)")
         args = tokens[tokens.index("pretrain_gpt.py") + 1:]
         seen = set()
         i = 0

@@ -135,6 +135,13 @@ INSTANTIATE_TEST_SUITE_P(
             "gpt-tiny.json",
             {{"micro_batch_size", 2}, {"use_distributed_optimizer", true}, {"schedule", sched("1f1b", "hierarchical")}},
             ""},
+        // FSDP: each layer gathered twice and reduce-scattered once per micro-batch, prefetched.
+        Case{"Dp4Fsdp",
+             "gpt-tiny.json",
+             {{"micro_batch_size", 2},
+              {"data_parallel_sharding_strategy", "optim_grads_params"},
+              {"schedule", sched("1f1b", "overlapped")}},
+             ""},
         Case{"Tp2Dp2FullRecompute",
              "gpt-tiny.json",
              {{"tensor_model_parallel_size", 2},

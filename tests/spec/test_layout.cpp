@@ -127,6 +127,40 @@ TEST(Layout, MoeRules) {
 
 // Megatron's --tp-comm-overlap: a boolean, and only with sequence parallelism (Megatron asserts
 // it, after turning SP off at TP 1), refused when the file is read.
+// Megatron's --data-parallel-sharding-strategy, with its --use-distributed-optimizer as optim; FSDP
+// refused where sax would price another mechanism than the framework runs (PP, a non-overlapped
+// sync), each fault one line naming the field.
+TEST(Layout, DataParallelShardingStrategy) {
+  auto error_of = [](const json& j) {
+    try {
+      test::layout_of(j);
+    } catch (const InputError& e) {
+      return e.path() + ": " + e.expected();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(test::layout_of(json::object()).data_parallel_sharding_strategy, DpSharding::no_shard);
+  EXPECT_EQ(test::layout_of({{"use_distributed_optimizer", true}}).data_parallel_sharding_strategy, DpSharding::optim);
+  const Layout f = test::layout_of({{"data_parallel_sharding_strategy", "optim_grads_params"}});
+  EXPECT_TRUE(f.shards_parameters());
+  EXPECT_TRUE(f.shards_optimizer());
+  EXPECT_EQ(read_layout(to_json(f), "round trip").data_parallel_sharding_strategy, DpSharding::optim_grads_params);
+  EXPECT_EQ(error_of({{"use_distributed_optimizer", true}, {"data_parallel_sharding_strategy", "optim_grads_params"}}),
+            "");
+  for (const json& j :
+       {json{{"data_parallel_sharding_strategy", "optim_grads"}}, json{{"data_parallel_sharding_strategy", 3}},
+        json{{"use_distributed_optimizer", true}, {"data_parallel_sharding_strategy", "no_shard"}},
+        json{{"data_parallel_sharding_strategy", "optim_grads_params"}, {"pipeline_model_parallel_size", 2}},
+        json{{"data_parallel_sharding_strategy", "optim_grads_params"}, {"schedule", {{"dp_sync", "blocking"}}}}}) {
+    const std::string e = error_of(j);
+    EXPECT_EQ(e.rfind("/data_parallel_sharding_strategy: ", 0), 0u) << j.dump() << " → " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  EXPECT_NE(error_of({{"data_parallel_sharding_strategy", "optim_grads_params"}, {"pipeline_model_parallel_size", 2}})
+                .find("optim with pipeline_model_parallel_size 2"),
+            std::string::npos);
+}
+
 TEST(Layout, TpCommOverlapNeedsSequenceParallelism) {
   auto error_of = [](const json& j) {
     try {

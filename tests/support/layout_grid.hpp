@@ -172,6 +172,18 @@ inline std::vector<Case> grid() {
        {"pipeline_model_parallel_size", 2},
        {"recompute_granularity", "full"},
        {"schedule", {{"pipeline", "zero_bubble"}}}});
+  // FSDP (no PP): every layer gathered twice and reduce-scattered once per micro-batch, the
+  // edges with their neighbouring layers; with TP and full recompute, and on an MoE model whose
+  // experts shard over expert-DP.
+  add("fsdp-dense-tp2-full", c16, tiny(false, 4, 16),
+      {{"tensor_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"recompute_granularity", "full"},
+       {"data_parallel_sharding_strategy", "optim_grads_params"}});
+  add("fsdp-moe-ep2-mbs2", c16, tiny(true, 4, 32),
+      {{"expert_model_parallel_size", 2},
+       {"micro_batch_size", 2},
+       {"data_parallel_sharding_strategy", "optim_grads_params"}});
   return out;
 }
 

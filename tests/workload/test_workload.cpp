@@ -304,7 +304,7 @@ TEST_P(WorkloadGrid, DataParallelSyncCarriesEveryParameterOnce) {
   // Tied embeddings with PP > 1: the last stage's copy of the word embedding is a second copy.
   if (!s.model.untie_embeddings_and_output_weights && s.layout.pipeline_model_parallel_size > 1)
     dense += static_cast<double>(s.model.vocab_size) * s.model.hidden_size;
-  const bool dist = s.layout.use_distributed_optimizer;
+  const bool dist = s.layout.shards_optimizer();
   const double expected =
       dist ? dense + expert : dense * grid.size(GroupKind::dp_cp) + expert * grid.size(GroupKind::expert_dp_cp);
   EXPECT_NEAR(params / expected, 1.0, 1e-9) << s.name;
