@@ -43,7 +43,8 @@ double narayanan_flops(const Model& m) {
 }
 
 double measured_step(Fields p, const MeasuredRun& r) {
-  const std::string metric = p.choice("metric", {"iteration_time_s", "tflops_per_gpu", "tokens_per_s"});
+  const std::string metric =
+      p.choice("metric", {"iteration_time_s", "tflops_per_gpu", "tokens_per_s", "tokens_per_s_per_gpu"});
   const double value = p.number("value");
   p.allow("what");
   const double gpus = static_cast<double>(r.cluster.world_size());
@@ -55,6 +56,7 @@ double measured_step(Fields p, const MeasuredRun& r) {
   } else {
     p.choice("counts", {"step", "tokens"}, "step");
     if (metric == "tokens_per_s") step = static_cast<double>(r.model.tokens_per_step()) / value;
+    if (metric == "tokens_per_s_per_gpu") step = static_cast<double>(r.model.tokens_per_step()) / (value * gpus);
   }
   p.finish();
   return step;

@@ -344,32 +344,36 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
 
 double CostModel::fsdp_time(const Candidate& cand, const StageLayers& st, const StageTraffic& tr,
                             const terms::LayerTimes& t, const Prices& price) const {
-  // Per micro-batch, on the DP link one after another: the forward's gathers, a layer's behind
-  // the layer before; in the backward each layer's gather and the previous layer's reduce-scatter
-  // behind its backward. What the layers' compute does not hide is queued_time's, as for the
-  // overlapped DP sync; over every micro-batch (FSDP runs without PP: nothing else overlaps).
-  // The backward's own compute only: a recomputed forward would hide more, and the tail is kept
-  // for candidates that differ in recompute alone (CostModel::Memo).
+  // Per micro-batch, on the DP link one after another: in the forward each layer's gather behind
+  // the layer before it, in the backward each layer's gather and the reduce-scatter of the layer
+  // after it behind its backward. A block's first gather waits alone, and so does the backward's
+  // last reduce-scatter; in between each layer takes the longer of its messages and its compute,
+  // which runs `overlap_slowdown` slower beside them: beyond its compute, max(messages − compute,
+  // slowdown · min(messages, compute)). A compute-bound layer pays the slowdown, a link-bound one
+  // its messages alone (the slowed compute hides behind them). Over every micro-batch (FSDP runs
+  // without PP: nothing else overlaps). The backward's own compute only: a recomputed forward
+  // would hide more, and the tail is kept for candidates that differ in recompute alone
+  // (CostModel::Memo).
   const double L = static_cast<double>(st.layers());
   if (!(L > 0)) return 0;
-  terms::SyncQueue forward, backward;
+  double gather = 0, scatter = 0;  // one micro-batch's, every layer
   for (int i = 0; i < price.dp_gather_kinds; ++i) {
     const auto k = static_cast<std::size_t>(i);
-    const Amount half{tr.dp_gather[k].count / 2.0, tr.dp_gather[k].bytes / 2.0};
-    if (!(half.count > 0)) continue;
-    forward.total_s += price.dp_gather[k].time(half);
+    const Amount half{tr.dp_gather[k].count / 2.0, tr.dp_gather[k].bytes / 2.0};  // the forward's (or the backward's)
+    if (half.count > 0) gather += price.dp_gather[k].time(half);
   }
   for (int i = 0; i < price.dp_grad_kinds; ++i) {
     const auto k = static_cast<std::size_t>(i);
-    if (tr.dp_grad[k].count > 0) backward.total_s += price.dp_grad[k].time(tr.dp_grad[k]);
+    if (tr.dp_grad[k].count > 0) scatter += price.dp_grad[k].time(tr.dp_grad[k]);
   }
-  backward.total_s += forward.total_s;
-  forward.count = backward.count = L;
-  forward.each_s = forward.total_s / L, backward.each_s = backward.total_s / L;
-  forward.between_s = t.forward(st) / L;
-  backward.between_s = t.backward(st) / L;
+  const double s = p_.overlap_slowdown, g = gather / L, r = scatter / L;
+  auto beside = [s](double messages, double compute) {
+    return std::max(messages - compute, s * std::min(messages, compute));
+  };
+  const double forward = g + (L - 1.0) * beside(g, t.forward(st) / L);
+  const double backward = g + (L - 1.0) * beside(g + r, t.backward(st) / L) + r;
   const std::int64_t m = model_.global_batch_size / (cand.mbs * cand.dp);
-  return static_cast<double>(m) * terms::overlapped_sync_time(forward, backward, p_.overlap_slowdown);
+  return static_cast<double>(m) * (forward + backward);
 }
 
 // Layer times depend on a few of a candidate's choices only; the search evaluates millions of

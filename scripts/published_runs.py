@@ -12,6 +12,8 @@ model and layout files (the layout as published), and the published figure with 
                                      is F / (step_time_s x GPUs)
   tflops_per_gpu, counts sax_model   sax's own model FLOPs (Model::training_flops_per_step, no
                                      recompute): MFU x the dense peak of the model's dtype
+  tokens_per_s, tokens_per_s_per_gpu tokens per second, of the whole job or per GPU (as published);
+                                     the prediction is seq_length x global_batch_size / step_time_s
 
 Prints a Markdown table, then the step time's mean and max |error| and its signed mean over the
 predicted runs (a throughput's error turned into its step time's). A layout sax rejects (exit 2, bad input) stays in the table as
@@ -92,7 +94,9 @@ def predict(sax, run, calibration=None):
 
 
 def fmt(x, unit):
-    return f"{x:.2f} s" if unit == "s" else f"{x:.1f} TFLOP/s"
+    if unit == "s":
+        return f"{x:.2f} s"
+    return f"{x:.1f} TFLOP/s" if unit == "tflops" else f"{x:,.0f} {unit}"
 
 
 def summary(errors):
@@ -162,7 +166,8 @@ def main():
         cluster, model, layout = load(run["cluster"]), load(run["model"]), load(run["layout"])
         world = world_size(cluster)
         pub = run["published"]
-        unit = "s" if pub["metric"] == "iteration_time_s" else "tflops"
+        unit = {"iteration_time_s": "s", "tokens_per_s": "tok/s", "tokens_per_s_per_gpu": "tok/s/GPU"}.get(
+            pub["metric"], "tflops")
         published = fmt(pub["value"], unit)
         try:
             pred, rejection = predict(args.sax, run, args.calibration)
@@ -175,8 +180,13 @@ def main():
             rejected += rejection.startswith("rejected")
         else:
             t = pred["step_time_s"]
+            tokens = model["seq_length"] * model["global_batch_size"]
             if pub["metric"] == "iteration_time_s":
                 value = t
+            elif pub["metric"] == "tokens_per_s":
+                value = tokens / t
+            elif pub["metric"] == "tokens_per_s_per_gpu":
+                value = tokens / t / world
             elif pub["counts"] == "narayanan2021":
                 value = narayanan_flops(model) / (t * world) / 1e12
             elif pub["counts"] == "sax_model":
