@@ -98,9 +98,11 @@ TrafficUnits traffic_units(const ModelConsts& c, const Candidate& cand, const Mi
   auto plan = [&](TrafficList<3>& out, GroupKind kind, bool gather) {
     const GroupPlace& g = pl[kind];
     const workload::SyncGroup group{kind, g.size, g.per_building, g.buildings_spanned};
+    const double grad = gradient_bytes(c.dtype, cand.grad_reduce_in_bf16);
     for (const workload::SyncMessage& s :
-         workload::dp_sync_messages(group, 1.0, c.element_bytes, gradient_bytes(c.dtype, cand.grad_reduce_in_bf16),
-                                    cand.distributed_optimizer(), hierarchical, gather))
+         cand.fsdp() ? workload::fsdp_messages(group, 1.0, c.element_bytes, grad, hierarchical, gather)
+                     : workload::dp_sync_messages(group, 1.0, c.element_bytes, grad, cand.distributed_optimizer(),
+                                                  hierarchical, gather))
       out.add({Dim::dp, s.group, s.op, 1, s.bytes});
   };
   plan(u.dense_grad, GroupKind::dp_cp, false);
@@ -164,11 +166,11 @@ void sync_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& 
   const StageParams& p = t.params = stage_params(c, st, cand.tp, cand.ep, cand.pp);
   const bool overlapped = cand.dp_sync == DpSync::overlapped;
   double dense_n = p.dense > 0 ? (overlapped ? L + (p.edge > 0 ? 1.0 : 0.0) : 1.0) : 0.0;
-  const double expert_n = p.expert > 0 ? (overlapped ? moe : 1.0) : 0.0;
+  double expert_n = p.expert > 0 ? (overlapped ? moe : 1.0) : 0.0;
   // FSDP, per micro-batch: a reduce-scatter per layer and two gathers (forward, backward); the
   // edges ride with their neighbouring layers (workload: fsdp_layer_params).
   const double passes = cand.fsdp() ? 2.0 : 1.0;
-  if (cand.fsdp() && p.dense > 0) dense_n = L;
+  if (cand.fsdp()) dense_n = p.dense > 0 ? L : 0.0, expert_n = p.expert > 0 ? moe : 0.0;
   auto sync = [](std::array<Amount, 6>& out, const TrafficList<3>& dense, const TrafficList<3>& expert, double nd,
                  double pd, double ne, double pe) {
     std::size_t i = 0;

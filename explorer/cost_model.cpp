@@ -75,7 +75,7 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   const double w = dtype_bytes(weight_dtype(c_.dtype));
   mem.weights = params * w;
   mem.grads = params * grad_bytes;
-  const double updated = updated_params(cand, p);
+  const double updated = sharded_params(cand, p);
   if (cand.fsdp()) {
     // Each rank keeps its shard of the weights and gradients; unsharded, the layer running and the
     // one prefetched (the largest: a layer with the edges it carries), and one layer's gradients
@@ -337,9 +337,21 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
   }
   tail.embedding = price.embedding.time(tr.embedding);
   tail.optimizer =
-      terms::optimizer_time(p_, updated_params(cand, tr.params), tr.params.dense + tr.params.expert, model_.dtype,
+      terms::optimizer_time(p_, sharded_params(cand, tr.params), tr.params.dense + tr.params.expert, model_.dtype,
                             gradient_bytes(c_.dtype, cand.grad_reduce_in_bf16), cand.optimizer_precision);
   return tail;
+}
+
+double CostModel::sharded_params(const Candidate& cand, const StageParams& p) const {
+  if (!(cand.fsdp() && cand.dp_sync == DpSync::hierarchical)) return updated_params(cand, p);
+  // HSDP: sharded over the group's members in one building, where it spans buildings evenly.
+  const Placement pl = place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp);
+  auto shards = [&](GroupKind g, std::int64_t n) {
+    const GroupPlace& x = pl[g];
+    return static_cast<double>(x.per_building > 0 && x.buildings_spanned > 1 ? x.per_building : n);
+  };
+  return p.dense / shards(GroupKind::dp_cp, cand.dp * cand.cp) +
+         p.expert / shards(GroupKind::expert_dp_cp, cand.dp / cand.ep * cand.cp);
 }
 
 double CostModel::fsdp_time(const Candidate& cand, const StageLayers& st, const StageTraffic& tr,

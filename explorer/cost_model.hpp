@@ -546,6 +546,9 @@ class CostModel {
   // The terms of one stage, for a candidate (what evaluate combines).
   terms::Microbatch microbatch(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
                                const terms::LayerTimes& times, const Prices& prices) const;
+  // The parameters whose optimizer state one rank keeps (updated_params), with HSDP those of its
+  // shard inside its building.
+  double sharded_params(const Candidate& cand, const StageParams& p) const;
   // FSDP's gathers and reduce-scatters not hidden behind the layers' compute, over the step.
   double fsdp_time(const Candidate& cand, const StageLayers& st, const StageTraffic& traffic,
                    const terms::LayerTimes& times, const Prices& price) const;

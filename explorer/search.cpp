@@ -221,7 +221,7 @@ struct Visit {
   // differ in recompute, in 1F1B against GPipe, or in tp_comm_overlap only): CostModel::Memo's tag.
   std::uint64_t tail;
   // The first of candidates that differ in the DP sync, the technology and tp_comm_overlap only
-  // (memory is theirs alike).
+  // (memory is theirs alike; HSDP, FSDP with the hierarchical sync, starts its own group).
   bool first_of_memory_group;
 };
 std::size_t slots(const std::vector<int>& techs) { return 3 * 3 * techs.size(); }
@@ -297,7 +297,9 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                   for (std::size_t si = 0; si < 3; ++si) {
                     const DpSync sync = std::array{DpSync::overlapped, DpSync::blocking, DpSync::hierarchical}[si];
                     if (sync == DpSync::hierarchical && !dp_crosses) continue;  // same as blocking
-                    if (dist == 2 && sync != DpSync::overlapped) continue;      // FSDP runs overlapped
+                    if (dist == 2 && sync == DpSync::blocking) continue;        // FSDP overlaps (or is HSDP)
+                    // HSDP shards inside a building: its memory is not FSDP's.
+                    if (dist == 2 && sync == DpSync::hierarchical) visit.first_of_memory_group = true;
                     for (std::size_t ti = 0; ti < techs.size(); ++ti) {
                       const int tech = techs[ti];
                       if (tech >= 0 && !crosses) continue;  // nothing crosses: the technology is moot

@@ -180,7 +180,7 @@ LayoutRule schedule_rule(const Layout& l) {
   // fsdp_reshard_after_forward "default") and reduces the gradients once: the traffic and memory
   // of the distributed optimizer, which sax prices as optim; Megatron-FSDP runs without PP.
   if (l.shards_parameters() && pp > 1) return LayoutRule::fsdp_needs_one_stage;
-  if (l.shards_parameters() && l.schedule.dp_sync != DpSync::overlapped) return LayoutRule::fsdp_needs_overlapped;
+  if (l.shards_parameters() && l.schedule.dp_sync == DpSync::blocking) return LayoutRule::fsdp_needs_overlapped;
   return LayoutRule::ok;
 }
 
@@ -569,8 +569,8 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
     case LayoutRule::fsdp_needs_overlapped:
       return RuleFault{"data_parallel_sharding_strategy",
                        std::string("no_shard or optim with schedule.dp_sync ") + to_string(l.schedule.dp_sync) +
-                           " (FSDP gathers and reduces layer by layer behind compute: dp_sync overlapped), got "
-                           "optim_grads_params"};
+                           " (FSDP gathers and reduces layer by layer behind compute: dp_sync overlapped, or "
+                           "hierarchical for HSDP), got optim_grads_params"};
     case LayoutRule::moe_tp_needs_sp:
       return RuleFault{"sequence_parallel", "true for MoE model " + m->name + " with tensor_model_parallel_size " +
                                                 str(tp) +

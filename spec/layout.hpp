@@ -31,7 +31,9 @@ enum class Recompute { none, selective, full };
 // state, gradients and parameters (FSDP, ZeRO-3: each layer's parameters all-gathered before its
 // forward and again before its backward, its gradients reduce-scattered after its backward, every
 // micro-batch, the next layer's gather prefetched behind the current layer's compute, as
-// Megatron-FSDP and PyTorch FSDP2 run it; Zhao et al. 2023, "PyTorch FSDP", VLDB).
+// Megatron-FSDP and PyTorch FSDP2 run it; Zhao et al. 2023, "PyTorch FSDP", VLDB). FSDP with the
+// hierarchical DP sync is HSDP: sharded inside each building, replicated across them
+// (workload::fsdp_messages).
 enum class DpSharding { no_shard, optim, optim_grads_params };
 // The dtypes the optimizer keeps its state in, as Megatron-core's precision-aware optimizer
 // names them (--main-params-dtype, --exp-avg-dtype, --exp-avg-sq-dtype; any of them below fp32
@@ -153,7 +155,7 @@ enum class LayoutRule {
   pipeline_layout_stages,     // its virtual stages number PP × VPP
   tp_comm_overlap_needs_sp,   // tp_comm_overlap needs TP > 1 and sequence parallelism (Megatron)
   fsdp_needs_one_stage,       // FSDP (optim_grads_params) without PP (with PP: optim)
-  fsdp_needs_overlapped,      // FSDP's gathers and scatters run behind compute: dp_sync overlapped
+  fsdp_needs_overlapped,      // FSDP's gathers and scatters run behind compute: dp_sync overlapped (or HSDP)
   // Degrees against the world size (no model needed).
   model_parallel_divides_world,  // TP×CP×PP divides the world size
   ep_divides_dp,                 // EP divides DP

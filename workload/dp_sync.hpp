@@ -84,4 +84,29 @@ inline SyncMessages dp_sync_messages(const SyncGroup& g, double params, double d
   return out;
 }
 
+// FSDP's messages for one layer's `params` (Layout::shards_parameters): the distributed
+// optimizer's plan over the flat group; with `hierarchical` over a group that spans buildings
+// evenly, HSDP as FSDP2 runs it (torchtitan's data_parallel_replicate_degree): the parameters
+// sharded and gathered inside each building (all_gather over the intra-building half), the
+// gradients reduce-scattered there and the shard all-reduced across the buildings' replicas.
+inline SyncMessages fsdp_messages(const SyncGroup& g, double params, double dtype_bytes, double grad_bytes,
+                                  bool hierarchical, bool gather) {
+  if (!(hierarchical && g.splits_by_building()))
+    return dp_sync_messages(g, params, dtype_bytes, grad_bytes, true, false, gather);
+  SyncMessages out;
+  if (params <= 0) return out;
+  auto add = [&](const char* name, GroupKind group, CollOp op, double bytes) {
+    out.items[static_cast<std::size_t>(out.size++)] = {name, group, op, bytes};
+  };
+  const GroupKind intra = intra_building_half(g.kind), cross = cross_building_half(g.kind);
+  const double G = grad_bytes * params, n_intra = static_cast<double>(g.per_building);
+  if (gather) {
+    if (g.per_building > 1) add("param_all_gather_intra", intra, CollOp::all_gather, dtype_bytes * params);
+    return out;
+  }
+  if (g.per_building > 1) add("grad_sync_intra", intra, CollOp::reduce_scatter, G);
+  add("grad_sync_cross", cross, CollOp::all_reduce, G / n_intra);
+  return out;
+}
+
 }  // namespace sax::workload

@@ -518,11 +518,12 @@ class Builder {
     if (has_output(0) && layer == chunk_offset_[v] + chunk_layers_[v] - 1) p += m_.last_stage_output_params(pp_) / tp_;
     return p;
   }
-  void fsdp_messages(Phase ph, const Block& b, std::int64_t layer, bool gather) {
+  void fsdp_layer_messages(Phase ph, const Block& b, std::int64_t layer, bool gather) {
     const double grad_bytes = gradient_bytes(m_.dtype, l_.grad_reduce_in_bf16);
+    const bool hierarchical = l_.schedule.dp_sync == DpSync::hierarchical;
     auto one = [&](GroupKind g, double params) {
-      const SyncGroup group{g, grid_.size(g), 0, 1};
-      for (const SyncMessage& s : dp_sync_messages(group, params, e_, grad_bytes, true, false, gather))
+      const SyncGroup group = hierarchical ? sync_group(g) : SyncGroup{g, grid_.size(g), 0, 1};
+      for (const SyncMessage& s : workload::fsdp_messages(group, params, e_, grad_bytes, hierarchical, gather))
         message(ph, b.microbatch, b.chunk, layer, s.name, Dim::dp, s.group, s.op, s.bytes, -1, !gather);
     };
     one(GroupKind::dp_cp, fsdp_layer_params(layer));
@@ -532,7 +533,7 @@ class Builder {
   void fsdp_first(Phase ph, const Block& b, std::int64_t layer) {
     if (!l_.shards_parameters()) return;
     const auto from = std::ssize(w_.ops);
-    fsdp_messages(ph, b, layer, true);
+    fsdp_layer_messages(ph, b, layer, true);
     for (auto k = from; k < std::ssize(w_.ops); ++k) w_.ops[static_cast<std::size_t>(k)].needed_at = std::ssize(w_.ops);
     fsdp_from_ = fsdp_to_ = std::ssize(w_.ops);
   }
@@ -542,11 +543,19 @@ class Builder {
     if (!l_.shards_parameters()) return;
     for (auto k = fsdp_from_; k < fsdp_to_; ++k) w_.ops[static_cast<std::size_t>(k)].needed_at = std::ssize(w_.ops);
     fsdp_from_ = std::ssize(w_.ops);
-    if (next >= 0) fsdp_messages(ph, b, next, true);
+    if (next >= 0) fsdp_layer_messages(ph, b, next, true);
     fsdp_to_ = std::ssize(w_.ops);
   }
   void fsdp_scatter(Phase ph, const Block& b, std::int64_t layer) {
-    if (l_.shards_parameters()) fsdp_messages(ph, b, layer, false);
+    if (l_.shards_parameters()) fsdp_layer_messages(ph, b, layer, false);
+  }
+
+  // The ranks a sharded optimizer state is split over: the group, or with HSDP (FSDP and the
+  // hierarchical sync) its members in one building (fsdp_messages).
+  double shards(GroupKind g) const {
+    if (l_.shards_parameters() && l_.schedule.dp_sync == DpSync::hierarchical)
+      if (const SyncGroup s = sync_group(g); s.splits_by_building()) return static_cast<double>(s.per_building);
+    return static_cast<double>(grid_.size(g));
   }
 
   void layer_dp_sync(std::int64_t layer) {
@@ -586,7 +595,7 @@ class Builder {
     opt.kind = OpKind::compute;
     opt.phase = Phase::optimizer;
     opt.name = "optimizer_step";
-    opt.params = dist ? dense / dp_ + expert / edp_ : dense + expert;
+    opt.params = dist ? dense / shards(GroupKind::dp_cp) + expert / shards(GroupKind::expert_dp_cp) : dense + expert;
     opt.compute = ComputeKind::memory;
     opt.m = opt.params;
     opt.n = 1;

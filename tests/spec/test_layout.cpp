@@ -147,6 +147,10 @@ TEST(Layout, DataParallelShardingStrategy) {
   EXPECT_EQ(read_layout(to_json(f), "round trip").data_parallel_sharding_strategy, DpSharding::optim_grads_params);
   EXPECT_EQ(error_of({{"use_distributed_optimizer", true}, {"data_parallel_sharding_strategy", "optim_grads_params"}}),
             "");
+  // HSDP: FSDP with the hierarchical sync.
+  EXPECT_EQ(error_of({{"data_parallel_sharding_strategy", "optim_grads_params"},
+                      {"schedule", {{"dp_sync", "hierarchical"}}}}),
+            "");
   for (const json& j :
        {json{{"data_parallel_sharding_strategy", "optim_grads"}}, json{{"data_parallel_sharding_strategy", 3}},
         json{{"use_distributed_optimizer", true}, {"data_parallel_sharding_strategy", "no_shard"}},

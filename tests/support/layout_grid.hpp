@@ -180,6 +180,12 @@ inline std::vector<Case> grid() {
        {"sequence_parallel", true},
        {"recompute_granularity", "full"},
        {"data_parallel_sharding_strategy", "optim_grads_params"}});
+  add("hsdp-tp2-ep2", c16, tiny(true, 4, 32),
+      {{"tensor_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"expert_model_parallel_size", 2},
+       {"data_parallel_sharding_strategy", "optim_grads_params"},
+       {"schedule", {{"dp_sync", "hierarchical"}}}});
   add("fsdp-moe-ep2-mbs2", c16, tiny(true, 4, 32),
       {{"expert_model_parallel_size", 2},
        {"micro_batch_size", 2},

@@ -285,7 +285,7 @@ TEST_P(WorkloadGrid, TpOverlapPairsEachMarkedMessageWithItsGemm) {
 TEST_P(WorkloadGrid, DataParallelSyncCarriesEveryParameterOnce) {
   const Case& s = GetParam();
   const std::int64_t world = s.cluster.world_size();
-  RankGrid grid(s.layout, world);
+  RankGrid grid(s.layout, s.cluster);
   // One model replica: the ranks with DP×CP coordinate 0, over every TP rank and stage (the
   // EP ranks inside DP hold the other experts: add expert parameters from expert-DP×CP
   // coordinate 0 instead). Its optimizer steps update every parameter once.
@@ -304,9 +304,19 @@ TEST_P(WorkloadGrid, DataParallelSyncCarriesEveryParameterOnce) {
   // Tied embeddings with PP > 1: the last stage's copy of the word embedding is a second copy.
   if (!s.model.untie_embeddings_and_output_weights && s.layout.pipeline_model_parallel_size > 1)
     dense += static_cast<double>(s.model.vocab_size) * s.model.hidden_size;
+  // HSDP (FSDP with the hierarchical sync) shards inside each building the group spans evenly:
+  // one copy per building.
+  auto replicas = [&](GroupKind g) {
+    if (!(s.layout.shards_parameters() && s.layout.schedule.dp_sync == DpSync::hierarchical)) return 1.0;
+    std::map<int, int> per_building;
+    for (auto r : grid.group(0, g)) ++per_building[grid.building(r)];
+    const bool even = std::all_of(per_building.begin(), per_building.end(),
+                                  [&](const auto& b) { return b.second == per_building.begin()->second; });
+    return even && per_building.size() > 1 ? static_cast<double>(per_building.size()) : 1.0;
+  };
   const bool dist = s.layout.shards_optimizer();
-  const double expected =
-      dist ? dense + expert : dense * grid.size(GroupKind::dp_cp) + expert * grid.size(GroupKind::expert_dp_cp);
+  const double expected = dist ? dense * replicas(GroupKind::dp_cp) + expert * replicas(GroupKind::expert_dp_cp)
+                               : dense * grid.size(GroupKind::dp_cp) + expert * grid.size(GroupKind::expert_dp_cp);
   EXPECT_NEAR(params / expected, 1.0, 1e-9) << s.name;
 }
 
