@@ -30,6 +30,7 @@ void for_each_shared_field(L& l, C& c, F&& f) {
   f(l.tp_comm_overlap, c.tp_comm_overlap);
   f(l.overlap_p2p_comm, c.overlap_p2p_comm);
   f(l.data_parallel_sharding_strategy, c.sharding);
+  f(l.fsdp_reshard_after_forward, c.fsdp_reshard);
   f(l.grad_reduce_in_bf16, c.grad_reduce_in_bf16);
   f(l.optimizer_precision, c.optimizer_precision);
   f(l.attention_backend, c.attention);

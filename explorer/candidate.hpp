@@ -27,6 +27,7 @@ struct Candidate {
   Recompute recompute = Recompute::none;
   bool sp = false;
   DpSharding sharding = DpSharding::no_shard;  // Layout::data_parallel_sharding_strategy
+  bool fsdp_reshard = true;                    // Layout::fsdp_reshard_after_forward
   bool grad_reduce_in_bf16 = false;            // Megatron's --grad-reduce-in-bf16 (spec/layout.hpp gradient_bytes)
   OptimizerPrecision optimizer_precision;      // the optimizer state's dtypes (spec/layout.hpp)
   bool tp_comm_overlap = false;                // Megatron's --tp-comm-overlap (needs SP: validate_layout)

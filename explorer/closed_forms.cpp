@@ -169,7 +169,7 @@ void sync_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& 
   double expert_n = p.expert > 0 ? (overlapped ? moe : 1.0) : 0.0;
   // FSDP, per micro-batch: a reduce-scatter per layer and two gathers (forward, backward); the
   // edges ride with their neighbouring layers (workload: fsdp_layer_params).
-  const double passes = cand.fsdp() ? 2.0 : 1.0;
+  const double passes = cand.fsdp() && cand.fsdp_reshard ? 2.0 : 1.0;  // unresharded: the forward's alone
   if (cand.fsdp()) dense_n = p.dense > 0 ? L : 0.0, expert_n = p.expert > 0 ? moe : 0.0;
   auto sync = [](std::array<Amount, 6>& out, const TrafficList<3>& dense, const TrafficList<3>& expert, double nd,
                  double pd, double ne, double pe) {

@@ -78,11 +78,11 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   const double updated = sharded_params(cand, p);
   if (cand.fsdp()) {
     // Each rank keeps its shard of the weights and gradients; unsharded, the layer running and the
-    // one prefetched (the largest: a layer with the edges it carries), and one layer's gradients
-    // before they are reduce-scattered.
+    // one prefetched (the largest: a layer with the edges it carries), or every layer's when the
+    // forward does not reshard them, and one layer's gradients before they are reduce-scattered.
     const double L = std::max<double>(1.0, static_cast<double>(st.layers()));
     const double layer = (params - p.edge) / L + p.edge;
-    mem.weights = updated * w + 2.0 * layer * w;
+    mem.weights = updated * w + (cand.fsdp_reshard ? 2.0 * layer : params) * w;
     mem.grads = updated * grad_bytes + layer * grad_bytes;
   }
   // Adam's m and v and the main copy of half weights, sharded with the optimizer (Megatron-LM's
@@ -371,19 +371,20 @@ double CostModel::fsdp_time(const Candidate& cand, const StageLayers& st, const 
   double gather = 0, scatter = 0;  // one micro-batch's, every layer
   for (int i = 0; i < price.dp_gather_kinds; ++i) {
     const auto k = static_cast<std::size_t>(i);
-    const Amount half{tr.dp_gather[k].count / 2.0, tr.dp_gather[k].bytes / 2.0};  // the forward's (or the backward's)
+    const double passes = cand.fsdp_reshard ? 2.0 : 1.0;
+    const Amount half{tr.dp_gather[k].count / passes, tr.dp_gather[k].bytes / passes};  // the forward's
     if (half.count > 0) gather += price.dp_gather[k].time(half);
   }
   for (int i = 0; i < price.dp_grad_kinds; ++i) {
     const auto k = static_cast<std::size_t>(i);
     if (tr.dp_grad[k].count > 0) scatter += price.dp_grad[k].time(tr.dp_grad[k]);
   }
-  const double s = p_.overlap_slowdown, g = gather / L, r = scatter / L;
+  const double s = p_.overlap_slowdown, g = gather / L, r = scatter / L, gb = cand.fsdp_reshard ? g : 0.0;
   auto beside = [s](double messages, double compute) {
     return std::max(messages - compute, s * std::min(messages, compute));
   };
   const double forward = g + (L - 1.0) * beside(g, t.forward(st) / L);
-  const double backward = g + (L - 1.0) * beside(g + r, t.backward(st) / L) + r;
+  const double backward = gb + (L - 1.0) * beside(gb + r, t.backward(st) / L) + r;
   const std::int64_t m = model_.global_batch_size / (cand.mbs * cand.dp);
   return static_cast<double>(m) * (forward + backward);
 }

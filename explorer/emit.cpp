@@ -290,6 +290,7 @@ void data_parallel_keys(const Layout& l, const Cluster& c, TorchtitanConfig& t) 
         "all-gathered per layer, less memory than predicted\n";
   t.key("data_parallel_replicate_degree", std::to_string(replicate));
   t.key("data_parallel_shard_degree", std::to_string(shard));
+  if (l.shards_parameters() && !l.fsdp_reshard_after_forward) t.key("fsdp_reshard_after_forward", "\"never\"");
 }
 
 // torchtitan counts the embedding and the output as `*_less_layers` layers of the first and

@@ -141,6 +141,11 @@ bool runs_as_predicted(Framework f, const Candidate& c, const Cluster& cluster, 
           "optimizer state below fp32 without the distributed optimizer: Megatron-LM's "
           "--use-precision-aware-optimizer runs only with --use-distributed-optimizer");
     });
+    gap(c.fsdp() && !c.fsdp_reshard, [] {
+      return std::string(
+          "FSDP without resharding after the forward: Megatron-FSDP gathers each layer again for its backward "
+          "(--torch-fsdp2-no-reshard-after-forward is the PyTorch-FSDP2 path's), twice the gathers predicted");
+    });
     gap(c.dp_sync == DpSync::hierarchical, [&] {
       return "DP sync hierarchical (reduce-scatter in each building, all-reduce across, all-gather in each): no "
              "Megatron-LM flag; the nearest is --use-distributed-optimizer --num-distributed-optimizer-instances " +

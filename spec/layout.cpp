@@ -181,6 +181,7 @@ LayoutRule schedule_rule(const Layout& l) {
   // of the distributed optimizer, which sax prices as optim; Megatron-FSDP runs without PP.
   if (l.shards_parameters() && pp > 1) return LayoutRule::fsdp_needs_one_stage;
   if (l.shards_parameters() && l.schedule.dp_sync == DpSync::blocking) return LayoutRule::fsdp_needs_overlapped;
+  if (!l.fsdp_reshard_after_forward && !l.shards_parameters()) return LayoutRule::reshard_needs_fsdp;
   return LayoutRule::ok;
 }
 
@@ -339,6 +340,7 @@ static void read_parallelism(Fields& f, Layout& l) {
                                                         {"optim", DpSharding::optim},
                                                         {"optim_grads_params", DpSharding::optim_grads_params}},
                                                        dist ? DpSharding::optim : DpSharding::no_shard);
+  l.fsdp_reshard_after_forward = f.boolean("fsdp_reshard_after_forward", true);
   if (dist && l.data_parallel_sharding_strategy == DpSharding::no_shard)
     f.fail("data_parallel_sharding_strategy",
            "optim or optim_grads_params with use_distributed_optimizer true (it shards the optimizer state), got "
@@ -411,6 +413,7 @@ static void check_layout_alone(Fields& f, const Layout& l, const std::string& fi
     case LayoutRule::tp_comm_overlap_needs_sp:
     case LayoutRule::fsdp_needs_one_stage:
     case LayoutRule::fsdp_needs_overlapped:
+    case LayoutRule::reshard_needs_fsdp:
       fail_rule(rule, l, nullptr, 0, "", file);
     case LayoutRule::vpp_needs_pipeline:
       f.fail("virtual_pipeline_model_parallel_size",
@@ -468,6 +471,7 @@ json to_json(const Layout& l) {
             {"recompute_granularity", to_string(l.recompute_granularity)},
             {"use_distributed_optimizer", l.shards_optimizer()},
             {"data_parallel_sharding_strategy", to_string(l.data_parallel_sharding_strategy)},
+            {"fsdp_reshard_after_forward", l.fsdp_reshard_after_forward},
             {"grad_reduce_in_bf16", l.grad_reduce_in_bf16},
             {"attention_backend", to_string(l.attention_backend)},
             {"order", l.order_string()}};
@@ -571,6 +575,11 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
                        std::string("no_shard or optim with schedule.dp_sync ") + to_string(l.schedule.dp_sync) +
                            " (FSDP gathers and reduces layer by layer behind compute: dp_sync overlapped, or "
                            "hierarchical for HSDP), got optim_grads_params"};
+    case LayoutRule::reshard_needs_fsdp:
+      return RuleFault{"fsdp_reshard_after_forward",
+                       std::string("true unless data_parallel_sharding_strategy is optim_grads_params (only FSDP "
+                                   "gathers parameters to reshard), got false with ") +
+                           to_string(l.data_parallel_sharding_strategy)};
     case LayoutRule::moe_tp_needs_sp:
       return RuleFault{"sequence_parallel", "true for MoE model " + m->name + " with tensor_model_parallel_size " +
                                                 str(tp) +

@@ -88,6 +88,11 @@ struct Layout {
   DpSharding data_parallel_sharding_strategy = DpSharding::no_shard;
   bool shards_optimizer() const { return data_parallel_sharding_strategy != DpSharding::no_shard; }
   bool shards_parameters() const { return data_parallel_sharding_strategy == DpSharding::optim_grads_params; }
+  // FSDP only (torchtitan's fsdp_reshard_after_forward, FSDP2's reshard_after_forward): false
+  // keeps each layer's gathered parameters from its forward to its backward, which then gathers
+  // nothing: one gather per layer and micro-batch instead of two, every layer's weights whole in
+  // memory meanwhile.
+  bool fsdp_reshard_after_forward = true;
   // Megatron-LM's --grad-reduce-in-bf16: a bf16 model's gradients kept and reduced in bf16, not
   // in the fp32 Megatron gives them by default (gradient_bytes).
   bool grad_reduce_in_bf16 = false;
@@ -156,6 +161,7 @@ enum class LayoutRule {
   tp_comm_overlap_needs_sp,   // tp_comm_overlap needs TP > 1 and sequence parallelism (Megatron)
   fsdp_needs_one_stage,       // FSDP (optim_grads_params) without PP (with PP: optim)
   fsdp_needs_overlapped,      // FSDP's gathers and scatters run behind compute: dp_sync overlapped (or HSDP)
+  reshard_needs_fsdp,         // fsdp_reshard_after_forward false is FSDP's alone
   // Degrees against the world size (no model needed).
   model_parallel_divides_world,  // TP×CP×PP divides the world size
   ep_divides_dp,                 // EP divides DP

@@ -530,8 +530,12 @@ class Builder {
     one(GroupKind::expert_dp_cp, layer_expert_params(layer));
   }
   // A block's first layer's gather, needed at once (the edges it carries run first).
+  // Whether a pass gathers: the forward always, the backward unless the forward kept them.
+  bool fsdp_gathers(Phase ph) const {
+    return l_.shards_parameters() && (ph == Phase::forward || l_.fsdp_reshard_after_forward);
+  }
   void fsdp_first(Phase ph, const Block& b, std::int64_t layer) {
-    if (!l_.shards_parameters()) return;
+    if (!fsdp_gathers(ph)) return;
     const auto from = std::ssize(w_.ops);
     fsdp_layer_messages(ph, b, layer, true);
     for (auto k = from; k < std::ssize(w_.ops); ++k) w_.ops[static_cast<std::size_t>(k)].needed_at = std::ssize(w_.ops);
@@ -540,7 +544,7 @@ class Builder {
   // Where a layer begins: the gather issued behind the layer before is needed here; the next
   // layer's (`next`, −1: none) is issued to run behind this one.
   void fsdp_step(Phase ph, const Block& b, std::int64_t next) {
-    if (!l_.shards_parameters()) return;
+    if (!fsdp_gathers(ph)) return;
     for (auto k = fsdp_from_; k < fsdp_to_; ++k) w_.ops[static_cast<std::size_t>(k)].needed_at = std::ssize(w_.ops);
     fsdp_from_ = std::ssize(w_.ops);
     if (next >= 0) fsdp_layer_messages(ph, b, next, true);

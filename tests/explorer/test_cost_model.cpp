@@ -204,6 +204,13 @@ TEST(CostModel, FsdpShardsEverythingAndPaysItsGathersPerMicrobatch) {
   big.micro_batch_size = 4;
   const Prediction q = cm.predict(big);
   EXPECT_LT(q.breakdown.exposed_comm_s[static_cast<int>(Dim::dp)], dp);
+  // Kept from the forward to the backward (fsdp_reshard_after_forward false): one gather per layer
+  // instead of two, every layer's weights whole meanwhile.
+  Layout keep = l;
+  keep.fsdp_reshard_after_forward = false;
+  const Prediction k = cm.predict(keep);
+  EXPECT_LT(k.breakdown.exposed_comm_s[static_cast<int>(Dim::dp)], dp);
+  EXPECT_NEAR(k.memory.weights_gib * kGiB, P / 8 * 2 + P * 2, 1e3);
   // The DP sync after the step is gone: the breakdown's DP term is what the micro-batches leave.
   EXPECT_NEAR(p.step_time_s,
               p.breakdown.compute_s + p.breakdown.bubble_s + dp + p.breakdown.optimizer_s +

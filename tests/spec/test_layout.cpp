@@ -147,6 +147,10 @@ TEST(Layout, DataParallelShardingStrategy) {
   EXPECT_EQ(read_layout(to_json(f), "round trip").data_parallel_sharding_strategy, DpSharding::optim_grads_params);
   EXPECT_EQ(error_of({{"use_distributed_optimizer", true}, {"data_parallel_sharding_strategy", "optim_grads_params"}}),
             "");
+  EXPECT_FALSE(test::layout_of(
+                   {{"data_parallel_sharding_strategy", "optim_grads_params"}, {"fsdp_reshard_after_forward", false}})
+                   .fsdp_reshard_after_forward);
+  EXPECT_EQ(error_of({{"fsdp_reshard_after_forward", false}}).rfind("/fsdp_reshard_after_forward: true unless", 0), 0u);
   // HSDP: FSDP with the hierarchical sync.
   EXPECT_EQ(error_of({{"data_parallel_sharding_strategy", "optim_grads_params"},
                       {"schedule", {{"dp_sync", "hierarchical"}}}}),

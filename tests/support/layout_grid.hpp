@@ -180,6 +180,11 @@ inline std::vector<Case> grid() {
        {"sequence_parallel", true},
        {"recompute_granularity", "full"},
        {"data_parallel_sharding_strategy", "optim_grads_params"}});
+  add("fsdp-no-reshard-selective", c16, tiny(false, 4, 32),
+      {{"micro_batch_size", 2},
+       {"recompute_granularity", "selective"},
+       {"data_parallel_sharding_strategy", "optim_grads_params"},
+       {"fsdp_reshard_after_forward", false}});
   add("hsdp-tp2-ep2", c16, tiny(true, 4, 32),
       {{"tensor_model_parallel_size", 2},
        {"sequence_parallel", true},
