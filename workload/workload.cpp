@@ -509,8 +509,8 @@ class Builder {
   // all-gathered over DP before its forward and again before its backward, the next layer's
   // issued behind the current one's compute (the prefetch of Megatron-FSDP and FSDP2) and needed
   // where that layer begins; its gradients reduce-scattered once its backward is done, behind what
-  // follows, every micro-batch. The messages are the distributed optimizer's plan for the layer
-  // (dp_sync_messages), per micro-batch instead of per step.
+  // follows, every micro-batch. The messages are workload::fsdp_messages' for the layer: the
+  // distributed optimizer's plan per micro-batch instead of per step, or HSDP's.
   double fsdp_layer_params(std::int64_t layer) const {
     const std::int64_t v = virtual_stage(0);
     double p = layer_dense_params(layer);
@@ -529,11 +529,11 @@ class Builder {
     one(GroupKind::dp_cp, fsdp_layer_params(layer));
     one(GroupKind::expert_dp_cp, layer_expert_params(layer));
   }
-  // A block's first layer's gather, needed at once (the edges it carries run first).
   // Whether a pass gathers: the forward always, the backward unless the forward kept them.
   bool fsdp_gathers(Phase ph) const {
     return l_.shards_parameters() && (ph == Phase::forward || l_.fsdp_reshard_after_forward);
   }
+  // A block's first layer's gather, needed at once (the edges it carries run first).
   void fsdp_first(Phase ph, const Block& b, std::int64_t layer) {
     if (!fsdp_gathers(ph)) return;
     const auto from = std::ssize(w_.ops);

@@ -125,20 +125,22 @@ TEST(Layout, MoeRules) {
   EXPECT_EQ(error_path({{"expert_model_parallel_size", 3}}, m, c), "/expert_model_parallel_size");
 }
 
-// Megatron's --tp-comm-overlap: a boolean, and only with sequence parallelism (Megatron asserts
-// it, after turning SP off at TP 1), refused when the file is read.
+namespace {
+// A layout's first fault as "path: expected", or "" when it reads.
+std::string error_of(const json& j) {
+  try {
+    test::layout_of(j);
+  } catch (const InputError& e) {
+    return e.path() + ": " + e.expected();
+  }
+  return std::string();
+}
+}  // namespace
+
 // Megatron's --data-parallel-sharding-strategy, with its --use-distributed-optimizer as optim; FSDP
 // refused where sax would price another mechanism than the framework runs (PP, a non-overlapped
 // sync), each fault one line naming the field.
 TEST(Layout, DataParallelShardingStrategy) {
-  auto error_of = [](const json& j) {
-    try {
-      test::layout_of(j);
-    } catch (const InputError& e) {
-      return e.path() + ": " + e.expected();
-    }
-    return std::string();
-  };
   EXPECT_EQ(test::layout_of(json::object()).data_parallel_sharding_strategy, DpSharding::no_shard);
   EXPECT_EQ(test::layout_of({{"use_distributed_optimizer", true}}).data_parallel_sharding_strategy, DpSharding::optim);
   const Layout f = test::layout_of({{"data_parallel_sharding_strategy", "optim_grads_params"}});
@@ -169,15 +171,9 @@ TEST(Layout, DataParallelShardingStrategy) {
             std::string::npos);
 }
 
+// Megatron's --tp-comm-overlap: a boolean, and only with sequence parallelism (Megatron asserts
+// it, after turning SP off at TP 1), refused when the file is read.
 TEST(Layout, TpCommOverlapNeedsSequenceParallelism) {
-  auto error_of = [](const json& j) {
-    try {
-      test::layout_of(j);
-    } catch (const InputError& e) {
-      return e.path() + ": " + e.expected();
-    }
-    return std::string();
-  };
   EXPECT_EQ(test::layout_of({{"tensor_model_parallel_size", 8}, {"sequence_parallel", true}}).tp_comm_overlap, false);
   EXPECT_EQ(error_of({{"tensor_model_parallel_size", 8}, {"sequence_parallel", true}, {"tp_comm_overlap", true}}), "");
   for (const json& j :
