@@ -35,9 +35,10 @@ struct Candidate {
   AttentionBackend attention = AttentionBackend::auto_;
   int technology = -1;
 
-  bool distributed_optimizer() const { return sharding != DpSharding::no_shard; }  // the state sharded
-  bool fsdp() const { return sharding == DpSharding::optim_grads_params; }         // and the parameters
-  bool sequence_parallel() const { return sp && tp > 1; }                          // SP does something only with TP > 1
+  bool distributed_optimizer() const { return sharding != DpSharding::no_shard; }          // the state sharded
+  bool shards_gradients() const { return sharding == DpSharding::optim_grads || fsdp(); }  // ZeRO-2, FSDP
+  bool fsdp() const { return sharding == DpSharding::optim_grads_params; }                 // and the parameters
+  bool sequence_parallel() const { return sp && tp > 1; }  // SP does something only with TP > 1
   bool tp_overlap() const { return tp_comm_overlap && sequence_parallel(); }
   static Candidate of(const Layout& layout, const Cluster& cluster);
   // The layout without its network technology (what the divisibility rules look at).

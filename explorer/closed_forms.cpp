@@ -165,21 +165,27 @@ void sync_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& 
   // the parameters held; none when a stage holds none of a group's parameters.
   const StageParams& p = t.params = stage_params(c, st, cand.tp, cand.ep, cand.pp);
   const bool overlapped = cand.dp_sync == DpSync::overlapped;
-  double dense_n = p.dense > 0 ? (overlapped ? L + (p.edge > 0 ? 1.0 : 0.0) : 1.0) : 0.0;
-  double expert_n = p.expert > 0 ? (overlapped ? moe : 1.0) : 0.0;
-  // FSDP, per micro-batch: a reduce-scatter per layer and two gathers (forward, backward); the
-  // edges ride with their neighbouring layers (workload: fsdp_layer_params).
+  const double dense_n = p.dense > 0 ? (overlapped ? L + (p.edge > 0 ? 1.0 : 0.0) : 1.0) : 0.0;
+  const double expert_n = p.expert > 0 ? (overlapped ? moe : 1.0) : 0.0;
+  // Sharded gradients (ZeRO-2, FSDP), per micro-batch: a reduce-scatter per layer, the edges with
+  // their neighbouring layers (workload: fsdp_layer_params); FSDP gathers each layer twice
+  // (forward, backward) or, unresharded, once, also per micro-batch; ZeRO-2 gathers as ZeRO-1.
+  const double layer_dense = p.dense > 0 ? L : 0.0, layer_expert = p.expert > 0 ? moe : 0.0;
+  const bool grads = cand.shards_gradients();
   const double passes = cand.fsdp() && cand.fsdp_reshard ? 2.0 : 1.0;  // unresharded: the forward's alone
-  if (cand.fsdp()) dense_n = p.dense > 0 ? L : 0.0, expert_n = p.expert > 0 ? moe : 0.0;
   auto sync = [](std::array<Amount, 6>& out, const TrafficList<3>& dense, const TrafficList<3>& expert, double nd,
                  double pd, double ne, double pe) {
     std::size_t i = 0;
     for (const Traffic& kind : dense) out[i++] = {nd, kind.bytes * pd};
     for (const Traffic& kind : expert) out[i++] = {ne, kind.bytes * pe};
   };
-  sync(t.dp_grad, u.dense_grad, u.expert_grad, dense_n, p.dense, expert_n, p.expert);
-  sync(t.dp_gather, u.dense_gather, u.expert_gather, passes * dense_n, passes * p.dense, passes * expert_n,
-       passes * p.expert);
+  sync(t.dp_grad, u.dense_grad, u.expert_grad, grads ? layer_dense : dense_n, p.dense, grads ? layer_expert : expert_n,
+       p.expert);
+  if (cand.fsdp())
+    sync(t.dp_gather, u.dense_gather, u.expert_gather, passes * layer_dense, passes * p.dense, passes * layer_expert,
+         passes * p.expert);
+  else
+    sync(t.dp_gather, u.dense_gather, u.expert_gather, dense_n, p.dense, expert_n, p.expert);
 }
 
 StageTraffic stage_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& cand, const StageLayers& st) {
@@ -219,11 +225,12 @@ StepTotals step_totals(const Cluster& cluster, const Model& model, const Layout&
   add(Dim::pp, tr.pp, md);
   add(Dim::cp, tr.cp_forward, md * tr.cp_forward_passes);
   add(Dim::cp, tr.cp_backward, md * tr.cp_backward_passes);
-  const double syncs = cand.fsdp() ? md : 1.0;  // FSDP's are per micro-batch
+  // Sharded gradients are reduced every micro-batch, FSDP's parameters gathered every micro-batch.
+  const bool grads = cand.shards_gradients();
   for (int i = 0; i < u.dense_grad.size + u.expert_grad.size; ++i)
-    add(Dim::dp, tr.dp_grad[static_cast<std::size_t>(i)], syncs);
+    add(Dim::dp, tr.dp_grad[static_cast<std::size_t>(i)], grads ? md : 1.0);
   for (int i = 0; i < u.dense_gather.size + u.expert_gather.size; ++i)
-    add(Dim::dp, tr.dp_gather[static_cast<std::size_t>(i)], syncs);
+    add(Dim::dp, tr.dp_gather[static_cast<std::size_t>(i)], cand.fsdp() ? md : 1.0);
   add(Dim::pp, tr.embedding, 1);
   return t;
 }

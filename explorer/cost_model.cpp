@@ -76,15 +76,13 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   mem.weights = params * w;
   mem.grads = params * grad_bytes;
   const double updated = sharded_params(cand, p);
-  if (cand.fsdp()) {
-    // Each rank keeps its shard of the weights and gradients; unsharded, the layer running and the
-    // one prefetched (the largest: a layer with the edges it carries), or every layer's when the
-    // forward does not reshard them, and one layer's gradients before they are reduce-scattered.
-    const double L = std::max<double>(1.0, static_cast<double>(st.layers()));
-    const double layer = (params - p.edge) / L + p.edge;
-    mem.weights = updated * w + (cand.fsdp_reshard ? 2.0 * layer : params) * w;
-    mem.grads = updated * grad_bytes + layer * grad_bytes;
-  }
+  const double L = std::max<double>(1.0, static_cast<double>(st.layers()));
+  const double layer = (params - p.edge) / L + p.edge;  // the largest: a layer with the edges it carries
+  // Sharded gradients (ZeRO-2, FSDP): the rank's shard and one layer's before they are
+  // reduce-scattered. FSDP's weights: the shard and, unsharded, the layer running and the one
+  // prefetched, or every layer's when the forward does not reshard them.
+  if (cand.shards_gradients()) mem.grads = updated * grad_bytes + layer * grad_bytes;
+  if (cand.fsdp()) mem.weights = updated * w + (cand.fsdp_reshard ? 2.0 * layer : params) * w;
   // Adam's m and v and the main copy of half weights, sharded with the optimizer (Megatron-LM's
   // distributed-optimizer table of bytes per parameter, in the layout's state dtypes).
   const OptimizerStateBytes state = optimizer_state_bytes(c_.dtype, cand.optimizer_precision);
@@ -331,7 +329,12 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
                                      t.backward(st) - edge_backward, true);
     const terms::SyncQueue a = queue(price.dp_gather, tr.dp_gather, price.dp_gather_kinds, price.dp_dense_gather_kinds,
                                      gather, t.forward(st) - edge_forward, st.first);
-    tail.dp = terms::overlapped_sync_time(g, a, p_.overlap_slowdown, cluster_.backend == Backend::cpu);
+    const bool cpu = cluster_.backend == Backend::cpu;
+    // ZeRO-2: the gradients reduce-scattered in the micro-batches (fsdp_time), the parameters
+    // gathered as ZeRO-1's.
+    tail.dp = cand.shards_gradients()
+                  ? fsdp_time(cand, st, tr, t, price) + terms::overlapped_sync_time({}, a, p_.overlap_slowdown, cpu)
+                  : terms::overlapped_sync_time(g, a, p_.overlap_slowdown, cpu);
   } else {
     tail.dp = grad + gather;
   }
@@ -368,8 +371,8 @@ double CostModel::fsdp_time(const Candidate& cand, const StageLayers& st, const 
   // (CostModel::Memo).
   const double L = static_cast<double>(st.layers());
   if (!(L > 0)) return 0;
-  double gather = 0, scatter = 0;  // one micro-batch's, every layer
-  for (int i = 0; i < price.dp_gather_kinds; ++i) {
+  double gather = 0, scatter = 0;                                   // one micro-batch's, every layer
+  for (int i = 0; cand.fsdp() && i < price.dp_gather_kinds; ++i) {  // ZeRO-2 gathers once per step
     const auto k = static_cast<std::size_t>(i);
     const double passes = cand.fsdp_reshard ? 2.0 : 1.0;
     const Amount half{tr.dp_gather[k].count / passes, tr.dp_gather[k].bytes / passes};  // the forward's

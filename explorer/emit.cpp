@@ -108,9 +108,9 @@ void megatron_layout_args(const Layout& l, const Model& m, MegatronArgs& a) {
   // Megatron-FSDP as its guide (docs/source/api-guide/custom_fsdp.md, core_v0.15.0) and its
   // functional tests enable it: with the distributed optimizer, without gradient-accumulation
   // fusion, checkpoints in its own format, the loss summed per token.
-  if (l.shards_parameters()) {
+  if (l.shards_gradients()) {
     a.add("--use-megatron-fsdp");
-    a.add("--data-parallel-sharding-strategy", "optim_grads_params");
+    a.add("--data-parallel-sharding-strategy", sax::to_string(l.data_parallel_sharding_strategy));
     a.add("--no-gradient-accumulation-fusion");
     a.add("--calculate-per-token-loss");
     a.add("--ckpt-format", "fsdp_dtensor");
@@ -208,7 +208,7 @@ std::string megatron_launch(const Layout& l, const Cluster& c) {
   // Megatron-LM (arguments.py, core_v0.15.0) asserts it with TP or CP before Blackwell: the TP
   // and CP kernels must be queued in issue order for their overlap with compute.
   // Megatron-FSDP asserts the opposite: its gathers and scatters need several device queues.
-  if (l.shards_parameters())
+  if (l.shards_gradients())
     out += "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
   else if (l.tensor_model_parallel_size > 1 || l.context_parallel_size > 1)
     out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";

@@ -172,6 +172,11 @@ bool runs_as_predicted(Framework f, const Candidate& c, const Cluster& cluster, 
     gap(c.dp > 1 && c.dp_sync == DpSync::blocking, [] {
       return std::string("DP sync blocking: torchtitan always overlaps gradient reduction with the backward pass");
     });
+    gap(c.sharding == DpSharding::optim_grads, [] {
+      return std::string(
+          "optimizer state and gradients sharded (ZeRO-2): torchtitan's FSDP2 shards the parameters too and "
+          "gathers them every micro-batch, traffic not priced");
+    });
     gap(c.dp > 1 && c.grad_reduce_in_bf16, [] {
       return std::string(
           "bf16 gradients: torchtitan reduces them in float32 (mixed_precision_reduce), twice the bytes predicted");

@@ -6,6 +6,8 @@ std::string options_string(const Layout& l) {
   std::string s = l.order_string() + ", " + to_string(l.schedule.pipeline) + ", DP " + to_string(l.schedule.dp_sync);
   if (l.shards_parameters())
     s += ", FSDP";
+  else if (l.shards_gradients())
+    s += ", ZeRO-2";
   else if (l.shards_optimizer())
     s += ", dist-opt";
   if (l.sequence_parallel) s += ", SP";

@@ -226,8 +226,11 @@ struct Visit {
 };
 std::size_t slots(const std::vector<int>& techs) { return 3 * 3 * techs.size(); }
 
-// The DP shardings a shape tries (DpSharding's order): none alone without DP; the distributed
+// The DP shardings a shape tries, in this order: none alone without DP; the distributed
 // optimizer; FSDP without a pipeline (validate_layout: with PP it runs as the optimizer's).
+// ZeRO-2 (optim_grads) is a layout's choice, not searched: it holds the weights FSDP shards and
+// moves the gradients it moves.
+constexpr DpSharding kShardings[] = {DpSharding::no_shard, DpSharding::optim, DpSharding::optim_grads_params};
 std::int64_t shardings(const Shape& s) { return s.dp * s.cp > 1 ? (s.pp == 1 ? 3 : 2) : 1; }
 
 // What tells a candidate with tp_comm_overlap on from the one with it off handed over just before
@@ -313,7 +316,7 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                         }
                         cand.dp_sync = sync;
                         cand.recompute = rc;
-                        cand.sharding = static_cast<DpSharding>(dist);
+                        cand.sharding = kShardings[dist];
                         cand.technology = tech;
                         cand.tp_comm_overlap = tpo == 1;
                         visit.slot = (static_cast<std::size_t>(dist) * 3 + si) * techs.size() + ti;

@@ -35,7 +35,8 @@ const char* to_string(Recompute r) {
 }
 
 const char* to_string(DpSharding d) {
-  static constexpr const char* kNames[] = {"no_shard", "optim", "optim_grads_params"};  // in DpSharding's order
+  static constexpr const char* kNames[] = {"no_shard", "optim", "optim_grads",
+                                           "optim_grads_params"};  // in DpSharding's order
   const auto i = static_cast<std::size_t>(d);
   return i < std::size(kNames) ? kNames[i] : "?";
 }
@@ -179,8 +180,13 @@ LayoutRule schedule_rule(const Layout& l) {
   // With PP, torchtitan keeps FSDP's parameters unsharded between micro-batches (its
   // fsdp_reshard_after_forward "default") and reduces the gradients once: the traffic and memory
   // of the distributed optimizer, which sax prices as optim; Megatron-FSDP runs without PP.
-  if (l.shards_parameters() && pp > 1) return LayoutRule::fsdp_needs_one_stage;
-  if (l.shards_parameters() && l.schedule.dp_sync == DpSync::blocking) return LayoutRule::fsdp_needs_overlapped;
+  // Sharded gradients are reduce-scattered every micro-batch, layer by layer: without a pipeline
+  // (whose micro-batches the model prices stage by stage) and behind compute (overlapped; FSDP's
+  // hierarchical sync is HSDP).
+  if (l.shards_gradients() && pp > 1) return LayoutRule::fsdp_needs_one_stage;
+  if (l.shards_gradients() && l.schedule.dp_sync != DpSync::overlapped &&
+      !(l.shards_parameters() && l.schedule.dp_sync == DpSync::hierarchical))
+    return LayoutRule::fsdp_needs_overlapped;
   if (!l.fsdp_reshard_after_forward && !l.shards_parameters()) return LayoutRule::reshard_needs_fsdp;
   return LayoutRule::ok;
 }
@@ -338,12 +344,14 @@ static void read_parallelism(Fields& f, Layout& l) {
   l.data_parallel_sharding_strategy = pick<DpSharding>(f, "data_parallel_sharding_strategy",
                                                        {{"no_shard", DpSharding::no_shard},
                                                         {"optim", DpSharding::optim},
+                                                        {"optim_grads", DpSharding::optim_grads},
                                                         {"optim_grads_params", DpSharding::optim_grads_params}},
                                                        dist ? DpSharding::optim : DpSharding::no_shard);
   l.fsdp_reshard_after_forward = f.boolean("fsdp_reshard_after_forward", true);
   if (dist && l.data_parallel_sharding_strategy == DpSharding::no_shard)
     f.fail("data_parallel_sharding_strategy",
-           "optim or optim_grads_params with use_distributed_optimizer true (it shards the optimizer state), got "
+           "optim, optim_grads or optim_grads_params with use_distributed_optimizer true (it shards the optimizer "
+           "state), got "
            "no_shard");
   l.grad_reduce_in_bf16 = f.boolean("grad_reduce_in_bf16", false);
   auto state_dtype = [&](const char* key) {
@@ -569,12 +577,14 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
       return RuleFault{"data_parallel_sharding_strategy",
                        "optim with pipeline_model_parallel_size " + str(pp) +
                            " (FSDP with a pipeline keeps its parameters gathered between micro-batches and "
-                           "reduces the gradients once, as the distributed optimizer does), got optim_grads_params"};
+                           "reduces the gradients once, as the distributed optimizer does), got " +
+                           to_string(l.data_parallel_sharding_strategy)};
     case LayoutRule::fsdp_needs_overlapped:
       return RuleFault{"data_parallel_sharding_strategy",
                        std::string("no_shard or optim with schedule.dp_sync ") + to_string(l.schedule.dp_sync) +
-                           " (FSDP gathers and reduces layer by layer behind compute: dp_sync overlapped, or "
-                           "hierarchical for HSDP), got optim_grads_params"};
+                           " (sharded gradients are reduced layer by layer behind compute: dp_sync overlapped, or "
+                           "hierarchical for FSDP's HSDP), got " +
+                           to_string(l.data_parallel_sharding_strategy)};
     case LayoutRule::reshard_needs_fsdp:
       return RuleFault{"fsdp_reshard_after_forward",
                        std::string("true unless data_parallel_sharding_strategy is optim_grads_params (only FSDP "

@@ -27,14 +27,16 @@ enum class DpSync { blocking, overlapped, hierarchical };
 enum class Recompute { none, selective, full };
 // What data parallelism shards, in Megatron-LM's names (--data-parallel-sharding-strategy):
 // nothing (plain DDP), the optimizer state (its distributed optimizer, ZeRO-1, with the
-// gradients reduce-scattered and the parameters all-gathered once per step), or the optimizer
+// gradients reduce-scattered and the parameters all-gathered once per step), the optimizer state
+// and gradients (ZeRO-2: each layer's gradients reduce-scattered once its backward is done, every
+// micro-batch, the parameters whole and all-gathered once per step as ZeRO-1's), or the optimizer
 // state, gradients and parameters (FSDP, ZeRO-3: each layer's parameters all-gathered before its
 // forward and again before its backward, its gradients reduce-scattered after its backward, every
 // micro-batch, the next layer's gather prefetched behind the current layer's compute, as
 // Megatron-FSDP and PyTorch FSDP2 run it; Zhao et al. 2023, "PyTorch FSDP", VLDB). FSDP with the
 // hierarchical DP sync is HSDP: sharded inside each building, replicated across them
 // (workload::fsdp_messages).
-enum class DpSharding { no_shard, optim, optim_grads_params };
+enum class DpSharding { no_shard, optim, optim_grads, optim_grads_params };
 // The dtypes the optimizer keeps its state in, as Megatron-core's precision-aware optimizer
 // names them (--main-params-dtype, --exp-avg-dtype, --exp-avg-sq-dtype; any of them below fp32
 // is that optimizer). A main dtype equal to the weights' keeps no main copy: the step updates the
@@ -87,6 +89,10 @@ struct Layout {
   // optim); shards_optimizer() is Megatron's --use-distributed-optimizer or FSDP.
   DpSharding data_parallel_sharding_strategy = DpSharding::no_shard;
   bool shards_optimizer() const { return data_parallel_sharding_strategy != DpSharding::no_shard; }
+  bool shards_gradients() const {
+    return data_parallel_sharding_strategy == DpSharding::optim_grads ||
+           data_parallel_sharding_strategy == DpSharding::optim_grads_params;
+  }
   bool shards_parameters() const { return data_parallel_sharding_strategy == DpSharding::optim_grads_params; }
   // FSDP only (torchtitan's fsdp_reshard_after_forward, FSDP2's reshard_after_forward): false
   // keeps each layer's gathered parameters from its forward to its backward, which then gathers
@@ -159,7 +165,7 @@ enum class LayoutRule {
   pipeline_layout_malformed,  // a string Megatron refuses or sax cannot model (MTP)
   pipeline_layout_stages,     // its virtual stages number PP × VPP
   tp_comm_overlap_needs_sp,   // tp_comm_overlap needs TP > 1 and sequence parallelism (Megatron)
-  fsdp_needs_one_stage,       // FSDP (optim_grads_params) without PP (with PP: optim)
+  fsdp_needs_one_stage,       // gradients sharded (optim_grads, FSDP) without PP (with PP: optim)
   fsdp_needs_overlapped,      // FSDP's gathers and scatters run behind compute: dp_sync overlapped (or HSDP)
   reshard_needs_fsdp,         // fsdp_reshard_after_forward false is FSDP's alone
   // Degrees against the world size (no model needed).

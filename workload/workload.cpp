@@ -149,8 +149,8 @@ class Builder {
     std::int64_t posted = -1;  // the op index of this block's receive, posted before the block before
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       const Block& b = blocks[i];
-      // (FSDP reduces each layer's gradients every micro-batch: fsdp_scatter.)
-      const bool sync_after = overlapped() && !l_.shards_parameters() && i == last_block[b.chunk];
+      // (Sharded gradients are reduced layer by layer every micro-batch: fsdp_scatter.)
+      const bool sync_after = overlapped() && !l_.shards_gradients() && i == last_block[b.chunk];
       if (!early(i)) input_recv(b);
       const std::int64_t next = early(i + 1) && input_recv(blocks[i + 1]) ? std::ssize(w_.ops) - 1 : -1;
       if (posted >= 0) w_.ops[static_cast<std::size_t>(posted)].needed_at = std::ssize(w_.ops);
@@ -509,7 +509,8 @@ class Builder {
   // all-gathered over DP before its forward and again before its backward, the next layer's
   // issued behind the current one's compute (the prefetch of Megatron-FSDP and FSDP2) and needed
   // where that layer begins; its gradients reduce-scattered once its backward is done, behind what
-  // follows, every micro-batch. The messages are workload::fsdp_messages' for the layer: the
+  // follows, every micro-batch (ZeRO-2's reduce-scatters alike, Layout::shards_gradients). The
+  // messages are workload::fsdp_messages' for the layer: the
   // distributed optimizer's plan per micro-batch instead of per step, or HSDP's.
   double fsdp_layer_params(std::int64_t layer) const {
     const std::int64_t v = virtual_stage(0);
@@ -551,7 +552,7 @@ class Builder {
     fsdp_to_ = std::ssize(w_.ops);
   }
   void fsdp_scatter(Phase ph, const Block& b, std::int64_t layer) {
-    if (l_.shards_parameters()) fsdp_layer_messages(ph, b, layer, false);
+    if (l_.shards_gradients()) fsdp_layer_messages(ph, b, layer, false);
   }
 
   // The ranks a sharded optimizer state is split over: the group, or with HSDP (FSDP and the
@@ -586,8 +587,8 @@ class Builder {
     if (!m_.untie_embeddings_and_output_weights && pp_ > 1 && (stage_ == 0 || stage_ == pp_ - 1))
       message(last, -1, 0, -1, "embedding_grad", Dim::pp, GroupKind::embedding, CollOp::all_reduce,
               4.0 * static_cast<double>(m_.vocab_size) * h_ / tp_);
-    if (l_.shards_parameters()) {
-      // Reduced and gathered layer by layer in the micro-batches: the optimizer step alone.
+    if (l_.shards_gradients()) {
+      // Reduced layer by layer in the micro-batches (FSDP gathers there too).
     } else if (overlapped()) {
       sync(GroupKind::dp_cp, edge_params(), -1, true, false);
     } else {

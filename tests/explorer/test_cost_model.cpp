@@ -211,6 +211,13 @@ TEST(CostModel, FsdpShardsEverythingAndPaysItsGathersPerMicrobatch) {
   const Prediction k = cm.predict(keep);
   EXPECT_LT(k.breakdown.exposed_comm_s[static_cast<int>(Dim::dp)], dp);
   EXPECT_NEAR(k.memory.weights_gib * kGiB, P / 8 * 2 + P * 2, 1e3);
+  // ZeRO-2: every weight whole, the gradients sharded as FSDP's, the state as both.
+  Layout zero2 = l;
+  zero2.data_parallel_sharding_strategy = DpSharding::optim_grads;
+  const Prediction z = cm.predict(zero2);
+  EXPECT_NEAR(z.memory.weights_gib * kGiB, P * 2, 1e3);
+  EXPECT_NEAR(z.memory.gradients_gib * kGiB, p.memory.gradients_gib * kGiB, 1e3);
+  EXPECT_NEAR(z.memory.optimizer_gib * kGiB, P / 8 * 12, 1e3);
   // The DP sync after the step is gone: the breakdown's DP term is what the micro-batches leave.
   EXPECT_NEAR(p.step_time_s,
               p.breakdown.compute_s + p.breakdown.bubble_s + dp + p.breakdown.optimizer_s +

@@ -142,6 +142,13 @@ INSTANTIATE_TEST_SUITE_P(
               {"data_parallel_sharding_strategy", "optim_grads_params"},
               {"schedule", sched("1f1b", "overlapped")}},
              ""},
+        // ZeRO-2: each layer's gradients reduce-scattered every micro-batch, parameters gathered per step.
+        Case{"Dp4Zero2",
+             "gpt-tiny.json",
+             {{"micro_batch_size", 2},
+              {"data_parallel_sharding_strategy", "optim_grads"},
+              {"schedule", sched("1f1b", "overlapped")}},
+             ""},
         // HSDP: gathered and reduce-scattered inside each building, the shard all-reduced across.
         Case{"Dp4Hsdp",
              "gpt-tiny.json",

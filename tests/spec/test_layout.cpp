@@ -157,8 +157,11 @@ TEST(Layout, DataParallelShardingStrategy) {
   EXPECT_EQ(error_of({{"data_parallel_sharding_strategy", "optim_grads_params"},
                       {"schedule", {{"dp_sync", "hierarchical"}}}}),
             "");
+  EXPECT_EQ(test::layout_of({{"data_parallel_sharding_strategy", "optim_grads"}}).data_parallel_sharding_strategy,
+            DpSharding::optim_grads);
   for (const json& j :
-       {json{{"data_parallel_sharding_strategy", "optim_grads"}}, json{{"data_parallel_sharding_strategy", 3}},
+       {json{{"data_parallel_sharding_strategy", "optim_grads_and_more"}}, json{{"data_parallel_sharding_strategy", 3}},
+        json{{"data_parallel_sharding_strategy", "optim_grads"}, {"schedule", {{"dp_sync", "hierarchical"}}}},
         json{{"use_distributed_optimizer", true}, {"data_parallel_sharding_strategy", "no_shard"}},
         json{{"data_parallel_sharding_strategy", "optim_grads_params"}, {"pipeline_model_parallel_size", 2}},
         json{{"data_parallel_sharding_strategy", "optim_grads_params"}, {"schedule", {{"dp_sync", "blocking"}}}}}) {

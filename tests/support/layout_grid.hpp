@@ -185,6 +185,11 @@ inline std::vector<Case> grid() {
        {"recompute_granularity", "selective"},
        {"data_parallel_sharding_strategy", "optim_grads_params"},
        {"fsdp_reshard_after_forward", false}});
+  add("zero2-moe-ep2-tp2", c16, tiny(true, 4, 32),
+      {{"tensor_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"expert_model_parallel_size", 2},
+       {"data_parallel_sharding_strategy", "optim_grads"}});
   add("hsdp-tp2-ep2", c16, tiny(true, 4, 32),
       {{"tensor_model_parallel_size", 2},
        {"sequence_parallel", true},
