@@ -14,6 +14,7 @@ void for_each_shared_field(L& l, C& c, F&& f) {
   f(l.tensor_model_parallel_size, c.tp);
   f(l.context_parallel_size, c.cp);
   f(l.expert_model_parallel_size, c.ep);
+  f(l.expert_tensor_parallel_size, c.etp);
   f(l.pipeline_model_parallel_size, c.pp);
   f(l.virtual_pipeline_model_parallel_size, c.vpp);
   f(l.micro_batch_size, c.mbs);

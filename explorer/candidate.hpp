@@ -16,6 +16,7 @@ namespace sax::explorer {
 // cross-building link. `dp` is derived (world / (tp·cp·pp)), kept to spare the divisions.
 struct Candidate {
   std::int64_t tp = 1, cp = 1, ep = 1, pp = 1, vpp = 1, mbs = 1, dp = 1;
+  std::int64_t etp = 0;  // the experts' TP; 0 = as TP (Layout::expert_tensor_parallel_size)
   std::int64_t first_layers = 0, last_layers = 0;
   bool account_embedding = false, account_loss = false;  // Megatron's account_for_*_in_pipeline_split
   // Megatron's pipeline_model_parallel_layout of a given layout; the search leaves it empty
@@ -35,6 +36,9 @@ struct Candidate {
   AttentionBackend attention = AttentionBackend::auto_;
   int technology = -1;
 
+  std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }
+  // Ranks holding the same experts: the expert grid's DP (spec/groups.hpp), CP folded in.
+  std::int64_t expert_dp() const { return tp * cp * dp / (expert_tp() * ep); }
   bool distributed_optimizer() const { return sharding != DpSharding::no_shard; }          // the state sharded
   bool shards_gradients() const { return sharding == DpSharding::optim_grads || fsdp(); }  // ZeRO-2, FSDP
   bool fsdp() const { return sharding == DpSharding::optim_grads_params; }                 // and the parameters
@@ -50,11 +54,11 @@ struct Candidate {
 
 // Parameters one rank's optimizer step updates (and keeps states for): all the stage holds, or
 // with the distributed optimizer its shard — dense parameters over DP×CP, expert ones over
-// expert-DP×CP (EP divides DP: validate_layout).
+// the expert grid's DP.
 inline double updated_params(const Candidate& cand, const StageParams& p) {
   if (!cand.distributed_optimizer()) return p.dense + p.expert;
-  const std::int64_t dp_cp = cand.dp * cand.cp, expert_dp_cp = cand.dp / cand.ep * cand.cp;
-  return p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(expert_dp_cp);
+  const std::int64_t dp_cp = cand.dp * cand.cp;
+  return p.dense / static_cast<double>(dp_cp) + p.expert / static_cast<double>(cand.expert_dp());
 }
 
 // The stages of a pipeline split that can differ (first, last, middle kinds), each kept once

@@ -88,6 +88,11 @@ TrafficUnits traffic_units(const ModelConsts& c, const Candidate& cand, const Mi
     u.cp_backward = {Dim::cp, GroupKind::cp, CollOp::send_recv, steps, steps * 2.0 * x.KVb};
   }
   if (cand.ep > 1) u.ep = {Dim::ep, GroupKind::ep, CollOp::all_to_all, 1, x.D};
+  if (const std::int64_t etp = cand.expert_tp(); c.experts > 0 && etp > 1) {
+    const double gathered = x.D * static_cast<double>(etp);  // every member's dispatched tokens
+    u.etp_gather = {Dim::ep, GroupKind::expert_tp, CollOp::all_gather, 1, gathered};
+    u.etp_scatter = {Dim::ep, GroupKind::expert_tp, CollOp::reduce_scatter, 1, gathered};
+  }
   if (cand.pp > 1) {
     u.pp = {Dim::pp, GroupKind::pp, CollOp::send, 1, x.P};
     if (c.tied)
@@ -122,12 +127,14 @@ void pipeline_traffic(const TrafficUnits& u, const Candidate& cand, const StageL
   const double L = static_cast<double>(st.layers()), moe = static_cast<double>(st.moe);
   const bool full = cand.recompute == Recompute::full;
   const double passes = full ? 3.0 : 2.0;  // forward, backward, recomputed forward
-  // TP: two per layer and pass (attention and MLP); the embedding adds one reduce-scatter (SP) or
-  // all-reduce, the output layer an all-gather and a reduce-scatter (SP) or one all-reduce. With
-  // SP the backward all-gathers the input of each column-parallel linear again for its weight
-  // gradient: qkv_proj and a dense layer's mlp_fc1 (a MoE layer's experts take theirs from the
-  // dispatcher), and the output layer's.
-  const double per_layer = L * passes * 2.0, first = st.first ? 1.0 : 0.0, last = st.last ? 1.0 : 0.0;
+  // TP: two per layer and pass around attention, two around a dense layer's MLP (a MoE layer's
+  // tokens reach its experts through the dispatcher, sequence-sharded: workload/); the embedding
+  // adds one reduce-scatter (SP) or all-reduce, the output layer an all-gather and a
+  // reduce-scatter (SP) or one all-reduce. With SP the backward all-gathers the input of each
+  // column-parallel linear again for its weight gradient: qkv_proj and a dense layer's mlp_fc1,
+  // and the output layer's.
+  const double per_layer = (L + static_cast<double>(st.dense)) * passes, first = st.first ? 1.0 : 0.0,
+               last = st.last ? 1.0 : 0.0;
   const double regather = L + static_cast<double>(st.dense) + last;
   for (int i = 0; i < u.tp.size; ++i)
     t.tp[static_cast<std::size_t>(i)] =
@@ -150,6 +157,11 @@ void pipeline_traffic(const TrafficUnits& u, const Candidate& cand, const StageL
     t.cp_backward_passes = L;
   }
   if (cand.ep > 1) t.ep = times(u.ep, moe * 2.0 * passes);  // dispatch and combine
+  // Each pass gathers once and scatters once (a backward mirrors its forward's pair).
+  if (u.etp_gather.count > 0) {
+    t.etp_gather = times(u.etp_gather, moe * passes);
+    t.etp_scatter = times(u.etp_scatter, moe * passes);
+  }
   if (cand.pp > 1) {
     // Activations to the next virtual stage, gradients to the previous one.
     t.pp = times(u.pp, static_cast<double>((cand.vpp - (st.last ? 1 : 0)) + (cand.vpp - (st.first ? 1 : 0))));
@@ -163,7 +175,7 @@ void sync_traffic(const TrafficUnits& u, const ModelConsts& c, const Candidate& 
   // DP: overlapped, one message per layer and group (an MoE layer's non-expert parameters over
   // DP×CP), the embedding/output parameters one more; otherwise one per group. Bytes scale with
   // the parameters held; none when a stage holds none of a group's parameters.
-  const StageParams& p = t.params = stage_params(c, st, cand.tp, cand.ep, cand.pp);
+  const StageParams& p = t.params = stage_params(c, st, cand.tp, cand.ep, cand.pp, cand.expert_tp());
   const bool overlapped = cand.dp_sync == DpSync::overlapped;
   const double dense_n = p.dense > 0 ? (overlapped ? L + (p.edge > 0 ? 1.0 : 0.0) : 1.0) : 0.0;
   const double expert_n = p.expert > 0 ? (overlapped ? moe : 1.0) : 0.0;
@@ -222,6 +234,8 @@ StepTotals step_totals(const Cluster& cluster, const Model& model, const Layout&
   if (cand.tp_overlap())
     for (const Amount& a : tr.tp_overlapped) t.tp_overlapped_messages += static_cast<std::int64_t>(a.count * md);
   add(Dim::ep, tr.ep, md);
+  add(Dim::ep, tr.etp_gather, md);
+  add(Dim::ep, tr.etp_scatter, md);
   add(Dim::pp, tr.pp, md);
   add(Dim::cp, tr.cp_forward, md * tr.cp_forward_passes);
   add(Dim::cp, tr.cp_backward, md * tr.cp_backward_passes);

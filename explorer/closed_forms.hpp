@@ -49,6 +49,9 @@ struct TrafficList {
 struct TrafficUnits {
   TrafficList<2> tp;  // SP: all_gather, reduce_scatter; without: all_reduce
   Traffic cp_forward{}, cp_backward{}, ep{}, pp{}, embedding{};
+  // The expert TP group's all-gather of the dispatched tokens and reduce-scatter of the experts'
+  // output (Megatron's alltoall dispatcher with --expert-tensor-parallel-size > 1): EP's term.
+  Traffic etp_gather{}, etp_scatter{};
   TrafficList<3> dense_grad, dense_gather, expert_grad, expert_gather;  // over dp_cp / expert_dp_cp
 };
 TrafficUnits traffic_units(const ModelConsts& c, const Candidate& cand, const MicroShape& x,
@@ -71,7 +74,7 @@ struct StageTraffic {
   // and reduce-scatters workload/ marks with overlap_gemm), counted whether or not the candidate
   // turns it on; with it on, the rest of `tp` runs whole.
   std::array<Amount, 2> tp_overlapped{};
-  Amount ep{}, pp{};
+  Amount ep{}, pp{}, etp_gather{}, etp_scatter{};
   // CP's KV ring of one layer pass, forward and backward: each runs behind that pass's attention
   // core. Per micro-batch: `cp_forward_passes` forward passes (recomputed ones included) and
   // `cp_backward_passes` backward passes.

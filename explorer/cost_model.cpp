@@ -69,7 +69,7 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
 CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const StageLayers& st, const MicroShape& x,
                                                std::int64_t m) const {
   StageMemory mem;
-  const StageParams p = stage_params(c_, st, cand.tp, cand.ep, cand.pp);
+  const StageParams p = stage_params(c_, st, cand.tp, cand.ep, cand.pp, cand.expert_tp());
   const double params = p.dense + p.expert;
   const double grad_bytes = gradient_bytes(c_.dtype, cand.grad_reduce_in_bf16);
   const double w = dtype_bytes(weight_dtype(c_.dtype));
@@ -98,8 +98,9 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   const double t = static_cast<double>(cand.tp);
   const double sbh = x.T * c_.h;
   const double replicated = activation_units_.replicated;
+  // The expert TP group all-gathers the dispatched tokens: each rank holds its peers' too.
   const double attn = activation_units_.attention, mlp_dense = activation_units_.mlp_dense,
-               mlp_moe = activation_units_.mlp_moe;
+               mlp_moe = activation_units_.mlp_moe + 2.0 * c_.top_k * static_cast<double>(cand.expert_tp() - 1);
   // Flash and fused attention never hold the score matrix; selective recompute rebuilds it.
   const bool materialized =
       cand.attention == AttentionBackend::auto_ ? auto_attention_materializes_ : materializes_scores(cand.attention);
@@ -148,7 +149,8 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
   auto crossing = [](const GroupPlace& g) { return g.link == LinkClass::cross_building ? g.cross_fraction : 0.0; };
   const double dp_load = std::max(crossing(pl[GroupKind::dp_cp]), crossing(pl[GroupKind::expert_dp_cp]));
   const double pipeline_load = crossing(pl[GroupKind::tp]) + crossing(pl[GroupKind::cp]) + crossing(pl[GroupKind::ep]) +
-                               crossing(pl[GroupKind::pp]);
+                               crossing(pl[GroupKind::pp]) +
+                               (cand.expert_tp() > 1 && c_.experts > 0 ? crossing(pl[GroupKind::expert_tp]) : 0.0);
   ch.pipeline_share = std::max(1.0, cross->oversubscription * pipeline_load);
   ch.tail_share = std::max(1.0, cross->oversubscription * dp_load);
   const LinkCost* nic = &p_.links[static_cast<int>(LinkClass::intra_building)];
@@ -170,6 +172,7 @@ CostModel::Channels CostModel::channels(const Candidate& cand, const Placement& 
   ch.tp = on(pl[GroupKind::tp], ch.pipeline_share);
   ch.cp = on(pl[GroupKind::cp], ch.pipeline_share);
   ch.ep = on(pl[GroupKind::ep], ch.pipeline_share);
+  ch.etp = on(pl[GroupKind::expert_tp], ch.pipeline_share);
   ch.pp = on(pl[GroupKind::pp], ch.pipeline_share);
   ch.embedding =
       on(pl[GroupKind::embedding], std::max(1.0, cross->oversubscription * crossing(pl[GroupKind::embedding])));
@@ -202,6 +205,8 @@ CostModel::Prices CostModel::prices(const TrafficUnits& u, const Channels& ch) c
   for (int i = 0; i < u.tp.size; ++i) p.tp[static_cast<std::size_t>(i)] = terms::price(u.tp[i].op, ch.tp);
   p.cp = terms::price(CollOp::send_recv, ch.cp);
   p.ep = terms::price(CollOp::all_to_all, ch.ep);
+  p.etp_gather = terms::price(CollOp::all_gather, ch.etp);
+  p.etp_scatter = terms::price(CollOp::reduce_scatter, ch.etp);
   p.pp = terms::price(CollOp::send, ch.pp);
   p.embedding = terms::price(CollOp::all_reduce, ch.embedding);
   auto sync = [&](std::array<terms::Price, 6>& out, const TrafficList<3>& dense, const TrafficList<3>& expert) {
@@ -239,6 +244,9 @@ terms::Microbatch CostModel::microbatch(const Candidate& cand, const StageLayers
                 terms::ring_exchange_time(steps, t.core_backward / per_step, price.cp_hops, price.cp_hop_backward_s);
   }
   mb.ep = price.ep.time({tr.ep.count, tr.ep.bytes * p_.router_imbalance});  // the busiest expert's tokens
+  if (tr.etp_gather.count > 0)
+    mb.ep += price.etp_gather.time({tr.etp_gather.count, tr.etp_gather.bytes * p_.router_imbalance}) +
+             price.etp_scatter.time({tr.etp_scatter.count, tr.etp_scatter.bytes * p_.router_imbalance});
   mb.skew = call_skew(tr, price, cand.tp_overlap());
   return mb;
 }
@@ -253,7 +261,7 @@ double CostModel::call_skew(const StageTraffic& tr, const Prices& price, bool tp
   // (terms::ring_exchange_time): only that one waits for them.
   const double cp = tr.cp_forward.count >= 2 ? 1.0 : tr.cp_forward.count;
   return tp * price.tp_skew_s + cp * (tr.cp_forward_passes + tr.cp_backward_passes) * price.cp_skew_s +
-         tr.ep.count * price.ep_skew_s;
+         (tr.ep.count + tr.etp_gather.count + tr.etp_scatter.count) * price.ep_skew_s;
 }
 
 double CostModel::tp_blocking_time(const StageTraffic& tr, const Prices& price) {
@@ -348,13 +356,13 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
 double CostModel::sharded_params(const Candidate& cand, const StageParams& p) const {
   if (!(cand.fsdp() && cand.dp_sync == DpSync::hierarchical)) return updated_params(cand, p);
   // HSDP: sharded over the group's members in one building, where it spans buildings evenly.
-  const Placement pl = place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp);
+  const Placement pl = place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp, cand.expert_tp());
   auto shards = [&](GroupKind g, std::int64_t n) {
     const GroupPlace& x = pl[g];
     return static_cast<double>(x.per_building > 0 && x.buildings_spanned > 1 ? x.per_building : n);
   };
   return p.dense / shards(GroupKind::dp_cp, cand.dp * cand.cp) +
-         p.expert / shards(GroupKind::expert_dp_cp, cand.dp / cand.ep * cand.cp);
+         p.expert / shards(GroupKind::expert_dp_cp, cand.expert_dp());
 }
 
 double CostModel::fsdp_time(const Candidate& cand, const StageLayers& st, const StageTraffic& tr,
@@ -398,20 +406,21 @@ double CostModel::fsdp_time(const Candidate& cand, const StageLayers& st, const 
 const terms::LayerTimes& CostModel::layer_times(const Candidate& cand) const {
   struct Entry {
     std::uint64_t model = 0;
-    std::int64_t tp = 0, cp = 0, mbs = 0;
+    std::int64_t tp = 0, cp = 0, mbs = 0, etp = 0;
     bool sp = false, zb = false, ep = false;  // ep: EP > 1 (the router's imbalance loads one rank)
     AttentionBackend attention = AttentionBackend::auto_;
     terms::LayerTimes times;
   };
   thread_local std::array<Entry, 256> cache;
   const bool sp = cand.sequence_parallel(), zb = cand.pipeline == PipelineSchedule::zero_bubble, ep = cand.ep > 1;
+  const std::int64_t etp = cand.expert_tp();
   const auto slot = static_cast<std::size_t>(cand.tp * 31 + cand.cp * 17 + cand.mbs * 7 + (sp ? 3 : 0) + (zb ? 5 : 0) +
-                                             (ep ? 13 : 0) + static_cast<int>(cand.attention) * 11) %
+                                             (ep ? 13 : 0) + static_cast<int>(cand.attention) * 11 + etp * 19) %
                     cache.size();
   Entry& e = cache[slot];
   if (e.model != id_ || e.tp != cand.tp || e.cp != cand.cp || e.mbs != cand.mbs || e.sp != sp || e.zb != zb ||
-      e.ep != ep || e.attention != cand.attention)
-    e = {id_, cand.tp, cand.cp, cand.mbs, sp, zb, ep, cand.attention, terms::layer_times(p_, model_, cand)};
+      e.ep != ep || e.attention != cand.attention || e.etp != etp)
+    e = {id_, cand.tp, cand.cp, cand.mbs, etp, sp, zb, ep, cand.attention, terms::layer_times(p_, model_, cand)};
   return e.times;
 }
 
@@ -483,8 +492,9 @@ CostModel::Priced CostModel::priced(const Candidate& cand, const Placement& pl) 
 }
 
 Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible) const {
-  return evaluate(cand, split, stop_if_infeasible,
-                  priced(cand, place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp)));
+  return evaluate(
+      cand, split, stop_if_infeasible,
+      priced(cand, place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp, cand.expert_tp())));
 }
 
 Prediction CostModel::evaluate(const Candidate& cand, const PipelineSplit& split, bool stop_if_infeasible,
@@ -519,8 +529,10 @@ std::array<Prediction, 2> CostModel::evaluate_tp_overlap(const Candidate& cand, 
   std::array<Prediction, 2> r;
   r[0] = fit(cand, split);
   if (r[0].feasible || !stop_if_infeasible)
-    time_tp_overlap(cand, split,
-                    priced(cand, place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp)), r);
+    time_tp_overlap(
+        cand, split,
+        priced(cand, place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp, cand.expert_tp())),
+        r);
   else
     r[1] = r[0];
   return r;
@@ -678,7 +690,8 @@ void CostModel::assemble(const Critical& crit, std::size_t i, Prediction& v) con
 }
 
 std::vector<CostModel::StageTerms> CostModel::stage_terms(const Candidate& cand) const {
-  const Priced all = priced(cand, place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp));
+  const Priced all =
+      priced(cand, place_groups(shape_, cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp, cand.expert_tp()));
   const TrafficUnits& units = all.units;
   const Prices& price = all.prices;
   const terms::LayerTimes& times = layer_times(cand);

@@ -432,7 +432,7 @@ class CostModel {
   // The channels of a candidate's traffic, with the cross-building link shared as cost_model.cpp
   // describes: by the pipeline's crossing traffic while it runs, by the DP sync alone after it.
   struct Channels {
-    Channel tp, cp, ep, pp, embedding;
+    Channel tp, cp, ep, pp, embedding, etp;
     // The gradient-sync groups: GroupKind::dp_cp, expert_dp_cp and their building halves (an
     // overlapped sync shares the cross-building link with the pipeline, the others run after it).
     std::array<Channel, 6> dp_channels;  // the halves set for a hierarchical sync only
@@ -460,7 +460,7 @@ class CostModel {
   struct Prices {
     std::array<terms::Price, 2> tp;      // the first tp_kinds
     std::array<double, 2> tp_message_s;  // one message of each of those kinds (all of a kind are alike)
-    terms::Price cp, ep, pp, embedding;
+    terms::Price cp, ep, pp, embedding, etp_gather, etp_scatter;
     std::array<terms::Price, 6> dp_grad, dp_gather;  // dense then expert kinds: the first *_kinds
     // One pipeline tensor's transfer over every boundary from stage 0 to pp−1, both ways (Σ x_f +
     // x_b), and over the one from the last stage back to the first (closed_forms.hpp

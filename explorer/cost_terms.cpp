@@ -59,7 +59,7 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
     if (n == "out_proj") pair(o, t.gemm_forward.out, t.gemm_backward.out);
   }
   t.dense_forward = common_f, t.dense_backward = common_b, t.dense_weight = common_w;
-  for (const LayerOp& o : ops.mlp_ops(false)) {
+  for (const LayerOp& o : ops.mlp_ops(false, 1)) {
     t.dense_forward += fwd(o), t.dense_backward += bwd(o), t.dense_weight += wgt(o);
     const std::string_view n = o.name;
     if (n == "mlp_fc1") pair(o, t.gemm_forward.fc1, t.gemm_backward.fc1);
@@ -67,7 +67,7 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
   }
   if (model.is_moe()) {
     t.moe_forward = common_f, t.moe_backward = common_b, t.moe_weight = common_w;
-    for (const LayerOp& o : ops.mlp_ops(true)) {
+    for (const LayerOp& o : ops.mlp_ops(true, cand.expert_tp())) {
       // The busiest EP rank's tokens set the pace of the expert ops; with EP 1 every rank runs
       // every expert, and its load is the mean whatever the router does.
       const std::string_view n = o.name;
@@ -100,9 +100,9 @@ CurveReads curve_reads(const Model& model, const Candidate& cand) {
     lo = lo == 0 ? f : std::min(lo, f), hi = std::max(hi, f);
   };
   for (const workload::LayerOp& o : ops.attention_ops()) read(o);
-  for (const workload::LayerOp& o : ops.mlp_ops(false)) read(o);
+  for (const workload::LayerOp& o : ops.mlp_ops(false, 1)) read(o);
   if (model.is_moe())
-    for (const workload::LayerOp& o : ops.mlp_ops(true)) read(o);
+    for (const workload::LayerOp& o : ops.mlp_ops(true, cand.expert_tp())) read(o);
   read(ops.logits());
   return r;
 }

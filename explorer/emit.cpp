@@ -76,6 +76,8 @@ void megatron_layout_args(const Layout& l, const Model& m, MegatronArgs& a) {
   a.add("--pipeline-model-parallel-size", std::to_string(pp));
   a.add("--context-parallel-size", std::to_string(l.context_parallel_size));
   a.add("--expert-model-parallel-size", std::to_string(l.expert_model_parallel_size));
+  // Unset, Megatron splits the experts as TP; an expert TP of their own folds EP over the rest.
+  if (m.is_moe() && l.expert_tp() != tp) a.add("--expert-tensor-parallel-size", std::to_string(l.expert_tp()));
   // Virtual stages as a count per rank, not --num-layers-per-virtual-pipeline-stage: Megatron
   // refuses the layer count together with uneven first/last stages and asks for this one.
   // The layout string sets VPP itself: Megatron takes it or the virtual-stage count, not both.
@@ -406,9 +408,9 @@ std::string torchtitan_toml(const Layout& l, const Model& m, const Cluster& c) {
   t.key("context_parallel_degree", std::to_string(l.context_parallel_size));
   t.key("pipeline_parallel_degree", std::to_string(pp));
   if (pp > 1) pipeline_keys(l, m, t);
-  if (ep > 1) {
+  if (l.folds_experts()) {
     t.key("expert_parallel_degree", std::to_string(ep));
-    t.key("expert_tensor_parallel_degree", std::to_string(tp));  // Megatron's default: experts split as TP
+    t.key("expert_tensor_parallel_degree", std::to_string(l.expert_tp()));
   }
   // torchtitan's async TP (v0.2.2 job_config.py: "Whether to apply async tensor parallel
   // (currently only effective when compile is enabled)") is its all-gather/reduce-scatter and

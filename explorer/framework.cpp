@@ -116,11 +116,6 @@ bool runs_as_predicted(Framework f, const Candidate& c, const Cluster& cluster, 
              ": Megatron-LM cannot express it (tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping and "
              "no EP, only); its groups will sit on other links than predicted";
     });
-    gap(c.ep > 1 && c.cp > 1, [] {
-      return std::string(
-          "EP with CP: Megatron's expert layers take EP from CP×DP, CP first; sax placed EP inside DP, so the EP "
-          "groups differ");
-    });
     gap(pipeline && c.pipeline == PipelineSchedule::zero_bubble, [] {
       return std::string(
           "schedule zero_bubble (ZB-H1): Megatron-LM core has no zero-bubble schedule flag; these arguments run its "
@@ -159,6 +154,10 @@ bool runs_as_predicted(Framework f, const Candidate& c, const Cluster& cluster, 
     });
     gap(c.tp > 1 && !c.sp,
         [] { return std::string("no sequence parallelism: torchtitan's TP always shards the norms' sequence (SP)"); });
+    gap(c.expert_tp() != 1 && c.expert_tp() != c.tp, [&] {
+      return "expert TP " + std::to_string(c.expert_tp()) +
+             ": torchtitan's expert_tensor_parallel_degree is 1 or the TP degree (" + std::to_string(c.tp) + ")";
+    });
     gap(c.recompute == Recompute::selective, [] {
       return std::string(
           "selective recompute: Megatron's recomputes core attention; torchtitan's nearest is per-op "

@@ -192,8 +192,8 @@ HeteroModel::Result HeteroModel::evaluate(const Candidate& cand) const {
   p.bubble_fraction = rp.busy_s > 0 ? rp.bubble_s / rp.busy_s : 0.0;
   p.tokens_per_s = static_cast<double>(model_.tokens_per_step()) / p.step_time_s;
   p.mfu = model_.training_flops_per_step() / (p.step_time_s * peak_flops_sum_);
-  const Placement pl =
-      place_groups(ClusterShape::of(cluster_), cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp);
+  const Placement pl = place_groups(ClusterShape::of(cluster_), cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp,
+                                    cand.expert_tp());
   p.link = {pl[GroupKind::tp].link, pl[GroupKind::cp].link, pl[GroupKind::ep].link, pl[GroupKind::dp_cp].link,
             pl[GroupKind::pp].link};
   check_figures(p);

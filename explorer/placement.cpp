@@ -89,37 +89,35 @@ LinkClass link_between(const ClusterShape& shape, std::int64_t a, std::int64_t b
 }
 
 Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& order, std::int64_t tp, std::int64_t cp,
-                       std::int64_t ep, std::int64_t dp, std::int64_t pp) {
-  // Strides of the dense axes (ep lives inside dp).
+                       std::int64_t ep, std::int64_t dp, std::int64_t pp, std::int64_t etp) {
+  // Strides of the dense axes and, for folded experts, of the expert grid (spec/groups.hpp:
+  // expert TP, EP, expert-DP in the same order, CP of size 1).
+  const bool folded = ep > 1 || etp != tp;
+  const std::int64_t edp = tp * cp * dp / (etp * ep);
   std::int64_t stride = 1, s_tp = 1, s_cp = 1, s_dp = 1, s_pp = 1;
-  bool ep_inner = true, seen_ep = false;
+  std::int64_t e_stride = 1, s_etp = 1, s_ep = 1, s_edp = 1;
   for (Dim d : order) {
     switch (d) {
       case Dim::tp:
-        s_tp = stride;
-        stride *= tp;
+        s_tp = stride, stride *= tp;
+        s_etp = e_stride, e_stride *= etp;
         break;
       case Dim::cp:
-        s_cp = stride;
-        stride *= cp;
+        s_cp = stride, stride *= cp;
         break;
       case Dim::dp:
-        s_dp = stride;
-        stride *= dp;
-        ep_inner = seen_ep;
+        s_dp = stride, stride *= dp;
+        s_edp = e_stride, e_stride *= edp;
         break;
       case Dim::pp:
-        s_pp = stride;
-        stride *= pp;
+        s_pp = stride, stride *= pp;
+        e_stride *= pp;
         break;
       case Dim::ep:
-        seen_ep = true;
+        s_ep = e_stride, e_stride *= ep;
         break;
     }
   }
-  const std::int64_t edp = dp / ep;
-  const Progression p_ep = ep_inner ? Progression{s_dp, ep} : Progression{s_dp * edp, ep};
-  const Progression p_edp = ep_inner ? Progression{s_dp * ep, edp} : Progression{s_dp, edp};
   const Progression p_cp{s_cp, cp}, p_dp{s_dp, dp};
 
   Placement pl;
@@ -138,13 +136,17 @@ Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& orde
   };
   set1(GroupKind::tp, {s_tp, tp}, false);
   set1(GroupKind::cp, p_cp, false);
-  set1(GroupKind::ep, p_ep, true);
   set1(GroupKind::pp, {s_pp, pp}, false);
   set2(GroupKind::dp_cp, p_cp, p_dp);
-  if (ep == 1)  // expert-DP×CP is DP×CP itself
+  if (folded) {
+    set1(GroupKind::ep, {s_ep, ep}, true);
+    set1(GroupKind::expert_tp, {s_etp, etp}, false);
+    set1(GroupKind::expert_dp_cp, {s_edp, edp}, false);
+  } else {  // the experts split as the dense MLP: the dense groups, EP alone
+    set1(GroupKind::ep, {1, 1}, true);
+    pl[GroupKind::expert_tp] = pl[GroupKind::tp];
     pl[GroupKind::expert_dp_cp] = pl[GroupKind::dp_cp];
-  else
-    set2(GroupKind::expert_dp_cp, p_cp, p_edp);
+  }
   // Tied embeddings: the first and the last stage of a pipeline, the two ends of a PP group;
   // it crosses what the PP group crosses.
   pl[GroupKind::embedding] = pl[GroupKind::pp];
@@ -155,7 +157,8 @@ Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& orde
 Placement place_groups(const Cluster& c, const Layout& l) {
   const std::int64_t world = c.world_size();
   return place_groups(ClusterShape::of(c), l.order, l.tensor_model_parallel_size, l.context_parallel_size,
-                      l.expert_model_parallel_size, l.data_parallel_size(world), l.pipeline_model_parallel_size);
+                      l.expert_model_parallel_size, l.data_parallel_size(world), l.pipeline_model_parallel_size,
+                      l.expert_tp());
 }
 
 }  // namespace sax::explorer

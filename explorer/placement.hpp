@@ -47,11 +47,11 @@ struct GroupPlace {
   std::int64_t per_building, buildings_spanned;
 };
 
-// The group kinds the cost model prices (spec/groups.hpp): the five dimensions' groups, the two
-// gradient-sync groups (whose building halves follow from per_building and buildings_spanned)
-// and the tied embedding's.
+// The group kinds the cost model prices (spec/groups.hpp): the five dimensions' groups, the expert
+// TP group, the two gradient-sync groups (whose building halves follow from per_building and
+// buildings_spanned) and the tied embedding's.
 struct Placement {
-  std::array<GroupPlace, 7> groups;
+  std::array<GroupPlace, 8> groups;
   const GroupPlace& operator[](GroupKind g) const { return groups[slot(g)]; }
   GroupPlace& operator[](GroupKind g) { return groups[slot(g)]; }
 
@@ -60,8 +60,8 @@ struct Placement {
   static constexpr std::array<std::int8_t, kNumGroupKinds> kSlot = [] {
     std::array<std::int8_t, kNumGroupKinds> t{};
     t.fill(-1);
-    const GroupKind placed[] = {GroupKind::tp,    GroupKind::cp,           GroupKind::ep,       GroupKind::pp,
-                                GroupKind::dp_cp, GroupKind::expert_dp_cp, GroupKind::embedding};
+    const GroupKind placed[] = {GroupKind::tp,    GroupKind::cp,           GroupKind::ep,        GroupKind::pp,
+                                GroupKind::dp_cp, GroupKind::expert_dp_cp, GroupKind::embedding, GroupKind::expert_tp};
     for (std::size_t i = 0; i < std::size(placed); ++i)
       t[static_cast<std::size_t>(placed[i])] = static_cast<std::int8_t>(i);
     return t;
@@ -79,9 +79,10 @@ struct Placement {
 // different sizes have no stride rule: ranks in different nodes are then taken to cross.
 LinkClass link_between(const ClusterShape& shape, std::int64_t a, std::int64_t b);
 
-// Sizes: tp, cp, ep, dp (the full DP, of which EP is a part), pp.
+// Sizes: tp, cp, ep, dp (the dense grid's), pp, and the experts' TP (the expert grid folds EP over
+// TP×CP×DP: spec/groups.hpp).
 Placement place_groups(const ClusterShape& shape, const std::array<Dim, 5>& order, std::int64_t tp, std::int64_t cp,
-                       std::int64_t ep, std::int64_t dp, std::int64_t pp);
+                       std::int64_t ep, std::int64_t dp, std::int64_t pp, std::int64_t etp);
 Placement place_groups(const Cluster& cluster, const Layout& layout);
 
 }  // namespace sax::explorer

@@ -85,8 +85,9 @@ struct StageParams {
   double dense = 0, expert = 0;
   double edge = 0;  // the embedding/output part of `dense`
 };
+// The experts split over EP and their own TP (etp), the rest over TP.
 inline StageParams stage_params(const ModelConsts& c, const StageLayers& st, std::int64_t tp, std::int64_t ep,
-                                std::int64_t pp) {
+                                std::int64_t pp, std::int64_t etp) {
   const double t = static_cast<double>(tp);
   StageParams p;
   if (st.first) p.edge += c.embedding_params / t;
@@ -94,7 +95,8 @@ inline StageParams stage_params(const ModelConsts& c, const StageLayers& st, std
   p.dense =
       p.edge +
       (static_cast<double>(st.dense) * c.layer_dense_params + static_cast<double>(st.moe) * c.moe_nonexpert_params) / t;
-  p.expert = static_cast<double>(st.moe) * (c.experts / static_cast<double>(ep)) * c.expert_params / t;
+  p.expert =
+      static_cast<double>(st.moe) * (c.experts / static_cast<double>(ep)) * c.expert_params / static_cast<double>(etp);
   return p;
 }
 

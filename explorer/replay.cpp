@@ -144,7 +144,8 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand)
     std::vector<double> boundary(static_cast<std::size_t>(pp));
     for (std::int64_t i = 0; i < pp; ++i) {
       const CostModel& own = *costs[static_cast<std::size_t>(i)];
-      const Placement pl = place_groups(own.shape(), cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp);
+      const Placement pl =
+          place_groups(own.shape(), cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp, cand.expert_tp());
       boundary[static_cast<std::size_t>(i)] = own.pp_transfer_s(cand, pl, own.channels(cand, pl), i);
     }
     for (std::int64_t v = 0; v + 1 < V; ++v) transfers.push_back(boundary[static_cast<std::size_t>(v % pp)]);

@@ -41,8 +41,11 @@ struct Shape {
   PipelineSplit split;             // vpp = 1
   std::vector<std::int64_t> vpps;  // > 1 that divide the per-stage layer count Megatron splits
   std::vector<PipelineSplit> vsplits;
-  std::vector<std::int64_t> mbss;    // every micro-batch size that divides global_batch / DP
-  std::vector<std::int64_t> eps;     // every EP degree that divides num_experts and DP (1 when dense)
+  std::vector<std::int64_t> mbss;  // every micro-batch size that divides global_batch / DP
+  // Every expert grid {EP, expert TP (0: as TP)}: EP a divisor of num_experts that divides a
+  // stage's ranks over the expert TP, which is TP or, with TP > 1, 1 (Megatron-Core's MoE parallel
+  // folding: EP over TP×CP×DP; torchtitan offers the same two). {1, 0} when dense.
+  std::vector<std::array<std::int64_t, 2>> eps;
   bool same_flat = false;            // without virtual stages an earlier kind's split: VPP > 1 only
   bool grad_reduce_in_bf16 = false;  // SearchOptions' numerics, for every candidate
   OptimizerPrecision optimizer_precision{};
@@ -95,8 +98,8 @@ bool same_link(const Link& a, const Link& b) {
 
 // Equal but for the network technology or the placement order.
 bool same_but_placement(const Candidate& a, const Candidate& b) {
-  return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.pp == b.pp && a.vpp == b.vpp && a.mbs == b.mbs &&
-         a.first_layers == b.first_layers && a.last_layers == b.last_layers &&
+  return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.expert_tp() == b.expert_tp() && a.pp == b.pp &&
+         a.vpp == b.vpp && a.mbs == b.mbs && a.first_layers == b.first_layers && a.last_layers == b.last_layers &&
          a.account_embedding == b.account_embedding && a.account_loss == b.account_loss &&
          a.pipeline_layout == b.pipeline_layout && a.pipeline == b.pipeline && a.dp_sync == b.dp_sync &&
          a.recompute == b.recompute && a.sp == b.sp && a.sharding == b.sharding &&
@@ -176,9 +179,14 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
         std::vector<std::int64_t> mbss;
         for (std::int64_t b : divisors_among(batch_divisors, m.global_batch_size / dp))
           if (o.max_micro_batch <= 0 || b <= o.max_micro_batch) mbss.push_back(b);
-        // EP: the divisors of the experts that divide DP too (so fit the world), not every value
-        // up to num_experts.
-        const std::vector<std::int64_t> eps = divisors_among(expert_divisors, std::gcd(dp, expert_divisors.back()));
+        // EP: the divisors of the experts that divide the stage's ranks over the expert TP too
+        // (so fit the world), not every value up to num_experts.
+        std::vector<std::array<std::int64_t, 2>> eps;
+        for (std::int64_t etp : {tp, std::int64_t{1}}) {
+          if (etp == 1 && (tp == 1 || !m.is_moe())) continue;
+          for (std::int64_t ep : divisors_among(expert_divisors, std::gcd(tp * cp * dp / etp, expert_divisors.back())))
+            if (m.is_moe() || ep == 1) eps.push_back({ep, etp == tp ? 0 : etp});
+        }
         bounds.largest_micro_batch = std::max(bounds.largest_micro_batch, mbss.back());
         std::vector<std::vector<std::int64_t>> flat;  // each kind's layers per stage without VPP
         for (const SplitKind& k : kinds) {
@@ -254,10 +262,10 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
   const std::int64_t world = cl.world_size();
   static thread_local std::uint64_t next_base = 0, next_tail = 0;
   std::vector<std::array<Dim, 5>> orders;
-  for (std::int64_t ep : s.eps) {
+  for (const auto& [ep, etp] : s.eps) {
     orders_for(s, ep, orders);
     for (const auto& order : orders) {
-      const Placement pl = place_groups(ClusterShape::of(cl), order, s.tp, s.cp, ep, s.dp, s.pp);
+      const Placement pl = place_groups(ClusterShape::of(cl), order, s.tp, s.cp, ep, s.dp, s.pp, etp > 0 ? etp : s.tp);
       bool crosses = false;
       for (const auto& g : pl.groups) crosses = crosses || (g.size > 1 && g.link == LinkClass::cross_building);
       const bool dp_crosses = pl[GroupKind::dp_cp].link == LinkClass::cross_building ||
@@ -281,7 +289,7 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
               if (s.pp == 1 && sched != PipelineSchedule::one_f_one_b) continue;  // all the same without a pipeline
               Candidate cand;
               cand.tp = s.tp, cand.cp = s.cp, cand.ep = ep, cand.pp = s.pp, cand.vpp = vpp, cand.mbs = mbs,
-              cand.dp = s.dp;
+              cand.dp = s.dp, cand.etp = etp;
               cand.first_layers = s.kind.first, cand.last_layers = s.kind.last;
               cand.account_embedding = s.kind.account_embedding, cand.account_loss = s.kind.account_loss;
               cand.order = order;
@@ -352,7 +360,7 @@ SearchSpace measure(const std::vector<Shape>& all, const Model& m, std::size_t t
   std::vector<std::array<Dim, 5>> orders;
   for (const Shape& s : all) {
     std::int64_t placements = 0;  // (EP, order) pairs
-    for (std::int64_t ep : s.eps) {
+    for (const auto& [ep, etp] : s.eps) {
       orders_for(s, ep, orders);
       placements += static_cast<std::int64_t>(orders.size());
       most_orders = std::max(most_orders, static_cast<std::int64_t>(orders.size()));
@@ -374,7 +382,7 @@ SearchSpace measure(const std::vector<Shape>& all, const Model& m, std::size_t t
   }
   sp.dimensions = {
       {"shapes (TP x CP x PP x pipeline split)", static_cast<std::int64_t>(all.size())},
-      {"expert_parallel (divisors of num_experts and DP)", most_eps},
+      {"expert_parallel (EP dividing num_experts, by expert TP)", most_eps},
       {"placement order", most_orders},
       {"micro_batch (divisors of global_batch / DP)", most_mbs},
       {"sequence_parallel", most_sp},
@@ -598,9 +606,11 @@ SearchResult search(const CostModel& cm, const Cluster& cl, const Model& m, cons
 
 std::string describe_degrees(const Candidate& cand) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "TP%lld CP%lld EP%lld PP%lld", static_cast<long long>(cand.tp),
-                static_cast<long long>(cand.cp), static_cast<long long>(cand.ep), static_cast<long long>(cand.pp));
+  std::snprintf(buf, sizeof buf, "TP%lld CP%lld EP%lld", static_cast<long long>(cand.tp),
+                static_cast<long long>(cand.cp), static_cast<long long>(cand.ep));
   std::string s = buf;
+  if (cand.expert_tp() != cand.tp) s += "(ETP" + std::to_string(cand.expert_tp()) + ")";  // the experts' own TP
+  s += " PP" + std::to_string(cand.pp);
   if (cand.vpp > 1) s += "x" + std::to_string(cand.vpp);
   if (cand.first_layers || cand.last_layers)
     s += "(" + std::to_string(cand.first_layers) + "/../" + std::to_string(cand.last_layers) + ")";

@@ -252,7 +252,7 @@ std::vector<std::int64_t> StepExecutor::route_experts(const Model& model, const 
                                                       const OpRunnerOptions& options) {
   const Op* first = nullptr;
   for (const Op& o : w_.ops)
-    if (o.kind == OpKind::message && o.dim == Dim::ep) {
+    if (o.kind == OpKind::message && o.dim == Dim::ep && o.op == CollOp::all_to_all) {
       first = &o;
       break;
     }
@@ -305,6 +305,17 @@ std::vector<std::int64_t> StepExecutor::route_experts(const Model& model, const 
   const double most = static_cast<double>(std::max(sd, rd)) * static_cast<double>(e);
   max_bytes_[static_cast<std::size_t>(Dim::ep)] = std::max(max_bytes_[static_cast<std::size_t>(Dim::ep)], most);
   dispatch_ = d;
+  // With an expert TP group the experts run on every member's dispatched tokens (gathered): their
+  // rows are the group's sum.
+  if (auto etp = comms_.find(GroupKind::expert_tp); etp != comms_.end() && etp->second.comm->size() > 1) {
+    std::vector<float> mine(rows.begin(), rows.end()), sum(rows.size());
+    auto in = device_->allocate(mine.size() * 4), out = device_->allocate(sum.size() * 4);
+    in->upload(mine.data(), mine.size() * 4);
+    etp->second.comm->all_reduce(in->data(), out->data(), mine.size(), DType::fp32, coll::Mode::blocking);
+    device_->synchronize(device_->comm_stream());
+    out->download(sum.data(), sum.size() * 4);
+    for (std::size_t j = 0; j < rows.size(); ++j) rows[j] = static_cast<std::int64_t>(sum[j]);
+  }
   return rows;
 }
 

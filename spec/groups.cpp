@@ -23,7 +23,25 @@ constexpr const char* kNames[kNumGroupKinds] = {"world",
                                                 "embedding",
                                                 "intra_building",
                                                 "cross_building",
-                                                "intra_node"};
+                                                "intra_node",
+                                                "expert_tp"};
+
+// Expert axes: 0 expert TP, 1 EP, 2 expert-DP, 3 PP (CP has size 1 there).
+int expert_axis_of(Dim d) {
+  switch (d) {
+    case Dim::tp:
+      return 0;
+    case Dim::ep:
+      return 1;
+    case Dim::dp:
+      return 2;
+    case Dim::pp:
+      return 3;
+    case Dim::cp:
+      return -1;
+  }
+  return -1;
+}
 
 // Dense axes: 0 tp, 1 cp, 2 dp, 3 pp.
 int axis_of(Dim d) {
@@ -74,19 +92,34 @@ bool needs_cluster(GroupKind g) {
   }
 }
 
-RankGrid::RankGrid(const Layout& l, std::int64_t world) : world_(world), ep_(l.expert_model_parallel_size) {
+RankGrid::RankGrid(const Layout& l, std::int64_t world) : world_(world), folded_(l.folds_experts()) {
   sizes_ = {l.tensor_model_parallel_size, l.context_parallel_size, l.data_parallel_size(world),
             l.pipeline_model_parallel_size};
-  std::int64_t stride = 1;
+  expert_sizes_ = {l.expert_tp(), l.expert_model_parallel_size, l.expert_data_parallel_size(world),
+                   l.pipeline_model_parallel_size};
+  std::int64_t stride = 1, expert_stride = 1;
   for (Dim d : l.order) {
-    int a = axis_of(d);
-    if (a < 0) continue;
-    strides_[a] = stride;
-    stride *= sizes_[a];
+    if (int a = axis_of(d); a >= 0) {
+      strides_[a] = stride;
+      stride *= sizes_[a];
+    }
+    if (int a = expert_axis_of(d); a >= 0) {
+      expert_strides_[a] = expert_stride;
+      expert_stride *= expert_sizes_[a];
+    }
   }
-  auto ep = std::find(l.order.begin(), l.order.end(), Dim::ep);
-  auto dp = std::find(l.order.begin(), l.order.end(), Dim::dp);
-  ep_inner_ = ep < dp;
+}
+
+GroupKind RankGrid::dense_twin(GroupKind g) {
+  switch (g) {
+    case GroupKind::expert_tp:
+      return GroupKind::tp;
+    case GroupKind::expert_dp:
+    case GroupKind::expert_dp_cp:
+      return GroupKind::dp_cp;
+    default:
+      return g;
+  }
 }
 
 RankGrid::RankGrid(const Layout& l, const Cluster& c) : RankGrid(l, c.world_size()) {
@@ -121,13 +154,13 @@ std::int64_t RankGrid::size(GroupKind g) const {
     case GroupKind::pp:
       return sizes_[3];
     case GroupKind::ep:
-      return ep_;
+      return folded_ ? expert_sizes_[1] : 1;
+    case GroupKind::expert_tp:
     case GroupKind::expert_dp:
-      return sizes_[2] / ep_;
+    case GroupKind::expert_dp_cp:
+      return folded_ ? expert_sizes_[g == GroupKind::expert_tp ? 0 : 2] : size(dense_twin(g));
     case GroupKind::dp_cp:
       return sizes_[2] * sizes_[1];
-    case GroupKind::expert_dp_cp:
-      return sizes_[2] / ep_ * sizes_[1];
     case GroupKind::embedding:
       return sizes_[3] > 1 ? 2 : 1;
     default:
@@ -147,19 +180,15 @@ std::int64_t RankGrid::coordinate(std::int64_t rank, GroupKind g) const {
       return dense_coord(rank, 2);
     case GroupKind::pp:
       return dense_coord(rank, 3);
-    case GroupKind::ep: {
-      std::int64_t d = dense_coord(rank, 2);
-      return ep_inner_ ? d % ep_ : d / size(GroupKind::expert_dp);
-    }
-    case GroupKind::expert_dp: {
-      std::int64_t d = dense_coord(rank, 2);
-      return ep_inner_ ? d / ep_ : d % size(GroupKind::expert_dp);
-    }
-    // CP varies fastest within the combined groups.
+    case GroupKind::ep:
+      return folded_ ? expert_coord(rank, 1) : 0;
+    case GroupKind::expert_tp:
+    case GroupKind::expert_dp:
+    case GroupKind::expert_dp_cp:
+      return folded_ ? expert_coord(rank, g == GroupKind::expert_tp ? 0 : 2) : coordinate(rank, dense_twin(g));
+    // CP varies fastest within the combined group.
     case GroupKind::dp_cp:
       return dense_coord(rank, 1) + sizes_[1] * dense_coord(rank, 2);
-    case GroupKind::expert_dp_cp:
-      return dense_coord(rank, 1) + sizes_[1] * coordinate(rank, GroupKind::expert_dp);
     default: {
       const auto members = group(rank, g);
       return std::find(members.begin(), members.end(), rank) - members.begin();
@@ -201,21 +230,19 @@ std::vector<std::int64_t> RankGrid::group(std::int64_t rank, GroupKind g) const 
       for (std::int64_t i = 0; i < sizes_[axis]; ++i) members.push_back(with_axis(axis, i));
       break;
     }
-    case GroupKind::ep: {
-      const std::int64_t edp = size(GroupKind::expert_dp), e = coordinate(rank, GroupKind::expert_dp);
-      for (std::int64_t i = 0; i < ep_; ++i) members.push_back(with_axis(2, ep_inner_ ? e * ep_ + i : i * edp + e));
-      break;
-    }
-    case GroupKind::expert_dp: {
-      const std::int64_t edp = size(GroupKind::expert_dp), e = coordinate(rank, GroupKind::ep);
-      for (std::int64_t i = 0; i < edp; ++i) members.push_back(with_axis(2, ep_inner_ ? i * ep_ + e : e * edp + i));
-      break;
-    }
-    case GroupKind::dp_cp:
+    case GroupKind::ep:
+    case GroupKind::expert_tp:
+    case GroupKind::expert_dp:
     case GroupKind::expert_dp_cp: {
-      const GroupKind inner = g == GroupKind::dp_cp ? GroupKind::dp : GroupKind::expert_dp;
+      if (!folded_) return g == GroupKind::ep ? std::vector<std::int64_t>{rank} : group(rank, dense_twin(g));
+      const int axis = g == GroupKind::expert_tp ? 0 : g == GroupKind::ep ? 1 : 2;
+      const std::int64_t base = rank - expert_coord(rank, axis) * expert_strides_[axis];
+      for (std::int64_t i = 0; i < expert_sizes_[axis]; ++i) members.push_back(base + i * expert_strides_[axis]);
+      break;
+    }
+    case GroupKind::dp_cp: {
       const std::int64_t cp = sizes_[1];
-      for (std::int64_t r : group(rank, inner)) {
+      for (std::int64_t r : group(rank, GroupKind::dp)) {
         const std::int64_t base = r - dense_coord(r, 1) * strides_[1];
         for (std::int64_t c = 0; c < cp; ++c) members.push_back(base + c * strides_[1]);
       }

@@ -3,10 +3,13 @@
 // groups here.
 //
 // Ranks are laid out with the first dimension of a layout's `order` varying fastest. The dense
-// dimensions are tp, cp, dp, pp (ep has size 1 there); expert layers split the DP dimension into
-// EP × expert-DP, EP taking the inner part when `order` puts ep before dp ("ep-dp"), the outer
-// part otherwise ("dp-ep"). Groups that depend on where ranks sit (the building halves) need the
-// cluster: ranks fill the devices of a node, the nodes of a building, the buildings in order.
+// dimensions are tp, cp, dp, pp (ep has size 1 there). Expert layers have a grid of their own
+// over the same ranks, as Megatron-Core v0.15 builds it (parallel_state.py, the expert
+// RankGenerator; its "MoE parallel folding"): expert TP, EP, expert-DP and PP in the same order
+// with CP's size 1, so an EP group may span the attention's TP, CP and DP ranks. Without EP or an
+// expert TP of its own (Layout::folds_experts) the experts use the dense grid. Groups that depend
+// on where ranks sit (the building halves) need the cluster: ranks fill the devices of a node, the
+// nodes of a building, the buildings in order.
 #pragma once
 
 #include <array>
@@ -22,7 +25,8 @@ namespace sax {
 
 enum class GroupKind {
   world,  // every rank
-  // The parallel dimensions, and the expert data-parallel group (ranks that hold the same experts).
+  // The parallel dimensions, and the expert data-parallel group (ranks that hold the same
+  // experts: the expert grid's DP, into which CP is folded).
   tp,
   cp,
   ep,
@@ -31,7 +35,7 @@ enum class GroupKind {
   expert_dp,
   // Gradient sync: with CP the CP ranks hold the same weights, so gradients are reduced over
   // DP×CP (Megatron's data-parallel group "with context parallel"), expert gradients over
-  // expert-DP×CP.
+  // the expert-DP group (expert_dp_cp names the same members: CP is folded into expert-DP).
   dp_cp,
   expert_dp_cp,
   // The two levels of a hierarchical gradient sync over those groups: the members in this rank's
@@ -49,8 +53,11 @@ enum class GroupKind {
   cross_building,
   // The ranks of one node (a node's devices share its NVLink, or its memory on one host).
   intra_node,
+  // The expert layers' tensor parallel group (Megatron's --expert-tensor-parallel-size): its
+  // ranks all-gather the tokens the dispatch brought and reduce-scatter the experts' output.
+  expert_tp,
 };
-constexpr int kNumGroupKinds = 17;
+constexpr int kNumGroupKinds = 18;
 
 const char* to_string(GroupKind g);
 std::optional<GroupKind> parse_group_kind(const std::string& name);
@@ -83,13 +90,19 @@ class RankGrid {
   int building(std::int64_t rank) const;
 
  private:
-  // Coordinates in the dense space (tp, cp, dp, pp), strides from the order.
-  std::array<std::int64_t, 4> sizes_{}, strides_{};
-  std::int64_t world_ = 0, ep_ = 1;
-  bool ep_inner_ = true;  // "ep-dp": EP groups are consecutive DP coordinates
+  // Coordinates in the dense space (tp, cp, dp, pp), strides from the order; in the expert space
+  // (expert TP, EP, expert-DP, PP) when the layout folds its experts.
+  std::array<std::int64_t, 4> sizes_{}, strides_{}, expert_sizes_{}, expert_strides_{};
+  std::int64_t world_ = 0;
+  bool folded_ = false;
   // First rank of each building (and node), then the world size; empty without a cluster.
   std::vector<std::int64_t> building_start_, node_start_;
   std::int64_t dense_coord(std::int64_t rank, int axis) const { return (rank / strides_[axis]) % sizes_[axis]; }
+  std::int64_t expert_coord(std::int64_t rank, int axis) const {
+    return (rank / expert_strides_[axis]) % expert_sizes_[axis];
+  }
+  // The dense kind the expert kind is when the layout does not fold its experts.
+  static GroupKind dense_twin(GroupKind g);
   std::vector<std::int64_t> building_half(std::int64_t rank, GroupKind parent, bool intra) const;
 };
 

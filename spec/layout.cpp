@@ -194,7 +194,7 @@ LayoutRule schedule_rule(const Layout& l) {
 LayoutRule tensor_parallel_rule(const Model& m, std::int64_t tp) {
   if (m.num_attention_heads % tp != 0) return LayoutRule::tp_divides_heads;
   if (m.num_query_groups % tp != 0) return LayoutRule::tp_divides_query_groups;
-  if (m.ffn_hidden_size % tp != 0 || (m.is_moe() && m.moe_ffn_hidden_size % tp != 0)) return LayoutRule::tp_divides_ffn;
+  if (m.ffn_hidden_size % tp != 0) return LayoutRule::tp_divides_ffn;
   return LayoutRule::ok;
 }
 
@@ -208,9 +208,27 @@ LayoutRule batch_rule(const Model& m, std::int64_t mbs, std::int64_t dp) {
   return LayoutRule::ok;
 }
 
+// Megatron-Core builds the expert grid (ETP, EP, expert-DP, PP) in the same order as the dense
+// one (TP, CP, DP, PP) and asserts that both give the same pipeline groups
+// (parallel_state.initialize_model_parallel): the stride of PP, the product of the sizes placed
+// before it, must agree. Without EP or an expert TP of their own the experts split as the dense
+// MLP does and sax uses the dense grid for them (RankGrid), so the check is for folded layouts.
 LayoutRule degrees_rule(const Layout& l, std::int64_t world) {
   if (world % l.model_parallel_size() != 0) return LayoutRule::model_parallel_divides_world;
-  if (l.data_parallel_size(world) % l.expert_model_parallel_size != 0) return LayoutRule::ep_divides_dp;
+  const std::int64_t stage = world / l.pipeline_model_parallel_size,
+                     expert = l.expert_tp() * l.expert_model_parallel_size;
+  if (stage % expert != 0) return LayoutRule::expert_grid_divides_stage;
+  if (!l.folds_experts()) return LayoutRule::ok;
+  std::int64_t dense_stride = 1, expert_stride = 1;
+  for (Dim d : l.order) {
+    if (d == Dim::pp) break;
+    dense_stride *= d == Dim::ep ? 1 : l.size(d, world);
+    expert_stride *= d == Dim::tp   ? l.expert_tp()
+                     : d == Dim::ep ? l.expert_model_parallel_size
+                     : d == Dim::dp ? stage / expert
+                                    : 1;
+  }
+  if (dense_stride != expert_stride) return LayoutRule::expert_grid_keeps_stages;
   return LayoutRule::ok;
 }
 
@@ -254,7 +272,8 @@ LayoutRule first_broken_rule(const Layout& l, const Model& m, std::int64_t world
   if (LayoutRule r = tensor_parallel_rule(m, tp); r != LayoutRule::ok) return r;
   if (!m.is_moe() && ep != 1) return LayoutRule::ep_is_one_for_dense;
   if (m.is_moe() && m.num_experts % ep != 0) return LayoutRule::ep_divides_experts;
-  if (dp % ep != 0) return LayoutRule::ep_divides_dp;
+  if (m.is_moe() && m.moe_ffn_hidden_size % l.expert_tp() != 0) return LayoutRule::etp_divides_expert_ffn;
+  if (LayoutRule r = degrees_rule(l, world); r != LayoutRule::ok) return r;
   if (LayoutRule r = context_parallel_rule(m, cp); r != LayoutRule::ok) return r;
   if (l.sequence_parallel && (m.seq_length / cp) % tp != 0) return LayoutRule::sp_divides_sequence;
   // Megatron-LM (validate_args): "When using MoE and tensor parallelism, sequence parallelism
@@ -331,6 +350,8 @@ static void read_parallelism(Fields& f, Layout& l) {
   l.pipeline_model_parallel_size = f.count("pipeline_model_parallel_size", Quantity::degree, 1);
   l.context_parallel_size = f.count("context_parallel_size", Quantity::degree, 1);
   l.expert_model_parallel_size = f.count("expert_model_parallel_size", Quantity::degree, 1);
+  if (f.has("expert_tensor_parallel_size"))
+    l.expert_tensor_parallel_size = f.count("expert_tensor_parallel_size", Quantity::degree, 1);
   l.virtual_pipeline_model_parallel_size = f.count("virtual_pipeline_model_parallel_size", Quantity::degree, 1);
   l.micro_batch_size = f.count("micro_batch_size", Quantity::degree, 1);
   l.sequence_parallel = f.boolean("sequence_parallel", false);
@@ -488,6 +509,7 @@ json to_json(const Layout& l) {
     j["exp_avg_dtype"] = to_string(l.optimizer_precision.exp_avg);
     j["exp_avg_sq_dtype"] = to_string(l.optimizer_precision.exp_avg_sq);
   }
+  if (l.expert_tensor_parallel_size) j["expert_tensor_parallel_size"] = l.expert_tensor_parallel_size;
   if (l.decoder_first_pipeline_num_layers) j["decoder_first_pipeline_num_layers"] = l.decoder_first_pipeline_num_layers;
   if (l.decoder_last_pipeline_num_layers) j["decoder_last_pipeline_num_layers"] = l.decoder_last_pipeline_num_layers;
   if (l.account_for_embedding_in_pipeline_split) j["account_for_embedding_in_pipeline_split"] = true;
@@ -558,9 +580,19 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
     case LayoutRule::ep_divides_experts:
       return RuleFault{"expert_model_parallel_size",
                        "a divisor of num_experts (" + str(m->num_experts) + ")" + model + ", got " + str(ep)};
-    case LayoutRule::ep_divides_dp:
-      return RuleFault{"expert_model_parallel_size",
-                       "a divisor of the data-parallel size (" + str(dp) + "), got " + str(ep)};
+    case LayoutRule::expert_grid_divides_stage:
+      return RuleFault{"expert_model_parallel_size", "EP × expert TP (" + str(ep) + "×" + str(l.expert_tp()) +
+                                                         ") to divide the ranks of a pipeline stage, TP×CP×DP (" +
+                                                         str(world / pp) + ")"};
+    case LayoutRule::expert_grid_keeps_stages:
+      return RuleFault{"order", "an order whose expert grid (ETP " + str(l.expert_tp()) + ", EP " + str(ep) +
+                                    ", expert-DP) places the pipeline stages where the dense grid does (pp last, or "
+                                    "as many ranks before pp in both; Megatron asserts it), got \"" +
+                                    l.order_string() + "\""};
+    case LayoutRule::etp_divides_expert_ffn:
+      return RuleFault{"expert_tensor_parallel_size", "a divisor of moe_ffn_hidden_size (" +
+                                                          str(m->moe_ffn_hidden_size) + ")" + model + ", got " +
+                                                          str(l.expert_tp())};
     case LayoutRule::cp_divides_sequence:
       return RuleFault{"context_parallel_size", "a CP size with seq_length (" + str(m->seq_length) +
                                                     ") divisible by 2×CP (causal load balancing), got " + str(cp)};

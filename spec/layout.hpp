@@ -69,6 +69,11 @@ struct Layout {
   std::int64_t pipeline_model_parallel_size = 1;
   std::int64_t context_parallel_size = 1;
   std::int64_t expert_model_parallel_size = 1;
+  // Megatron's --expert-tensor-parallel-size; 0 = unset, the experts split as TP (its default).
+  // The expert layers have a grid of their own over the same ranks (Megatron-Core's MoE
+  // parallel folding): ETP × EP × expert-DP × PP in the layout's order with CP folded into the
+  // rest, so EP may span the attention's TP, CP and DP ranks (spec/groups.hpp).
+  std::int64_t expert_tensor_parallel_size = 0;
   std::int64_t virtual_pipeline_model_parallel_size = 1;
   std::int64_t micro_batch_size = 1;
   bool sequence_parallel = false;
@@ -122,6 +127,16 @@ struct Layout {
     return tensor_model_parallel_size * context_parallel_size * pipeline_model_parallel_size;
   }
   std::int64_t data_parallel_size(std::int64_t world_size) const { return world_size / model_parallel_size(); }
+  std::int64_t expert_tp() const {
+    return expert_tensor_parallel_size > 0 ? expert_tensor_parallel_size : tensor_model_parallel_size;
+  }
+  // Whether the expert layers have a grid of their own (EP > 1 or an ETP other than TP); else
+  // they split as the dense MLP, over the dense grid.
+  bool folds_experts() const { return expert_model_parallel_size > 1 || expert_tp() != tensor_model_parallel_size; }
+  // Ranks that hold the same experts (the expert grid's DP, CP folded in): world / (ETP·EP·PP).
+  std::int64_t expert_data_parallel_size(std::int64_t world_size) const {
+    return world_size / (expert_tp() * expert_model_parallel_size * pipeline_model_parallel_size);
+  }
   std::int64_t size(Dim d, std::int64_t world_size) const;
   std::string order_string() const;
   // Layers held by each virtual stage, length PP×VPP: virtual stage c·pp + i is chunk c of
@@ -170,13 +185,15 @@ enum class LayoutRule {
   reshard_needs_fsdp,         // fsdp_reshard_after_forward false is FSDP's alone
   // Degrees against the world size (no model needed).
   model_parallel_divides_world,  // TP×CP×PP divides the world size
-  ep_divides_dp,                 // EP divides DP
+  expert_grid_divides_stage,     // ETP×EP divides a stage's ranks (TP×CP×DP)
+  expert_grid_keeps_stages,      // the expert grid's pipeline groups are the dense grid's (Megatron)
   // Against the model.
   tp_divides_heads,
   tp_divides_query_groups,
   tp_divides_ffn,
   ep_is_one_for_dense,
   ep_divides_experts,
+  etp_divides_expert_ffn,       // ETP divides moe_ffn_hidden_size
   cp_divides_sequence,          // seq_length divisible by 2×CP (causal load balancing)
   sp_divides_sequence,          // with SP, seq_length/CP divisible by TP
   moe_tp_needs_sp,              // MoE with TP > 1 needs SP (Megatron)

@@ -150,7 +150,7 @@ LayerOp LayerOps::activation(const char* name, double rows, double f) const {
   const double in = m_.swiglu ? 2 : 1, y = rows * f * e_, bias = m_.add_bias_linear ? in * f * e_ : 0;
   return {name, Kind::memory, rows, f, 0, 1, 1, 1, in * y + bias, y, (in + 1) * y + bias, in * y};
 }
-std::vector<LayerOp> LayerOps::mlp_ops(bool moe) const {
+std::vector<LayerOp> LayerOps::mlp_ops(bool moe, std::int64_t expert_tp) const {
   const double up = mlp_w() - 1;  // fc1's matrices: 2 with SwiGLU (gate and up), else 1
   if (!moe) {
     const double f = static_cast<double>(m_.ffn_hidden_size) / tp_;
@@ -159,6 +159,7 @@ std::vector<LayerOp> LayerOps::mlp_ops(bool moe) const {
   }
   const double tokens = T_ / tp_, E = static_cast<double>(m_.num_experts), k = m_.moe_router_topk;
   const double fe = static_cast<double>(m_.moe_ffn_hidden_size), x = tokens * h_ * e_, routed = k * x;
+  const double etp = static_cast<double>(expert_tp), rows = tokens * k * etp, fe_local = fe / etp;
   // Router: softmax over E logits and the top-k; writes the k probabilities and expert indices
   // (fp32, int32); backward reads the probabilities' gradients, writes the logits' gradients.
   const double logits = tokens * E * e_, picks = tokens * k * 8;
@@ -169,9 +170,9 @@ std::vector<LayerOp> LayerOps::mlp_ops(bool moe) const {
           {"router_topk", Kind::memory, tokens, E, 0, 1, 1, 1, logits, picks, logits + picks, logits},
           {"permute", Kind::memory, tokens * k, h_, 0, 1, 1, 1, routed + tokens * k * 4, routed + tokens * k * 4,
            routed + tokens * k * 4, x},
-          {"experts_fc1", Kind::gemm, tokens * k, fe, h_, up},
-          activation("expert_activation", tokens * k, fe),
-          {"experts_fc2", Kind::gemm, tokens * k, h_, fe, 1},
+          {"experts_fc1", Kind::gemm, rows, fe_local, h_, up},
+          activation("expert_activation", rows, fe_local),
+          {"experts_fc2", Kind::gemm, rows, h_, fe_local, 1},
           {"unpermute", Kind::memory, tokens, h_, 0, 1, 1, 1, routed + tokens * k * 8, x, x + routed + tokens * k * 8,
            routed + tokens * k * 4}};
 }

@@ -81,8 +81,10 @@ class LayerOps {
   // as they come: O written at every step).
   std::vector<LayerOp> attention_ops() const;
   LayerOp activation(const char* name, double rows, double f) const;
-  // The MLP sub-block of a dense or a MoE layer, in forward order.
-  std::vector<LayerOp> mlp_ops(bool moe) const;
+  // The MLP sub-block of a dense or a MoE layer, in forward order. A MoE layer's experts run on
+  // the tokens their expert TP group gathered (expert_tp times the rank's dispatched tokens), each
+  // expert's width split over that group.
+  std::vector<LayerOp> mlp_ops(bool moe, std::int64_t expert_tp) const;
   LayerOp embedding() const;
   LayerOp logits() const;
   LayerOp cross_entropy() const;

@@ -109,6 +109,7 @@ class Builder {
     pp_ = l.pipeline_model_parallel_size;
     vpp_ = l.virtual_pipeline_model_parallel_size;
     ep_ = l.expert_model_parallel_size;
+    etp_ = l.expert_tp();
     dp_ = grid_.size(GroupKind::dp_cp);  // gradient-sync and optimizer-sharding sizes
     edp_ = grid_.size(GroupKind::expert_dp_cp);
     sp_ = l.sequence_parallel && tp_ > 1;
@@ -279,10 +280,21 @@ class Builder {
     }
     if (ring >= 0) w_.ops[static_cast<std::size_t>(ring)].needed_at = std::ssize(w_.ops);
   }
+  // A MoE layer's tokens stay sequence-sharded: no TP message around its MLP. Megatron's alltoall
+  // dispatcher (megatron/core/transformer/moe/token_dispatcher.py) sends each rank's routed
+  // copies over EP, then with an expert TP group all-gathers what arrived over it, the experts
+  // running on the group's tokens with their width split; the combine reduce-scatters over that
+  // group, then sends back over EP. A backward mirrors each: EP's term, both.
+  double dispatched() const { return (T_ / tp_) * m_.moe_router_topk * h_ * e_; }
   void ep_all_to_all(Phase ph, const Block& b, std::int64_t layer, const char* name) {
     if (ep_ <= 1) return;
-    const double d = (T_ / tp_) * m_.moe_router_topk * h_ * e_;
-    message(ph, b.microbatch, b.chunk, layer, name, Dim::ep, GroupKind::ep, CollOp::all_to_all, d);
+    message(ph, b.microbatch, b.chunk, layer, name, Dim::ep, GroupKind::ep, CollOp::all_to_all, dispatched());
+  }
+  void expert_tp(Phase ph, const Block& b, std::int64_t layer, CollOp op) {
+    if (etp_ <= 1) return;
+    message(ph, b.microbatch, b.chunk, layer,
+            op == CollOp::all_gather ? "moe_expert_tp_gather" : "moe_expert_tp_scatter", Dim::ep, GroupKind::expert_tp,
+            op, dispatched() * static_cast<double>(etp_));
   }
 
   void layer_forward(Phase ph, const Block& b, std::int64_t layer, bool ops_only_attention) {
@@ -308,13 +320,19 @@ class Builder {
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("attention_residual"), Part::forward));
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("pre_mlp_norm", ops_.sp_tokens()), Part::forward));
     const bool dense = !is_moe(layer);
-    tp_before(ph, b, layer, dense);
-    for (const auto& o : ops_.mlp_ops(is_moe(layer))) {
-      if (o.name == std::string("experts_fc1")) ep_all_to_all(ph, b, layer, "moe_dispatch");
+    if (dense) tp_before(ph, b, layer, true);
+    for (const auto& o : ops_.mlp_ops(is_moe(layer), etp_)) {
+      if (o.name == std::string("experts_fc1")) {
+        ep_all_to_all(ph, b, layer, "moe_dispatch");
+        expert_tp(ph, b, layer, CollOp::all_gather);
+      }
       w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
-      if (o.name == std::string("experts_fc2")) ep_all_to_all(ph, b, layer, "moe_combine");
+      if (o.name == std::string("experts_fc2")) {
+        expert_tp(ph, b, layer, CollOp::reduce_scatter);
+        ep_all_to_all(ph, b, layer, "moe_combine");
+      }
     }
-    tp_after(ph, b, layer, dense);
+    if (dense) tp_after(ph, b, layer, true);
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("mlp_residual"), Part::forward));
   }
 
@@ -324,16 +342,22 @@ class Builder {
     const Part gemm_part = zb() ? Part::input_grad : Part::backward;
     auto part = [&](const LayerOp& o) { return o.kind == Kind::gemm ? gemm_part : Part::backward; };
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("mlp_residual"), Part::backward));
-    auto mlp = ops_.mlp_ops(is_moe(layer));
+    auto mlp = ops_.mlp_ops(is_moe(layer), etp_);
     const bool dense = !is_moe(layer);
-    tp_before(ph, b, layer, dense);
+    if (dense) tp_before(ph, b, layer, true);
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it) {
-      if (it->name == std::string("experts_fc2")) ep_all_to_all(ph, b, layer, "moe_combine_grad");
+      if (it->name == std::string("experts_fc2")) {
+        ep_all_to_all(ph, b, layer, "moe_combine_grad");
+        expert_tp(ph, b, layer, CollOp::all_gather);
+      }
       sp_regather(ph, b, layer, it->name);
       w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
-      if (it->name == std::string("experts_fc1")) ep_all_to_all(ph, b, layer, "moe_dispatch_grad");
+      if (it->name == std::string("experts_fc1")) {
+        expert_tp(ph, b, layer, CollOp::reduce_scatter);
+        ep_all_to_all(ph, b, layer, "moe_dispatch_grad");
+      }
     }
-    tp_after(ph, b, layer, dense);
+    if (dense) tp_after(ph, b, layer, true);
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("pre_mlp_norm", ops_.sp_tokens()), Part::backward));
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("attention_residual"), Part::backward));
     tp_before(ph, b, layer, true);
@@ -354,7 +378,7 @@ class Builder {
   }
 
   void layer_weight_grads(const Block& b, std::int64_t layer) {
-    auto mlp = ops_.mlp_ops(is_moe(layer));
+    auto mlp = ops_.mlp_ops(is_moe(layer), etp_);
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it)
       if (it->kind == Kind::gemm) w_.ops.push_back(compute(Phase::backward_weight, b, layer, *it, Part::weight_grad));
     auto att = ops_.attention_ops();
@@ -466,7 +490,7 @@ class Builder {
   double layer_expert_params(std::int64_t layer) const {
     if (!is_moe(layer)) return 0;
     const std::int64_t local_experts = m_.num_experts / ep_;  // EP divides the experts (validate_layout)
-    return static_cast<double>(local_experts) * m_.mlp_params(m_.moe_ffn_hidden_size) / tp_;
+    return static_cast<double>(local_experts) * m_.mlp_params(m_.moe_ffn_hidden_size) / static_cast<double>(etp_);
   }
   // Embedding and output-layer parameters of this rank (first and last virtual stages).
   double edge_params() const {
@@ -631,7 +655,7 @@ class Builder {
   const Layout& l_;
   RankGrid grid_;
   std::int64_t rank_;
-  std::int64_t tp_, cp_, pp_, vpp_, ep_, dp_, edp_, stage_;
+  std::int64_t tp_, cp_, pp_, vpp_, ep_, etp_, dp_, edp_, stage_;
   bool sp_, tpo_ = false;                     // sequence parallelism; tp_comm_overlap with it
   std::int64_t fsdp_from_ = 0, fsdp_to_ = 0;  // the gathers issued for the next layer (ops [from, to))
   double e_, T_, h_, q_, kv_, A_;

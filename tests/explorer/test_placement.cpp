@@ -61,53 +61,59 @@ TEST(Placement, LinkClassOfEveryGroupKindMatchesRankGrid) {
         for (std::int64_t pp = 1; tp * cp * pp <= world; ++pp) {
           if (world % (tp * cp * pp)) continue;
           const std::int64_t dp = world / (tp * cp * pp);
-          for (std::int64_t ep = 1; ep <= dp; ++ep) {
-            if (dp % ep) continue;
-            for (const auto& order : kOrders) {
-              Layout l;
-              l.tensor_model_parallel_size = tp;
-              l.context_parallel_size = cp;
-              l.pipeline_model_parallel_size = pp;
-              l.expert_model_parallel_size = ep;
-              l.order = order;
-              const RankGrid grid(l, world);
-              const Placement pl = place_groups(shape, order, tp, cp, ep, dp, pp);
-              const std::string what = "world " + std::to_string(world) + " tp" + std::to_string(tp) + " cp" +
-                                       std::to_string(cp) + " ep" + std::to_string(ep) + " dp" + std::to_string(dp) +
-                                       " pp" + std::to_string(pp) + " " + l.order_string();
-              EXPECT_EQ(pl[GroupKind::tp].link, worst(c, grid.all_groups(GroupKind::tp))) << what;
-              EXPECT_EQ(pl[GroupKind::cp].link, worst(c, grid.all_groups(GroupKind::cp))) << what;
-              EXPECT_EQ(pl[GroupKind::ep].link, worst(c, grid.all_groups(GroupKind::ep))) << what;
-              EXPECT_EQ(pl[GroupKind::pp].link, worst(c, grid.all_groups(GroupKind::pp))) << what;
-              const auto dpcp = dp_cp_groups(grid, GroupKind::dp);
-              const auto edpcp = dp_cp_groups(grid, GroupKind::expert_dp);
-              EXPECT_EQ(pl[GroupKind::dp_cp].link, worst(c, dpcp)) << what;
-              EXPECT_EQ(pl[GroupKind::expert_dp_cp].link, worst(c, edpcp)) << what;
-              EXPECT_EQ(pl[GroupKind::dp_cp].size, dp * cp) << what;
-              // Members per building, when even, as the hierarchical DP sync splits them.
-              const GroupPlace& g = pl[GroupKind::dp_cp];
-              // When every group of the kind spreads evenly over the buildings it spans, the
-              // arithmetic must give that count; placements that misalign with buildings (some
-              // groups even, some not) sync flat.
-              if (g.link == LinkClass::cross_building) {
-                std::int64_t count = -1, spanned = -1;
-                bool all_even = true;
-                for (const auto& members : dpcp) {
-                  std::map<int, std::int64_t> per;
-                  for (auto m : members) ++per[c.place(m).building];
-                  for (auto [b, n] : per) all_even = all_even && n == per.begin()->second;
-                  if (count < 0) count = per.begin()->second, spanned = static_cast<std::int64_t>(per.size());
-                  all_even =
-                      all_even && count == per.begin()->second && spanned == static_cast<std::int64_t>(per.size());
+          for (std::int64_t etp : {tp, std::int64_t{1}})
+            for (std::int64_t ep = 1; ep <= tp * cp * dp / etp; ++ep) {
+              if ((tp * cp * dp) % (ep * etp) || (etp == 1 && tp == 1)) continue;
+              for (const auto& order : kOrders) {
+                Layout l;
+                l.tensor_model_parallel_size = tp;
+                l.context_parallel_size = cp;
+                l.pipeline_model_parallel_size = pp;
+                l.expert_model_parallel_size = ep;
+                l.expert_tensor_parallel_size = etp;
+                l.order = order;
+                if (degrees_rule(l, world) != LayoutRule::ok) continue;  // Megatron refuses the order
+                const RankGrid grid(l, world);
+                const Placement pl = place_groups(shape, order, tp, cp, ep, dp, pp, etp);
+                const std::string what = "world " + std::to_string(world) + " tp" + std::to_string(tp) + " cp" +
+                                         std::to_string(cp) + " ep" + std::to_string(ep) + " etp" +
+                                         std::to_string(etp) + " dp" + std::to_string(dp) + " pp" + std::to_string(pp) +
+                                         " " + l.order_string();
+                EXPECT_EQ(pl[GroupKind::tp].link, worst(c, grid.all_groups(GroupKind::tp))) << what;
+                EXPECT_EQ(pl[GroupKind::cp].link, worst(c, grid.all_groups(GroupKind::cp))) << what;
+                EXPECT_EQ(pl[GroupKind::ep].link, worst(c, grid.all_groups(GroupKind::ep))) << what;
+                EXPECT_EQ(pl[GroupKind::pp].link, worst(c, grid.all_groups(GroupKind::pp))) << what;
+                EXPECT_EQ(pl[GroupKind::expert_tp].link, worst(c, grid.all_groups(GroupKind::expert_tp))) << what;
+                EXPECT_EQ(pl[GroupKind::expert_tp].size, etp) << what;
+                const auto dpcp = dp_cp_groups(grid, GroupKind::dp);
+                EXPECT_EQ(pl[GroupKind::dp_cp].link, worst(c, dpcp)) << what;
+                EXPECT_EQ(pl[GroupKind::expert_dp_cp].link, worst(c, grid.all_groups(GroupKind::expert_dp_cp))) << what;
+                EXPECT_EQ(pl[GroupKind::expert_dp_cp].size * ep * etp, tp * cp * dp) << what;
+                EXPECT_EQ(pl[GroupKind::dp_cp].size, dp * cp) << what;
+                // Members per building, when even, as the hierarchical DP sync splits them.
+                const GroupPlace& g = pl[GroupKind::dp_cp];
+                // When every group of the kind spreads evenly over the buildings it spans, the
+                // arithmetic must give that count; placements that misalign with buildings (some
+                // groups even, some not) sync flat.
+                if (g.link == LinkClass::cross_building) {
+                  std::int64_t count = -1, spanned = -1;
+                  bool all_even = true;
+                  for (const auto& members : dpcp) {
+                    std::map<int, std::int64_t> per;
+                    for (auto m : members) ++per[c.place(m).building];
+                    for (auto [b, n] : per) all_even = all_even && n == per.begin()->second;
+                    if (count < 0) count = per.begin()->second, spanned = static_cast<std::int64_t>(per.size());
+                    all_even =
+                        all_even && count == per.begin()->second && spanned == static_cast<std::int64_t>(per.size());
+                  }
+                  if (all_even) {
+                    EXPECT_EQ(g.per_building, count) << what;
+                    EXPECT_EQ(g.buildings_spanned, spanned) << what;
+                  }
                 }
-                if (all_even) {
-                  EXPECT_EQ(g.per_building, count) << what;
-                  EXPECT_EQ(g.buildings_spanned, spanned) << what;
-                }
+                ++checked;
               }
-              ++checked;
             }
-          }
         }
   }
   EXPECT_GT(checked, 500);

@@ -367,7 +367,7 @@ TEST(Search, BoundsReachWhatTheModelAndBatchAllow) {
   EXPECT_TRUE(found);
 }
 
-// EP degrees are the divisors of num_experts that divide DP, not every value up to num_experts:
+// EP degrees are the divisors of num_experts that divide a stage's ranks, not every value up to num_experts:
 // 2^40 experts (the largest the reader allows) explore at once: the EP values checked below are the
 // proof; the time only has to be far from the hours an enumeration up to 2^40 would take.
 TEST(HardeningUnboundedWork, TwoToTheFortyExpertsExploreOnlyTheirDivisors) {
@@ -382,9 +382,10 @@ TEST(HardeningUnboundedWork, TwoToTheFortyExpertsExploreOnlyTheirDivisors) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(s, 30.0);  // 0.1 s alone here; a sanitizer build on a busy host takes several
   EXPECT_GT(r.generated, 0);
-  // EP takes 1, 2 and 4 at most (DP <= 4 on four devices).
+  // EP takes 1, 2 and 4 at most (a stage holds at most four devices' ranks), with the expert TP
+  // of TP or, with TP 2, of 1: at most 5 expert grids (TP 2: EP 1, 2 as TP; EP 1, 2, 4 alone).
   for (const auto& [name, size] : r.space.dimensions)
-    if (name.rfind("expert_parallel", 0) == 0) EXPECT_LE(size, 3);
+    if (name.rfind("expert_parallel", 0) == 0) EXPECT_LE(size, 5);
 }
 
 // The space counts every candidate the search generates, before pruning.

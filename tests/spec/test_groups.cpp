@@ -55,7 +55,7 @@ TEST(RankGrid, EveryKindPartitionsTheRanksAndCoordinatesMatchPositions) {
                                 {"order", order}});
     RankGrid g(l, 32);  // DP 4
     for (GroupKind k : {GroupKind::tp, GroupKind::cp, GroupKind::ep, GroupKind::dp, GroupKind::pp, GroupKind::expert_dp,
-                        GroupKind::dp_cp, GroupKind::expert_dp_cp}) {
+                        GroupKind::dp_cp, GroupKind::expert_dp_cp, GroupKind::expert_tp}) {
       std::set<std::int64_t> all;
       for (const auto& grp : g.all_groups(k)) {
         ASSERT_EQ(static_cast<std::int64_t>(grp.size()), g.size(k)) << order << " " << to_string(k);
@@ -77,8 +77,34 @@ TEST(RankGrid, GradientGroupsJoinDataAndContextParallel) {
              16);
   EXPECT_EQ(g.size(GroupKind::dp_cp), 8);
   EXPECT_EQ(g.group(0, GroupKind::dp_cp), (std::vector<std::int64_t>{0, 2, 4, 6, 8, 10, 12, 14}));
+  // The expert grid folds CP: EP takes the CP ranks first, expert-DP the rest (Megatron-Core
+  // v0.15's expert RankGenerator gives ep [0, 2], expert dp [0, 4, 8, 12] here).
   EXPECT_EQ(g.size(GroupKind::expert_dp_cp), 4);
-  EXPECT_EQ(g.group(0, GroupKind::expert_dp_cp), (std::vector<std::int64_t>{0, 2, 8, 10}));
+  EXPECT_EQ(g.group(0, GroupKind::ep), (std::vector<std::int64_t>{0, 2}));
+  EXPECT_EQ(g.group(0, GroupKind::expert_dp_cp), (std::vector<std::int64_t>{0, 4, 8, 12}));
+  EXPECT_EQ(g.group(0, GroupKind::expert_tp), (std::vector<std::int64_t>{0, 1}));
+}
+
+// Megatron-Core's MoE parallel folding: with an expert TP of 1 the EP group spans the attention's
+// TP ranks. Expected groups from Megatron-Core v0.15's RankGenerator (parallel_state.py) for the
+// same sizes and order.
+TEST(RankGrid, ExpertParallelFoldsOverTensorParallel) {
+  Layout l = test::layout_of({{"tensor_model_parallel_size", 2},
+                              {"pipeline_model_parallel_size", 2},
+                              {"expert_model_parallel_size", 4},
+                              {"expert_tensor_parallel_size", 1}});
+  RankGrid g(l, 16);  // DP 4, expert-DP 2
+  EXPECT_EQ(g.all_groups(GroupKind::ep), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}}));
+  EXPECT_EQ(g.group(0, GroupKind::expert_dp_cp), (std::vector<std::int64_t>{0, 4}));
+  EXPECT_EQ(g.group(5, GroupKind::expert_dp), (std::vector<std::int64_t>{1, 5}));
+  EXPECT_EQ(g.group(3, GroupKind::expert_tp), (std::vector<std::int64_t>{3}));
+  EXPECT_EQ(g.group(3, GroupKind::tp), (std::vector<std::int64_t>{2, 3}));  // the dense grid is unchanged
+  EXPECT_EQ(g.group(3, GroupKind::pp), (std::vector<std::int64_t>{3, 11}));
+  // Without EP or an expert TP of their own the experts use the dense groups.
+  RankGrid d(test::layout_of({{"tensor_model_parallel_size", 2}, {"context_parallel_size", 2}}), 8);
+  EXPECT_EQ(d.group(1, GroupKind::expert_dp_cp), d.group(1, GroupKind::dp_cp));
+  EXPECT_EQ(d.group(1, GroupKind::expert_tp), d.group(1, GroupKind::tp));
+  EXPECT_EQ(d.group(1, GroupKind::ep), (std::vector<std::int64_t>{1}));
 }
 
 TEST(RankGrid, LinkClassOfGroupsOnTheLocalTestbed) {

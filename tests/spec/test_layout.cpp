@@ -123,6 +123,50 @@ TEST(Layout, MoeRules) {
             "/sequence_parallel");
   EXPECT_EQ(error_path({{"expert_model_parallel_size", 8}, {"pipeline_model_parallel_size", 4}}, m, c), "");
   EXPECT_EQ(error_path({{"expert_model_parallel_size", 3}}, m, c), "/expert_model_parallel_size");
+  // Parallel folding: EP over TP×CP×DP with an expert TP of its own.
+  m.moe_ffn_hidden_size = 14336;
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 4},
+                        {"sequence_parallel", true},
+                        {"expert_model_parallel_size", 8},
+                        {"expert_tensor_parallel_size", 1},
+                        {"pipeline_model_parallel_size", 4}},
+                       m, c),
+            "");
+  EXPECT_EQ(error_path({{"expert_tensor_parallel_size", 3}}, m, c), "/expert_tensor_parallel_size");  // 14336 % 3
+  EXPECT_EQ(error_path({{"expert_tensor_parallel_size", 0}}, m, c), "/expert_tensor_parallel_size");
+}
+
+TEST(Layout, ExpertGridRules) {
+  Model m = load_model(preset_path("models/mixtral-8x7b.json"));
+  Cluster c = h100();
+  m.global_batch_size = 98304;
+  // Megatron asserts that both grids give the same pipeline groups: with pp not outermost,
+  // as many ranks before pp in each (TP·CP = 4 dense, ETP = 1 expert).
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 4},
+                        {"sequence_parallel", true},
+                        {"expert_model_parallel_size", 8},
+                        {"expert_tensor_parallel_size", 1},
+                        {"pipeline_model_parallel_size", 4},
+                        {"order", "tp-cp-pp-ep-dp"}},
+                       m, c),
+            "/order");
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 4},
+                        {"sequence_parallel", true},
+                        {"expert_model_parallel_size", 8},
+                        {"pipeline_model_parallel_size", 4},
+                        {"order", "tp-cp-pp-ep-dp"}},
+                       m, c),
+            "");
+  // EP × ETP must divide a stage's ranks: 8 experts, 8 ranks a stage.
+  Cluster small = c;
+  small.buildings.resize(1);
+  small.buildings[0].nodes = 1;
+  EXPECT_EQ(error_path({{"tensor_model_parallel_size", 2},
+                        {"sequence_parallel", true},
+                        {"expert_model_parallel_size", 8},
+                        {"micro_batch_size", 1}},
+                       m, small),
+            "/expert_model_parallel_size");
 }
 
 namespace {

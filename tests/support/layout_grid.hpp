@@ -200,6 +200,38 @@ inline std::vector<Case> grid() {
       {{"expert_model_parallel_size", 2},
        {"micro_batch_size", 2},
        {"data_parallel_sharding_strategy", "optim_grads_params"}});
+  // MoE parallel folding: EP over TP×DP with an expert TP of 1 (EP 8 over a stage's 8 ranks);
+  // an expert TP of 2 under TP 4 with EP over CP×DP; and with the distributed optimizer and
+  // interleaving.
+  add("fold-tp2-ep8-etp1", c16,
+      [] {
+        Model m = tiny(true, 4, 32);
+        m.num_experts = 8;
+        return m;
+      }(),
+      {{"tensor_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"pipeline_model_parallel_size", 2},
+       {"expert_model_parallel_size", 8},
+       {"expert_tensor_parallel_size", 1},
+       {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", "overlapped"}}}});
+  add("fold-tp4-etp2-cp2-ep2", c16, tiny(true, 4, 16),
+      {{"tensor_model_parallel_size", 4},
+       {"sequence_parallel", true},
+       {"context_parallel_size", 2},
+       {"expert_model_parallel_size", 2},
+       {"expert_tensor_parallel_size", 2},
+       {"recompute_granularity", "full"},
+       {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", "blocking"}}}});
+  add("fold-tp2-ep4-etp1-vpp2-dist", c16, tiny(true, 8, 32),
+      {{"tensor_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"pipeline_model_parallel_size", 2},
+       {"virtual_pipeline_model_parallel_size", 2},
+       {"expert_model_parallel_size", 4},
+       {"expert_tensor_parallel_size", 1},
+       {"use_distributed_optimizer", true},
+       {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "hierarchical"}}}});
   return out;
 }
 

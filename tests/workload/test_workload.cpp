@@ -626,7 +626,7 @@ TEST(DeviceTime, AWorkloadOpTakesWhatItsLayerOpTakes) {
     const LayerOps ops(m, 1, 1, 1, false, true);
     std::map<std::string, LayerOp> by_name;
     for (const LayerOp& o : ops.attention_ops()) by_name.emplace(o.name, o);
-    for (const LayerOp& o : ops.mlp_ops(moe)) by_name.emplace(o.name, o);
+    for (const LayerOp& o : ops.mlp_ops(moe, 1)) by_name.emplace(o.name, o);
     for (const char* n : {"input_norm", "pre_mlp_norm"}) by_name.emplace(n, ops.norm(n, ops.sp_tokens()));
     for (const char* n : {"attention_residual", "mlp_residual"}) by_name.emplace(n, ops.residual(n));
     const double e = dtype_bytes(m.dtype);
