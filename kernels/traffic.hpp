@@ -19,10 +19,14 @@ struct Traffic {
 };
 
 // Attention over batch b, `heads` query heads sharing `kv_heads` K/V heads, sq queries (the last
-// sq of sk positions, causal) × sk keys, head dim d. Layouts: q, o [b][sq][heads][d]; k, v
-// [b][sk][kv_heads][d].
+// sq of sk positions, causal) × sk keys, head dim d (values dv). Layouts: q [b][sq][heads][d],
+// o [b][sq][heads][dv]; k [b][sk][kv_heads][d], v [b][sk][kv_heads][dv].
 struct AttentionShape {
   std::int64_t b, heads, kv_heads, sq, sk, d;
+  // The values' (and the output's) head dimension; 0: d. Multi-head latent attention (DeepSeek-V2)
+  // attends with query-key heads of d and values of dv.
+  std::int64_t dv = 0;
+  constexpr std::int64_t v_dim() const { return dv > 0 ? dv : d; }
 };
 
 }  // namespace sax::kernels

@@ -186,10 +186,12 @@ class CudaOps final : public Ops {
     if (rows > INT32_MAX) throw UsageError("more than 2^31 rows for one kernel");
     return static_cast<unsigned>(rows);
   }
+  // The larger of the query-key and the value head dimensions (what a lane's columns cover).
   static int head_dim(const AttentionShape& s) {
-    if (s.d < 1 || s.d > 256)
-      throw UsageError("flash attention on CUDA: head dimension " + std::to_string(s.d) + " (expected 1 to 256)");
-    return static_cast<int>(s.d);
+    for (std::int64_t d : {s.d, s.v_dim()})
+      if (d < 1 || d > 256)
+        throw UsageError("flash attention on CUDA: head dimension " + std::to_string(d) + " (expected 1 to 256)");
+    return static_cast<int>(std::max(s.d, s.v_dim()));
   }
   // Calls f with std::integral_constant<int, ⌈d/32⌉>.
   template <class F>
@@ -234,6 +236,13 @@ class CudaOps final : public Ops {
   }
   static const void* kvp(const AttentionShape& s, const void* base, std::int64_t b, std::int64_t h) {
     return B(base) + b * s.sk * s.kv_heads * s.d + (h / (s.heads / s.kv_heads)) * s.d;
+  }
+  // The output's and the values' rows, of head dimension dv.
+  static const void* outp(const AttentionShape& s, const void* base, std::int64_t b, std::int64_t h) {
+    return B(base) + b * s.sq * s.heads * s.v_dim() + h * s.v_dim();
+  }
+  static const void* vp(const AttentionShape& s, const void* base, std::int64_t b, std::int64_t h) {
+    return B(base) + b * s.sk * s.kv_heads * s.v_dim() + (h / (s.heads / s.kv_heads)) * s.v_dim();
   }
   static void* mut(const void* p) { return const_cast<void*>(p); }
   Traffic rope(std::int64_t tokens, std::int64_t heads, std::int64_t d, const float* table, void* x, float sign);

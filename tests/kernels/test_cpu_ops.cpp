@@ -242,41 +242,49 @@ TEST(CpuOps, SoftmaxAndRopeMatchTheirDefinitionAndTheirGradients) {
 
 TEST(CpuOps, FlashAttentionEqualsTheUnfusedOneForwardAndBackward) {
   // GQA (4 query heads over 2 KV heads), causal, queries the last 70 of 150 positions: blocks of
-  // 64 split both the queries and the keys unevenly.
-  const AttentionShape s{2, 4, 2, 70, 150, 16};
-  const std::size_t nq = s.b * s.sq * s.heads * s.d, nkv = s.b * s.sk * s.kv_heads * s.d;
-  const Vec q = random_vec(nq, 20), k = random_vec(nkv, 21), v = random_vec(nkv, 22), dout = random_vec(nq, 23);
-  Vec scores(s.b * s.heads * s.sq * s.sk), o1(nq), o2(nq), lse(s.b * s.heads * s.sq);
-  attention_unfused_forward(s, q.data(), k.data(), v.data(), scores.data(), o1.data());
-  attention_flash_forward(s, q.data(), k.data(), v.data(), o2.data(), lse.data());
-  EXPECT_LT(rel_err(o2, o1), 1e-5);
-  Vec scratch(s.sq * s.sk), dq1(nq), dk1(nkv), dv1(nkv), dq2(nq), dk2(nkv), dv2(nkv);
-  attention_unfused_backward(s, q.data(), k.data(), v.data(), scores.data(), dout.data(), scratch.data(), dq1.data(),
-                             dk1.data(), dv1.data());
-  attention_flash_backward(s, q.data(), k.data(), v.data(), o2.data(), dout.data(), lse.data(), dq2.data(), dk2.data(),
-                           dv2.data());
-  EXPECT_LT(rel_err(dq2, dq1), 1e-4);
-  EXPECT_LT(rel_err(dk2, dk1), 1e-4);
-  EXPECT_LT(rel_err(dv2, dv1), 1e-4);
+  // 64 split both the queries and the keys unevenly. Then multi-head latent attention's shape:
+  // query-key heads of 24, values of 16.
+  for (const AttentionShape s : {AttentionShape{2, 4, 2, 70, 150, 16}, AttentionShape{2, 4, 4, 70, 150, 24, 16}}) {
+    const std::size_t nq = s.b * s.sq * s.heads * s.d, nk = s.b * s.sk * s.kv_heads * s.d,
+                      nv = s.b * s.sk * s.kv_heads * s.v_dim(), no = s.b * s.sq * s.heads * s.v_dim();
+    const Vec q = random_vec(nq, 20), k = random_vec(nk, 21), v = random_vec(nv, 22), dout = random_vec(no, 23);
+    Vec scores(s.b * s.heads * s.sq * s.sk), o1(no), o2(no), lse(s.b * s.heads * s.sq);
+    const Traffic unfused = attention_unfused_forward(s, q.data(), k.data(), v.data(), scores.data(), o1.data());
+    const Traffic flash = attention_flash_forward(s, q.data(), k.data(), v.data(), o2.data(), lse.data());
+    EXPECT_LT(rel_err(o2, o1), 1e-5);
+    EXPECT_DOUBLE_EQ(unfused.flops, 2.0 * s.b * s.heads * s.sq * s.sk * (s.d + s.v_dim()));  // both products
+    EXPECT_LE(flash.flops, unfused.flops);  // the causal blocks past the last query skipped
+    Vec scratch(s.sq * s.sk), dq1(nq), dk1(nk), dv1(nv), dq2(nq), dk2(nk), dv2(nv);
+    attention_unfused_backward(s, q.data(), k.data(), v.data(), scores.data(), dout.data(), scratch.data(), dq1.data(),
+                               dk1.data(), dv1.data());
+    attention_flash_backward(s, q.data(), k.data(), v.data(), o2.data(), dout.data(), lse.data(), dq2.data(),
+                             dk2.data(), dv2.data());
+    EXPECT_LT(rel_err(dq2, dq1), 1e-4);
+    EXPECT_LT(rel_err(dk2, dk1), 1e-4);
+    EXPECT_LT(rel_err(dv2, dv1), 1e-4);
+  }
 }
 
 TEST(CpuOps, UnfusedAttentionBackwardIsTheGradient) {
-  const AttentionShape s{1, 2, 1, 3, 5, 4};
-  const std::size_t nq = s.b * s.sq * s.heads * s.d, nkv = s.b * s.sk * s.kv_heads * s.d;
-  const Vec q = random_vec(nq, 24), k = random_vec(nkv, 25), v = random_vec(nkv, 26), dout = random_vec(nq, 27);
-  Vec scores(s.b * s.heads * s.sq * s.sk), o(nq);
-  auto run = [&](const Vec& qq, const Vec& kk, const Vec& vv) {
-    Vec sc(scores.size()), out(nq);
-    attention_unfused_forward(s, qq.data(), kk.data(), vv.data(), sc.data(), out.data());
-    return out;
-  };
-  attention_unfused_forward(s, q.data(), k.data(), v.data(), scores.data(), o.data());
-  Vec scratch(s.sq * s.sk), dq(nq), dk(nkv), dv(nkv);
-  attention_unfused_backward(s, q.data(), k.data(), v.data(), scores.data(), dout.data(), scratch.data(), dq.data(),
-                             dk.data(), dv.data());
-  EXPECT_LT(rel_err(dq, numeric_grad(q, dout, [&](const Vec& x) { return run(x, k, v); })), kGradTol);
-  EXPECT_LT(rel_err(dk, numeric_grad(k, dout, [&](const Vec& x) { return run(q, x, v); })), kGradTol);
-  EXPECT_LT(rel_err(dv, numeric_grad(v, dout, [&](const Vec& x) { return run(q, k, x); })), kGradTol);
+  // Heads of one dimension, and query-key heads of 6 with values of 4 (latent attention's shape).
+  for (const AttentionShape s : {AttentionShape{1, 2, 1, 3, 5, 4}, AttentionShape{1, 2, 2, 3, 5, 6, 4}}) {
+    const std::size_t nq = s.b * s.sq * s.heads * s.d, nk = s.b * s.sk * s.kv_heads * s.d,
+                      nv = s.b * s.sk * s.kv_heads * s.v_dim(), no = s.b * s.sq * s.heads * s.v_dim();
+    const Vec q = random_vec(nq, 24), k = random_vec(nk, 25), v = random_vec(nv, 26), dout = random_vec(no, 27);
+    Vec scores(s.b * s.heads * s.sq * s.sk), o(no);
+    auto run = [&](const Vec& qq, const Vec& kk, const Vec& vv) {
+      Vec sc(scores.size()), out(no);
+      attention_unfused_forward(s, qq.data(), kk.data(), vv.data(), sc.data(), out.data());
+      return out;
+    };
+    attention_unfused_forward(s, q.data(), k.data(), v.data(), scores.data(), o.data());
+    Vec scratch(s.sq * s.sk), dq(nq), dk(nk), dv(nv);
+    attention_unfused_backward(s, q.data(), k.data(), v.data(), scores.data(), dout.data(), scratch.data(), dq.data(),
+                               dk.data(), dv.data());
+    EXPECT_LT(rel_err(dq, numeric_grad(q, dout, [&](const Vec& x) { return run(x, k, v); })), kGradTol);
+    EXPECT_LT(rel_err(dk, numeric_grad(k, dout, [&](const Vec& x) { return run(q, x, v); })), kGradTol);
+    EXPECT_LT(rel_err(dv, numeric_grad(v, dout, [&](const Vec& x) { return run(q, k, x); })), kGradTol);
+  }
 }
 
 TEST(CpuOps, CrossEntropyRouterAndPermutationMatchTheirDefinitionAndGradients) {

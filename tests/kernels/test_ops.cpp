@@ -227,28 +227,34 @@ TEST_F(CudaOps, SoftmaxAndRope) {
 
 // Grouped-query heads (4 over 2, 2 over 1), fewer queries than keys (the last 24 of 40, 40 of
 // 72), head dims that do not fill a warp's lanes evenly (40), that need two or four columns per
-// lane (64, 128) and more than 48 KB of shared memory (256); several 32-row chunks (100 × 100).
+// lane (64, 128) and more than 48 KB of shared memory (256); several 32-row chunks (100 × 100);
+// multi-head latent attention's query-key heads of 192 over values of 128 (DeepSeek-V3's), and
+// values wider than the query-key heads.
 TEST_F(CudaOps, AttentionFlashAndUnfused) {
-  for (const AttentionShape a : {AttentionShape{2, 4, 2, 24, 40, 40}, AttentionShape{2, 4, 2, 24, 40, 64},
-                                 AttentionShape{1, 4, 2, 100, 100, 128}, AttentionShape{1, 2, 1, 40, 72, 256}}) {
-    const std::int64_t d = a.d;
-    const std::size_t nq = a.b * a.sq * a.heads * d, nk = a.b * a.sk * a.kv_heads * d, ns = a.b * a.heads * a.sq * a.sk;
-    const Vec q = random_vec(nq, 20), k = random_vec(nk, 21), v = random_vec(nk, 22), dout = random_vec(nq, 23);
+  for (const AttentionShape a :
+       {AttentionShape{2, 4, 2, 24, 40, 40}, AttentionShape{2, 4, 2, 24, 40, 64}, AttentionShape{1, 4, 2, 100, 100, 128},
+        AttentionShape{1, 2, 1, 40, 72, 256}, AttentionShape{1, 4, 4, 64, 96, 192, 128},
+        AttentionShape{1, 2, 2, 33, 33, 40, 72}}) {
+    const std::int64_t d = a.d, dvd = a.v_dim();
+    const std::size_t nq = a.b * a.sq * a.heads * d, nk = a.b * a.sk * a.kv_heads * d,
+                      nv = a.b * a.sk * a.kv_heads * dvd, no = a.b * a.sq * a.heads * dvd,
+                      ns = a.b * a.heads * a.sq * a.sk;
+    const Vec q = random_vec(nq, 20), k = random_vec(nk, 21), v = random_vec(nv, 22), dout = random_vec(no, 23);
     same_on_both([&](Side& s) {
       void *Q = s.act(q), *K = s.act(k), *V = s.act(v), *DO = s.act(dout);
-      void *o = s.act(nq), *dq = s.act(nq), *dk = s.act(nk), *dv = s.act(nk);
+      void *o = s.act(no), *dq = s.act(nq), *dk = s.act(nk), *dv = s.act(nv);
       float* lse = s.f32(a.b * a.heads * a.sq);
       s.ops->attention_flash_forward(a, Q, K, V, o, lse);
       s.ops->attention_flash_backward(a, Q, K, V, o, DO, lse, dq, dk, dv);
-      void *uo = s.act(nq), *scores = s.act(ns), *scratch = s.act(ns), *udq = s.act(nq), *udk = s.act(nk),
-           *udv = s.act(nk);
+      void *uo = s.act(no), *scores = s.act(ns), *scratch = s.act(ns), *udq = s.act(nq), *udk = s.act(nk),
+           *udv = s.act(nv);
       s.ops->attention_unfused_forward(a, Q, K, V, scores, uo);
       s.ops->attention_unfused_backward(a, Q, K, V, scores, DO, scratch, udq, udk, udv);
-      return Outputs{{"flash.o", s.read_act(o, nq)},      {"flash.lse", s.read_f32(lse, a.b * a.heads * a.sq)},
+      return Outputs{{"flash.o", s.read_act(o, no)},      {"flash.lse", s.read_f32(lse, a.b * a.heads * a.sq)},
                      {"flash.dq", s.read_act(dq, nq)},    {"flash.dk", s.read_act(dk, nk)},
-                     {"flash.dv", s.read_act(dv, nk)},    {"unfused.o", s.read_act(uo, nq)},
+                     {"flash.dv", s.read_act(dv, nv)},    {"unfused.o", s.read_act(uo, no)},
                      {"unfused.dq", s.read_act(udq, nq)}, {"unfused.dk", s.read_act(udk, nk)},
-                     {"unfused.dv", s.read_act(udv, nk)}};
+                     {"unfused.dv", s.read_act(udv, nv)}};
     });
   }
 }
