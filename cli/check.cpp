@@ -65,9 +65,17 @@ void print_model(const Model& m) {
   std::cout << "  shape           " << m.num_layers << " layers, hidden " << m.hidden_size << ", ffn "
             << m.ffn_hidden_size << ", heads " << m.num_attention_heads << "/" << m.num_query_groups << " kv, seq "
             << m.seq_length << ", vocab " << m.vocab_size << "\n";
+  if (m.multi_latent_attention)
+    std::cout << "  attention       multi-head latent: query latent " << m.q_lora_rank << ", KV latent "
+              << m.kv_lora_rank << ", query-key heads " << m.qk_head_dim << " + " << m.qk_pos_emb_head_dim
+              << " RoPE, values " << m.v_head_dim << "\n";
   if (m.is_moe())
     std::cout << "  experts         " << m.num_experts << " (top-" << m.moe_router_topk << ", ffn "
-              << m.moe_ffn_hidden_size << ") in " << m.num_moe_layers() << " of " << m.num_layers << " layers\n";
+              << m.moe_ffn_hidden_size << ") in " << m.num_moe_layers() << " of " << m.num_layers << " layers"
+              << (m.moe_shared_expert_intermediate_size > 0
+                      ? ", with a shared expert of ffn " + std::to_string(m.moe_shared_expert_intermediate_size)
+                      : std::string())
+              << "\n";
   std::cout << "  parameters      " << human_count(m.params_total()) << " total, " << human_count(m.params_active())
             << " active\n";
   std::cout << "  FLOPs           " << sci(m.training_flops_per_token()) << " per token (training), "

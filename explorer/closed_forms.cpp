@@ -72,6 +72,8 @@ double bubble_fraction(const Layout& l, std::int64_t m) {
 
 TrafficUnits traffic_units(const ModelConsts& c, const Candidate& cand, const MicroShape& x, const Placement& pl) {
   TrafficUnits u;
+  u.attention_gather = x.G;
+  u.shared_expert = c.shared_f > 0;
   if (cand.tp > 1) {
     // Per layer and pass: with SP an all-gather before and a reduce-scatter after attention and
     // MLP; without, an all-reduce after each.
@@ -133,12 +135,19 @@ void pipeline_traffic(const TrafficUnits& u, const Candidate& cand, const StageL
   // reduce-scatter (SP) or one all-reduce. With SP the backward all-gathers the input of each
   // column-parallel linear again for its weight gradient: qkv_proj and a dense layer's mlp_fc1,
   // and the output layer's.
-  const double per_layer = (L + static_cast<double>(st.dense)) * passes, first = st.first ? 1.0 : 0.0,
-               last = st.last ? 1.0 : 0.0;
-  const double regather = L + static_cast<double>(st.dense) + last;
-  for (int i = 0; i < u.tp.size; ++i)
-    t.tp[static_cast<std::size_t>(i)] =
-        times(u.tp[i], u.tp[i].op == CollOp::all_gather ? per_layer + last + regather : per_layer + first + last);
+  // An attention's gathers before its projections and its input gradient's reduce-scatter (or
+  // all-reduce) move MicroShape::G (MLA's latents), the rest A.
+  // A MoE layer's shared expert has its MLP's messages (not overlapped: expert linears).
+  const double Dn = static_cast<double>(st.dense) + (u.shared_expert ? moe : 0.0), fp = full ? 2.0 : 1.0;
+  const double per_layer = (L + Dn) * passes, first = st.first ? 1.0 : 0.0, last = st.last ? 1.0 : 0.0;
+  const double regather = L + Dn + last;
+  for (int i = 0; i < u.tp.size; ++i) {
+    const Traffic& k = u.tp[i];
+    const bool gather = k.op == CollOp::all_gather;
+    const double count = gather ? per_layer + last + regather : per_layer + first + last;
+    const double at_g = gather ? L * fp + L : L * (passes - fp);  // of those, the attention's at G
+    t.tp[static_cast<std::size_t>(i)] = {k.count * count, k.bytes * (count - at_g) + u.attention_gather * at_g};
+  }
   if (cand.sequence_parallel()) {
     // Behind a GEMM with tp_comm_overlap (counted with SP whether or not it is on), per layer of
     // which `overlapped` have their MLP's too (dense ones): in each forward pass (recomputed ones

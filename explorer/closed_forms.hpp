@@ -47,7 +47,9 @@ struct TrafficList {
 // workload/dp_sync.hpp for one parameter (a stage's bytes scale with the parameters it holds).
 // Kinds a candidate does not have are left out, or have count 0.
 struct TrafficUnits {
-  TrafficList<2> tp;  // SP: all_gather, reduce_scatter; without: all_reduce
+  TrafficList<2> tp;            // SP: all_gather, reduce_scatter; without: all_reduce
+  double attention_gather = 0;  // the attention's SP gather and its gradient's (MicroShape::G; A but for MLA)
+  bool shared_expert = false;   // a MoE layer's shared expert has TP messages around it as an MLP
   Traffic cp_forward{}, cp_backward{}, ep{}, pp{}, embedding{};
   // The expert TP group's all-gather of the dispatched tokens and reduce-scatter of the experts'
   // output (Megatron's alltoall dispatcher with --expert-tensor-parallel-size > 1): EP's term.

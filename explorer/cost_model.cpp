@@ -53,9 +53,15 @@ CostModel::CostModel(const Cluster& cluster, const Model& model, CostParams para
       shape_(ClusterShape::of(cluster)),
       id_(next_id_.fetch_add(1) + 1) {
   p_.prepare_curves();
-  activation_units_.attention = 4 + 4 * c_.kv / c_.q;  // Q, K, V, the output projection's input
+  // Q, K, V, the output projection's input (and MLA's latents, the up-projections' input), in
+  // units of h at 2 bytes: 4 + 4·kv/h for standard attention whose heads span h.
+  activation_units_.attention = 2 *
+                                (c_.heads * static_cast<double>(model.query_key_head_dim()) + c_.kv_width + c_.out_in +
+                                 (model.multi_latent_attention ? c_.gather_width : 0.0)) /
+                                c_.h;
   activation_units_.mlp_dense = (c_.w == 3 ? 6 : 4) * c_.f / c_.h;
-  activation_units_.mlp_moe = c_.top_k * ((c_.w == 3 ? 6 : 4) * c_.fe / c_.h + 2);  // k copies, tokens permuted
+  activation_units_.mlp_moe = c_.top_k * ((c_.w == 3 ? 6 : 4) * c_.fe / c_.h + 2) +  // k copies, tokens permuted
+                              (c_.w == 3 ? 6 : 4) * c_.shared_f / c_.h;              // and a shared expert's
   // A materialised score matrix keeps the softmax output (2 bytes), and with attention dropout
   // its mask (1) and output (2): Korthikanti's 5as/h, 2as/h without dropout.
   activation_units_.score = (model.attention_dropout > 0 ? 5 : 2) * c_.heads * c_.s / c_.h;

@@ -144,7 +144,16 @@ void megatron_model_args(const Model& m, MegatronArgs& a) {
     a.add("--group-query-attention");
     a.add("--num-query-groups", std::to_string(m.num_query_groups));
   }
-  if (m.kv_channels * m.num_attention_heads != m.hidden_size) a.add("--kv-channels", std::to_string(m.kv_channels));
+  if (m.kv_channels * m.num_attention_heads != m.hidden_size && !m.multi_latent_attention)
+    a.add("--kv-channels", std::to_string(m.kv_channels));
+  if (m.multi_latent_attention) {
+    a.add("--multi-latent-attention");
+    if (m.q_lora_rank > 0) a.add("--q-lora-rank", std::to_string(m.q_lora_rank));
+    a.add("--kv-lora-rank", std::to_string(m.kv_lora_rank));
+    a.add("--qk-head-dim", std::to_string(m.qk_head_dim));
+    a.add("--qk-pos-emb-head-dim", std::to_string(m.qk_pos_emb_head_dim));
+    a.add("--v-head-dim", std::to_string(m.v_head_dim));
+  }
   a.add("--seq-length", std::to_string(m.seq_length));
   a.add("--max-position-embeddings", std::to_string(m.max_position_embeddings));
   a.add("--position-embedding-type", m.position_embedding_type);
@@ -158,6 +167,8 @@ void megatron_model_args(const Model& m, MegatronArgs& a) {
     a.add("--num-experts", std::to_string(m.num_experts));
     a.add("--moe-router-topk", std::to_string(m.moe_router_topk));
     a.add("--moe-ffn-hidden-size", std::to_string(m.moe_ffn_hidden_size));
+    if (m.moe_shared_expert_intermediate_size > 0)
+      a.add("--moe-shared-expert-intermediate-size", std::to_string(m.moe_shared_expert_intermediate_size));
     if (m.num_moe_layers() != m.num_layers) {
       std::string freq = "[";
       for (std::size_t i = 0; i < m.moe_layer_pattern.size(); ++i)
@@ -363,7 +374,7 @@ std::string torchtitan_model(const Model& m, TorchtitanConfig& t) {
     if (llama_like && f.dim == m.hidden_size && f.layers == m.num_layers && f.heads == m.num_attention_heads &&
         f.kv_heads == m.num_query_groups && f.ffn == m.ffn_hidden_size)
       flavor = f.name;
-  std::string name = m.is_moe() ? "qwen3" : "llama3";
+  std::string name = m.multi_latent_attention ? "deepseek_v3" : m.is_moe() ? "qwen3" : "llama3";
   if (!flavor) {
     t.notes +=
         "# model: torchtitan v0.2.2 has no " + name + " flavor of " + m.name + "'s dimensions (hidden " +

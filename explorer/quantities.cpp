@@ -12,11 +12,26 @@ ModelConsts ModelConsts::of(const Model& m) {
   c.fe = static_cast<double>(m.moe_ffn_hidden_size);
   c.w = m.swiglu ? 3.0 : 2.0;
   c.experts = static_cast<double>(m.num_experts);
+  c.shared_f = static_cast<double>(m.is_moe() ? m.moe_shared_expert_intermediate_size : 0);
   c.top_k = static_cast<double>(m.is_moe() ? m.moe_router_topk : 0);
   c.V = static_cast<double>(m.vocab_size);
   c.dtype = m.dtype;
   c.element_bytes = dtype_bytes(m.dtype);
   c.heads = static_cast<double>(m.num_attention_heads);
+  const double H = c.heads, qk = static_cast<double>(m.query_key_head_dim()),
+               v = static_cast<double>(m.value_head_dim());
+  if (m.multi_latent_attention) {
+    const double ql = static_cast<double>(m.q_lora_rank), kvl = static_cast<double>(m.kv_lora_rank);
+    c.qkv_weights = (ql > 0 ? c.h * ql + ql * H * qk : c.h * H * qk) +
+                    c.h * (kvl + static_cast<double>(m.qk_pos_emb_head_dim)) +
+                    kvl * H * (static_cast<double>(m.qk_head_dim) + v);
+  } else {
+    c.qkv_weights = c.h * (c.q + 2 * c.kv);
+  }
+  c.out_in = H * v;
+  c.kv_width = static_cast<double>(m.attention_kv_heads()) * (qk + v);
+  c.core_width = H * (qk + v);
+  c.gather_width = static_cast<double>(m.attention_gather_width());
   c.layer_dense_params = m.dense_layer_params();
   c.moe_nonexpert_params = m.moe_layer_nonexpert_params();
   c.expert_params = m.is_moe() ? m.mlp_params(m.moe_ffn_hidden_size) : 0.0;

@@ -16,7 +16,13 @@ struct ModelConsts {
   // The model's figures under workload/README.md's letters (hidden, sequence, query and KV widths,
   // FFN and expert FFN widths, MLP matrices, vocabulary).
   double h = 0, s = 0, q = 0, kv = 0, f = 0, fe = 0, w = 2, V = 0, heads = 0;
+  // The attention's widths per token, whichever kind (spec/model.hpp): the weights of the
+  // projections before the core, the output projection's input, K and V together, what the core's
+  // two products span per query (heads × (query-key + value head)), what SP gathers before the
+  // projections (the hidden state, or MLA's latents).
+  double qkv_weights = 0, out_in = 0, kv_width = 0, core_width = 0, gather_width = 0;
   double experts = 0;               // E: experts per MoE layer (0 for a dense model)
+  double shared_f = 0;              // a MoE layer's shared expert's width (0: none)
   double top_k = 0;                 // k: experts each token is routed to (0 for a dense model)
   DType dtype = DType::bf16;        // the model's
   double element_bytes = 2;         // e: bytes per element of the model's dtype
@@ -39,28 +45,31 @@ struct ModelConsts {
 struct MicroShape {
   double T = 0;    // tokens of the micro-batch this rank's CP shard holds: b·s/cp
   double A = 0;    // T·h·e, the TP message
-  double KVb = 0;  // CP ring step forward: 2·T·(kv/tp)·e
+  double G = 0;    // T·gather_width·e: the attention's SP gather (A, or MLA's latents)
+  double KVb = 0;  // CP ring step forward: K and V, T·(kv_width/tp)·e
   double D = 0;    // EP all-to-all: (T/tp)·k·h·e
   double P = 0;    // PP message: T·h·e / (tp with SP)
   // Forward FLOPs per op on this rank.
-  double qkv = 0, attention = 0, out = 0, mlp = 0, router = 0, experts = 0, logits = 0;
+  double qkv = 0, attention = 0, out = 0, mlp = 0, router = 0, experts = 0, shared = 0, logits = 0;
   double dense_layer() const { return qkv + attention + out + mlp; }
-  double moe_layer() const { return qkv + attention + out + router + experts; }
+  double moe_layer() const { return qkv + attention + out + router + experts + shared; }
 
   static MicroShape of(const ModelConsts& c, std::int64_t tp, std::int64_t cp, std::int64_t mbs, bool sp) {
     MicroShape x;
     const double t = static_cast<double>(tp);
     x.T = static_cast<double>(mbs) * c.s / static_cast<double>(cp);
     x.A = x.T * c.h * c.element_bytes;
-    x.KVb = 2.0 * x.T * (c.kv / t) * c.element_bytes;
+    x.G = x.T * c.gather_width * c.element_bytes;
+    x.KVb = x.T * (c.kv_width / t) * c.element_bytes;
     x.D = (x.T / t) * c.top_k * c.h * c.element_bytes;
     x.P = x.T * c.h * c.element_bytes / (sp && tp > 1 ? t : 1.0);
-    x.qkv = 2.0 * x.T * c.h * (c.q + 2 * c.kv) / t;
-    x.attention = 4.0 * x.T * c.s * c.q / t;
-    x.out = 2.0 * x.T * c.q * c.h / t;
+    x.qkv = 2.0 * x.T * c.qkv_weights / t;
+    x.attention = 2.0 * x.T * c.s * c.core_width / t;
+    x.out = 2.0 * x.T * c.out_in * c.h / t;
     x.mlp = 2.0 * x.T * c.w * c.h * c.f / t;
     x.router = 2.0 * x.T * c.h * c.experts / t;
     x.experts = 2.0 * x.T * c.top_k * c.w * c.h * c.fe / t;
+    x.shared = 2.0 * x.T * c.w * c.h * c.shared_f / t;
     x.logits = 2.0 * x.T * c.h * c.V / t;
     return x;
   }

@@ -318,7 +318,8 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
                       // after the other (the search prices the two together).
                       for (int tpo = 0; tpo <= (cand.sequence_parallel() ? 1 : 0); ++tpo) {
                         ++n.generated;
-                        if (!ok) {
+                        // MLA: no userbuffers overlap (validate_layout's mla_without_tp_overlap).
+                        if (!ok || (tpo == 1 && m.multi_latent_attention)) {
                           ++n.pruned_div;
                           continue;
                         }

@@ -106,7 +106,8 @@ OpRunner::OpRunner(const Model& model, const Op& op, kernels::Device& device, ke
   } else if (fam == ComputeKind::attention) {
     const std::int64_t b = dim(op.count, "batch", op), heads = dim(op.heads, "heads", op),
                        g = dim(op.kv_heads, "kv_heads", op), sq = dim(op.m, "queries", op), sk = dim(op.n, "keys", op),
-                       d = dim(op.k, "head dimension", op);
+                       d = std::max(dim(op.k, "head dimension", op),
+                                    op.dv > 0 ? dim(op.dv, "value head dimension", op) : 0);
     if (heads % g != 0)
       throw UsageError("op attention: heads (" + std::to_string(heads) + ") not a multiple of kv heads");
     big = std::max(mul(mul(b, sq, op), heads * d, op), mul(mul(b, sk, op), g * d, op)) + b * heads * sq;
@@ -114,8 +115,9 @@ OpRunner::OpRunner(const Model& model, const Op& op, kernels::Device& device, ke
   } else {
     const std::int64_t rows = dim(op.m, "rows", op), cols = dim(op.n, "cols", op);
     big = mul(rows, cols, op);
-    if (op.name == "activation" || op.name == "expert_activation") big *= 2;  // SwiGLU's two halves
-    if (op.name == "unpermute") big = mul(big, topk, op);                     // k rows per token
+    if (op.name == "activation" || op.name == "expert_activation" || op.name == "shared_activation")
+      big *= 2;                                            // SwiGLU's two halves
+    if (op.name == "unpermute") big = mul(big, topk, op);  // k rows per token
     if (routed(op)) big = std::max(big, mul(rows, std::max<std::int64_t>(1, model.num_experts), op));
     small = std::max(big, rows * topk);
     if (uses_indices(op)) indices_ = rows * topk;
@@ -277,7 +279,8 @@ Traffic OpRunner::run_attention() {
   const bool fwd = forward_like(o.phase);
   const kernels::AttentionShape s{static_cast<std::int64_t>(o.count),    static_cast<std::int64_t>(o.heads),
                                   static_cast<std::int64_t>(o.kv_heads), static_cast<std::int64_t>(o.m),
-                                  static_cast<std::int64_t>(o.n),        static_cast<std::int64_t>(o.k)};
+                                  static_cast<std::int64_t>(o.n),        static_cast<std::int64_t>(o.k),
+                                  static_cast<std::int64_t>(o.dv)};
   void *dout = b_->f[5]->data(), *dq = b_->f[7]->data(), *dk = b_->f[8]->data(), *dv = b_->f[9]->data();
   float* lse = f32(*b_->f[6]);
   if (fwd) return k.attention_flash_forward(s, A, B, C, D, lse);
@@ -302,7 +305,7 @@ Traffic OpRunner::run_memory() {
   auto* row_of = static_cast<std::int32_t*>(b_->row_of->data());
   float *Df = f32(*b_->f[3]), *Ef = f32(*b_->f[4]), *Ff = f32(*b_->f[5]);
   const std::string& name = o.name;
-  if (name == "input_norm" || name == "pre_mlp_norm" || name == "final_norm") {
+  if (name == "input_norm" || name == "pre_mlp_norm" || name == "final_norm" || name == "q_norm" || name == "kv_norm") {
     if (ln)
       return fwd ? k.layer_norm_forward(rows, cols, A, B, B, C, Df, Df + rows)
                  : k.layer_norm_backward(rows, cols, A, C, B, Df, Df + rows, E, Ff, Ff + cols);
@@ -324,11 +327,11 @@ Traffic OpRunner::run_memory() {
                : k.scale_mask_softmax_backward(batch, sq, cols, 0.125f, A, C);
   }
   if (name == "rope") {
-    const std::int64_t d = model_.kv_channels;
+    const std::int64_t d = model_.rope_head_dim();
     const float* table = f32(*b_->f[1]);
     return fwd ? k.rope_forward(rows, cols / d, d, table, A) : k.rope_backward(rows, cols / d, d, table, A);
   }
-  if (name == "activation" || name == "expert_activation") {
+  if (name == "activation" || name == "expert_activation" || name == "shared_activation") {
     if (model_.swiglu)
       return fwd ? k.swiglu_forward(rows, cols, A, bias, C) : k.swiglu_backward(rows, cols, A, bias, B, C);
     return fwd ? k.gelu_forward(rows, cols, A, bias, C) : k.gelu_backward(rows, cols, A, bias, B, C);

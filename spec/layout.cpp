@@ -279,6 +279,8 @@ LayoutRule first_broken_rule(const Layout& l, const Model& m, std::int64_t world
   // Megatron-LM (validate_args): "When using MoE and tensor parallelism, sequence parallelism
   // must be used." (Megatron-core's own check asks the same whenever EP and TP are both > 1.)
   if (m.is_moe() && tp > 1 && !l.sequence_parallel) return LayoutRule::moe_tp_needs_sp;
+  if (m.multi_latent_attention && tp > 1 && !l.sequence_parallel) return LayoutRule::mla_tp_needs_sp;
+  if (m.multi_latent_attention && l.tp_comm_overlap) return LayoutRule::mla_without_tp_overlap;
   if (LayoutRule r = pipeline_split_rule(l, m.num_layers); r != LayoutRule::ok) return r;
   if (LayoutRule r = batch_rule(m, l.micro_batch_size, dp); r != LayoutRule::ok) return r;
   if (l.schedule.pipeline == PipelineSchedule::interleaved && l.num_microbatches(m, world) % pp != 0)
@@ -626,6 +628,15 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
       return RuleFault{"sequence_parallel", "true for MoE model " + m->name + " with tensor_model_parallel_size " +
                                                 str(tp) +
                                                 " (Megatron requires sequence parallelism with MoE and TP > 1)"};
+    case LayoutRule::mla_tp_needs_sp:
+      return RuleFault{"sequence_parallel", "true for multi-latent-attention model " + m->name +
+                                                " with tensor_model_parallel_size " + str(tp) +
+                                                " (sax prices MLA's down-projections on each rank's sequence shard, "
+                                                "as Megatron-Core runs them with SP)"};
+    case LayoutRule::mla_without_tp_overlap:
+      return RuleFault{"tp_comm_overlap", "false for multi-latent-attention model " + m->name +
+                                              " (sax pairs userbuffers' overlaps with standard attention's linears "
+                                              "only), got true"};
     case LayoutRule::batch_divides:
       return RuleFault{"micro_batch_size", "micro_batch_size × DP (" + str(l.micro_batch_size) + "×" + str(dp) +
                                                ") to divide global_batch_size (" + str(m->global_batch_size) + ")"};

@@ -197,6 +197,8 @@ enum class LayoutRule {
   cp_divides_sequence,          // seq_length divisible by 2×CP (causal load balancing)
   sp_divides_sequence,          // with SP, seq_length/CP divisible by TP
   moe_tp_needs_sp,              // MoE with TP > 1 needs SP (Megatron)
+  mla_tp_needs_sp,              // MLA with TP > 1 needs SP (sax prices its down-projections on the shard)
+  mla_without_tp_overlap,       // MLA: no tp_comm_overlap (userbuffers' pairs are standard attention's)
   stage_layers_at_most_layers,  // first + last ≤ num_layers
   stage_layers_cover_layers,    // first + last = num_layers when they are the only stages
   stages_split_evenly,          // the middle stages split the rest evenly, at least one layer each

@@ -12,6 +12,18 @@ double Model::norm_params() const { return normalization == "LayerNorm" ? 2.0 * 
 
 double Model::attention_params() const {
   const double h = hidden_size;
+  if (multi_latent_attention) {
+    // Down-projections (with the latents' norms), up-projections, output projection.
+    const double H = static_cast<double>(num_attention_heads), ql = static_cast<double>(q_lora_rank),
+                 kvl = static_cast<double>(kv_lora_rank), rope = static_cast<double>(qk_pos_emb_head_dim);
+    const double q_out = H * static_cast<double>(query_key_head_dim()),
+                 kv_out = H * static_cast<double>(qk_head_dim + v_head_dim), o_in = H * static_cast<double>(v_head_dim);
+    const double w = normalization == "LayerNorm" ? 2 : 1;  // a norm's weights per element
+    double p =
+        (ql > 0 ? h * ql + w * ql + ql * q_out : h * q_out) + h * (kvl + rope) + w * kvl + kvl * kv_out + o_in * h;
+    if (add_bias_linear) p += (ql > 0 ? ql : 0) + q_out + (kvl + rope) + kv_out + h;
+    return p + norm_params();
+  }
   const double q = static_cast<double>(num_attention_heads) * kv_channels;
   const double kv = static_cast<double>(num_query_groups) * kv_channels;
   double p = h * (q + 2 * kv) + q * h;  // QKV projection + output projection
@@ -29,7 +41,8 @@ double Model::mlp_params(std::int64_t ffn) const {
 double Model::dense_layer_params() const { return attention_params() + norm_params() + mlp_params(ffn_hidden_size); }
 
 double Model::moe_layer_nonexpert_params() const {
-  return attention_params() + norm_params() + static_cast<double>(hidden_size) * num_experts;
+  return attention_params() + norm_params() + static_cast<double>(hidden_size) * num_experts +
+         (moe_shared_expert_intermediate_size > 0 ? mlp_params(moe_shared_expert_intermediate_size) : 0.0);
 }
 
 double Model::moe_layer_params() const {
@@ -37,8 +50,7 @@ double Model::moe_layer_params() const {
 }
 
 double Model::moe_layer_active_params() const {
-  return attention_params() + norm_params() + static_cast<double>(hidden_size) * num_experts +
-         static_cast<double>(moe_router_topk) * mlp_params(moe_ffn_hidden_size);
+  return moe_layer_nonexpert_params() + static_cast<double>(moe_router_topk) * mlp_params(moe_ffn_hidden_size);
 }
 
 double Model::embedding_params() const {
@@ -81,14 +93,26 @@ std::int64_t Model::tokens_per_step() const {
 
 double Model::forward_flops_per_token() const {
   const double h = hidden_size;
-  const double q = static_cast<double>(num_attention_heads) * kv_channels;
-  const double kv = static_cast<double>(num_query_groups) * kv_channels;
   // Per layer: 2 FLOPs per weight of every GEMM the token passes through, plus the
   // attention scores (QK^T) and their weighted sum (AV) over the whole sequence.
-  const double attn = 2 * (h * (q + 2 * kv) + q * h) + 2 * 2 * static_cast<double>(seq_length) * q;
+  const double H = static_cast<double>(num_attention_heads), s = static_cast<double>(seq_length);
+  const double core = 2 * s * H * static_cast<double>(query_key_head_dim() + value_head_dim());
+  double attn = 0;
+  if (multi_latent_attention) {
+    const double ql = static_cast<double>(q_lora_rank), kvl = static_cast<double>(kv_lora_rank);
+    const double q_out = H * static_cast<double>(query_key_head_dim());
+    attn = 2 * ((ql > 0 ? h * ql + ql * q_out : h * q_out) + h * (kvl + static_cast<double>(qk_pos_emb_head_dim)) +
+                kvl * H * static_cast<double>(qk_head_dim + v_head_dim) + H * static_cast<double>(v_head_dim) * h) +
+           core;
+  } else {
+    const double q = static_cast<double>(num_attention_heads) * kv_channels;
+    const double kv = static_cast<double>(num_query_groups) * kv_channels;
+    attn = 2 * (h * (q + 2 * kv) + q * h) + core;
+  }
   const double mlp_w = swiglu ? 3 * h : 2 * h;
   const double dense_mlp = 2 * mlp_w * ffn_hidden_size;
-  const double moe_mlp = 2 * mlp_w * moe_ffn_hidden_size * moe_router_topk + 2 * h * num_experts;
+  const double moe_mlp =
+      2 * mlp_w * (moe_ffn_hidden_size * moe_router_topk + moe_shared_expert_intermediate_size) + 2 * h * num_experts;
   const double logits = 2 * h * vocab_size;
   return num_dense_layers() * (attn + dense_mlp) + num_moe_layers() * (attn + moe_mlp) + logits;
 }
@@ -96,6 +120,30 @@ double Model::forward_flops_per_token() const {
 // Sizes are bounded (spec/bounds.hpp) so that the FLOP and byte counts formed from them stay
 // finite and int64 products of two of them do not wrap; the layer count sizes a per-layer vector,
 // so it gets a tighter bound.
+
+// MLA's fields (Megatron's names and defaults); refused without multi_latent_attention, and its
+// heads keep their own K and V, so num_query_groups, if given, is the head count.
+static void read_latent_attention(Fields& f, Model& m) {
+  m.multi_latent_attention = f.boolean("multi_latent_attention", false);
+  const char* keys[] = {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"};
+  if (!m.multi_latent_attention) {
+    for (const char* k : keys)
+      if (f.has(k)) f.fail(k, "absent unless multi_latent_attention is true");
+    return;
+  }
+  m.q_lora_rank = f.count("q_lora_rank", Quantity::size, 0);
+  m.kv_lora_rank = f.count("kv_lora_rank", Quantity::size, 32);
+  m.qk_head_dim = f.count("qk_head_dim", Quantity::size, 128);
+  m.qk_pos_emb_head_dim = f.count("qk_pos_emb_head_dim", Quantity::size, 64);
+  m.v_head_dim = f.count("v_head_dim", Quantity::size, 128);
+  if (m.num_query_groups != m.num_attention_heads)
+    f.fail("num_query_groups", "absent or num_attention_heads (" + std::to_string(m.num_attention_heads) +
+                                   ") with multi_latent_attention (each head has its own K and V), got " +
+                                   std::to_string(m.num_query_groups));
+  if (m.position_embedding_type != "rope")
+    f.fail("position_embedding_type",
+           "rope with multi_latent_attention (its decoupled RoPE), got " + m.position_embedding_type);
+}
 
 // read_model's phases, in the order its fields are read (the first fault found is the one said).
 static void read_transformer(Fields& f, Model& m) {
@@ -131,6 +179,7 @@ static void read_transformer(Fields& f, Model& m) {
     if (f.has(key)) {
       *p = f.quantity(key, Quantity::probability);
     }
+  read_latent_attention(f, m);
 }
 
 // Megatron's moe_layer_freq: an integer N puts an MoE layer every N layers, starting with layer 0;
@@ -165,8 +214,10 @@ static void read_moe(Fields& f, const std::string& file, Model& m) {
   const bool moe_field = f.has("moe_router_topk") || f.has("moe_ffn_hidden_size") || f.has("moe_layer_freq");
   m.moe_router_topk = f.count("moe_router_topk", Quantity::size, 2);
   m.moe_ffn_hidden_size = f.count("moe_ffn_hidden_size", Quantity::size, m.ffn_hidden_size);
+  if (f.has("moe_shared_expert_intermediate_size"))
+    m.moe_shared_expert_intermediate_size = f.count("moe_shared_expert_intermediate_size", Quantity::size);
   if (m.num_experts == 0) {
-    if (moe_field)
+    if (moe_field || m.moe_shared_expert_intermediate_size > 0)
       f.fail("num_experts", "a positive expert count when moe_* fields are set (0 or absent is a dense model)");
     m.moe_layer_pattern.assign(static_cast<std::size_t>(m.num_layers), false);
     f.allow("moe_layer_freq");
@@ -227,6 +278,16 @@ json to_json(const Model& m) {
     j["moe_ffn_hidden_size"] = m.moe_ffn_hidden_size;
     std::vector<int> pattern(m.moe_layer_pattern.begin(), m.moe_layer_pattern.end());
     j["moe_layer_freq"] = pattern;
+    if (m.moe_shared_expert_intermediate_size > 0)
+      j["moe_shared_expert_intermediate_size"] = m.moe_shared_expert_intermediate_size;
+  }
+  if (m.multi_latent_attention) {
+    j["multi_latent_attention"] = true;
+    j["q_lora_rank"] = m.q_lora_rank;
+    j["kv_lora_rank"] = m.kv_lora_rank;
+    j["qk_head_dim"] = m.qk_head_dim;
+    j["qk_pos_emb_head_dim"] = m.qk_pos_emb_head_dim;
+    j["v_head_dim"] = m.v_head_dim;
   }
   return j;
 }

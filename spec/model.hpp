@@ -34,15 +34,42 @@ struct Model {
   // and in each residual's bias-dropout-add, attention_dropout on the attention probabilities.
   double hidden_dropout = 0.1, attention_dropout = 0.1;
 
+  // Multi-head latent attention (DeepSeek-V2/V3; Megatron's --multi-latent-attention and its
+  // MLA fields, with Megatron's defaults): queries through a rank-q_lora_rank bottleneck (0: one
+  // projection from the hidden state), keys and values from one rank-kv_lora_rank latent, each
+  // query-key head qk_head_dim wide plus a decoupled RoPE part of qk_pos_emb_head_dim shared by
+  // the heads' keys, values v_head_dim wide; every head its own K and V (no GQA).
+  bool multi_latent_attention = false;
+  std::int64_t q_lora_rank = 0, kv_lora_rank = 32, qk_head_dim = 128, qk_pos_emb_head_dim = 64, v_head_dim = 128;
+
   // MoE: num_experts == 0 is a dense model.
   std::int64_t num_experts = 0;
   std::int64_t moe_router_topk = 2;
   std::int64_t moe_ffn_hidden_size = 0;  // = ffn_hidden_size by default
   std::vector<bool> moe_layer_pattern;   // per layer: true = MoE (from moe_layer_freq)
+  // Megatron's --moe-shared-expert-intermediate-size: a dense MLP of this width beside the routed
+  // experts in every MoE layer, on every token, split over TP (0: none).
+  std::int64_t moe_shared_expert_intermediate_size = 0;
 
   std::int64_t global_batch_size = 0;  // sequences per step
 
   bool is_moe() const { return num_experts > 0; }
+  // The attention's head widths and K/V heads, whichever kind: a query-key head (MLA's includes
+  // its RoPE part), a value head, the heads K and V are kept for, the RoPE-rotated width per head.
+  std::int64_t query_key_head_dim() const {
+    return multi_latent_attention ? qk_head_dim + qk_pos_emb_head_dim : kv_channels;
+  }
+  std::int64_t value_head_dim() const { return multi_latent_attention ? v_head_dim : kv_channels; }
+  std::int64_t attention_kv_heads() const { return multi_latent_attention ? num_attention_heads : num_query_groups; }
+  std::int64_t rope_head_dim() const { return multi_latent_attention ? qk_pos_emb_head_dim : kv_channels; }
+  // What sequence parallelism gathers per token before the attention's column-parallel GEMMs: the
+  // hidden state, or with MLA the latents its up-projections read (the query latent, or the
+  // hidden state without one, the KV latent and the shared RoPE key; Megatron-Core's
+  // MLASelfAttention gathers those, its down-projections running on the sequence shard).
+  std::int64_t attention_gather_width() const {
+    return multi_latent_attention ? (q_lora_rank > 0 ? q_lora_rank : hidden_size) + kv_lora_rank + qk_pos_emb_head_dim
+                                  : hidden_size;
+  }
   std::int64_t num_moe_layers() const;
   std::int64_t num_dense_layers() const { return num_layers - num_moe_layers(); }
 

@@ -34,8 +34,8 @@ OpCost op_cost(const LayerOp& o, Part part, double e) {
       r.bytes_written = (fwd ? mn : mk + kn) * bh * e;
       break;
     }
-    case Kind::attention:
-      r.flops = (fwd ? 2 : 4) * once * o.heads;
+    case Kind::attention:  // the scores' product (head dim k) and the values' (dv)
+      r.flops = (fwd ? 1 : 2) * once * o.heads * (o.k + (o.dv > 0 ? o.dv : o.k)) / o.k;
       r.bytes_read = fwd ? o.fwd_read : o.bwd_read;
       r.bytes_written = fwd ? o.fwd_written : o.bwd_written;
       break;
@@ -90,10 +90,10 @@ LayerOps::LayerOps(const Model& m, std::int64_t tp, std::int64_t cp, std::int64_
 // A norm over `rows` × h: LayerNorm keeps mean and rstd per row (fp32) and has γ and β, RMSNorm
 // rstd and γ. Forward reads x and the weights, writes y and the statistics; backward reads x,
 // dy, γ and the statistics, writes dx and the weight gradients.
-LayerOp LayerOps::norm(const char* name, double rows) const {
-  const double w = m_.normalization == "LayerNorm" ? 2 : 1, x = rows * h_ * e_, stats = w * rows * 4;
-  return {name,           Kind::memory, rows, h_, 0, 1, 1, 1, x + w * h_ * e_, x + stats, 2 * x + h_ * e_ + stats,
-          x + w * h_ * e_};
+LayerOp LayerOps::norm(const char* name, double rows, double width) const {
+  const double n = width > 0 ? width : h_;
+  const double w = m_.normalization == "LayerNorm" ? 2 : 1, x = rows * n * e_, stats = w * rows * 4;
+  return {name, Kind::memory, rows, n, 0, 1, 1, 1, x + w * n * e_, x + stats, 2 * x + n * e_ + stats, x + w * n * e_};
 }
 // Megatron's bias-dropout-add after a sub-block: out = residual + dropout(y + bias). Forward
 // reads y, the residual (and the bias), writes out (and the 1-byte dropout mask); backward
@@ -112,25 +112,61 @@ LayerOp LayerOps::dropout(const char* name, double rows, double n) const {
 
 // The attention sub-block's compute ops in forward order; with an unfused backend the core is
 // the materialised score matrix's passes, with flash one fused op.
+// MLA's projections before the core: the down-projections and the latents' norms on the rank's
+// sequence shard (Megatron-Core runs them duplicated on every TP rank), then, on the gathered
+// tokens, the up-projections to each head's query (with its RoPE part) and key and value.
+std::vector<LayerOp> LayerOps::latent_projections() const {
+  const double H = heads(), ql = static_cast<double>(m_.q_lora_rank), kvl = static_cast<double>(m_.kv_lora_rank),
+               rope = static_cast<double>(m_.qk_pos_emb_head_dim), shard = sp_tokens();
+  std::vector<LayerOp> ops;
+  if (ql > 0) {
+    ops.push_back({"q_down_proj", Kind::gemm, shard, ql, h_, 1});
+    ops.push_back(norm("q_norm", shard, ql));
+  }
+  ops.push_back({"kv_down_proj", Kind::gemm, shard, kvl + rope, h_, 1});
+  ops.push_back(norm("kv_norm", shard, kvl));
+  LayerOp q = ql > 0 ? LayerOp{"q_up_proj", Kind::gemm, T_, H * head_dim(), ql, 1}
+                     : LayerOp{"q_proj", Kind::gemm, T_, H * head_dim(), h_, 1};
+  q.gathers = true;
+  ops.push_back(q);
+  ops.push_back({"kv_up_proj", Kind::gemm, T_, H * (static_cast<double>(m_.qk_head_dim) + value_dim()), kvl, 1});
+  return ops;
+}
+
+// The attention sub-block's compute ops in forward order; with an unfused backend the core is
+// the materialised score matrix's passes, with flash one fused op.
 std::vector<LayerOp> LayerOps::attention_ops() const {
   // sk: the keys of one ring step (the whole sequence without CP).
-  const double b = batch(), sq = T_ / b, sk = seq() / static_cast<double>(cp_), d = head_dim(), a = heads(),
-               g = kv_heads();
-  std::vector<LayerOp> ops{{"qkv_proj", Kind::gemm, T_, (q_ + 2 * kv_) / tp_, h_, 1}};
-  if (m_.position_embedding_type == "rope") {
-    // q and k rotated in place: read x and the cos/sin table (fp32, d per token), write x.
-    const double x = T_ * (q_ + kv_) / tp_ * e_, table = T_ * d * 4;
-    ops.push_back({"rope", Kind::memory, T_, (q_ + kv_) / tp_, 0, 1, 1, 1, x + table, x, x + table, x});
+  const double b = batch(), sq = T_ / b, sk = seq() / static_cast<double>(cp_), d = head_dim(), dv = value_dim(),
+               a = heads(), g = kv_heads();
+  std::vector<LayerOp> ops;
+  if (m_.multi_latent_attention) {
+    ops = latent_projections();
+  } else {
+    ops.push_back({"qkv_proj", Kind::gemm, T_, (q_ + 2 * kv_) / tp_, h_, 1});
+    ops.back().gathers = true;
   }
-  const double qb = T_ * a * d * e_, kvb = b * sk * g * d * e_;  // Q or O; K or V of one step's keys
+  if (m_.position_embedding_type == "rope") {
+    // q and k rotated in place: read x and the cos/sin table (fp32, d per token), write x. MLA
+    // rotates each query head's RoPE part and the one RoPE key its heads share.
+    const double rd = static_cast<double>(m_.rope_head_dim());
+    const double cols = m_.multi_latent_attention ? (a + 1) * rd : (q_ + kv_) / tp_;
+    const double x = T_ * cols * e_, table = T_ * rd * 4;
+    ops.push_back({"rope", Kind::memory, T_, cols, 0, 1, 1, 1, x + table, x, x + table, x});
+  }
+  // Q (or its gradient); O; K and V of one step's keys.
+  const double qb = T_ * a * d * e_, ob = T_ * a * dv * e_, kb = b * sk * g * d * e_, vb = b * sk * g * dv * e_;
   for (int step = 0; step < cp_; ++step) {
     const std::size_t first = ops.size();
     if (!materializes_) {
       // Reads Q, K, V, writes O and the row log-sum-exp (fp32); backward reads Q, K, V, O, dO and
       // the log-sum-exp, writes dQ, dK, dV.
       const double lse = T_ * a * 4;
-      ops.push_back({"attention", Kind::attention, sq, sk, d, b, a, g, qb + 2 * kvb, qb + lse, 3 * qb + 2 * kvb + lse,
-                     qb + 2 * kvb});
+      LayerOp core{
+          "attention", Kind::attention, sq, sk, d, b, a, g, qb + kb + vb, ob + lse, qb + kb + vb + 2 * ob + lse,
+          qb + kb + vb};
+      core.dv = dv;
+      ops.push_back(core);
     } else {
       const double scores = T_ * a * sk * e_;  // b·(a/tp)·(s/cp) queries by sk keys
       // Scale, causal mask and softmax in one pass (Megatron's FusedScaleMaskSoftmax): read S,
@@ -138,11 +174,11 @@ std::vector<LayerOp> LayerOps::attention_ops() const {
       ops.push_back({"attention_scores", Kind::product, sq, sk, d, b, a, g});
       ops.push_back({"attention_softmax", Kind::memory, T_ * a, sk, 0, 1, 1, 1, scores, scores, 2 * scores, scores});
       if (m_.attention_dropout > 0) ops.push_back(dropout("attention_dropout", T_ * a, sk));
-      ops.push_back({"attention_values", Kind::product, sq, d, sk, b, a, g});
+      ops.push_back({"attention_values", Kind::product, sq, dv, sk, b, a, g});
     }
     for (std::size_t i = first; i < ops.size(); ++i) ops[i].core = true, ops[i].cp_step = step;
   }
-  ops.push_back({"out_proj", Kind::gemm, T_, h_, q_ / tp_, 1});
+  ops.push_back({"out_proj", Kind::gemm, T_, h_, a * dv, 1});
   return ops;
 }
 // GeLU: read x (and the bias), write y; backward read x and dy, write dx. SwiGLU: two inputs.
@@ -166,15 +202,25 @@ std::vector<LayerOp> LayerOps::mlp_ops(bool moe, std::int64_t expert_tp) const {
   // Permute gathers each token once per chosen expert (reads the token rows and the indices,
   // writes k rows per token); unpermute weights and sums them back (reads the k rows and the
   // probabilities, writes one row per token). Their backwards are each other's mirror.
-  return {{"router", Kind::gemm, tokens, E, h_, 1},
-          {"router_topk", Kind::memory, tokens, E, 0, 1, 1, 1, logits, picks, logits + picks, logits},
-          {"permute", Kind::memory, tokens * k, h_, 0, 1, 1, 1, routed + tokens * k * 4, routed + tokens * k * 4,
-           routed + tokens * k * 4, x},
-          {"experts_fc1", Kind::gemm, rows, fe_local, h_, up},
-          activation("expert_activation", rows, fe_local),
-          {"experts_fc2", Kind::gemm, rows, h_, fe_local, 1},
-          {"unpermute", Kind::memory, tokens, h_, 0, 1, 1, 1, routed + tokens * k * 8, x, x + routed + tokens * k * 8,
-           routed + tokens * k * 4}};
+  std::vector<LayerOp> ops = {
+      {"router", Kind::gemm, tokens, E, h_, 1},
+      {"router_topk", Kind::memory, tokens, E, 0, 1, 1, 1, logits, picks, logits + picks, logits},
+      {"permute", Kind::memory, tokens * k, h_, 0, 1, 1, 1, routed + tokens * k * 4, routed + tokens * k * 4,
+       routed + tokens * k * 4, x},
+      {"experts_fc1", Kind::gemm, rows, fe_local, h_, up},
+      activation("expert_activation", rows, fe_local),
+      {"experts_fc2", Kind::gemm, rows, h_, fe_local, 1},
+      {"unpermute", Kind::memory, tokens, h_, 0, 1, 1, 1, routed + tokens * k * 8, x, x + routed + tokens * k * 8,
+       routed + tokens * k * 4}};
+  // A shared expert: a dense MLP on every token beside the routed ones, split over TP as the dense
+  // MLP is (Megatron-Core's SharedExpertMLP), its TP messages around it.
+  if (const std::int64_t shared = m_.moe_shared_expert_intermediate_size; shared > 0) {
+    const double f = static_cast<double>(shared) / tp_;
+    ops.push_back({"shared_fc1", Kind::gemm, T_, f, h_, up});
+    ops.push_back(activation("shared_activation", T_, f));
+    ops.push_back({"shared_fc2", Kind::gemm, T_, h_, f, 1});
+  }
+  return ops;
 }
 
 // The first stage's vocab-parallel lookup: reads the token ids and the rows (and the learned

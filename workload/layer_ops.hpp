@@ -24,7 +24,12 @@ struct LayerOp {
   double m, n, k, count;
   double heads = 1, kv_heads = 1;
   double fwd_read = 0, fwd_written = 0, bwd_read = 0, bwd_written = 0;  // memory and flash
+  double dv = 0;      // fused attention: the value head dimension (0: k, the query-key one)
   bool core = false;  // the attention core (what selective recompute repeats)
+  // The first op on the sequence-parallel region's gathered tokens: SP's all-gather runs before it
+  // and its input gradient's reduce-scatter after its backward (qkv_proj; MLA's first
+  // up-projection, its down-projections running on the sequence shard).
+  bool gathers = false;
   // The core's ring step under CP (ring attention: step j attends to the j-th block of keys while
   // the next block comes round the ring), 0..cp−1; −1 outside the core.
   int cp_step = -1;
@@ -71,7 +76,8 @@ class LayerOps {
   double sp_tokens() const { return sp_ ? T_ / tp_ : T_; }
   double tokens() const { return T_; }
 
-  LayerOp norm(const char* name, double rows) const;
+  // A norm over rows × width (0: the hidden size).
+  LayerOp norm(const char* name, double rows, double width = 0) const;
   LayerOp residual(const char* name) const;
   LayerOp dropout(const char* name, double rows, double n) const;
   // The attention sub-block's compute ops in forward order; with an unfused backend the core is
@@ -92,9 +98,11 @@ class LayerOps {
  private:
   double batch() const { return static_cast<double>(mbs_); }
   double heads() const { return static_cast<double>(m_.num_attention_heads) / tp_; }
-  double kv_heads() const { return static_cast<double>(m_.num_query_groups) / tp_; }
+  double kv_heads() const { return static_cast<double>(m_.attention_kv_heads()) / tp_; }
   double seq() const { return static_cast<double>(m_.seq_length); }
-  double head_dim() const { return static_cast<double>(m_.kv_channels); }
+  double head_dim() const { return static_cast<double>(m_.query_key_head_dim()); }
+  double value_dim() const { return static_cast<double>(m_.value_head_dim()); }
+  std::vector<LayerOp> latent_projections() const;
   double mlp_w() const { return m_.swiglu ? 3.0 : 2.0; }
   double logits_n() const { return static_cast<double>(m_.vocab_size) / tp_; }
 

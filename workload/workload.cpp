@@ -117,9 +117,11 @@ class Builder {
     e_ = dtype_bytes(m.dtype);
     T_ = static_cast<double>(l.micro_batch_size) * static_cast<double>(m.seq_length) / static_cast<double>(cp_);
     h_ = static_cast<double>(m.hidden_size);
-    q_ = static_cast<double>(m.num_attention_heads * m.kv_channels);
-    kv_ = static_cast<double>(m.num_query_groups * m.kv_channels);
     A_ = T_ * h_ * e_;
+    gather_bytes_ = T_ * static_cast<double>(m.attention_gather_width()) * e_;
+    kv_heads_ = static_cast<double>(m.attention_kv_heads());
+    qk_dim_ = static_cast<double>(m.query_key_head_dim());
+    v_dim_ = static_cast<double>(m.value_head_dim());
     stage_ = grid_.stage(rank);
     w_.rank = rank;
     w_.stage = stage_;
@@ -191,6 +193,7 @@ class Builder {
     op.count = o.count;
     op.heads = o.heads;
     op.kv_heads = o.kv_heads;
+    op.dv = o.dv;
     op.compute = o.kind;
     const OpCost cost = op_cost(o, part, e_);
     op.flops = flops(op);
@@ -232,28 +235,32 @@ class Builder {
   // run behind their backward GEMM, "bulk"). Megatron turns it off for expert linears
   // (megatron/core/extensions/transformer_engine.py: "Disable ub overlap for experts"), and the
   // output layer and the embedding are not Transformer Engine linears.
-  void tp_before(Phase ph, const Block& b, std::int64_t layer, bool overlap) {
+  // `bytes`: A, or an attention's gathered latents (gather_bytes_).
+  void tp_before(Phase ph, const Block& b, std::int64_t layer, bool overlap, double bytes = 0) {
     if (tp_ > 1 && sp_)
-      message(ph, b.microbatch, b.chunk, layer, "sp_all_gather", Dim::tp, GroupKind::tp, CollOp::all_gather, A_, -1,
-              false, overlap && tpo_ ? 1 : 0);
+      message(ph, b.microbatch, b.chunk, layer, "sp_all_gather", Dim::tp, GroupKind::tp, CollOp::all_gather,
+              bytes > 0 ? bytes : A_, -1, false, overlap && tpo_ ? 1 : 0);
   }
-  void tp_after(Phase ph, const Block& b, std::int64_t layer, bool overlap) {
+  void tp_after(Phase ph, const Block& b, std::int64_t layer, bool overlap, double bytes = 0) {
     if (tp_ <= 1) return;
+    const double x = bytes > 0 ? bytes : A_;
     if (sp_)
-      message(ph, b.microbatch, b.chunk, layer, "sp_reduce_scatter", Dim::tp, GroupKind::tp, CollOp::reduce_scatter, A_,
+      message(ph, b.microbatch, b.chunk, layer, "sp_reduce_scatter", Dim::tp, GroupKind::tp, CollOp::reduce_scatter, x,
               -1, false, overlap && tpo_ ? -1 : 0);
     else
-      message(ph, b.microbatch, b.chunk, layer, "tp_all_reduce", Dim::tp, GroupKind::tp, CollOp::all_reduce, A_);
+      message(ph, b.microbatch, b.chunk, layer, "tp_all_reduce", Dim::tp, GroupKind::tp, CollOp::all_reduce, x);
   }
   // Megatron's column-parallel linears under SP (qkv_proj, mlp_fc1, the output layer) keep only
   // their sequence-sharded input and all-gather it again in the backward for the weight gradient
   // (LinearWithGradAccumulationAndAsyncCommunication), issued before the input gradient's GEMM.
   // Expert linears take their tokens from the dispatcher, not through this path. With
   // tp_comm_overlap qkv_proj's and mlp_fc1's run behind that GEMM (the output layer's does not).
+  // MLA's up-projections re-gather the latents (before the last of them in the backward's order).
   void sp_regather(Phase ph, const Block& b, std::int64_t layer, const std::string& op) {
-    if (sp_ && (op == "qkv_proj" || op == "mlp_fc1" || op == "logits"))
-      message(ph, b.microbatch, b.chunk, layer, "sp_input_all_gather", Dim::tp, GroupKind::tp, CollOp::all_gather, A_,
-              -1, false, tpo_ && op != "logits" ? 1 : 0);
+    const bool latent = op == "kv_up_proj", shared = op == "shared_fc1";
+    if (sp_ && (op == "qkv_proj" || op == "mlp_fc1" || op == "logits" || latent || shared))
+      message(ph, b.microbatch, b.chunk, layer, "sp_input_all_gather", Dim::tp, GroupKind::tp, CollOp::all_gather,
+              latent ? gather_bytes_ : A_, -1, false, tpo_ && op != "logits" && !shared ? 1 : 0);
   }
   // The attention core's ops, ring step by ring step (LayerOp::cp_step; `ops` in the order the
   // pass runs them): before each step but the last, the next step's keys and values (and in the
@@ -262,7 +269,7 @@ class Builder {
   // issues the next, then attends).
   template <typename It, typename PartOf>
   void core_with_ring(Phase ph, const Block& b, std::int64_t layer, It first, It last, PartOf part, double factor) {
-    const double kvb = 2.0 * T_ * (kv_ / tp_) * e_;
+    const double kvb = T_ * (kv_heads_ / static_cast<double>(tp_)) * (qk_dim_ + v_dim_) * e_;  // K and V
     std::int64_t ring = -1;  // the exchange in flight: its op index
     int step = -1, steps = 0;
     for (It it = first; it != last; ++it) {
@@ -305,10 +312,10 @@ class Builder {
       return;
     }
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("input_norm", ops_.sp_tokens()), Part::forward));
-    tp_before(ph, b, layer, true);
     auto forward = [](const LayerOp&) { return Part::forward; };
     for (auto it = att.begin(); it != att.end();) {
       if (!it->core) {
+        if (it->gathers) tp_before(ph, b, layer, true, gather_bytes_);
         w_.ops.push_back(compute(ph, b, layer, *it++, Part::forward));
         continue;
       }
@@ -322,15 +329,18 @@ class Builder {
     const bool dense = !is_moe(layer);
     if (dense) tp_before(ph, b, layer, true);
     for (const auto& o : ops_.mlp_ops(is_moe(layer), etp_)) {
-      if (o.name == std::string("experts_fc1")) {
+      const std::string name = o.name;
+      if (name == "experts_fc1") {
         ep_all_to_all(ph, b, layer, "moe_dispatch");
         expert_tp(ph, b, layer, CollOp::all_gather);
       }
+      if (name == "shared_fc1") tp_before(ph, b, layer, false);
       w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
-      if (o.name == std::string("experts_fc2")) {
+      if (name == "experts_fc2") {
         expert_tp(ph, b, layer, CollOp::reduce_scatter);
         ep_all_to_all(ph, b, layer, "moe_combine");
       }
+      if (name == "shared_fc2") tp_after(ph, b, layer, false);
     }
     if (dense) tp_after(ph, b, layer, true);
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("mlp_residual"), Part::forward));
@@ -346,16 +356,19 @@ class Builder {
     const bool dense = !is_moe(layer);
     if (dense) tp_before(ph, b, layer, true);
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it) {
-      if (it->name == std::string("experts_fc2")) {
+      const std::string name = it->name;
+      if (name == "experts_fc2") {
         ep_all_to_all(ph, b, layer, "moe_combine_grad");
         expert_tp(ph, b, layer, CollOp::all_gather);
       }
-      sp_regather(ph, b, layer, it->name);
+      if (name == "shared_fc2") tp_before(ph, b, layer, false);
+      sp_regather(ph, b, layer, name);
       w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
-      if (it->name == std::string("experts_fc1")) {
+      if (name == "experts_fc1") {
         expert_tp(ph, b, layer, CollOp::reduce_scatter);
         ep_all_to_all(ph, b, layer, "moe_dispatch_grad");
       }
+      if (name == "shared_fc1") tp_after(ph, b, layer, false);
     }
     if (dense) tp_after(ph, b, layer, true);
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("pre_mlp_norm", ops_.sp_tokens()), Part::backward));
@@ -366,6 +379,7 @@ class Builder {
       if (!it->core) {
         sp_regather(ph, b, layer, it->name);
         w_.ops.push_back(compute(ph, b, layer, *it, part(*it)));
+        if (it->gathers) tp_after(ph, b, layer, true, gather_bytes_);  // the gathered input's gradient
         ++it;
         continue;
       }
@@ -373,7 +387,6 @@ class Builder {
       core_with_ring(ph, b, layer, it, end, part, 2.0);
       it = end;
     }
-    tp_after(ph, b, layer, true);
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("input_norm", ops_.sp_tokens()), Part::backward));
   }
 
@@ -658,7 +671,8 @@ class Builder {
   std::int64_t tp_, cp_, pp_, vpp_, ep_, etp_, dp_, edp_, stage_;
   bool sp_, tpo_ = false;                     // sequence parallelism; tp_comm_overlap with it
   std::int64_t fsdp_from_ = 0, fsdp_to_ = 0;  // the gathers issued for the next layer (ops [from, to))
-  double e_, T_, h_, q_, kv_, A_;
+  double e_, T_, h_, A_;
+  double gather_bytes_, kv_heads_, qk_dim_, v_dim_;  // the attention's SP gather; K and V heads and widths
   LayerOps ops_;
   std::vector<std::int64_t> chunk_layers_, chunk_offset_;  // per virtual stage
   Workload w_;
@@ -677,8 +691,8 @@ double flops(const Op& op) {
     }
     case ComputeKind::product:
       return (fwd ? 1 : 2) * once * op.heads;
-    case ComputeKind::attention:
-      return (fwd ? 2 : 4) * once * op.heads;
+    case ComputeKind::attention:  // the scores' product (head dim k) and the values' (dv)
+      return (fwd ? 1 : 2) * once * op.heads * (op.k + (op.dv > 0 ? op.dv : op.k)) / op.k;
     case ComputeKind::memory:
       return 0;
   }

@@ -43,6 +43,7 @@ struct Op {
   // m rows of n elements (the optimizer: m parameters).
   double m = 0, n = 0, k = 0, count = 0;
   double heads = 1, kv_heads = 1;
+  double dv = 0;     // fused attention: the value head dimension (0: k)
   double flops = 0;  // model FLOPs, as Megatron counts them (0 for memory-bound ops)
   // Device-memory traffic of the op (workload/README.md, formula by formula).
   double bytes_read = 0, bytes_written = 0;

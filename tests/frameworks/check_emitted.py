@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every flag and key `sax --emit` writes, checked against the framework release it names.
 
-For every published run (configs/published_runs.json: `predict --emit`) and every preset model on
+For every published run (configs/published_runs.json and configs/published_runs_unfitted.json:
+`predict --emit`) and every preset model on
 every preset cluster (`explore --emit`, the table's #1 and, where the framework would run it
 otherwise, the best it runs as priced that follows commented out), both formats:
   - Megatron-LM: the command is parsed as the shell would (shlex); every argument after
@@ -183,7 +184,8 @@ def main():
     sax, source = sys.argv[1], pathlib.Path(sys.argv[2])
     c = Checker(source)
     cases = 0
-    runs = json.loads((source / "configs" / "published_runs.json").read_text())["runs"]
+    runs = [r for f in ("published_runs.json", "published_runs_unfitted.json")
+            for r in json.loads((source / "configs" / f).read_text())["runs"]]
     for r in runs:
         for fmt in ("megatron", "torchtitan"):
             code, out, err = run(sax, ["predict", "--cluster", str(source / r["cluster"]), "--model",

@@ -1,7 +1,8 @@
 // The workload's bytes for a memory-bound op are the kernels' own count at the op's shape, run
 // through the op runner (the mapping `bench kernels` and `sax run` use): one rank of gpt-tiny
 // (fp32, LayerNorm, GeLU with biases, unfused attention with dropout, learned positions) and of
-// moe-tiny (RMSNorm, SwiGLU, RoPE, router, permutation), forward and backward, and the optimizer;
+// moe-tiny (RMSNorm, SwiGLU, RoPE, router, permutation) and of mla-tiny (the latents' norms, RoPE
+// on the heads' RoPE parts and the shared key, a shared expert), forward and backward, and the optimizer;
 // and the router skew reaching the experts' grouped GEMMs as rows per local expert; the load the
 // explorer prices routed.
 #include <gtest/gtest.h>
@@ -19,8 +20,13 @@ using sax::workload::Phase;
 TEST(OpRunner, WorkloadBytesAreTheKernelsOwnCounts) {
   auto device = sax::kernels::make_device(sax::Backend::cpu);
   auto ops = sax::kernels::make_ops(*device);
-  for (bool moe : {false, true}) {
-    const sax::Model m = sax::test::tiny(moe, 2, 1);
+  for (int kind = 0; kind < 3; ++kind) {
+    const bool moe = kind > 0;
+    const sax::Model m = kind < 2 ? sax::test::tiny(moe, 2, 1) : [] {
+      auto j = sax::test::preset("models/mla-tiny.json");
+      j["num_layers"] = 2, j["moe_layer_freq"] = {0, 1}, j["global_batch_size"] = 1;
+      return sax::read_model(j, "mla.json");
+    }();
     const sax::Cluster c = sax::test::small_cluster(1, 1, 1);
     sax::Layout l;
     sax::validate_layout(l, m, c, "l.json");

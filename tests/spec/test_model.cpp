@@ -70,6 +70,61 @@ TEST(Model, TrainingFlopsFollowSixNPlusAttention) {
   EXPECT_NEAR(g.training_flops_per_token() / (6 * g.params_total()), 1.0, 0.03);
 }
 
+// DeepSeek-V3 as its report gives it (arXiv 2412.19437: "671B total parameters with 37B activated
+// for each token", the main model without its multi-token-prediction module) and Qwen3-235B-A22B
+// (235B, 22B active): multi-head latent attention, dense first layers and a shared expert count.
+TEST(Model, PublishedMoeModelsHaveTheirPublishedParameterCounts) {
+  const sax::Model v3 = load_model(preset_path("models/published/deepseek-v3-gbs8192.json"));
+  EXPECT_NEAR(v3.params_total() / 671e9, 1.0, 0.005);
+  EXPECT_NEAR(v3.params_active() / 37e9, 1.0, 0.03);
+  EXPECT_EQ(v3.query_key_head_dim(), 192);
+  EXPECT_EQ(v3.value_head_dim(), 128);
+  EXPECT_EQ(v3.attention_kv_heads(), 128);
+  EXPECT_EQ(v3.attention_gather_width(), 1536 + 512 + 64);
+  const sax::Model qwen = load_model(preset_path("models/published/qwen3-235b-a22b-gbs2048.json"));
+  EXPECT_NEAR(qwen.params_total() / 235e9, 1.0, 0.005);
+  EXPECT_NEAR(qwen.params_active() / 22e9, 1.0, 0.03);
+  // The attention's FLOPs per token and layer: 2 per projection weight, and 2·s·heads·(192 + 128)
+  // for the two products (unhalved, as every sax count).
+  auto j = sax::test::preset("models/published/deepseek-v3-gbs8192.json");
+  j.erase("moe_layer_freq"), j.erase("num_experts"), j.erase("moe_router_topk"), j.erase("moe_ffn_hidden_size");
+  j.erase("moe_shared_expert_intermediate_size");
+  const sax::Model dense = sax::read_model(j, "dense.json");
+  const double h = 7168, H = 128, s = 4096;
+  const double proj = h * 1536 + 1536 * H * 192 + h * (512 + 64) + 512 * H * (128 + 128) + H * 128 * h;
+  const double per_layer = 2 * proj + 2 * s * H * (192 + 128) + 2 * 3 * h * 18432;
+  EXPECT_NEAR(dense.forward_flops_per_token(), 61 * per_layer + 2 * h * 129280, 1.0);
+}
+
+// MLA's fields are Megatron's and refused without it; its heads keep their own K and V.
+TEST(Model, LatentAttentionFieldsAreChecked) {
+  auto j = sax::test::preset("models/published/deepseek-v3-gbs8192.json");
+  auto fault = [](const nlohmann::json& x) {
+    try {
+      sax::read_model(x, "m.json");
+    } catch (const sax::InputError& e) {
+      return e.path();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(fault(j), "");
+  nlohmann::json k = j;
+  k["multi_latent_attention"] = false;
+  EXPECT_EQ(fault(k), "/q_lora_rank");
+  k = j;
+  k["num_query_groups"] = 8;
+  EXPECT_EQ(fault(k), "/num_query_groups");
+  k = j;
+  k["position_embedding_type"] = "learned_absolute";
+  EXPECT_EQ(fault(k), "/position_embedding_type");
+  k = j;
+  k.erase("q_lora_rank");  // no query latent: Megatron's default
+  EXPECT_EQ(sax::read_model(k, "m.json").q_lora_rank, 0);
+  EXPECT_EQ(sax::read_model(k, "m.json").attention_gather_width(), 7168 + 512 + 64);
+  EXPECT_EQ(sax::read_model(sax::to_json(sax::read_model(j, "m.json")), "m.json").params_total(),
+            sax::read_model(j, "m.json").params_total());
+}
+
 TEST(Model, MoeLayerFrequencyIntegerAndList) {
   auto j = sax::test::preset("models/moe-tiny.json");
   j["moe_layer_freq"] = 2;

@@ -232,6 +232,38 @@ inline std::vector<Case> grid() {
        {"expert_tensor_parallel_size", 1},
        {"use_distributed_optimizer", true},
        {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "hierarchical"}}}});
+  // Multi-head latent attention with a shared expert (mla-tiny): TP with SP and CP (the latents
+  // gathered, K and V of unequal heads round the ring), full recompute, a pipeline, and without a
+  // query latent.
+  const Model mla = [] {
+    json j = preset("models/mla-tiny.json");
+    j["num_layers"] = 8;
+    j["moe_layer_freq"] = 2;
+    j["global_batch_size"] = 16;
+    return read_model(j, "mla.json");
+  }();
+  add("mla-tp2-cp2-ep2-full", c16, mla,
+      {{"tensor_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"context_parallel_size", 2},
+       {"expert_model_parallel_size", 2},
+       {"recompute_granularity", "full"},
+       {"schedule", {{"pipeline", "1f1b"}, {"dp_sync", "overlapped"}}}});
+  add("mla-tp4-pp2-selective-fold", c16, mla,
+      {{"tensor_model_parallel_size", 4},
+       {"sequence_parallel", true},
+       {"pipeline_model_parallel_size", 2},
+       {"expert_model_parallel_size", 4},
+       {"expert_tensor_parallel_size", 1},
+       {"recompute_granularity", "selective"},
+       {"schedule", {{"pipeline", "zero_bubble"}, {"dp_sync", "hierarchical"}}}});
+  add("mla-no-q-latent-dp", c16,
+      [] {
+        json j = preset("models/mla-tiny.json");
+        j.erase("q_lora_rank");
+        return read_model(j, "mla-no-q.json");
+      }(),
+      {{"micro_batch_size", 1}, {"attention_backend", "local"}, {"schedule", {{"dp_sync", "blocking"}}}});
   return out;
 }
 

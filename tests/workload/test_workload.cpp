@@ -218,8 +218,11 @@ TEST_P(WorkloadGrid, RingAttentionExchangesEachStepsKeysBehindTheStepBefore) {
       }
       const double tokens =
           static_cast<double>(s.layout.micro_batch_size * s.model.seq_length) / static_cast<double>(cp);
-      const double kvb = 2.0 * tokens * static_cast<double>(s.model.num_query_groups * s.model.kv_channels) /
-                         static_cast<double>(s.layout.tensor_model_parallel_size) * dtype_bytes(s.model.dtype);
+      // K and V of the rank's KV heads: each head's query-key and value widths (MLA's differ).
+      const double kv_width =
+          static_cast<double>(s.model.attention_kv_heads() * (s.model.query_key_head_dim() + s.model.value_head_dim()));
+      const double kvb =
+          tokens * kv_width / static_cast<double>(s.layout.tensor_model_parallel_size) * dtype_bytes(s.model.dtype);
       const bool backward = o.phase == Phase::backward || o.phase == Phase::backward_input;
       EXPECT_DOUBLE_EQ(o.bytes, (backward ? 2 : 1) * kvb) << s.name;
     }
