@@ -34,6 +34,7 @@ void for_each_shared_field(L& l, C& c, F&& f) {
   f(l.fsdp_reshard_after_forward, c.fsdp_reshard);
   f(l.grad_reduce_in_bf16, c.grad_reduce_in_bf16);
   f(l.optimizer_precision, c.optimizer_precision);
+  f(l.fp8_recipe, c.fp8_recipe);
   f(l.attention_backend, c.attention);
 }
 

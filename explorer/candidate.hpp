@@ -31,6 +31,7 @@ struct Candidate {
   bool fsdp_reshard = true;                    // Layout::fsdp_reshard_after_forward
   bool grad_reduce_in_bf16 = false;            // Megatron's --grad-reduce-in-bf16 (spec/layout.hpp gradient_bytes)
   OptimizerPrecision optimizer_precision;      // the optimizer state's dtypes (spec/layout.hpp)
+  Fp8Recipe fp8_recipe = Fp8Recipe::delayed;   // an fp8 model's (Layout::fp8_recipe)
   bool tp_comm_overlap = false;                // Megatron's --tp-comm-overlap (needs SP: validate_layout)
   bool overlap_p2p_comm = true;                // Megatron's (Layout::overlap_p2p_comm): how the testbed receives
   AttentionBackend attention = AttentionBackend::auto_;

@@ -89,6 +89,9 @@ CostModel::StageMemory CostModel::stage_memory(const Candidate& cand, const Stag
   // prefetched, or every layer's when the forward does not reshard them.
   if (cand.shards_gradients()) mem.grads = updated * grad_bytes + layer * grad_bytes;
   if (cand.fsdp()) mem.weights = updated * w + (cand.fsdp_reshard ? 2.0 * layer : params) * w;
+  // An fp8 model's linears keep their weights cast to fp8 between steps, row- and column-wise
+  // (Transformer Engine's cached fp8 weights): 2 bytes a layer parameter beside the bf16 ones.
+  if (c_.dtype == DType::fp8) mem.weights += 2.0 * (cand.fsdp() ? layer : params - p.edge);
   // Adam's m and v and the main copy of half weights, sharded with the optimizer (Megatron-LM's
   // distributed-optimizer table of bytes per parameter, in the layout's state dtypes).
   const OptimizerStateBytes state = optimizer_state_bytes(c_.dtype, cand.optimizer_precision);
@@ -414,6 +417,7 @@ const terms::LayerTimes& CostModel::layer_times(const Candidate& cand) const {
     std::uint64_t model = 0;
     std::int64_t tp = 0, cp = 0, mbs = 0, etp = 0;
     bool sp = false, zb = false, ep = false;  // ep: EP > 1 (the router's imbalance loads one rank)
+    Fp8Recipe recipe = Fp8Recipe::delayed;
     AttentionBackend attention = AttentionBackend::auto_;
     terms::LayerTimes times;
   };
@@ -425,8 +429,18 @@ const terms::LayerTimes& CostModel::layer_times(const Candidate& cand) const {
                     cache.size();
   Entry& e = cache[slot];
   if (e.model != id_ || e.tp != cand.tp || e.cp != cand.cp || e.mbs != cand.mbs || e.sp != sp || e.zb != zb ||
-      e.ep != ep || e.attention != cand.attention || e.etp != etp)
-    e = {id_, cand.tp, cand.cp, cand.mbs, etp, sp, zb, ep, cand.attention, terms::layer_times(p_, model_, cand)};
+      e.ep != ep || e.attention != cand.attention || e.etp != etp || e.recipe != cand.fp8_recipe)
+    e = {id_,
+         cand.tp,
+         cand.cp,
+         cand.mbs,
+         etp,
+         sp,
+         zb,
+         ep,
+         cand.fp8_recipe,
+         cand.attention,
+         terms::layer_times(p_, model_, cand)};
   return e.times;
 }
 

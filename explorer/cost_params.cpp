@@ -89,6 +89,7 @@ CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
 
 void CostParams::apply(const DeviceCompute& measured) {
   for (EfficiencyPoint& e : gemm.points) e.efficiency *= measured.gemm_scale.value;
+  for (EfficiencyPoint& e : fp8_gemm.points) e.efficiency *= measured.gemm_scale.value;
   for (EfficiencyPoint& e : attention.points) e.efficiency *= measured.attention_scale.value;
   hbm_efficiency *= measured.memory_scale.value;
   op_overhead_s += measured.op_overhead_us.value * 1e-6;

@@ -21,7 +21,8 @@ workload::LayerOps layer_ops(const Model& model, const Candidate& cand) {
           cand.cp,
           cand.mbs,
           cand.sequence_parallel(),
-          materializes_scores(resolved_attention_backend(backend, model))};
+          materializes_scores(resolved_attention_backend(backend, model)),
+          cand.fp8_recipe};
 }
 }  // namespace
 
@@ -30,7 +31,7 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
   using workload::LayerOp;
   using workload::Part;
   const workload::LayerOps ops = layer_ops(model, cand);
-  const double e = dtype_bytes(model.dtype);
+  const double e = activation_bytes(model.dtype);
   const bool zb = cand.pipeline == PipelineSchedule::zero_bubble;
   auto fwd = [&](const LayerOp& o) { return op_time(p, o, Part::forward, e); };
   auto bwd = [&](const LayerOp& o) {  // zero bubble: a GEMM's B and W apart, as the workload runs them
@@ -90,7 +91,7 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
 CurveReads curve_reads(const Model& model, const Candidate& cand) {
   using workload::ComputeKind;
   const workload::LayerOps ops = layer_ops(model, cand);
-  const double e = dtype_bytes(model.dtype);
+  const double e = activation_bytes(model.dtype);
   CurveReads r;
   auto read = [&](const workload::LayerOp& o) {
     const double f = workload::op_cost(o, workload::Part::forward, e).flops;

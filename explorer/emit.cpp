@@ -184,10 +184,15 @@ void megatron_model_args(const Model& m, MegatronArgs& a) {
   // bf16 weights and activations.
   if (m.dtype == DType::bf16 || m.dtype == DType::fp8) a.add("--bf16");
   if (m.dtype == DType::fp16) a.add("--fp16");
-  if (m.dtype == DType::fp8) {
-    a.add("--fp8-format", "hybrid");
-    a.add("--fp8-recipe", "delayed");
-  }
+}
+
+// An fp8 model's recipe: E4M3 forward and E5M2 gradients (hybrid) for the per-tensor recipes,
+// E4M3 throughout for the block-scaled ones (as Transformer Engine's DeepSeek and MXFP8 recipes).
+void megatron_fp8_args(const Layout& l, const Model& m, MegatronArgs& a) {
+  if (m.dtype != DType::fp8) return;
+  const bool blocks = l.fp8_recipe == Fp8Recipe::blockwise || l.fp8_recipe == Fp8Recipe::mxfp8;
+  a.add("--fp8-format", blocks ? "e4m3" : "hybrid");
+  a.add("--fp8-recipe", to_string(l.fp8_recipe));
 }
 
 // Data, tokenizer, optimizer, checkpoints and logging: what decides nothing sax prices, named for
@@ -245,6 +250,7 @@ std::string megatron_args(const Layout& l, const Model& m, const Cluster& c) {
   // Megatron's rank generator knows two orders (initialize.py), EP always the inner part of DP.
   if (megatron_order(Candidate::of(l, c)) == MegatronOrder::tp_pp_dp) a.add("--use-tp-pp-dp-mapping");
   megatron_model_args(m, a);
+  megatron_fp8_args(l, m, a);
   megatron_run_args(a);
   notes += gap_notes(Framework::megatron_core, l, c);
   notes += technology_note(l, c);

@@ -154,6 +154,10 @@ bool runs_as_predicted(Framework f, const Candidate& c, const Cluster& cluster, 
     });
     gap(c.tp > 1 && !c.sp,
         [] { return std::string("no sequence parallelism: torchtitan's TP always shards the norms' sequence (SP)"); });
+    gap(c.fp8_recipe != Fp8Recipe::tensorwise && c.fp8_recipe != Fp8Recipe::delayed, [&] {
+      return std::string("fp8 recipe ") + to_string(c.fp8_recipe) +
+             ": torchtitan's float8 linears (torchao) scale tensor- or row-wise; tensorwise is emitted";
+    });
     gap(c.expert_tp() != 1 && c.expert_tp() != c.tp, [&] {
       return "expert TP " + std::to_string(c.expert_tp()) +
              ": torchtitan's expert_tensor_parallel_degree is 1 or the TP degree (" + std::to_string(c.tp) + ")";

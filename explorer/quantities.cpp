@@ -16,7 +16,7 @@ ModelConsts ModelConsts::of(const Model& m) {
   c.top_k = static_cast<double>(m.is_moe() ? m.moe_router_topk : 0);
   c.V = static_cast<double>(m.vocab_size);
   c.dtype = m.dtype;
-  c.element_bytes = dtype_bytes(m.dtype);
+  c.element_bytes = activation_bytes(m.dtype);
   c.heads = static_cast<double>(m.num_attention_heads);
   const double H = c.heads, qk = static_cast<double>(m.query_key_head_dim()),
                v = static_cast<double>(m.value_head_dim());

@@ -41,6 +41,12 @@ const char* to_string(DpSharding d) {
   return i < std::size(kNames) ? kNames[i] : "?";
 }
 
+const char* to_string(Fp8Recipe r) {
+  static constexpr const char* kNames[] = {"delayed", "tensorwise", "blockwise", "mxfp8"};  // in the enum's order
+  const auto i = static_cast<std::size_t>(r);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
+
 const char* to_string(AttentionBackend a) {
   static constexpr const char* kNames[] = {"flash", "fused", "unfused", "local", "auto"};  // in the enum's order
   const auto i = static_cast<std::size_t>(a);
@@ -292,6 +298,7 @@ LayoutRule first_broken_rule(const Layout& l, const Model& m, std::int64_t world
     return LayoutRule::grad_reduce_in_bf16_needs_bf16;
   if (!l.optimizer_precision.is_default() && !half_precision(m.dtype))
     return LayoutRule::optimizer_precision_needs_half;
+  if (l.fp8_recipe != Fp8Recipe::delayed && m.dtype != DType::fp8) return LayoutRule::fp8_recipe_needs_fp8;
   return LayoutRule::ok;
 }
 
@@ -377,6 +384,12 @@ static void read_parallelism(Fields& f, Layout& l) {
            "state), got "
            "no_shard");
   l.grad_reduce_in_bf16 = f.boolean("grad_reduce_in_bf16", false);
+  l.fp8_recipe = pick<Fp8Recipe>(f, "fp8_recipe",
+                                 {{"delayed", Fp8Recipe::delayed},
+                                  {"tensorwise", Fp8Recipe::tensorwise},
+                                  {"blockwise", Fp8Recipe::blockwise},
+                                  {"mxfp8", Fp8Recipe::mxfp8}},
+                                 Fp8Recipe::delayed);
   auto state_dtype = [&](const char* key) {
     return pick<DType>(f, key, {{"fp32", DType::fp32}, {"bf16", DType::bf16}, {"fp16", DType::fp16}}, DType::fp32);
   };
@@ -512,6 +525,7 @@ json to_json(const Layout& l) {
     j["exp_avg_sq_dtype"] = to_string(l.optimizer_precision.exp_avg_sq);
   }
   if (l.expert_tensor_parallel_size) j["expert_tensor_parallel_size"] = l.expert_tensor_parallel_size;
+  if (l.fp8_recipe != Fp8Recipe::delayed) j["fp8_recipe"] = to_string(l.fp8_recipe);
   if (l.decoder_first_pipeline_num_layers) j["decoder_first_pipeline_num_layers"] = l.decoder_first_pipeline_num_layers;
   if (l.decoder_last_pipeline_num_layers) j["decoder_last_pipeline_num_layers"] = l.decoder_last_pipeline_num_layers;
   if (l.account_for_embedding_in_pipeline_split) j["account_for_embedding_in_pipeline_split"] = true;
@@ -652,6 +666,9 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
     case LayoutRule::grad_reduce_in_bf16_needs_bf16:
       return RuleFault{"grad_reduce_in_bf16", std::string("false for ") + to_string(m->dtype) + " model " + m->name +
                                                   " (bf16 gradients are for bf16 and fp8 models), got true"};
+    case LayoutRule::fp8_recipe_needs_fp8:
+      return RuleFault{"fp8_recipe", std::string("absent or delayed for ") + to_string(m->dtype) + " model " + m->name +
+                                         " (a recipe scales an fp8 model's casts), got " + to_string(l.fp8_recipe)};
     case LayoutRule::optimizer_precision_needs_half: {
       const OptimizerPrecision& p = l.optimizer_precision;
       const char* field = p.main_params != DType::fp32 ? "main_params_dtype"
@@ -754,6 +771,14 @@ std::optional<RuleFault> RuleMessages::pipeline(LayoutRule rule) const {
 void validate_layout(const Layout& l, const Model& m, const Cluster& c, const std::string& file) {
   if (LayoutRule r = first_broken_rule(l, m, c.world_size()); r != LayoutRule::ok)
     fail_rule(r, l, &m, c.world_size(), c.name, file);
+  // MXFP8's 32-element block scales are Blackwell's tensor cores' (Transformer Engine's
+  // MXFP8BlockScaling needs compute capability 10.0).
+  if (l.fp8_recipe == Fp8Recipe::mxfp8)
+    for (int b = 0; b < static_cast<int>(c.buildings.size()); ++b)
+      if (gpu_kind(c.device_of(b).name).generation != GpuGeneration::b200)
+        throw InputError(file, "/fp8_recipe",
+                         "delayed, tensorwise or blockwise on " + c.device_of(b).name + " (cluster " + c.name +
+                             ": mxfp8 runs on Blackwell GPUs only), got mxfp8");
   if (!l.schedule.network_technology.empty() && !c.technology(l.schedule.network_technology)) {
     std::string names;
     for (const auto& t : c.network_technologies) names += (names.empty() ? "" : ", ") + t.name;

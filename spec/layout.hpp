@@ -37,6 +37,13 @@ enum class Recompute { none, selective, full };
 // hierarchical DP sync is HSDP: sharded inside each building, replicated across them
 // (workload::fsdp_messages).
 enum class DpSharding { no_shard, optim, optim_grads, optim_grads_params };
+// How an fp8 model's linears scale what they cast to fp8, in Megatron-LM's names (--fp8-recipe,
+// Transformer Engine's recipes): delayed (a scale from an amax history the cast updates, the
+// amaxes reduced once per forward), tensorwise (current scaling: a pass for each tensor's amax,
+// then the cast), blockwise (1×128 and 128×128 blocks, DeepSeek-V3's; the block amax in the
+// cast), mxfp8 (32-element blocks, Blackwell's tensor cores only).
+enum class Fp8Recipe { delayed, tensorwise, blockwise, mxfp8 };
+const char* to_string(Fp8Recipe r);
 // The dtypes the optimizer keeps its state in, as Megatron-core's precision-aware optimizer
 // names them (--main-params-dtype, --exp-avg-dtype, --exp-avg-sq-dtype; any of them below fp32
 // is that optimizer). A main dtype equal to the weights' keeps no main copy: the step updates the
@@ -108,6 +115,7 @@ struct Layout {
   // in the fp32 Megatron gives them by default (gradient_bytes).
   bool grad_reduce_in_bf16 = false;
   OptimizerPrecision optimizer_precision;
+  Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // an fp8 model's (Megatron's default: delayed)
   AttentionBackend attention_backend = AttentionBackend::auto_;
   std::int64_t decoder_first_pipeline_num_layers = 0;  // 0 = an even split
   std::int64_t decoder_last_pipeline_num_layers = 0;
@@ -210,6 +218,7 @@ enum class LayoutRule {
   flash_needs_half_precision,       // flash/fused attention: bf16, fp16 or fp8 models only
   grad_reduce_in_bf16_needs_bf16,   // bf16 gradients: bf16 (or fp8) models only (Megatron)
   optimizer_precision_needs_half,   // optimizer state below fp32: half-precision models only
+  fp8_recipe_needs_fp8,             // fp8_recipe other than the default: fp8 models only
 };
 
 // Bytes per gradient element as Megatron-LM keeps and reduces them: a bf16 (or fp8, which keeps
@@ -221,6 +230,10 @@ double gradient_bytes(DType model_dtype, bool grad_reduce_in_bf16);
 // The dtype a model's weights are kept in: fp32 for fp32 and tf32, bf16 for fp8 (Transformer
 // Engine casts on the fly), the model's own otherwise.
 DType weight_dtype(DType model_dtype);
+// Bytes per activation element (what a layer's tensors, saved activations and TP, CP, EP and PP
+// messages hold): the weights' dtype's. An fp8 model's stay bf16; only its linears' GEMM operands
+// are cast to fp8 (LayerOps::fp8 casts).
+inline double activation_bytes(DType model_dtype) { return dtype_bytes(weight_dtype(model_dtype)); }
 // Bytes per updated parameter of the optimizer's state: the main copy of the weights (none where
 // its dtype is the weights', the 2-byte remainder of an fp32 copy of bf16 weights in the
 // precision-aware optimizer), Adam's first and second moments. Megatron-LM's

@@ -1,5 +1,8 @@
 #include "workload/layer_ops.hpp"
 
+#include <algorithm>
+#include <string_view>
+
 #include "spec/calibration.hpp"
 
 namespace sax::workload {
@@ -78,9 +81,15 @@ double quantization(ComputeKind kind, double m, double n, double k, double batch
 }
 
 LayerOps::LayerOps(const Model& m, std::int64_t tp, std::int64_t cp, std::int64_t micro_batch_size, bool sp,
-                   bool materializes_scores)
-    : m_(m), tp_(tp), cp_(cp), mbs_(micro_batch_size), sp_(sp && tp > 1), materializes_(materializes_scores) {
-  e_ = dtype_bytes(m.dtype);
+                   bool materializes_scores, Fp8Recipe fp8_recipe)
+    : m_(m),
+      tp_(tp),
+      cp_(cp),
+      mbs_(micro_batch_size),
+      sp_(sp && tp > 1),
+      materializes_(materializes_scores),
+      fp8_recipe_(fp8_recipe) {
+  e_ = activation_bytes(m.dtype);
   T_ = static_cast<double>(micro_batch_size) * static_cast<double>(m.seq_length) / static_cast<double>(cp);
   h_ = static_cast<double>(m.hidden_size);
   q_ = static_cast<double>(m.num_attention_heads * m.kv_channels);
@@ -179,6 +188,26 @@ std::vector<LayerOp> LayerOps::attention_ops() const {
     for (std::size_t i = first; i < ops.size(); ++i) ops[i].core = true, ops[i].cp_step = step;
   }
   ops.push_back({"out_proj", Kind::gemm, T_, h_, a * dv, 1});
+  return with_fp8(std::move(ops));
+}
+
+// Transformer Engine's linears (Megatron-Core's TE layer specs): the attention's projections,
+// the MLP's, the experts' grouped ones, the shared expert's. The router, the output layer and the
+// attention core stay in bf16. Each cast reads the bf16 tensor (tensorwise: twice, its amax first)
+// and writes its fp8 copy row- and column-wise, one byte each (the GEMM that uses it now and the
+// transposed one of the backward); the weights' casts, once a step, are left out.
+std::vector<LayerOp> LayerOps::with_fp8(std::vector<LayerOp> ops) const {
+  if (m_.dtype != DType::fp8) return ops;
+  static constexpr std::string_view kLinears[] = {
+      "qkv_proj", "q_proj",  "q_down_proj", "q_up_proj",   "kv_down_proj", "kv_up_proj", "out_proj",
+      "mlp_fc1",  "mlp_fc2", "experts_fc1", "experts_fc2", "shared_fc1",   "shared_fc2"};
+  const double reads = fp8_recipe_ == Fp8Recipe::tensorwise ? 2.0 : 1.0, per = reads * e_ + 2.0;
+  for (LayerOp& o : ops)
+    if (o.kind == Kind::gemm && std::find(std::begin(kLinears), std::end(kLinears), o.name) != std::end(kLinears)) {
+      o.fp8 = true;
+      o.cast_forward = per * o.m * o.k * o.count;   // the input, m × k
+      o.cast_backward = per * o.m * o.n * o.count;  // the output's gradient, m × n
+    }
   return ops;
 }
 // GeLU: read x (and the bias), write y; backward read x and dy, write dx. SwiGLU: two inputs.
@@ -190,8 +219,9 @@ std::vector<LayerOp> LayerOps::mlp_ops(bool moe, std::int64_t expert_tp) const {
   const double up = mlp_w() - 1;  // fc1's matrices: 2 with SwiGLU (gate and up), else 1
   if (!moe) {
     const double f = static_cast<double>(m_.ffn_hidden_size) / tp_;
-    return {
-        {"mlp_fc1", Kind::gemm, T_, f, h_, up}, activation("activation", T_, f), {"mlp_fc2", Kind::gemm, T_, h_, f, 1}};
+    return with_fp8({{"mlp_fc1", Kind::gemm, T_, f, h_, up},
+                     activation("activation", T_, f),
+                     {"mlp_fc2", Kind::gemm, T_, h_, f, 1}});
   }
   const double tokens = T_ / tp_, E = static_cast<double>(m_.num_experts), k = m_.moe_router_topk;
   const double fe = static_cast<double>(m_.moe_ffn_hidden_size), x = tokens * h_ * e_, routed = k * x;
@@ -220,7 +250,7 @@ std::vector<LayerOp> LayerOps::mlp_ops(bool moe, std::int64_t expert_tp) const {
     ops.push_back(activation("shared_activation", T_, f));
     ops.push_back({"shared_fc2", Kind::gemm, T_, h_, f, 1});
   }
-  return ops;
+  return with_fp8(std::move(ops));
 }
 
 // The first stage's vocab-parallel lookup: reads the token ids and the rows (and the learned

@@ -30,6 +30,10 @@ struct LayerOp {
   // and its input gradient's reduce-scatter after its backward (qkv_proj; MLA's first
   // up-projection, its down-projections running on the sequence shard).
   bool gathers = false;
+  // An fp8 model's Transformer Engine linear: its GEMM at the device's fp8 rate (DeviceSpeed), and
+  // the casts it runs beside it, bytes moved: forward its input, backward its output's gradient.
+  bool fp8 = false;
+  double cast_forward = 0, cast_backward = 0;
   // The core's ring step under CP (ring attention: step j attends to the j-th block of keys while
   // the next block comes round the ring), 0..cp−1; −1 outside the core.
   int cp_step = -1;
@@ -45,6 +49,11 @@ struct OpCost {
 };
 // Model FLOPs (as flops(const Op&)) and bytes of one part of `o`, at `e` bytes per element.
 OpCost op_cost(const LayerOp& o, Part part, double e);
+// The bytes an fp8 linear's casts move in one part: the forward casts its input, the backward (or
+// its input-gradient part) its output's gradient.
+inline double cast_bytes(const LayerOp& o, Part part) {
+  return part == Part::forward ? o.cast_forward : part == Part::weight_grad ? 0.0 : o.cast_backward;
+}
 
 // The part a block of `phase` runs of an op (recompute: the forward again).
 Part part_of(Phase phase);
@@ -69,7 +78,7 @@ inline double quantization(const LayerOp& o, Part part, int sm_count) {
 class LayerOps {
  public:
   LayerOps(const Model& m, std::int64_t tp, std::int64_t cp, std::int64_t micro_batch_size, bool sp,
-           bool materializes_scores);
+           bool materializes_scores, Fp8Recipe fp8_recipe = Fp8Recipe::delayed);
 
   // Tokens of one micro-batch in the sequence-parallel region (norms, dropout, residuals):
   // T/tp with SP, T without (every TP rank repeats them).
@@ -103,12 +112,15 @@ class LayerOps {
   double head_dim() const { return static_cast<double>(m_.query_key_head_dim()); }
   double value_dim() const { return static_cast<double>(m_.value_head_dim()); }
   std::vector<LayerOp> latent_projections() const;
+  // Marks an fp8 model's Transformer Engine linears among `ops` and sets their casts.
+  std::vector<LayerOp> with_fp8(std::vector<LayerOp> ops) const;
   double mlp_w() const { return m_.swiglu ? 3.0 : 2.0; }
   double logits_n() const { return static_cast<double>(m_.vocab_size) / tp_; }
 
   const Model& m_;
   std::int64_t tp_, cp_, mbs_;
   bool sp_, materializes_;
+  Fp8Recipe fp8_recipe_;
   double e_, T_, h_, q_, kv_;
 };
 

@@ -103,7 +103,7 @@ class Builder {
         grid_(l, c),
         rank_(rank),
         ops_(m, l.tensor_model_parallel_size, l.context_parallel_size, l.micro_batch_size, l.sequence_parallel,
-             materializes_scores(resolved_attention_backend(l, m))) {
+             materializes_scores(resolved_attention_backend(l, m)), l.fp8_recipe) {
     tp_ = l.tensor_model_parallel_size;
     cp_ = l.context_parallel_size;
     pp_ = l.pipeline_model_parallel_size;
@@ -114,7 +114,7 @@ class Builder {
     edp_ = grid_.size(GroupKind::expert_dp_cp);
     sp_ = l.sequence_parallel && tp_ > 1;
     tpo_ = sp_ && l.tp_comm_overlap;
-    e_ = dtype_bytes(m.dtype);
+    e_ = activation_bytes(m.dtype);
     T_ = static_cast<double>(l.micro_batch_size) * static_cast<double>(m.seq_length) / static_cast<double>(cp_);
     h_ = static_cast<double>(m.hidden_size);
     A_ = T_ * h_ * e_;
@@ -194,6 +194,8 @@ class Builder {
     op.heads = o.heads;
     op.kv_heads = o.kv_heads;
     op.dv = o.dv;
+    op.fp8 = o.fp8;
+    op.cast_bytes = cast_bytes(o, part);
     op.compute = o.kind;
     const OpCost cost = op_cost(o, part, e_);
     op.flops = flops(op);

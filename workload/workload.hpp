@@ -43,7 +43,11 @@ struct Op {
   // m rows of n elements (the optimizer: m parameters).
   double m = 0, n = 0, k = 0, count = 0;
   double heads = 1, kv_heads = 1;
-  double dv = 0;     // fused attention: the value head dimension (0: k)
+  double dv = 0;  // fused attention: the value head dimension (0: k)
+  // An fp8 model's Transformer Engine linear: its GEMM at the fp8 rate, and the bytes its casts
+  // move in this part (LayerOp::cast_forward / cast_backward).
+  bool fp8 = false;
+  double cast_bytes = 0;
   double flops = 0;  // model FLOPs, as Megatron counts them (0 for memory-bound ops)
   // Device-memory traffic of the op (workload/README.md, formula by formula).
   double bytes_read = 0, bytes_written = 0;

@@ -845,9 +845,13 @@ TEST(CostModel, DatasheetCurvesOnGpusAreThePublishedMeasurements) {
   EXPECT_NEAR(h.gemm.points.back().efficiency, 794.5 / 989, 1e-12);
   EXPECT_NEAR(top(CostParams::datasheet(test::preset_cluster("h200-1node"), bf16).gemm), 794.5 / 989, 1e-12);
   EXPECT_NEAR(top(CostParams::datasheet(test::preset_cluster("a100-3bld"), bf16).gemm), 271.2 / 312, 1e-12);
+  // An fp8 model: its linears' GEMMs on the fp8 ceiling at the fp8 peak, the rest as bf16.
   Model fp8 = bf16;
   fp8.dtype = DType::fp8;
-  EXPECT_NEAR(top(CostParams::datasheet(test::preset_cluster("h100-3bld"), fp8).gemm), 1402.6 / 1979, 1e-12);
+  const CostParams f = CostParams::datasheet(test::preset_cluster("h100-3bld"), fp8);
+  EXPECT_NEAR(top(f.fp8_gemm), 1402.6 / 1979, 1e-12);
+  EXPECT_NEAR(top(f.gemm), 794.5 / 989, 1e-12);
+  EXPECT_NEAR(f.fp8_peak_flops / f.peak_flops, 1979.0 / 989.4, 0.01);
   // Small GEMMs far below large ones, as the sweep measured (2048³ and up: 60 % of the top or more).
   EXPECT_LT(h.gemm.at(2.0 * 512 * 512 * 512), 0.25 * top(h.gemm));
   EXPECT_GT(h.gemm.at(2.0 * 2048 * 2048 * 2048), 0.6 * top(h.gemm));
@@ -917,4 +921,63 @@ TEST(CostModel, RouterImbalanceSlowsTheBusiestEpRankOnly) {
   const auto ep = static_cast<std::size_t>(Dim::ep);
   EXPECT_NEAR(skewed.breakdown.bubble_s - even.breakdown.bubble_s,
               extra - (skewed.breakdown.exposed_comm_s[ep] - even.breakdown.exposed_comm_s[ep]), 1e-9);
+}
+
+// An fp8 model as Transformer Engine runs it: the linears' GEMMs at the fp8 rate with their casts
+// beside them, the router, the output layer and attention in bf16, activations and messages in
+// bf16. Faster than bf16, slower than every op at the fp8 rate would be; current (tensorwise)
+// scaling reads each cast tensor twice, so it is slower than delayed scaling; the fp8 weights
+// cached beside the bf16 ones cost memory.
+TEST(CostModel, Fp8RecipesPriceTheLinearsInFp8AndTheirCasts) {
+  const Cluster c = load_cluster(test::preset_path("clusters/published/dgx-h100-128.json"));
+  Model bf16 = test::preset_model("llama3-70b");
+  Model fp8 = bf16;
+  fp8.dtype = DType::fp8;
+  Layout l = test::layout_of({{"tensor_model_parallel_size", 8},
+                              {"sequence_parallel", true},
+                              {"pipeline_model_parallel_size", 8},
+                              {"use_distributed_optimizer", true}});
+  const workload::LayerOps ops(fp8, 8, 1, 1, true, false);
+  for (const workload::LayerOp& o : ops.attention_ops())
+    EXPECT_EQ(o.fp8, o.kind == workload::ComputeKind::gemm) << o.name;  // the core stays bf16
+  EXPECT_FALSE(ops.logits().fp8);
+  const workload::LayerOp fc1 = ops.mlp_ops(false, 1)[0];
+  ASSERT_TRUE(fc1.fp8);
+  EXPECT_DOUBLE_EQ(fc1.cast_forward, (2.0 + 2.0) * fc1.m * fc1.k * fc1.count);  // read bf16, write fp8 row + column
+  const workload::LayerOps tw(fp8, 8, 1, 1, true, false, Fp8Recipe::tensorwise);
+  EXPECT_DOUBLE_EQ(tw.mlp_ops(false, 1)[0].cast_forward, (4.0 + 2.0) * fc1.m * fc1.k * fc1.count);
+  EXPECT_FALSE(workload::LayerOps(bf16, 8, 1, 1, true, false).mlp_ops(false, 1)[0].fp8);
+
+  const Prediction b = CostModel(c, bf16, CostParams::datasheet(c, bf16)).predict(l);
+  const CostModel cm8(c, fp8, CostParams::datasheet(c, fp8));
+  const Prediction d = cm8.predict(l);
+  l.fp8_recipe = Fp8Recipe::tensorwise;
+  const Prediction t = cm8.predict(l);
+  ASSERT_TRUE(b.feasible && d.feasible && t.feasible);
+  EXPECT_LT(d.breakdown.compute_s, b.breakdown.compute_s);
+  EXPECT_GT(d.breakdown.compute_s, 0.5 * b.breakdown.compute_s);  // not everything at twice the rate
+  EXPECT_GT(t.breakdown.compute_s, d.breakdown.compute_s);
+  EXPECT_GT(d.memory.weights_gib, b.memory.weights_gib);  // the cached fp8 weights
+  // The same bytes on the wire and in the activations as bf16: Megatron moves and keeps bf16.
+  EXPECT_DOUBLE_EQ(d.memory.activations_gib, b.memory.activations_gib);
+  EXPECT_NEAR(d.breakdown.exposed_comm_s[static_cast<int>(Dim::pp)],
+              b.breakdown.exposed_comm_s[static_cast<int>(Dim::pp)],
+              0.5 * b.breakdown.exposed_comm_s[static_cast<int>(Dim::pp)] + 1e-9);
+}
+
+// A recipe is an fp8 model's, and MXFP8 a Blackwell's.
+TEST(CostModel, Fp8RecipeRules) {
+  const Cluster c = load_cluster(test::preset_path("clusters/published/dgx-h100-128.json"));
+  Model m = test::preset_model("llama3-70b");
+  Layout l = test::layout_of({{"tensor_model_parallel_size", 8}, {"fp8_recipe", "blockwise"}});
+  EXPECT_THROW(validate_layout(l, m, c, "l.json"), InputError);  // a bf16 model
+  m.dtype = DType::fp8;
+  EXPECT_NO_THROW(validate_layout(l, m, c, "l.json"));
+  l.fp8_recipe = Fp8Recipe::mxfp8;
+  try {
+    validate_layout(l, m, c, "l.json");
+    ADD_FAILURE() << "mxfp8 on H100 accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), "/fp8_recipe");
+  }
 }
