@@ -100,9 +100,9 @@ __global__ void flash_bwd_dq(AttentionShape s, float scale, const bf16* q, const
                              const bf16* dout, const float* lse, const float* D, bf16* dq) {
   extern __shared__ float smem[];
   const int d = static_cast<int>(s.d), dp = d + 1, dv = static_cast<int>(s.v_dim()), dvp = dv + 1;
-  float* Ks = smem;           // 32 × (d+1)
-  float* Vs = Ks + 32 * dp;   // 32 × (dv+1)
-  float* Qs = Vs + 32 * dvp;  // kWarps × d
+  float* Ks = smem;              // 32 × (d+1)
+  float* Vs = Ks + 32 * dp;      // 32 × (dv+1)
+  float* Qs = Vs + 32 * dvp;     // kWarps × d
   float* dOs = Qs + kWarps * d;  // kWarps × dv
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t b = blockIdx.z, h = blockIdx.y, g = h / (s.heads / s.kv_heads);
@@ -295,7 +295,8 @@ Traffic CudaOps::attention_flash_forward(const AttentionShape& s, const void* q,
   });
   launched();
   const double qb = act(s.b * s.sq * s.heads * s.d), kb = act(s.b * s.sk * s.kv_heads * s.d),
-               vb = act(s.b * s.sk * s.kv_heads * dv), ob = act(s.b * s.sq * s.heads * dv), lb = f32(s.b * s.heads * s.sq);
+               vb = act(s.b * s.sk * s.kv_heads * dv), ob = act(s.b * s.sq * s.heads * dv),
+               lb = f32(s.b * s.heads * s.sq);
   // Per (query, key) pair computed: the score (d multiply-adds) and its share of the output (dv).
   return {qb + kb + vb, ob + lb, 2.0 * static_cast<double>(qk + dv) * flash_pairs(s, false)};
 }
@@ -311,7 +312,8 @@ Traffic CudaOps::attention_flash_backward(const AttentionShape& s, const void* q
   launched();
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
   const int qk = static_cast<int>(s.d), vd = static_cast<int>(s.v_dim());
-  const std::size_t tiles = static_cast<std::size_t>(32 * (qk + 1) + 32 * (vd + 1) + kWarps * (qk + vd));
+  const std::size_t tiles = 32 * static_cast<std::size_t>(qk + 1) + 32 * static_cast<std::size_t>(vd + 1) +
+                            kWarps * static_cast<std::size_t>(qk + vd);
   const std::size_t smem_q = tiles * 4, smem_k = (tiles + 64) * 4;
   const dim3 grid_q(static_cast<unsigned>((s.sq + kWarps - 1) / kWarps), static_cast<unsigned>(s.heads),
                     static_cast<unsigned>(s.b));
@@ -327,7 +329,8 @@ Traffic CudaOps::attention_flash_backward(const AttentionShape& s, const void* q
   });
   launched();
   const double qb = act(s.b * s.sq * s.heads * s.d), kb = act(s.b * s.sk * s.kv_heads * s.d),
-               vb = act(s.b * s.sk * s.kv_heads * vd), ob = act(s.b * s.sq * s.heads * vd), lb = f32(s.b * s.heads * s.sq);
+               vb = act(s.b * s.sk * s.kv_heads * vd), ob = act(s.b * s.sq * s.heads * vd),
+               lb = f32(s.b * s.heads * s.sq);
   // dQ kernel per pair: the score and dQ (d each), dP (dv); dK/dV kernel: the score and dK (d),
   // dP and dV (dv).
   const double d2 = 2.0 * static_cast<double>(qk), v2 = 2.0 * static_cast<double>(vd);

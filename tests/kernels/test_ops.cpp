@@ -231,10 +231,9 @@ TEST_F(CudaOps, SoftmaxAndRope) {
 // multi-head latent attention's query-key heads of 192 over values of 128 (DeepSeek-V3's), and
 // values wider than the query-key heads.
 TEST_F(CudaOps, AttentionFlashAndUnfused) {
-  for (const AttentionShape a :
-       {AttentionShape{2, 4, 2, 24, 40, 40}, AttentionShape{2, 4, 2, 24, 40, 64}, AttentionShape{1, 4, 2, 100, 100, 128},
-        AttentionShape{1, 2, 1, 40, 72, 256}, AttentionShape{1, 4, 4, 64, 96, 192, 128},
-        AttentionShape{1, 2, 2, 33, 33, 40, 72}}) {
+  for (const AttentionShape a : {AttentionShape{2, 4, 2, 24, 40, 40}, AttentionShape{2, 4, 2, 24, 40, 64},
+                                 AttentionShape{1, 4, 2, 100, 100, 128}, AttentionShape{1, 2, 1, 40, 72, 256},
+                                 AttentionShape{1, 4, 4, 64, 96, 192, 128}, AttentionShape{1, 2, 2, 33, 33, 40, 72}}) {
     const std::int64_t d = a.d, dvd = a.v_dim();
     const std::size_t nq = a.b * a.sq * a.heads * d, nk = a.b * a.sk * a.kv_heads * d,
                       nv = a.b * a.sk * a.kv_heads * dvd, no = a.b * a.sq * a.heads * dvd,
