@@ -182,11 +182,12 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
         // EP: the divisors of the experts that divide the stage's ranks over the expert TP too
         // (so fit the world), not every value up to num_experts.
         std::vector<std::array<std::int64_t, 2>> eps;
-        for (std::int64_t etp : {tp, std::int64_t{1}}) {
-          if (etp == 1 && (tp == 1 || !m.is_moe())) continue;
+        // The expert TP: TP's, and for a MoE model with TP > 1 also 1 (EP folded over TP).
+        std::vector<std::int64_t> etps = {tp};
+        if (m.is_moe() && tp > 1) etps.push_back(1);
+        for (const std::int64_t etp : etps)
           for (std::int64_t ep : divisors_among(expert_divisors, std::gcd(tp * cp * dp / etp, expert_divisors.back())))
-            if (m.is_moe() || ep == 1) eps.push_back({ep, etp == tp ? 0 : etp});
-        }
+            eps.push_back({ep, etp == tp ? 0 : etp});
         bounds.largest_micro_batch = std::max(bounds.largest_micro_batch, mbss.back());
         std::vector<std::vector<std::int64_t>> flat;  // each kind's layers per stage without VPP
         for (const SplitKind& k : kinds) {

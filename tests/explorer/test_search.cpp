@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
+#include <tuple>
 
 #include "explorer/explore.hpp"
 #include "explorer/search.hpp"
@@ -528,4 +530,27 @@ TEST(ExploreCli, AFrameworkThatRulesEveryCandidateOutSaysSo) {
   const auto e = test::run_sax(args + " --emit megatron");
   EXPECT_EQ(e.code, 2) << e.out;
   EXPECT_NE(e.err.find("--emit: no layout left: megatron-core"), std::string::npos) << e.err;
+}
+
+// Every TP degree keeps its candidates, whatever the expert grid: TP 1 (the expert TP is 1 once)
+// and TP 2, a MoE model's TP 2 with the expert TP as TP and folded (expert TP 1, EP over TP × DP).
+TEST(Search, EveryTensorParallelDegreeAndExpertGridIsGenerated) {
+  const Cluster c = test::preset_cluster("local-2bld");
+  for (const char* name : {"gpt-tiny", "moe-tiny"}) {
+    const Model m = test::preset_model(name);
+    const CostModel cm(c, m, CostParams::datasheet(c, m));
+    std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> grids;  // TP, EP, expert TP
+    for (const auto& [cand, split] : enumerate(cm, c, m, SearchOptions{}, 1u << 22))
+      grids.insert({cand.tp, cand.ep, cand.expert_tp()});
+    EXPECT_TRUE(grids.count({1, 1, 1})) << name;
+    EXPECT_TRUE(grids.count({2, 1, 2})) << name;
+    if (m.is_moe()) {
+      EXPECT_TRUE(grids.count({1, 4, 1})) << name;   // EP over the four ranks' DP
+      EXPECT_TRUE(grids.count({2, 4, 1})) << name;   // EP folded over TP 2 × DP 2
+      EXPECT_TRUE(grids.count({2, 2, 2})) << name;   // EP over DP, the experts split as TP
+      EXPECT_FALSE(grids.count({2, 4, 2})) << name;  // 4 × 2 is more than a stage's 4 ranks
+    } else {
+      for (const auto& g : grids) EXPECT_EQ(std::get<1>(g), 1) << name;
+    }
+  }
 }
