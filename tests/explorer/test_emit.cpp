@@ -454,7 +454,9 @@ TEST(EmitCli, EmitIsTheTablesPickAndTheFrameworksBestFollows) {
 
   const auto own = test::run_sax(inputs + " --top 5 --technology cluster --json " + t.file("own.json"));
   ASSERT_EQ(own.code, 0) << own.err;
-  for (const auto& x : nlohmann::json::parse(test::slurp(t.file("own.json")))["candidates"])
+  // Parsed into a name first: a range-for over a member of a temporary reads it after it is freed.
+  const nlohmann::json ranked = nlohmann::json::parse(test::slurp(t.file("own.json")));
+  for (const auto& x : ranked["candidates"])
     EXPECT_EQ(x["layout"]["schedule"].value("network_technology", ""), "") << x["layout"];
   const auto dwdm = test::run_sax(inputs + " --top 5 --technology metro-dwdm-40km --json " + t.file("d.json"));
   ASSERT_EQ(dwdm.code, 0) << dwdm.err;
