@@ -572,6 +572,7 @@ struct RuleMessages {
         layers(of ? of->num_layers : 0),
         model(of ? " of model " + of->name : "") {}
   std::optional<RuleFault> parallel(LayoutRule rule) const;
+  std::optional<RuleFault> experts(LayoutRule rule) const;  // the expert grid's, MoE's and MLA's
   std::optional<RuleFault> pipeline(LayoutRule rule) const;
 };
 
@@ -591,24 +592,6 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
                        "a divisor of num_query_groups (" + str(m->num_query_groups) + ")" + model + ", got " + str(tp)};
     case LayoutRule::tp_divides_ffn:
       return RuleFault{"tensor_model_parallel_size", "a divisor of the FFN width" + model + ", got " + str(tp)};
-    case LayoutRule::ep_is_one_for_dense:
-      return RuleFault{"expert_model_parallel_size", "1 for dense model " + m->name + ", got " + str(ep)};
-    case LayoutRule::ep_divides_experts:
-      return RuleFault{"expert_model_parallel_size",
-                       "a divisor of num_experts (" + str(m->num_experts) + ")" + model + ", got " + str(ep)};
-    case LayoutRule::expert_grid_divides_stage:
-      return RuleFault{"expert_model_parallel_size", "EP × expert TP (" + str(ep) + "×" + str(l.expert_tp()) +
-                                                         ") to divide the ranks of a pipeline stage, TP×CP×DP (" +
-                                                         str(world / pp) + ")"};
-    case LayoutRule::expert_grid_keeps_stages:
-      return RuleFault{"order", "an order whose expert grid (ETP " + str(l.expert_tp()) + ", EP " + str(ep) +
-                                    ", expert-DP) places the pipeline stages where the dense grid does (pp last, or "
-                                    "as many ranks before pp in both; Megatron asserts it), got \"" +
-                                    l.order_string() + "\""};
-    case LayoutRule::etp_divides_expert_ffn:
-      return RuleFault{"expert_tensor_parallel_size", "a divisor of moe_ffn_hidden_size (" +
-                                                          str(m->moe_ffn_hidden_size) + ")" + model + ", got " +
-                                                          str(l.expert_tp())};
     case LayoutRule::cp_divides_sequence:
       return RuleFault{"context_parallel_size", "a CP size with seq_length (" + str(m->seq_length) +
                                                     ") divisible by 2×CP (causal load balancing), got " + str(cp)};
@@ -638,19 +621,6 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
                        std::string("true unless data_parallel_sharding_strategy is optim_grads_params (only FSDP "
                                    "gathers parameters to reshard), got false with ") +
                            to_string(l.data_parallel_sharding_strategy)};
-    case LayoutRule::moe_tp_needs_sp:
-      return RuleFault{"sequence_parallel", "true for MoE model " + m->name + " with tensor_model_parallel_size " +
-                                                str(tp) +
-                                                " (Megatron requires sequence parallelism with MoE and TP > 1)"};
-    case LayoutRule::mla_tp_needs_sp:
-      return RuleFault{"sequence_parallel", "true for multi-latent-attention model " + m->name +
-                                                " with tensor_model_parallel_size " + str(tp) +
-                                                " (sax prices MLA's down-projections on each rank's sequence shard, "
-                                                "as Megatron-Core runs them with SP)"};
-    case LayoutRule::mla_without_tp_overlap:
-      return RuleFault{"tp_comm_overlap", "false for multi-latent-attention model " + m->name +
-                                              " (sax pairs userbuffers' overlaps with standard attention's linears "
-                                              "only), got true"};
     case LayoutRule::batch_divides:
       return RuleFault{"micro_batch_size", "micro_batch_size × DP (" + str(l.micro_batch_size) + "×" + str(dp) +
                                                ") to divide global_batch_size (" + str(m->global_batch_size) + ")"};
@@ -677,6 +647,44 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
       return RuleFault{field, std::string("fp32 for ") + to_string(m->dtype) + " model " + m->name +
                                   " (optimizer state below fp32 is for bf16, fp16 and fp8 models)"};
     }
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<RuleFault> RuleMessages::experts(LayoutRule rule) const {
+  switch (rule) {
+    case LayoutRule::ep_is_one_for_dense:
+      return RuleFault{"expert_model_parallel_size", "1 for dense model " + m->name + ", got " + str(ep)};
+    case LayoutRule::ep_divides_experts:
+      return RuleFault{"expert_model_parallel_size",
+                       "a divisor of num_experts (" + str(m->num_experts) + ")" + model + ", got " + str(ep)};
+    case LayoutRule::expert_grid_divides_stage:
+      return RuleFault{"expert_model_parallel_size", "EP × expert TP (" + str(ep) + "×" + str(l.expert_tp()) +
+                                                         ") to divide the ranks of a pipeline stage, TP×CP×DP (" +
+                                                         str(world / pp) + ")"};
+    case LayoutRule::expert_grid_keeps_stages:
+      return RuleFault{"order", "an order whose expert grid (ETP " + str(l.expert_tp()) + ", EP " + str(ep) +
+                                    ", expert-DP) places the pipeline stages where the dense grid does (pp last, or "
+                                    "as many ranks before pp in both; Megatron asserts it), got \"" +
+                                    l.order_string() + "\""};
+    case LayoutRule::etp_divides_expert_ffn:
+      return RuleFault{"expert_tensor_parallel_size", "a divisor of moe_ffn_hidden_size (" +
+                                                          str(m->moe_ffn_hidden_size) + ")" + model + ", got " +
+                                                          str(l.expert_tp())};
+    case LayoutRule::moe_tp_needs_sp:
+      return RuleFault{"sequence_parallel", "true for MoE model " + m->name + " with tensor_model_parallel_size " +
+                                                str(tp) +
+                                                " (Megatron requires sequence parallelism with MoE and TP > 1)"};
+    case LayoutRule::mla_tp_needs_sp:
+      return RuleFault{"sequence_parallel", "true for multi-latent-attention model " + m->name +
+                                                " with tensor_model_parallel_size " + str(tp) +
+                                                " (sax prices MLA's down-projections on each rank's sequence shard, "
+                                                "as Megatron-Core runs them with SP)"};
+    case LayoutRule::mla_without_tp_overlap:
+      return RuleFault{"tp_comm_overlap", "false for multi-latent-attention model " + m->name +
+                                              " (sax pairs userbuffers' overlaps with standard attention's linears "
+                                              "only), got true"};
     default:
       return std::nullopt;
   }
@@ -760,6 +768,7 @@ std::optional<RuleFault> RuleMessages::pipeline(LayoutRule rule) const {
                                    const std::string& cluster_name, const std::string& file) {
   const RuleMessages messages(l, m, world, cluster_name);
   std::optional<RuleFault> fault = messages.parallel(rule);
+  if (!fault) fault = messages.experts(rule);
   if (!fault) fault = messages.pipeline(rule);
   // The schedule rules are read_layout's; a layout built in code reaches here.
   if (!fault)
