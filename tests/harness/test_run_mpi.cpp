@@ -105,14 +105,18 @@ TEST_P(RunLayouts, SendsTheWorkloadsBytesAndTheBreakdownAddsUp) {
         b["compute"].get<double>() + b["optimizer"].get<double>() + b["idle"].get<double>() + b["other"].get<double>();
     for (sax::Dim d : sax::kDims) sum += b[std::string(sax::dim_name(d)) + "_comm"].get<double>();
     EXPECT_NEAR(sum, step, 1e-9 * step) << "rank " << id;
-    EXPECT_LE(std::abs(b["other"].get<double>()), 0.02 * step) << "rank " << id << ": time no op accounts for";
     EXPECT_GT(b["compute"].get<double>(), 0) << "rank " << id;
     EXPECT_GT(rank["peak_rss_gib"].get<double>(), 0);
+    ASSERT_TRUE(rank.contains("pacing")) << "rank " << id;
+    // What no op accounts for is the harness's own work between ops, microseconds each on an idle
+    // host; a busy host preempts the rank there as it wakes it late from its paced waits, so the
+    // lateness it measured (pacing.late_s) is allowed beside 2 % of the step.
+    EXPECT_LE(std::abs(b["other"].get<double>()), 0.02 * step + rank["pacing"]["late_s"].get<double>())
+        << "rank " << id << ": time no op accounts for";
     // The preset's device is paced: every op is counted, and a rank waiting (for a deadline, a
     // message, a collective, the bubble) sleeps, so its CPU time is its kernels' (at most its
     // compute's wall time) and a little: a rank that spun would burn its waits too. A busy host
     // only lengthens the waits.
-    ASSERT_TRUE(rank.contains("pacing")) << "rank " << id;
     EXPECT_GT(rank["pacing"]["ops"].get<std::int64_t>(), 0) << "rank " << id;
     const double busy = b["compute"].get<double>() + b["optimizer"].get<double>();
     EXPECT_LT(rank["cpu_s_per_step"].get<double>(), busy + 0.5 * (step - busy) + 0.05)
