@@ -146,7 +146,7 @@ std::vector<Case> layer_cases(Operands& m) {
       {"softmax_forward (causal)",
        [&m] {
          std::copy(m.x.begin(), m.x.end(), m.y.begin());
-         Traffic t = scale_mask_softmax_forward(m.rows / m.h, m.h, m.h, 0, 0.125f, m.y.data());
+         Traffic t = scale_mask_softmax_forward(m.rows / m.h, m.h, m.h, 0, 0, false, 0.125f, m.y.data());
          t.read += static_cast<double>(m.n) * 4, t.written += static_cast<double>(m.n) * 4;  // the copy in
          return t;
        }},

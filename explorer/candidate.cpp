@@ -71,7 +71,8 @@ PipelineSplit PipelineSplit::of(const ModelConsts& c, const Candidate& cand) {
   PipelineSplit s{cand.pp, cand.vpp, {}, {}};
   for (const StageLayers& st : stage_layers(c, cand.pp, cand.virtual_stage_layers(c.layers))) {
     const auto same = std::find_if(s.kinds.begin(), s.kinds.end(), [&](const StageLayers& k) {
-      return k.dense == st.dense && k.moe == st.moe && k.first == st.first && k.last == st.last;
+      return k.dense == st.dense && k.moe == st.moe && k.windowed == st.windowed && k.first == st.first &&
+             k.last == st.last;
     });
     if (same != s.kinds.end()) {
       ++s.stages[static_cast<std::size_t>(same - s.kinds.begin())];

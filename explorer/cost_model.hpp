@@ -297,6 +297,9 @@ struct LayerTimes {
   double last_forward = 0, last_backward = 0;    // final norm, logits, cross-entropy (last stage)
   // The weight-gradient GEMMs' part of each backward above (zero bubble's W; B is the rest).
   double dense_weight = 0, moe_weight = 0, last_weight = 0;
+  // What a sliding-window layer's attention core saves against the causal one, forward and
+  // backward (0 without a window): StageLayers::windowed of its layers take it off.
+  double window_saving_forward = 0, window_saving_backward = 0;
   // Of a MoE layer's forward and backward, what the busiest EP rank's experts take beyond the
   // mean load (the router imbalance's extra; 0 with EP 1).
   double moe_excess_forward = 0, moe_excess_backward = 0;
@@ -307,18 +310,21 @@ struct LayerTimes {
   };
   Gemms gemm_forward, gemm_backward;
   double forward(const StageLayers& st) const {
-    return static_cast<double>(st.dense) * dense_forward + static_cast<double>(st.moe) * moe_forward +
-           (st.first ? first_forward : 0.0) + (st.last ? last_forward : 0.0);
+    return static_cast<double>(st.dense) * dense_forward + static_cast<double>(st.moe) * moe_forward -
+           static_cast<double>(st.windowed) * window_saving_forward + (st.first ? first_forward : 0.0) +
+           (st.last ? last_forward : 0.0);
   }
   double backward(const StageLayers& st) const {
-    return static_cast<double>(st.dense) * dense_backward + static_cast<double>(st.moe) * moe_backward +
-           (st.first ? first_backward : 0.0) + (st.last ? last_backward : 0.0);
+    return static_cast<double>(st.dense) * dense_backward + static_cast<double>(st.moe) * moe_backward -
+           static_cast<double>(st.windowed) * window_saving_backward + (st.first ? first_backward : 0.0) +
+           (st.last ? last_backward : 0.0);
   }
   // The forward recomputed before the backward: every layer's (full) or the attention core's (selective).
   double recompute(const StageLayers& st, Recompute r) const {
+    const double saving = static_cast<double>(st.windowed) * window_saving_forward;
     if (r == Recompute::full)
-      return static_cast<double>(st.dense) * dense_forward + static_cast<double>(st.moe) * moe_forward;
-    return r == Recompute::selective ? static_cast<double>(st.layers()) * core_forward : 0.0;
+      return static_cast<double>(st.dense) * dense_forward + static_cast<double>(st.moe) * moe_forward - saving;
+    return r == Recompute::selective ? static_cast<double>(st.layers()) * core_forward - saving : 0.0;
   }
   double weight(const StageLayers& st) const {
     return static_cast<double>(st.dense) * dense_weight + static_cast<double>(st.moe) * moe_weight +

@@ -60,6 +60,11 @@ LayerTimes layer_times(const CostParams& p, const Model& model, const Candidate&
     if (n == "out_proj") pair(o, t.gemm_forward.out, t.gemm_backward.out);
   }
   t.dense_forward = common_f, t.dense_backward = common_b, t.dense_weight = common_w;
+  if (model.attention_window() > 0) {
+    t.window_saving_forward = t.core_forward, t.window_saving_backward = t.core_backward;
+    for (const LayerOp& o : ops.attention_ops(true))
+      if (o.core) t.window_saving_forward -= fwd(o), t.window_saving_backward -= bwd(o);
+  }
   for (const LayerOp& o : ops.mlp_ops(false, 1)) {
     t.dense_forward += fwd(o), t.dense_backward += bwd(o), t.dense_weight += wgt(o);
     const std::string_view n = o.name;
@@ -94,13 +99,19 @@ CurveReads curve_reads(const Model& model, const Candidate& cand) {
   const double e = activation_bytes(model.dtype);
   CurveReads r;
   auto read = [&](const workload::LayerOp& o) {
-    const double f = workload::op_cost(o, workload::Part::forward, e).flops;
+    // Fused attention reads its curve at the FLOPs its window keeps (workload/device_time.cpp).
+    const double f = workload::op_cost(o, workload::Part::forward, e).flops *
+                     (o.kind == ComputeKind::attention ? workload::attended_share(o.m, o.n, o.window) : 1.0);
     if (!(f > 0) || o.kind == ComputeKind::memory) return;
     double& lo = o.kind == ComputeKind::attention ? r.attention_lo : r.gemm_lo;
     double& hi = o.kind == ComputeKind::attention ? r.attention_hi : r.gemm_hi;
     lo = lo == 0 ? f : std::min(lo, f), hi = std::max(hi, f);
   };
-  for (const workload::LayerOp& o : ops.attention_ops()) read(o);
+  // The causal core where a layer has one, the windowed core where one has a window.
+  for (const workload::LayerOp& o : ops.attention_ops())
+    if (!o.core || model.num_window_layers() < model.num_layers) read(o);
+  if (model.num_window_layers() > 0)
+    for (const workload::LayerOp& o : ops.attention_ops(true)) read(o);
   for (const workload::LayerOp& o : ops.mlp_ops(false, 1)) read(o);
   if (model.is_moe())
     for (const workload::LayerOp& o : ops.mlp_ops(true, cand.expert_tp())) read(o);

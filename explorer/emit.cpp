@@ -134,6 +134,13 @@ void megatron_layout_args(const Layout& l, const Model& m, MegatronArgs& a) {
   a.add("--attention-backend", sax::to_string(resolved_attention_backend(l, m)));
 }
 
+// A per-layer pattern as Megatron's list form takes it ("[1,0,…]", quoted for the shell).
+std::string layer_pattern(const std::vector<bool>& pattern) {
+  std::string list = "[";
+  for (std::size_t i = 0; i < pattern.size(); ++i) list += (i ? "," : "") + std::string(pattern[i] ? "1" : "0");
+  return "\"" + list + "]\"";
+}
+
 // The model as sax holds it, in Megatron's own names (spec/model.hpp follows them).
 void megatron_model_args(const Model& m, MegatronArgs& a) {
   a.add("--num-layers", std::to_string(m.num_layers));
@@ -154,6 +161,11 @@ void megatron_model_args(const Model& m, MegatronArgs& a) {
     a.add("--qk-pos-emb-head-dim", std::to_string(m.qk_pos_emb_head_dim));
     a.add("--v-head-dim", std::to_string(m.v_head_dim));
   }
+  if (!m.window_size.empty()) {
+    a.add("--window-size", std::to_string(m.window_size[0]) + "," + std::to_string(m.window_size[1]));
+    if (m.num_window_layers() != m.num_layers) a.add("--window-attn-skip-freq", layer_pattern(m.window_layer_pattern));
+  }
+  if (m.softmax_type != "vanilla") a.add("--softmax-type", m.softmax_type);
   a.add("--seq-length", std::to_string(m.seq_length));
   a.add("--max-position-embeddings", std::to_string(m.max_position_embeddings));
   a.add("--position-embedding-type", m.position_embedding_type);
@@ -169,12 +181,7 @@ void megatron_model_args(const Model& m, MegatronArgs& a) {
     a.add("--moe-ffn-hidden-size", std::to_string(m.moe_ffn_hidden_size));
     if (m.moe_shared_expert_intermediate_size > 0)
       a.add("--moe-shared-expert-intermediate-size", std::to_string(m.moe_shared_expert_intermediate_size));
-    if (m.num_moe_layers() != m.num_layers) {
-      std::string freq = "[";
-      for (std::size_t i = 0; i < m.moe_layer_pattern.size(); ++i)
-        freq += (i ? "," : "") + std::string(m.moe_layer_pattern[i] ? "1" : "0");
-      a.add("--moe-layer-freq", "\"" + freq + "]\"");
-    }
+    if (m.num_moe_layers() != m.num_layers) a.add("--moe-layer-freq", layer_pattern(m.moe_layer_pattern));
     // sax prices the experts' exchange as an all-to-all of the routed tokens and the experts as
     // one grouped GEMM; Megatron's defaults are an all-gather dispatcher and a loop of GEMMs.
     a.add("--moe-token-dispatcher-type", "alltoall");
@@ -393,6 +400,10 @@ std::string torchtitan_model(const Model& m, TorchtitanConfig& t) {
       t.notes += "# model: torchtitan's llama3 is RMSNorm, RoPE, SwiGLU, untied and bias-free; " + m.name +
                  " differs, so the run is not the one priced\n";
   }
+  if (!m.window_size.empty() || m.attention_sink())
+    t.notes += "# model: torchtitan v0.2.2's " + name + " attends the whole causal prefix with a plain softmax; " +
+               m.name + "'s sliding windows and attention sinks must be added to its attention for the run to be " +
+               "the one priced\n";
   t.notes += "# model: hf_assets_path holds the tokenizer (torchtitan's scripts/download_hf_assets.py); it must have " +
              std::to_string(m.vocab_size) + " tokens for the run to be the one priced\n";
   std::string out = "\n[model]\nname = " + toml_string(name) + "\nflavor = " + toml_string(flavor ? flavor : m.name) +

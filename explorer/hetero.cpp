@@ -255,7 +255,12 @@ HeteroModel::Result HeteroModel::balance(Candidate& cand) const {
     const double dense = t.dense_forward + t.dense_backward + t.recompute(one, cand.recompute);
     one.dense = 0, one.moe = 1;
     const double sparse = t.moe_forward + t.moe_backward + t.recompute(one, cand.recompute);
-    const double per_layer = (1 - moe) * dense + moe * sparse;
+    const double windowed =
+        model_.num_layers > 0 ? static_cast<double>(model_.num_window_layers()) / static_cast<double>(model_.num_layers)
+                              : 0.0;
+    one.moe = 0, one.windowed = 1;  // a sliding-window layer's saving, with its recompute's
+    const double saving = -(t.forward(one) + t.backward(one) + t.recompute(one, cand.recompute));
+    const double per_layer = (1 - moe) * dense + moe * sparse - windowed * saving;
     speed.push_back(per_layer > 0 ? 1.0 / per_layer : 1.0);
   }
   // From the better of the split in proportion to speed and the evenest split (a first stage

@@ -43,6 +43,9 @@ ModelConsts ModelConsts::of(const Model& m) {
   c.moe_prefix.assign(static_cast<std::size_t>(m.num_layers) + 1, 0);
   for (std::int64_t i = 0; i < m.num_layers; ++i)
     c.moe_prefix[i + 1] = c.moe_prefix[i] + (m.moe_layer_pattern.empty() ? 0 : (m.moe_layer_pattern[i] ? 1 : 0));
+  c.window_prefix.assign(static_cast<std::size_t>(m.num_layers) + 1, 0);
+  for (std::int64_t i = 0; i < m.num_layers; ++i)
+    c.window_prefix[i + 1] = c.window_prefix[i] + (m.window_layer(i) ? 1 : 0);
   return c;
 }
 
@@ -59,6 +62,7 @@ std::vector<StageLayers> stage_layers(const ModelConsts& c, std::int64_t pp,
     StageLayers& st = out[v % static_cast<std::size_t>(pp)];
     st.moe += moe;
     st.dense += n - moe;
+    st.windowed += c.window_between(offset, offset + n);
     offset += n;
   }
   out.front().first = true;

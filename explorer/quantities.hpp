@@ -39,6 +39,10 @@ struct ModelConsts {
 
   static ModelConsts of(const Model& m);
   std::int64_t moe_between(std::int64_t first, std::int64_t end) const { return moe_prefix[end] - moe_prefix[first]; }
+  std::vector<std::int64_t> window_prefix;  // sliding-window layers among layers [0, i)
+  std::int64_t window_between(std::int64_t first, std::int64_t end) const {
+    return window_prefix[end] - window_prefix[first];
+  }
 };
 
 // One micro-batch on one rank, for given TP, CP, micro-batch size and SP (workload/README.md).
@@ -80,6 +84,7 @@ struct MicroShape {
 struct StageLayers {
   std::int64_t stage = 0;
   std::int64_t dense = 0, moe = 0;
+  std::int64_t windowed = 0;  // of those, the sliding-window layers (LayerTimes' window saving)
   bool first = false, last = false;
   std::int64_t layers() const { return dense + moe; }
 };

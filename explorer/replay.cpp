@@ -132,6 +132,7 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand)
     offset += n;
     StageLayers chunk;
     chunk.stage = v % pp, chunk.moe = moe, chunk.dense = n - moe, chunk.first = v == 0, chunk.last = v == V - 1;
+    chunk.windowed = c.window_between(offset - n, offset);
     const terms::Microbatch& mb = stages[static_cast<std::size_t>(v % pp)].microbatch;
     const terms::LayerTimes& lt = times[static_cast<std::size_t>(v % pp)];
     const double work = mb.compute + mb.recompute, k = work > 0 ? mb.total() / work : 1.0;

@@ -194,7 +194,7 @@ StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Lay
   if ((options.router_skew > 0 || options.router_imbalance > 0) && comms_.count(GroupKind::ep) > 0)
     opts.expert_rows = route_experts(model, layout, ops, options);
   // One runner per distinct compute op (name, forward or which backward part, shape).
-  std::map<std::tuple<std::string, int, double, double, double, double, double, double>, int> index;
+  std::map<std::tuple<std::string, int, double, double, double, double, double, double, double>, int> index;
   runner_of_.assign(w_.ops.size(), -1);
   for (std::size_t i = 0; i < w_.ops.size(); ++i) {
     const Op& o = w_.ops[i];
@@ -210,7 +210,7 @@ StepExecutor::StepExecutor(const Cluster& cluster, const Model& model, const Lay
       continue;
     }
     const int part = o.phase == Phase::recompute ? static_cast<int>(Phase::forward) : static_cast<int>(o.phase);
-    const auto key = std::make_tuple(o.name, part, o.m, o.n, o.k, o.count, o.heads, o.kv_heads);
+    const auto key = std::make_tuple(o.name, part, o.m, o.n, o.k, o.count, o.heads, o.kv_heads, o.window);
     auto it = index.find(key);
     if (it == index.end()) {
       it = index.emplace(key, static_cast<int>(runners_.size())).first;

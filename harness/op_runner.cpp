@@ -277,10 +277,10 @@ Traffic OpRunner::run_attention() {
   kernels::Ops& k = *ops_;
   const Op& o = op_;
   const bool fwd = forward_like(o.phase);
-  const kernels::AttentionShape s{static_cast<std::int64_t>(o.count),    static_cast<std::int64_t>(o.heads),
-                                  static_cast<std::int64_t>(o.kv_heads), static_cast<std::int64_t>(o.m),
-                                  static_cast<std::int64_t>(o.n),        static_cast<std::int64_t>(o.k),
-                                  static_cast<std::int64_t>(o.dv)};
+  const kernels::AttentionShape s{
+      static_cast<std::int64_t>(o.count), static_cast<std::int64_t>(o.heads),  static_cast<std::int64_t>(o.kv_heads),
+      static_cast<std::int64_t>(o.m),     static_cast<std::int64_t>(o.n),      static_cast<std::int64_t>(o.k),
+      static_cast<std::int64_t>(o.dv),    static_cast<std::int64_t>(o.window), model_.attention_sink()};
   void *dout = b_->f[5]->data(), *dq = b_->f[7]->data(), *dk = b_->f[8]->data(), *dv = b_->f[9]->data();
   float* lse = f32(*b_->f[6]);
   if (fwd) return k.attention_flash_forward(s, A, B, C, D, lse);
@@ -323,7 +323,8 @@ Traffic OpRunner::run_memory() {
     // Rows are batch·heads·queries over `cols` keys: square causal blocks where they divide.
     const bool square = rows % cols == 0;
     const std::int64_t batch = square ? rows / cols : rows, sq = square ? cols : 1, offset = square ? 0 : cols - 1;
-    return fwd ? k.scale_mask_softmax_forward(batch, sq, cols, offset, 0.125f, A)
+    return fwd ? k.scale_mask_softmax_forward(batch, sq, cols, offset, static_cast<std::int64_t>(o.window),
+                                              model_.attention_sink(), 0.125f, A)
                : k.scale_mask_softmax_backward(batch, sq, cols, 0.125f, A, C);
   }
   if (name == "rope") {

@@ -82,9 +82,11 @@ class Ops {
   virtual Traffic bias_dropout_add_backward(std::int64_t rows, std::int64_t h, const void* dout,
                                             const std::uint8_t* mask, float p, void* dy, float* dbias) = 0;
 
-  // Scale, causal mask and softmax of `batch` score matrices sq × sk in place (act), and back.
+  // Scale, causal (or sliding-window) mask and softmax, a sink in the denominator or not, of
+  // `batch` score matrices sq × sk in place (act), and back (kernels/cpu/ops.hpp).
   virtual Traffic scale_mask_softmax_forward(std::int64_t batch, std::int64_t sq, std::int64_t sk,
-                                             std::int64_t q_offset, float scale, void* s) = 0;
+                                             std::int64_t q_offset, std::int64_t window, bool sink, float scale,
+                                             void* s) = 0;
   virtual Traffic scale_mask_softmax_backward(std::int64_t batch, std::int64_t sq, std::int64_t sk, float scale,
                                               const void* p, void* dp) = 0;
 

@@ -205,6 +205,7 @@ LayoutRule tensor_parallel_rule(const Model& m, std::int64_t tp) {
 }
 
 LayoutRule context_parallel_rule(const Model& m, std::int64_t cp) {
+  if (cp > 1 && m.attention_window() > 0) return LayoutRule::window_without_cp;
   return cp > 1 && m.seq_length % (2 * cp) != 0 ? LayoutRule::cp_divides_sequence : LayoutRule::ok;
 }
 
@@ -592,6 +593,11 @@ std::optional<RuleFault> RuleMessages::parallel(LayoutRule rule) const {
                        "a divisor of num_query_groups (" + str(m->num_query_groups) + ")" + model + ", got " + str(tp)};
     case LayoutRule::tp_divides_ffn:
       return RuleFault{"tensor_model_parallel_size", "a divisor of the FFN width" + model + ", got " + str(tp)};
+    case LayoutRule::window_without_cp:
+      return RuleFault{"context_parallel_size", "1 for sliding-window model " + m->name +
+                                                    " (sax prices CP as a ring over every causal block; a window "
+                                                    "skips blocks the ring would still carry), got " +
+                                                    str(cp)};
     case LayoutRule::cp_divides_sequence:
       return RuleFault{"context_parallel_size", "a CP size with seq_length (" + str(m->seq_length) +
                                                     ") divisible by 2×CP (causal load balancing), got " + str(cp)};

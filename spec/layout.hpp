@@ -203,6 +203,7 @@ enum class LayoutRule {
   ep_divides_experts,
   etp_divides_expert_ffn,       // ETP divides moe_ffn_hidden_size
   cp_divides_sequence,          // seq_length divisible by 2×CP (causal load balancing)
+  window_without_cp,            // sliding-window attention: CP 1 (the ring is priced over every causal block)
   sp_divides_sequence,          // with SP, seq_length/CP divisible by TP
   moe_tp_needs_sp,              // MoE with TP > 1 needs SP (Megatron)
   mla_tp_needs_sp,              // MLA with TP > 1 needs SP (sax prices its down-projections on the shard)

@@ -8,6 +8,10 @@ std::int64_t Model::num_moe_layers() const {
   return static_cast<std::int64_t>(std::count(moe_layer_pattern.begin(), moe_layer_pattern.end(), true));
 }
 
+std::int64_t Model::num_window_layers() const {
+  return static_cast<std::int64_t>(std::count(window_layer_pattern.begin(), window_layer_pattern.end(), true));
+}
+
 double Model::norm_params() const { return normalization == "LayerNorm" ? 2.0 * hidden_size : 1.0 * hidden_size; }
 
 double Model::attention_params() const {
@@ -22,13 +26,13 @@ double Model::attention_params() const {
     double p =
         (ql > 0 ? h * ql + w * ql + ql * q_out : h * q_out) + h * (kvl + rope) + w * kvl + kvl * kv_out + o_in * h;
     if (add_bias_linear) p += (ql > 0 ? ql : 0) + q_out + (kvl + rope) + kv_out + h;
-    return p + norm_params();
+    return p + norm_params() + sink_params();
   }
   const double q = static_cast<double>(num_attention_heads) * kv_channels;
   const double kv = static_cast<double>(num_query_groups) * kv_channels;
   double p = h * (q + 2 * kv) + q * h;  // QKV projection + output projection
   if (add_bias_linear) p += (q + 2 * kv) + h;
-  return p + norm_params();
+  return p + norm_params() + sink_params();
 }
 
 double Model::mlp_params(std::int64_t ffn) const {
@@ -182,31 +186,63 @@ static void read_transformer(Fields& f, Model& m) {
   read_latent_attention(f, m);
 }
 
-// Megatron's moe_layer_freq: an integer N puts an MoE layer every N layers, starting with layer 0;
-// a list says 0 (dense) or 1 (MoE) per layer; absent, every layer is MoE.
-static std::vector<bool> read_moe_layer_freq(Fields& f, const std::string& file, std::int64_t num_layers) {
-  const json* freq = f.optional("moe_layer_freq");
+// A per-layer pattern as Megatron gives one: an integer N (`every(i, N)` says whether 0-based layer
+// i is on), or a list of 0/1 per layer (1 on, named `on`; 0 named `off`); absent, every layer is on.
+static std::vector<bool> read_layer_pattern(Fields& f, const std::string& file, const char* key,
+                                            std::int64_t num_layers, bool (*every)(std::int64_t, std::int64_t),
+                                            const char* off, const char* on) {
+  const json* freq = f.optional(key);
   std::vector<bool> pattern(static_cast<std::size_t>(num_layers), true);
+  const std::string expected = std::string("an integer >= 1 or a list of 0/1 per layer, got ");
   if (freq && (freq->is_number_integer() || freq->is_number_unsigned())) {
     std::int64_t n = freq->get<std::int64_t>();
-    if (n < 1) f.fail("moe_layer_freq", "an integer >= 1 or a list of 0/1 per layer, got " + freq->dump());
-    for (std::int64_t i = 0; i < num_layers; ++i) pattern[i] = (i % n == 0);
+    if (n < 1) f.fail(key, expected + freq->dump());
+    for (std::int64_t i = 0; i < num_layers; ++i) pattern[i] = every(i, n);
   } else if (freq && freq->is_array()) {
     if (static_cast<std::int64_t>(freq->size()) != num_layers)
-      f.fail("moe_layer_freq",
+      f.fail(key,
              "a list of num_layers (" + std::to_string(num_layers) + ") entries, got " + std::to_string(freq->size()));
     for (std::size_t i = 0; i < freq->size(); ++i) {
       const json& e = (*freq)[i];
       // Compared as int64: get<int> would truncate 4294967297 to 1.
       if (!e.is_number_integer() || (e.get<std::int64_t>() != 0 && e.get<std::int64_t>() != 1))
-        throw InputError(file, json_path(f.path_of("moe_layer_freq"), i),
-                         "0 (dense) or 1 (MoE), got " + json_type_name(e));
+        throw InputError(file, json_path(f.path_of(key), i),
+                         std::string("0 (") + off + ") or 1 (" + on + "), got " + json_type_name(e));
       pattern[i] = e.get<std::int64_t>() == 1;
     }
   } else if (freq) {
-    f.fail("moe_layer_freq", "an integer >= 1 or a list of 0/1 per layer, got " + json_type_name(*freq));
+    f.fail(key, expected + json_type_name(*freq));
   }
   return pattern;
+}
+
+// Megatron's moe_layer_freq: N puts an MoE layer every N layers, starting with layer 0.
+static std::vector<bool> read_moe_layer_freq(Fields& f, const std::string& file, std::int64_t num_layers) {
+  return read_layer_pattern(
+      f, file, "moe_layer_freq", num_layers, [](std::int64_t i, std::int64_t n) { return i % n == 0; }, "dense", "MoE");
+}
+
+// Megatron's sliding-window fields (is_layer_window_attention: with N, 1-based layer number L is
+// windowed unless L % N == 0). Only causal windows: keys after the query are never attended in a
+// decoder's training step, so the right side must be 0.
+static void read_window_attention(Fields& f, const std::string& file, Model& m) {
+  m.softmax_type = f.choice("softmax_type", {"vanilla", "off-by-one", "learnable"}, "vanilla");
+  const json* w = f.optional("window_size");
+  if (!w) {
+    if (f.has("window_attn_skip_freq")) f.fail("window_attn_skip_freq", "absent unless window_size is set");
+    return;
+  }
+  if (!w->is_array() || w->size() != 2 || !(*w)[0].is_number_integer() || !(*w)[1].is_number_integer())
+    f.fail("window_size", "[left, right]: two integers (Megatron's --window-size), got " + w->dump());
+  const auto left = (*w)[0].get<std::int64_t>(), right = (*w)[1].get<std::int64_t>();
+  if (left < 1 || !within(bound(Quantity::size), static_cast<double>(left)))
+    f.fail("window_size", "a left window of at least 1 key, got " + std::to_string(left));
+  if (right != 0)
+    f.fail("window_size", "a right window of 0 (causal: no key after the query), got " + std::to_string(right));
+  m.window_size = {left, right};
+  m.window_layer_pattern = read_layer_pattern(
+      f, file, "window_attn_skip_freq", m.num_layers, [](std::int64_t i, std::int64_t n) { return (i + 1) % n != 0; },
+      "full attention", "sliding window");
 }
 
 static void read_moe(Fields& f, const std::string& file, Model& m) {
@@ -246,6 +282,7 @@ Model read_model(const json& value, const std::string& file) {
   m.name = f.name("name");
   m.dtype = *parse_dtype(f.choice("dtype", dtype_names(), "bf16"));
   read_transformer(f, m);
+  read_window_attention(f, file, m);
   read_moe(f, file, m);
   read_batch(f, m);
   f.finish();
@@ -281,6 +318,11 @@ json to_json(const Model& m) {
     if (m.moe_shared_expert_intermediate_size > 0)
       j["moe_shared_expert_intermediate_size"] = m.moe_shared_expert_intermediate_size;
   }
+  if (!m.window_size.empty()) {
+    j["window_size"] = m.window_size;
+    j["window_attn_skip_freq"] = std::vector<int>(m.window_layer_pattern.begin(), m.window_layer_pattern.end());
+  }
+  if (m.softmax_type != "vanilla") j["softmax_type"] = m.softmax_type;
   if (m.multi_latent_attention) {
     j["multi_latent_attention"] = true;
     j["q_lora_rank"] = m.q_lora_rank;

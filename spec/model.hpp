@@ -42,6 +42,16 @@ struct Model {
   bool multi_latent_attention = false;
   std::int64_t q_lora_rank = 0, kv_lora_rank = 32, qk_head_dim = 128, qk_pos_emb_head_dim = 64, v_head_dim = 128;
 
+  // Sliding-window attention (Megatron's --window-size, --window-attn-skip-freq, --softmax-type):
+  // query i of a window layer attends keys i − window_size[0] … i (the right side is 0: causal);
+  // empty, every layer attends the whole causal prefix. Per layer: true = windowed (from
+  // window_attn_skip_freq: N makes every N-th layer, 1-based, a full one; a list says 1 = window,
+  // 0 = full). softmax_type adds a sink to each head's softmax denominator: off-by-one a fixed
+  // exp(0), learnable a learned logit per head (GPT-OSS's attention sinks); vanilla none.
+  std::vector<std::int64_t> window_size;
+  std::vector<bool> window_layer_pattern;
+  std::string softmax_type = "vanilla";  // vanilla | off-by-one | learnable
+
   // MoE: num_experts == 0 is a dense model.
   std::int64_t num_experts = 0;
   std::int64_t moe_router_topk = 2;
@@ -70,12 +80,21 @@ struct Model {
     return multi_latent_attention ? (q_lora_rank > 0 ? q_lora_rank : hidden_size) + kv_lora_rank + qk_pos_emb_head_dim
                                   : hidden_size;
   }
+  // The keys before its own a query of a window layer attends (0: no window).
+  std::int64_t attention_window() const { return window_size.empty() ? 0 : window_size[0]; }
+  bool window_layer(std::int64_t layer) const {
+    return !window_layer_pattern.empty() && window_layer_pattern[static_cast<std::size_t>(layer)];
+  }
+  std::int64_t num_window_layers() const;
+  bool attention_sink() const { return softmax_type != "vanilla"; }
   std::int64_t num_moe_layers() const;
   std::int64_t num_dense_layers() const { return num_layers - num_moe_layers(); }
 
   // Parameter counts by part (weights and biases, norms included).
-  double norm_params() const;                 // one LayerNorm (weight and bias) or RMSNorm (weight)
-  double attention_params() const;            // one layer's self-attention, its norm included
+  double norm_params() const;       // one LayerNorm (weight and bias) or RMSNorm (weight)
+  double attention_params() const;  // one layer's self-attention, its norm (and sinks) included
+  // A learnable softmax's sink logits: one per head (Megatron's softmax_offset).
+  double sink_params() const { return softmax_type == "learnable" ? static_cast<double>(num_attention_heads) : 0.0; }
   double mlp_params(std::int64_t ffn) const;  // one MLP of width `ffn` (no norm)
   double dense_layer_params() const;          // attention + norm + MLP
   double moe_layer_nonexpert_params() const;  // attention + norm + router: synced over DP, not expert-DP
@@ -89,7 +108,9 @@ struct Model {
   double params_total() const;
   double params_active() const;
 
-  // Model FLOPs (Megatron's convention: no recompute, causal attention counted in full).
+  // Model FLOPs (Megatron's convention: no recompute, causal attention counted in full, and so is
+  // a sliding window's: num_floating_point_operations ignores the window; what the kernel runs is
+  // priced by the workload's attention time, workload/device_time.hpp).
   double forward_flops_per_token() const;
   double training_flops_per_token() const { return 3.0 * forward_flops_per_token(); }
   double training_flops_per_step() const { return training_flops_per_token() * static_cast<double>(tokens_per_step()); }

@@ -81,10 +81,18 @@ double cast_time(const DeviceSpeed& p, double bytes) {
   return bytes > 0 ? bytes / (p.hbm_bytes_per_s * p.hbm_efficiency) + p.op_overhead_s : 0.0;
 }
 
+// Fused attention runs the pairs its window keeps (attended_share): its FLOPs, and the curve read
+// at them, are the causal core's times that share. Other ops (an unfused core's products too:
+// they compute every score, the mask only zeroes some) run their FLOPs.
+static double executed_share(ComputeKind kind, double sq, double sk, double window) {
+  return kind == ComputeKind::attention ? attended_share(sq, sk, window) : 1.0;
+}
+
 double op_time(const DeviceSpeed& p, const LayerOp& o, Part part, double e) {
   const OpCost cost = op_cost(o, part, e);
-  return roofline_time(p, o.kind, cost.flops, op_cost(o, Part::forward, e).flops, cost.bytes_read + cost.bytes_written,
-                       quantization(o, part, p.sm_count), o.fp8) +
+  const double share = executed_share(o.kind, o.m, o.n, o.window);
+  return roofline_time(p, o.kind, share * cost.flops, share * op_cost(o, Part::forward, e).flops,
+                       cost.bytes_read + cost.bytes_written, quantization(o, part, p.sm_count), o.fp8) +
          cast_time(p, cast_bytes(o, part));
 }
 
@@ -92,7 +100,8 @@ double op_time(const DeviceSpeed& p, const Op& o) {
   Op forward = o;
   forward.phase = Phase::forward;
   const double batch = o.compute == ComputeKind::product ? o.count * o.heads : o.count;
-  return roofline_time(p, o.compute, o.flops, flops(forward), o.bytes_read + o.bytes_written,
+  const double share = executed_share(o.compute, o.m, o.n, o.window);
+  return roofline_time(p, o.compute, share * o.flops, share * flops(forward), o.bytes_read + o.bytes_written,
                        quantization(o.compute, o.m, o.n, o.k, batch, part_of(o.phase), p.sm_count), o.fp8) +
          cast_time(p, o.cast_bytes);
 }

@@ -50,6 +50,24 @@ OpCost op_cost(const LayerOp& o, Part part, double e) {
   return r;
 }
 
+namespace {
+// Σ over positions p in [a, b] of the keys position p attends: p + 1, or at most window + 1.
+double attended_pairs(double a, double b, double window) {
+  auto prefix = [](double u) { return (u + 1) * (u + 2) / 2; };  // Σ_{p=0}^{u} (p + 1)
+  if (!(window > 0)) return prefix(b) - prefix(a - 1);
+  const double u = std::min(b, window);  // positions that see all their prefix
+  const double growing = u >= a ? prefix(u) - prefix(a - 1) : 0;
+  const double full = std::max(0.0, b - std::max(a, window + 1) + 1);
+  return growing + full * (window + 1);
+}
+}  // namespace
+
+double attended_share(double sq, double sk, double window) {
+  if (!(window > 0) || !(sq > 0)) return 1.0;
+  const double a = sk - sq, b = sk - 1;
+  return attended_pairs(a, b, window) / attended_pairs(a, b, 0);
+}
+
 Part part_of(Phase phase) {
   switch (phase) {
     case Phase::backward:
@@ -144,7 +162,7 @@ std::vector<LayerOp> LayerOps::latent_projections() const {
 
 // The attention sub-block's compute ops in forward order; with an unfused backend the core is
 // the materialised score matrix's passes, with flash one fused op.
-std::vector<LayerOp> LayerOps::attention_ops() const {
+std::vector<LayerOp> LayerOps::attention_ops(bool window) const {
   // sk: the keys of one ring step (the whole sequence without CP).
   const double b = batch(), sq = T_ / b, sk = seq() / static_cast<double>(cp_), d = head_dim(), dv = value_dim(),
                a = heads(), g = kv_heads();
@@ -185,7 +203,10 @@ std::vector<LayerOp> LayerOps::attention_ops() const {
       if (m_.attention_dropout > 0) ops.push_back(dropout("attention_dropout", T_ * a, sk));
       ops.push_back({"attention_values", Kind::product, sq, dv, sk, b, a, g});
     }
-    for (std::size_t i = first; i < ops.size(); ++i) ops[i].core = true, ops[i].cp_step = step;
+    for (std::size_t i = first; i < ops.size(); ++i) {
+      ops[i].core = true, ops[i].cp_step = step;
+      if (window) ops[i].window = static_cast<double>(m_.attention_window());
+    }
   }
   ops.push_back({"out_proj", Kind::gemm, T_, h_, a * dv, 1});
   return with_fp8(std::move(ops));

@@ -25,6 +25,7 @@ struct LayerOp {
   double heads = 1, kv_heads = 1;
   double fwd_read = 0, fwd_written = 0, bwd_read = 0, bwd_written = 0;  // memory and flash
   double dv = 0;      // fused attention: the value head dimension (0: k, the query-key one)
+  double window = 0;  // the core of a sliding-window layer: its window (Op::window)
   bool core = false;  // the attention core (what selective recompute repeats)
   // The first op on the sequence-parallel region's gathered tokens: SP's all-gather runs before it
   // and its input gradient's reduce-scatter after its backward (qkv_proj; MLA's first
@@ -73,6 +74,12 @@ inline double quantization(const LayerOp& o, Part part, int sm_count) {
                       sm_count);
 }
 
+// Of the (query, key) pairs a causal attention core of sq queries (the last sq of sk positions)
+// attends, the share a sliding window of `window` keys before each query keeps (1 with window 0):
+// a fused kernel's work is its pairs, so its time is the causal core's times this share, while
+// its model FLOPs stay Megatron's (counted in full).
+double attended_share(double sq, double sk, double window);
+
 // The ops at one shape: the model, TP, CP, micro-batch size, sequence parallelism (only with
 // TP > 1) and whether the attention backend materialises the score matrix.
 class LayerOps {
@@ -93,8 +100,9 @@ class LayerOps {
   // the materialised score matrix's passes, with flash one fused op. Under CP the core runs as
   // Megatron's ring attention (Transformer Engine's AttnFuncWithCPAndKVP2P): once per block of
   // s/cp keys, cp steps, each its own kernels over the local queries (the partial outputs merged
-  // as they come: O written at every step).
-  std::vector<LayerOp> attention_ops() const;
+  // as they come: O written at every step). In a sliding-window layer (`window`) the core is
+  // marked with the model's window: its kernel skips the key blocks outside it (attended_share).
+  std::vector<LayerOp> attention_ops(bool window = false) const;
   LayerOp activation(const char* name, double rows, double f) const;
   // The MLP sub-block of a dense or a MoE layer, in forward order. A MoE layer's experts run on
   // the tokens their expert TP group gathered (expert_tp times the rank's dispatched tokens), each

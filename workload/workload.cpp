@@ -194,6 +194,7 @@ class Builder {
     op.heads = o.heads;
     op.kv_heads = o.kv_heads;
     op.dv = o.dv;
+    op.window = o.window;
     op.fp8 = o.fp8;
     op.cast_bytes = cast_bytes(o, part);
     op.compute = o.kind;
@@ -307,7 +308,7 @@ class Builder {
   }
 
   void layer_forward(Phase ph, const Block& b, std::int64_t layer, bool ops_only_attention) {
-    auto att = ops_.attention_ops();
+    auto att = ops_.attention_ops(m_.window_layer(layer));
     if (ops_only_attention) {  // selective recompute: the attention core only
       for (const auto& o : att)
         if (o.core) w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
@@ -376,7 +377,7 @@ class Builder {
     w_.ops.push_back(compute(ph, b, layer, ops_.norm("pre_mlp_norm", ops_.sp_tokens()), Part::backward));
     w_.ops.push_back(compute(ph, b, layer, ops_.residual("attention_residual"), Part::backward));
     tp_before(ph, b, layer, true);
-    auto att = ops_.attention_ops();
+    auto att = ops_.attention_ops(m_.window_layer(layer));
     for (auto it = att.rbegin(); it != att.rend();) {
       if (!it->core) {
         sp_regather(ph, b, layer, it->name);
@@ -396,7 +397,7 @@ class Builder {
     auto mlp = ops_.mlp_ops(is_moe(layer), etp_);
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it)
       if (it->kind == Kind::gemm) w_.ops.push_back(compute(Phase::backward_weight, b, layer, *it, Part::weight_grad));
-    auto att = ops_.attention_ops();
+    auto att = ops_.attention_ops(m_.window_layer(layer));
     for (auto it = att.rbegin(); it != att.rend(); ++it)
       if (it->kind == Kind::gemm) w_.ops.push_back(compute(Phase::backward_weight, b, layer, *it, Part::weight_grad));
   }

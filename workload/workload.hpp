@@ -44,6 +44,9 @@ struct Op {
   double m = 0, n = 0, k = 0, count = 0;
   double heads = 1, kv_heads = 1;
   double dv = 0;  // fused attention: the value head dimension (0: k)
+  // The attention core of a sliding-window layer (fused attention, or the unfused softmax's mask):
+  // the keys before its own a query attends (Model::attention_window); 0, the causal prefix.
+  double window = 0;
   // An fp8 model's Transformer Engine linear: its GEMM at the fp8 rate, and the bytes its casts
   // move in this part (LayerOp::cast_forward / cast_backward).
   bool fp8 = false;

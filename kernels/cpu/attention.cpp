@@ -40,7 +40,7 @@ Traffic attention_unfused_forward(const AttentionShape& s, const float* q, const
       float* S = scores + (b * s.heads + h) * s.sq * s.sk;
       sgemm(false, true, s.sq, s.sk, s.d, 1.0f, q + b * s.sq * st.q_row + h * s.d, st.q_row,
             k + b * s.sk * st.kv_row + g * s.d, st.kv_row, 0.0f, S, s.sk);
-      scale_mask_softmax_forward(1, s.sq, s.sk, s.sk - s.sq, scale, S);
+      scale_mask_softmax_forward(1, s.sq, s.sk, s.sk - s.sq, s.window, s.sink, scale, S);
       sgemm(false, false, s.sq, dv, s.sk, 1.0f, S, s.sk, v + b * s.sk * st.v_row + g * dv, st.v_row, 0.0f,
             o + b * s.sq * st.o_row + h * dv, st.o_row);
     }
@@ -89,7 +89,6 @@ Traffic attention_flash_forward(const AttentionShape& s, const float* q, const f
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
   constexpr std::int64_t kBq = 64, kBk = 64;
   std::vector<float> S(z(kBq * kBk)), acc(z(kBq * dv)), m(z(kBq)), l(z(kBq));
-  const std::int64_t offset = s.sk - s.sq;  // query i sees keys up to offset + i
   double executed = 0;
   for (std::int64_t b = 0; b < s.b; ++b)
     for (std::int64_t h = 0; h < s.heads; ++h) {
@@ -100,22 +99,26 @@ Traffic attention_flash_forward(const AttentionShape& s, const float* q, const f
         const std::int64_t bq = std::min(kBq, s.sq - i0);
         const float* Q = q + (b * s.sq + i0) * st.q_row + h * s.d;
         std::fill(acc.begin(), acc.end(), 0.0f);
-        std::fill(m.begin(), m.end(), kNoMax);
-        std::fill(l.begin(), l.end(), 0.0f);
-        const std::int64_t keys = std::min(s.sk, offset + i0 + bq);  // causal: blocks past the last query skipped
-        for (std::int64_t j0 = 0; j0 < keys; j0 += kBk) {
+        // A sink starts each row as a key of logit 0 that brings no value.
+        std::fill(m.begin(), m.end(), s.sink ? 0.0f : kNoMax);
+        std::fill(l.begin(), l.end(), s.sink ? 1.0f : 0.0f);
+        // Causal (and windowed): the blocks before the first query's window and past the last
+        // query skipped.
+        const std::int64_t keys = s.key_end(i0 + bq - 1);
+        for (std::int64_t j0 = s.key_begin(i0); j0 < keys; j0 += kBk) {
           const std::int64_t bk = std::min(kBk, keys - j0);
           sgemm(false, true, bq, bk, s.d, scale, Q, st.q_row, K + j0 * st.kv_row, st.kv_row, 0.0f, S.data(), bk);
           executed += 2.0 * static_cast<double>(bq * bk * (s.d + dv));  // this product and the values one
           for (std::int64_t i = 0; i < bq; ++i) {
             float* row = S.data() + i * bk;
-            const std::int64_t visible = std::min(bk, offset + i0 + i + 1 - j0);
+            const std::int64_t lo = std::clamp<std::int64_t>(s.key_begin(i0 + i) - j0, 0, bk),
+                               hi = std::clamp<std::int64_t>(s.key_end(i0 + i) - j0, 0, bk);
             float mx = m[i];
-            for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j]);
+            for (std::int64_t j = lo; j < hi; ++j) mx = std::max(mx, row[j]);
             const float corr = fast_exp(m[i] - mx);
             float sum = 0;
             for (std::int64_t j = 0; j < bk; ++j) {
-              row[j] = j < visible ? fast_exp(row[j] - mx) : 0.0f;
+              row[j] = j >= lo && j < hi ? fast_exp(row[j] - mx) : 0.0f;
               sum += row[j];
             }
             l[i] = l[i] * corr + sum;
@@ -144,7 +147,6 @@ Traffic attention_flash_backward(const AttentionShape& s, const float* q, const 
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
   constexpr std::int64_t kBq = 64, kBk = 64;
   std::vector<float> P(z(kBq * kBk)), dP(z(kBq * kBk)), D(z(kBq));
-  const std::int64_t offset = s.sk - s.sq;
   double executed = 0;
   std::fill(dq, dq + s.b * s.sq * st.q_row, 0.0f);
   std::fill(dk, dk + s.b * s.sk * st.kv_row, 0.0f), std::fill(dv, dv + s.b * s.sk * st.v_row, 0.0f);
@@ -166,14 +168,16 @@ Traffic attention_flash_backward(const AttentionShape& s, const float* q, const 
           for (std::int64_t c = 0; c < vd; ++c) dot += static_cast<double>(dO[i * st.o_row + c]) * O[i * st.o_row + c];
           D[i] = static_cast<float>(dot);
         }
-        const std::int64_t keys = std::min(s.sk, offset + i0 + bq);
-        for (std::int64_t j0 = 0; j0 < keys; j0 += kBk) {
+        // The probabilities again from the log-sum-exp (a sink's share is in it).
+        const std::int64_t keys = s.key_end(i0 + bq - 1);
+        for (std::int64_t j0 = s.key_begin(i0); j0 < keys; j0 += kBk) {
           const std::int64_t bk = std::min(kBk, keys - j0);
           sgemm(false, true, bq, bk, s.d, scale, Q, st.q_row, K + j0 * st.kv_row, st.kv_row, 0.0f, P.data(), bk);
           executed += 2.0 * static_cast<double>(bq * bk * (3 * s.d + 2 * vd));  // S again, dV, dP, dQ, dK
           for (std::int64_t i = 0; i < bq; ++i) {
-            const std::int64_t visible = std::min(bk, offset + i0 + i + 1 - j0);
-            for (std::int64_t j = 0; j < bk; ++j) P[i * bk + j] = j < visible ? fast_exp(P[i * bk + j] - L[i]) : 0.0f;
+            const std::int64_t lo = s.key_begin(i0 + i) - j0, hi = s.key_end(i0 + i) - j0;
+            for (std::int64_t j = 0; j < bk; ++j)
+              P[i * bk + j] = j >= lo && j < hi ? fast_exp(P[i * bk + j] - L[i]) : 0.0f;
           }
           // dV += Pᵀ·dO; dP = dO·Vᵀ; dS = P ∘ (dP − D); dQ += scale·dS·K; dK += scale·dSᵀ·Q.
           sgemm(true, false, bk, vd, bq, 1.0f, P.data(), bk, dO, st.o_row, 1.0f, dV + j0 * st.v_row, st.v_row);

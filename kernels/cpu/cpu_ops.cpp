@@ -85,8 +85,8 @@ class CpuOps final : public Ops {
   }
 
   Traffic scale_mask_softmax_forward(std::int64_t batch, std::int64_t sq, std::int64_t sk, std::int64_t q_offset,
-                                     float scale, void* s) override {
-    return cpu::scale_mask_softmax_forward(batch, sq, sk, q_offset, scale, F(s));
+                                     std::int64_t window, bool sink, float scale, void* s) override {
+    return cpu::scale_mask_softmax_forward(batch, sq, sk, q_offset, window, sink, scale, F(s));
   }
   Traffic scale_mask_softmax_backward(std::int64_t batch, std::int64_t sq, std::int64_t sk, float scale, const void* p,
                                       void* dp) override {

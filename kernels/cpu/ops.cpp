@@ -289,23 +289,27 @@ SAX_VECTOR_CLONES Traffic bias_dropout_add_backward(std::int64_t rows, std::int6
 }
 
 SAX_VECTOR_CLONES Traffic scale_mask_softmax_forward(std::int64_t batch, std::int64_t sq, std::int64_t sk,
-                                                     std::int64_t q_offset, float scale, float* s) {
+                                                     std::int64_t q_offset, std::int64_t window, bool sink, float scale,
+                                                     float* s) {
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t i = 0; i < sq; ++i) {
       float* row = s + (b * sq + i) * sk;
-      const std::int64_t visible = std::min(sk, q_offset + i + 1);
+      const std::int64_t end = std::min(sk, q_offset + i + 1),
+                         begin = window > 0 ? std::max<std::int64_t>(0, q_offset + i - window) : 0;
       float mx = kNoMax;
-      for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j]);
+      for (std::int64_t j = begin; j < end; ++j) mx = std::max(mx, row[j]);
       mx *= scale;
+      if (sink) mx = std::max(mx, 0.0f);  // the sink's logit is 0
       float acc[8] = {};
-      std::int64_t j = 0;
-      for (; j + 8 <= visible; j += 8)
+      std::int64_t j = begin;
+      for (; j + 8 <= end; j += 8)
         for (int l = 0; l < 8; ++l) acc[l] += row[j + l] = fast_exp(row[j + l] * scale - mx);
-      float sum = 0;
-      for (; j < visible; ++j) sum += row[j] = fast_exp(row[j] * scale - mx);
+      float sum = sink ? fast_exp(-mx) : 0.0f;
+      for (; j < end; ++j) sum += row[j] = fast_exp(row[j] * scale - mx);
       for (float a : acc) sum += a;
       const float inv = 1.0f / sum;
-      for (j = 0; j < visible; ++j) row[j] *= inv;
+      for (j = 0; j < begin; ++j) row[j] = 0.0f;
+      for (; j < end; ++j) row[j] *= inv;
       for (; j < sk; ++j) row[j] = 0.0f;
     }
   return {fl(batch * sq * sk), fl(batch * sq * sk)};

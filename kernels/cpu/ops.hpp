@@ -63,10 +63,12 @@ Traffic bias_dropout_add_forward(std::int64_t rows, std::int64_t h, const float*
 Traffic bias_dropout_add_backward(std::int64_t rows, std::int64_t h, const float* dout, const std::uint8_t* mask,
                                   float p, float* dy, float* dbias);
 
-// Scale, causal mask (query i of a block starting at `q_offset` sees keys 0..q_offset+i) and
-// softmax over the last dimension of `batch` matrices sq × sk, in place. Backward: dS from P, dP.
+// Scale, causal mask (query i of a block starting at `q_offset` sees keys 0..q_offset+i, or with
+// a sliding `window` only the last window + 1 of them; a `sink` adds a logit of 0 to each row's
+// denominator) and softmax over the last dimension of `batch` matrices sq × sk, in place.
+// Backward: dS from P, dP.
 Traffic scale_mask_softmax_forward(std::int64_t batch, std::int64_t sq, std::int64_t sk, std::int64_t q_offset,
-                                   float scale, float* s);
+                                   std::int64_t window, bool sink, float scale, float* s);
 Traffic scale_mask_softmax_backward(std::int64_t batch, std::int64_t sq, std::int64_t sk, float scale, const float* p,
                                     float* dp);
 

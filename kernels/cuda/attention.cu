@@ -26,17 +26,18 @@ __global__ void flash_fwd(AttentionShape s, float scale, const bf16* q, const bf
   float* Qs = Vs + 32 * dv;  // kWarps × d
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t b = blockIdx.z, h = blockIdx.y, g = h / (s.heads / s.kv_heads);
-  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kWarps) + warp, offset = s.sk - s.sq;
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kWarps) + warp;
   const bool active = i < s.sq;
   const std::int64_t q_row = s.heads * s.d, kv_row = s.kv_heads * s.d, o_row = s.heads * dv, v_row = s.kv_heads * dv;
   for (int c = lane; c < d; c += 32)
     Qs[warp * d + c] = active ? ld(q, (b * s.sq + i) * q_row + h * d + c) * scale : 0.0f;
-  const std::int64_t last =
-      std::min<std::int64_t>(s.sq - 1, blockIdx.x * static_cast<std::int64_t>(kWarps) + kWarps - 1);
-  const std::int64_t keys = std::min<std::int64_t>(s.sk, offset + last + 1);
-  float m = -1e30f, l = 0, acc[DPL];
+  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(kWarps),
+                     last = std::min<std::int64_t>(s.sq - 1, first + kWarps - 1);
+  const std::int64_t keys = s.key_end(last);
+  // A sink starts the row as a key of logit 0 that brings no value.
+  float m = s.sink ? 0.0f : -1e30f, l = s.sink ? 1.0f : 0.0f, acc[DPL];
   for (int t = 0; t < DPL; ++t) acc[t] = 0;
-  for (std::int64_t j0 = 0; j0 < keys; j0 += 32) {
+  for (std::int64_t j0 = s.key_begin(first) / 32 * 32; j0 < keys; j0 += 32) {
     __syncthreads();
     for (int e = threadIdx.x; e < 32 * d; e += blockDim.x) {
       const int r = e / d, c = e % d;
@@ -51,7 +52,7 @@ __global__ void flash_fwd(AttentionShape s, float scale, const bf16* q, const bf
     __syncthreads();
     if (!active) continue;
     const std::int64_t j = j0 + lane;
-    const bool vis = j < s.sk && j <= offset + i;
+    const bool vis = j >= s.key_begin(i) && j < s.key_end(i);
     float sc = -1e30f;
     if (vis) {
       sc = 0;
@@ -106,7 +107,7 @@ __global__ void flash_bwd_dq(AttentionShape s, float scale, const bf16* q, const
   float* dOs = Qs + kWarps * d;  // kWarps × dv
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t b = blockIdx.z, h = blockIdx.y, g = h / (s.heads / s.kv_heads);
-  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kWarps) + warp, offset = s.sk - s.sq;
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kWarps) + warp;
   const bool active = i < s.sq;
   const std::int64_t q_row = s.heads * s.d, kv_row = s.kv_heads * s.d, at = (b * s.sq + i) * q_row + h * d;
   const std::int64_t v_row = s.kv_heads * dv, o_at = (b * s.sq + i) * s.heads * dv + h * dv;
@@ -114,12 +115,12 @@ __global__ void flash_bwd_dq(AttentionShape s, float scale, const bf16* q, const
   for (int c = lane; c < dv; c += 32) dOs[warp * dv + c] = active ? ld(dout, o_at + c) : 0.0f;
   const float L = active ? lse[(b * s.heads + h) * s.sq + i] : 0.0f,
               Di = active ? D[(b * s.heads + h) * s.sq + i] : 0.0f;
-  const std::int64_t last =
-      std::min<std::int64_t>(s.sq - 1, blockIdx.x * static_cast<std::int64_t>(kWarps) + kWarps - 1);
-  const std::int64_t keys = std::min<std::int64_t>(s.sk, offset + last + 1);
+  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(kWarps),
+                     last = std::min<std::int64_t>(s.sq - 1, first + kWarps - 1);
+  const std::int64_t keys = s.key_end(last);
   float acc[DPL];
   for (int t = 0; t < DPL; ++t) acc[t] = 0;
-  for (std::int64_t j0 = 0; j0 < keys; j0 += 32) {
+  for (std::int64_t j0 = s.key_begin(first) / 32 * 32; j0 < keys; j0 += 32) {
     __syncthreads();
     for (int e = threadIdx.x; e < 32 * d; e += blockDim.x) {
       const int r = e / d, c = e % d;
@@ -135,7 +136,7 @@ __global__ void flash_bwd_dq(AttentionShape s, float scale, const bf16* q, const
     if (!active) continue;
     const std::int64_t j = j0 + lane;
     float ds = 0;
-    if (j < s.sk && j <= offset + i) {
+    if (j >= s.key_begin(i) && j < s.key_end(i)) {
       float sc = 0, dpv = 0;
       for (int c = 0; c < d; ++c) sc += Qs[warp * d + c] * Ks[lane * dp + c];
       for (int c = 0; c < dv; ++c) dpv += dOs[warp * dv + c] * Vs[lane * dvp + c];
@@ -172,20 +173,21 @@ __global__ void flash_bwd_dkdv(AttentionShape s, float scale, const bf16* q, con
   float* Ds = Ls + 32;           // 32
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t b = blockIdx.z, g = blockIdx.y, group = s.heads / s.kv_heads;
-  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kWarps) + warp, offset = s.sk - s.sq;
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kWarps) + warp;
   const bool active = j < s.sk;
   const std::int64_t q_row = s.heads * s.d, kv_row = s.kv_heads * s.d, at = (b * s.sk + j) * kv_row + g * d;
   const std::int64_t o_row = s.heads * dv, v_at = (b * s.sk + j) * s.kv_heads * dv + g * dv;
   for (int c = lane; c < d; c += 32) Ks[warp * d + c] = active ? ld(k, at + c) : 0.0f;
   for (int c = lane; c < dv; c += 32) Vs[warp * dv + c] = active ? ld(v, v_at + c) : 0.0f;
-  // The first query that sees the block's first key.
+  // The queries that see the block's keys: from the first one's first, to its last one's last.
   const std::int64_t j_first = blockIdx.x * static_cast<std::int64_t>(kWarps);
-  const std::int64_t i_start = std::max<std::int64_t>(0, j_first - offset) / 32 * 32;
+  const std::int64_t i_start = s.query_begin(j_first) / 32 * 32,
+                     i_end = s.query_end(std::min<std::int64_t>(s.sk - 1, j_first + kWarps - 1));
   float ak[DPL], av[DPL];
   for (int t = 0; t < DPL; ++t) ak[t] = av[t] = 0;
   for (std::int64_t r = 0; r < group; ++r) {
     const std::int64_t h = g * group + r;
-    for (std::int64_t i0 = i_start; i0 < s.sq; i0 += 32) {
+    for (std::int64_t i0 = i_start; i0 < i_end; i0 += 32) {
       __syncthreads();
       for (int e = threadIdx.x; e < 32 * d; e += blockDim.x) {
         const int rr = e / d, c = e % d;
@@ -206,7 +208,7 @@ __global__ void flash_bwd_dkdv(AttentionShape s, float scale, const bf16* q, con
       if (!active) continue;
       const std::int64_t i = i0 + lane;
       float p = 0, ds = 0;
-      if (i < s.sq && j <= offset + i) {
+      if (i < s.sq && j >= s.key_begin(i) && j < s.key_end(i)) {
         float sc = 0, dpv = 0;
         for (int c = 0; c < d; ++c) sc += Qs[lane * dp + c] * Ks[warp * d + c];
         for (int c = 0; c < dv; ++c) dpv += dOs[lane * dvp + c] * Vs[warp * dv + c];
@@ -242,7 +244,7 @@ Traffic CudaOps::attention_unfused_forward(const AttentionShape& s, const void* 
       gemm_ld(false, true, s.sq, s.sk, s.d, 1.0f, qp(s, q, b, h), s.heads * s.d, kvp(s, k, b, h), s.kv_heads * s.d,
               0.0f, S, s.sk);
     }
-  scale_mask_softmax_forward(s.b * s.heads, s.sq, s.sk, s.sk - s.sq, scale, scores);
+  scale_mask_softmax_forward(s.b * s.heads, s.sq, s.sk, s.sk - s.sq, s.window, s.sink, scale, scores);
   const std::int64_t dv = s.v_dim();
   for (std::int64_t b = 0; b < s.b; ++b)
     for (std::int64_t h = 0; h < s.heads; ++h)
@@ -340,13 +342,14 @@ Traffic CudaOps::attention_flash_backward(const AttentionShape& s, const void* q
 }
 
 double CudaOps::flash_pairs(const AttentionShape& s, bool by_key) {
-  const std::int64_t offset = s.sk - s.sq, n = by_key ? s.sk : s.sq;
+  const std::int64_t n = by_key ? s.sk : s.sq;
   double pairs = 0;
   for (std::int64_t x0 = 0; x0 < n; x0 += kWarps) {
-    const std::int64_t rows = std::min<std::int64_t>(kWarps, n - x0);
-    const std::int64_t span =
-        by_key ? s.sq - std::max<std::int64_t>(0, x0 - offset) / 32 * 32 : std::min(s.sk, offset + x0 + rows);
-    const std::int64_t padded = (span + 31) / 32 * 32;  // whole 32-key tiles
+    const std::int64_t rows = std::min<std::int64_t>(kWarps, n - x0), x1 = x0 + rows - 1;
+    // The other side's tiles the kernel walks for this block of rows (as the kernels loop).
+    const std::int64_t from = (by_key ? s.query_begin(x0) : s.key_begin(x0)) / 32 * 32,
+                       to = by_key ? s.query_end(x1) : s.key_end(x1);
+    const std::int64_t padded = to > from ? (to - from + 31) / 32 * 32 : 0;  // whole 32-wide tiles
     pairs += static_cast<double>(rows * padded);
   }
   return pairs * static_cast<double>(s.b * s.heads);

@@ -130,7 +130,7 @@ class CudaOps final : public Ops {
                                     float p, void* dy, float* dbias) override;
 
   Traffic scale_mask_softmax_forward(std::int64_t batch, std::int64_t sq, std::int64_t sk, std::int64_t q_offset,
-                                     float scale, void* s) override;
+                                     std::int64_t window, bool sink, float scale, void* s) override;
   Traffic scale_mask_softmax_backward(std::int64_t batch, std::int64_t sq, std::int64_t sk, float scale, const void* p,
                                       void* dp) override;
 

@@ -171,18 +171,21 @@ __global__ void rms_norm_bwd(std::int64_t h, const bf16* x, const bf16* dy, cons
 
 // ---- softmax over score rows: a block per row ----------------------------------------------
 
-__global__ void softmax_fwd(std::int64_t sq, std::int64_t sk, std::int64_t q_offset, float scale, bf16* s) {
+// Keys [begin, end) of row i visible (causal, or a sliding window); a sink adds exp(0 − max).
+__global__ void softmax_fwd(std::int64_t sq, std::int64_t sk, std::int64_t q_offset, std::int64_t window, bool sink,
+                            float scale, bf16* s) {
   const std::int64_t row = blockIdx.x, i = row % sq;
   bf16* r = s + row * sk;
-  const std::int64_t visible = std::min<std::int64_t>(sk, q_offset + i + 1);
-  float mx = -1e30f;
-  for (std::int64_t j = threadIdx.x; j < visible; j += blockDim.x) mx = fmaxf(mx, ld(r, j) * scale);
+  const std::int64_t end = std::min<std::int64_t>(sk, q_offset + i + 1),
+                     begin = window > 0 ? std::max<std::int64_t>(0, q_offset + i - window) : 0;
+  float mx = sink ? 0.0f : -1e30f;
+  for (std::int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) mx = fmaxf(mx, ld(r, j) * scale);
   mx = block_reduce<true>(mx);
   float sum = 0;
-  for (std::int64_t j = threadIdx.x; j < visible; j += blockDim.x) sum += __expf(ld(r, j) * scale - mx);
-  const float inv = 1.0f / block_reduce<false>(sum);
+  for (std::int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) sum += __expf(ld(r, j) * scale - mx);
+  const float inv = 1.0f / (block_reduce<false>(sum) + (sink ? __expf(-mx) : 0.0f));
   for (std::int64_t j = threadIdx.x; j < sk; j += blockDim.x)
-    st(r, j, j < visible ? __expf(ld(r, j) * scale - mx) * inv : 0.0f);
+    st(r, j, j >= begin && j < end ? __expf(ld(r, j) * scale - mx) * inv : 0.0f);
 }
 __global__ void softmax_bwd(std::int64_t sk, float scale, const bf16* p, bf16* dp) {
   const std::int64_t row = blockIdx.x;
@@ -330,9 +333,9 @@ Traffic CudaOps::bias_dropout_add_backward(std::int64_t rows, std::int64_t h, co
 }
 
 Traffic CudaOps::scale_mask_softmax_forward(std::int64_t batch, std::int64_t sq, std::int64_t sk, std::int64_t q_offset,
-                                            float scale, void* s) {
+                                            std::int64_t window, bool sink, float scale, void* s) {
   if (batch * sq == 0) return {};
-  softmax_fwd<<<grid_rows(batch * sq), kThreads, 0, stream_>>>(sq, sk, q_offset, scale, B(s));
+  softmax_fwd<<<grid_rows(batch * sq), kThreads, 0, stream_>>>(sq, sk, q_offset, window, sink, scale, B(s));
   launched();
   return {act(batch * sq * sk), act(batch * sq * sk)};
 }

@@ -224,6 +224,22 @@ TEST_P(CheckRejects, ExitsTwoWithOneLineNamingFileAndField) {
 INSTANTIATE_TEST_SUITE_P(Rules, CheckRejects, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// A sliding window with CP: the layout's field is at fault, and the model is named.
+TEST(Check, SlidingWindowRefusesContextParallel) {
+  TempDir t;
+  const std::string lf = t.write("l.json", json{{"context_parallel_size", 2}});
+  auto r = run_sax("check " + sax::test::preset_path("clusters/local-2bld.json") + " " +
+                   sax::test::preset_path("models/swa-tiny.json") + " " + lf);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(lf + ": /context_parallel_size: expected 1 for sliding-window model swa-tiny"),
+            std::string::npos)
+      << r.err;
+  r = run_sax("check " + sax::test::preset_path("clusters/local-2bld.json") + " " +
+              sax::test::preset_path("models/swa-tiny.json") + " " +
+              t.write("l1.json", json{{"tensor_model_parallel_size", 2}}));
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 TEST(Check, BaseFilesOfTheRuleTableAreValid) {
   TempDir t;
   auto r = run_sax("check " + t.write("c.json", base_cluster()) + " " + t.write("m.json", base_model()) + " " +

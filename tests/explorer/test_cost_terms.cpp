@@ -168,8 +168,11 @@ void expect_compute_is_the_workloads_ops_each_at_its_roofline(const Case& s) {
       workload::Op fwd = o;
       fwd.phase = workload::Phase::forward;
       const double batch = o.compute == workload::ComputeKind::product ? o.count * o.heads : o.count;
+      // A sliding-window layer's fused core runs the pairs its window keeps.
+      const double share =
+          o.compute == workload::ComputeKind::attention ? workload::attended_share(o.m, o.n, o.window) : 1.0;
       sum += terms::roofline_time(
-          params, o.compute, o.flops, workload::flops(fwd), o.bytes_read + o.bytes_written,
+          params, o.compute, share * o.flops, share * workload::flops(fwd), o.bytes_read + o.bytes_written,
           workload::quantization(o.compute, o.m, o.n, o.k, batch, workload::part_of(o.phase), params.sm_count));
     }
     worst = std::max(worst, sum);
@@ -192,9 +195,11 @@ TEST_P(CostTerms, CurveReadsAreTheWorkloadsForwardFlops) {
     while (grid.stage(rank) != stage) ++rank;
     for (const workload::Op& o : workload::build(s.cluster, s.model, s.layout, rank).ops) {
       if (o.kind != workload::OpKind::compute || o.phase != workload::Phase::forward || o.memory_bound()) continue;
-      double& lo = o.compute == workload::ComputeKind::attention ? alo : glo;
-      double& hi = o.compute == workload::ComputeKind::attention ? ahi : ghi;
-      lo = lo == 0 ? o.flops : std::min(lo, o.flops), hi = std::max(hi, o.flops);
+      const bool fused = o.compute == workload::ComputeKind::attention;
+      double& lo = fused ? alo : glo;
+      double& hi = fused ? ahi : ghi;
+      const double f = fused ? workload::attended_share(o.m, o.n, o.window) * o.flops : o.flops;
+      lo = lo == 0 ? f : std::min(lo, f), hi = std::max(hi, f);
     }
   }
   EXPECT_DOUBLE_EQ(r.gemm_lo, glo) << s.name;

@@ -212,7 +212,7 @@ TEST(CpuOps, SoftmaxAndRopeMatchTheirDefinitionAndTheirGradients) {
   const Vec s = random_vec(sq * sk, 17, -2, 2), dy = random_vec(sq * sk, 18);
   auto f = [&](const Vec& ss) {
     Vec p = ss;
-    scale_mask_softmax_forward(1, sq, sk, sk - sq, 0.5f, p.data());
+    scale_mask_softmax_forward(1, sq, sk, sk - sq, 0, false, 0.5f, p.data());
     return p;
   };
   const Vec p = f(s);
@@ -226,6 +226,25 @@ TEST(CpuOps, SoftmaxAndRopeMatchTheirDefinitionAndTheirGradients) {
   Vec ds = dy;
   scale_mask_softmax_backward(1, sq, sk, 0.5f, p.data(), ds.data());
   EXPECT_LT(rel_err(ds, numeric_grad(s, dy, f)), kGradTol);
+  // A sliding window of 1 key before the query, and a sink: row i keeps keys i' − 1 and i' (i' =
+  // sk − sq + i), over a denominator that holds exp(0) besides them.
+  auto g = [&](const Vec& ss) {
+    Vec w = ss;
+    scale_mask_softmax_forward(1, sq, sk, sk - sq, 1, true, 0.5f, w.data());
+    return w;
+  };
+  const Vec w = g(s);
+  for (std::int64_t i = 0; i < sq; ++i) {
+    const std::int64_t last = sk - sq + i;
+    double sum = 1;
+    for (std::int64_t j = last - 1; j <= last; ++j) sum += std::exp(0.5 * s[i * sk + j]);
+    for (std::int64_t j = 0; j < sk; ++j)
+      EXPECT_NEAR(w[i * sk + j], j >= last - 1 && j <= last ? std::exp(0.5 * s[i * sk + j]) / sum : 0.0, 1e-6)
+          << "row " << i << " key " << j;
+  }
+  Vec dw = dy;
+  scale_mask_softmax_backward(1, sq, sk, 0.5f, w.data(), dw.data());
+  EXPECT_LT(rel_err(dw, numeric_grad(s, dy, g)), kGradTol);
   // RoPE: a rotation (norm kept), undone by its backward.
   const std::int64_t tokens = 4, heads = 2, d = 8;
   Vec table(tokens * d);
@@ -243,8 +262,12 @@ TEST(CpuOps, SoftmaxAndRopeMatchTheirDefinitionAndTheirGradients) {
 TEST(CpuOps, FlashAttentionEqualsTheUnfusedOneForwardAndBackward) {
   // GQA (4 query heads over 2 KV heads), causal, queries the last 70 of 150 positions: blocks of
   // 64 split both the queries and the keys unevenly. Then multi-head latent attention's shape:
-  // query-key heads of 24, values of 16.
-  for (const AttentionShape s : {AttentionShape{2, 4, 2, 70, 150, 16}, AttentionShape{2, 4, 4, 70, 150, 24, 16}}) {
+  // query-key heads of 24, values of 16. Then sliding windows (20 keys, narrower than a block; 100,
+  // wider), with and without a sink.
+  for (const AttentionShape s :
+       {AttentionShape{2, 4, 2, 70, 150, 16}, AttentionShape{2, 4, 4, 70, 150, 24, 16},
+        AttentionShape{2, 4, 2, 70, 150, 16, 0, 20}, AttentionShape{2, 4, 2, 150, 150, 16, 0, 100, true},
+        AttentionShape{1, 2, 1, 70, 150, 16, 0, 0, true}}) {
     const std::size_t nq = s.b * s.sq * s.heads * s.d, nk = s.b * s.sk * s.kv_heads * s.d,
                       nv = s.b * s.sk * s.kv_heads * s.v_dim(), no = s.b * s.sq * s.heads * s.v_dim();
     const Vec q = random_vec(nq, 20), k = random_vec(nk, 21), v = random_vec(nv, 22), dout = random_vec(no, 23);
@@ -254,6 +277,12 @@ TEST(CpuOps, FlashAttentionEqualsTheUnfusedOneForwardAndBackward) {
     EXPECT_LT(rel_err(o2, o1), 1e-5);
     EXPECT_DOUBLE_EQ(unfused.flops, 2.0 * s.b * s.heads * s.sq * s.sk * (s.d + s.v_dim()));  // both products
     EXPECT_LE(flash.flops, unfused.flops);  // the causal blocks past the last query skipped
+    if (s.window > 0) {                     // and the blocks before the first query's window
+      AttentionShape causal = s;
+      causal.window = 0;
+      Vec oc(no), lc(lse.size());
+      EXPECT_LT(flash.flops, attention_flash_forward(causal, q.data(), k.data(), v.data(), oc.data(), lc.data()).flops);
+    }
     Vec scratch(s.sq * s.sk), dq1(nq), dk1(nk), dv1(nv), dq2(nq), dk2(nk), dv2(nv);
     attention_unfused_backward(s, q.data(), k.data(), v.data(), scores.data(), dout.data(), scratch.data(), dq1.data(),
                                dk1.data(), dv1.data());
@@ -267,7 +296,9 @@ TEST(CpuOps, FlashAttentionEqualsTheUnfusedOneForwardAndBackward) {
 
 TEST(CpuOps, UnfusedAttentionBackwardIsTheGradient) {
   // Heads of one dimension, and query-key heads of 6 with values of 4 (latent attention's shape).
-  for (const AttentionShape s : {AttentionShape{1, 2, 1, 3, 5, 4}, AttentionShape{1, 2, 2, 3, 5, 6, 4}}) {
+  // Then a window of 1 key with a sink.
+  for (const AttentionShape s : {AttentionShape{1, 2, 1, 3, 5, 4}, AttentionShape{1, 2, 2, 3, 5, 6, 4},
+                                 AttentionShape{1, 2, 1, 3, 5, 4, 0, 1, true}}) {
     const std::size_t nq = s.b * s.sq * s.heads * s.d, nk = s.b * s.sk * s.kv_heads * s.d,
                       nv = s.b * s.sk * s.kv_heads * s.v_dim(), no = s.b * s.sq * s.heads * s.v_dim();
     const Vec q = random_vec(nq, 24), k = random_vec(nk, 25), v = random_vec(nv, 26), dout = random_vec(no, 27);

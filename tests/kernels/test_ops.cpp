@@ -209,7 +209,9 @@ TEST_F(CudaOps, SoftmaxAndRope) {
             x = random_vec(tokens * heads * d, 19);
   same_on_both([&](Side& s) {
     void* S = s.act(sc);
-    s.ops->scale_mask_softmax_forward(batch, sq, sk, sk - sq, 0.5f, S);
+    s.ops->scale_mask_softmax_forward(batch, sq, sk, sk - sq, 0, false, 0.5f, S);
+    void* W = s.act(sc);  // a sliding window of 5 keys, and a sink
+    s.ops->scale_mask_softmax_forward(batch, sq, sk, sk - sq, 5, true, 0.5f, W);
     void* DP = s.act(dp);
     s.ops->scale_mask_softmax_backward(batch, sq, sk, 0.5f, S, DP);
     float* table = s.f32(tokens * d);
@@ -217,11 +219,10 @@ TEST_F(CudaOps, SoftmaxAndRope) {
     void *X = s.act(x), *X2 = s.act(x);
     s.ops->rope_forward(tokens, heads, d, table, X);
     s.ops->rope_backward(tokens, heads, d, table, X2);
-    return Outputs{{"softmax", s.read_act(S, batch * sq * sk)},
-                   {"softmax.dx", s.read_act(DP, batch * sq * sk)},
-                   {"rope.table", s.read_f32(table, tokens * d)},
-                   {"rope", s.read_act(X, tokens * heads * d)},
-                   {"rope.back", s.read_act(X2, tokens * heads * d)}};
+    return Outputs{
+        {"softmax", s.read_act(S, batch * sq * sk)},     {"softmax (window, sink)", s.read_act(W, batch * sq * sk)},
+        {"softmax.dx", s.read_act(DP, batch * sq * sk)}, {"rope.table", s.read_f32(table, tokens * d)},
+        {"rope", s.read_act(X, tokens * heads * d)},     {"rope.back", s.read_act(X2, tokens * heads * d)}};
   });
 }
 
@@ -231,9 +232,11 @@ TEST_F(CudaOps, SoftmaxAndRope) {
 // multi-head latent attention's query-key heads of 192 over values of 128 (DeepSeek-V3's), and
 // values wider than the query-key heads.
 TEST_F(CudaOps, AttentionFlashAndUnfused) {
-  for (const AttentionShape a : {AttentionShape{2, 4, 2, 24, 40, 40}, AttentionShape{2, 4, 2, 24, 40, 64},
-                                 AttentionShape{1, 4, 2, 100, 100, 128}, AttentionShape{1, 2, 1, 40, 72, 256},
-                                 AttentionShape{1, 4, 4, 64, 96, 192, 128}, AttentionShape{1, 2, 2, 33, 33, 40, 72}}) {
+  for (const AttentionShape a :
+       {AttentionShape{2, 4, 2, 24, 40, 40}, AttentionShape{2, 4, 2, 24, 40, 64},
+        AttentionShape{1, 4, 2, 100, 100, 128}, AttentionShape{1, 2, 1, 40, 72, 256},
+        AttentionShape{1, 4, 4, 64, 96, 192, 128}, AttentionShape{1, 2, 2, 33, 33, 40, 72},
+        AttentionShape{1, 4, 2, 100, 100, 128, 0, 37, true}, AttentionShape{2, 4, 2, 24, 40, 64, 0, 5}}) {
     const std::int64_t d = a.d, dvd = a.v_dim();
     const std::size_t nq = a.b * a.sq * a.heads * d, nk = a.b * a.sk * a.kv_heads * d,
                       nv = a.b * a.sk * a.kv_heads * dvd, no = a.b * a.sq * a.heads * dvd,

@@ -125,6 +125,57 @@ TEST(Model, LatentAttentionFieldsAreChecked) {
             sax::read_model(j, "m.json").params_total());
 }
 
+// Sliding-window attention as Megatron names it: N in window_attn_skip_freq makes every N-th
+// (1-based) layer a full one; a list says 1 = window; only causal windows; the learnable sinks
+// are a parameter per head and layer.
+TEST(Model, SlidingWindowFieldsAreMegatronsAndChecked) {
+  auto j = sax::test::preset("models/swa-tiny.json");
+  auto fault = [](const nlohmann::json& x) {
+    try {
+      sax::read_model(x, "m.json");
+    } catch (const sax::InputError& e) {
+      return e.path();
+    }
+    return std::string();
+  };
+  sax::Model m = sax::read_model(j, "m.json");
+  EXPECT_EQ(m.attention_window(), 64);
+  EXPECT_EQ(m.window_layer_pattern, (std::vector<bool>{true, false, true, false}));
+  EXPECT_TRUE(m.attention_sink());
+  j["window_attn_skip_freq"] = 3;
+  m = sax::read_model(j, "m.json");
+  EXPECT_EQ(m.window_layer_pattern, (std::vector<bool>{true, true, false, true}));  // layer 3 (1-based) full
+  j["window_attn_skip_freq"] = {0, 0, 1, 1};
+  EXPECT_EQ(sax::read_model(j, "m.json").num_window_layers(), 2);
+  j.erase("window_attn_skip_freq");  // every layer windowed
+  EXPECT_EQ(sax::read_model(j, "m.json").num_window_layers(), 4);
+  // The sinks: one logit per head and layer, learnable only.
+  nlohmann::json vanilla = j;
+  vanilla["softmax_type"] = "off-by-one";
+  EXPECT_DOUBLE_EQ(sax::read_model(j, "m.json").params_total() - sax::read_model(vanilla, "m.json").params_total(),
+                   4.0 * 8);
+  // Round trip.
+  const sax::Model back = sax::read_model(sax::to_json(sax::read_model(j, "m.json")), "m.json");
+  EXPECT_EQ(back.window_size, (std::vector<std::int64_t>{64, 0}));
+  EXPECT_EQ(back.window_layer_pattern, std::vector<bool>(4, true));
+  EXPECT_EQ(back.softmax_type, "learnable");
+  for (const nlohmann::json& bad :
+       {nlohmann::json{64, 8}, nlohmann::json{0, 0}, nlohmann::json{64}, nlohmann::json(64)}) {
+    nlohmann::json k = j;
+    k["window_size"] = bad;
+    EXPECT_EQ(fault(k), "/window_size") << bad.dump();
+  }
+  nlohmann::json k = j;
+  k["window_attn_skip_freq"] = {1, 2, 1, 1};
+  EXPECT_EQ(fault(k), "/window_attn_skip_freq/1");
+  k.erase("window_size");
+  k["window_attn_skip_freq"] = 2;
+  EXPECT_EQ(fault(k), "/window_attn_skip_freq");
+  k = j;
+  k["softmax_type"] = "sink";
+  EXPECT_EQ(fault(k), "/softmax_type");
+}
+
 TEST(Model, MoeLayerFrequencyIntegerAndList) {
   auto j = sax::test::preset("models/moe-tiny.json");
   j["moe_layer_freq"] = 2;

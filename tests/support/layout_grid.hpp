@@ -264,6 +264,32 @@ inline std::vector<Case> grid() {
         return read_model(j, "mla-no-q.json");
       }(),
       {{"micro_batch_size", 1}, {"attention_backend", "local"}, {"schedule", {{"dp_sync", "blocking"}}}});
+  // Sliding-window attention (swa-tiny: every other layer windowed, sinks): fused, the stages and
+  // virtual stages holding unequal counts of windowed layers, with both recomputes; unfused (the
+  // mask only).
+  const Model swa = [] {
+    json j = preset("models/swa-tiny.json");
+    j["num_layers"] = 12;
+    j["window_attn_skip_freq"] = {1, 1, 1, 1, 0, 0, 1, 0, 1, 1, 1, 1};
+    j["global_batch_size"] = 32;
+    return read_model(j, "swa.json");
+  }();
+  add("swa-tp2-pp2-vpp3-selective", c16, swa,
+      {{"tensor_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"pipeline_model_parallel_size", 2},
+       {"virtual_pipeline_model_parallel_size", 3},
+       {"recompute_granularity", "selective"},
+       {"schedule", {{"pipeline", "interleaved"}, {"dp_sync", "overlapped"}}}});
+  add("swa-pp4-full-zero_bubble", c16, swa,
+      {{"pipeline_model_parallel_size", 4},
+       {"recompute_granularity", "full"},
+       {"schedule", {{"pipeline", "zero_bubble"}, {"dp_sync", "hierarchical"}}}});
+  add("swa-unfused-tp2", c16, swa,
+      {{"tensor_model_parallel_size", 2},
+       {"sequence_parallel", true},
+       {"attention_backend", "unfused"},
+       {"schedule", {{"dp_sync", "blocking"}}}});
   return out;
 }
 

@@ -546,6 +546,44 @@ TEST(Workload, SelectiveRecomputeRepeatsTheAttentionCore) {
   EXPECT_EQ(recomputed, (std::set<std::string>{"attention"}));
 }
 
+// The pairs a sliding window keeps, against counting them: queries the last sq of sk positions,
+// query at position p attending keys max(0, p − w) … p.
+TEST(LayerOps, AttendedShareCountsTheWindowsPairs) {
+  for (const auto& [sq, sk, w] : std::vector<std::tuple<int, int, int>>{
+           {256, 256, 64}, {256, 256, 300}, {70, 150, 20}, {70, 150, 100}, {1, 9, 3}, {128, 128, 1}}) {
+    double kept = 0, causal = 0;
+    for (int i = 0; i < sq; ++i) {
+      const int p = sk - sq + i;
+      causal += p + 1, kept += std::min(p, w) + 1;
+    }
+    EXPECT_NEAR(attended_share(sq, sk, w), kept / causal, 1e-12) << sq << " " << sk << " " << w;
+  }
+  EXPECT_EQ(attended_share(256, 256, 0), 1.0);
+}
+
+// A sliding-window layer's attention core carries the window (fused or unfused), a full layer's
+// none; a windowed fused core takes its share of the causal core's time, its model FLOPs Megatron's.
+TEST(Workload, WindowLayersMarkTheirCore) {
+  const Model m = read_model(sax::test::preset("models/swa-tiny.json"), "swa.json");
+  for (const char* backend : {"flash", "unfused"}) {
+    std::set<std::pair<std::int64_t, double>> windows;
+    for (const Op& o : one_rank(m, {{"attention_backend", backend}, {"micro_batch_size", 1}}).ops)
+      if (o.kind == OpKind::compute && o.phase == Phase::forward && o.layer >= 0 &&
+          (o.name == "attention" || o.name == "attention_softmax"))
+        windows.insert({o.layer, o.window});
+    EXPECT_EQ(windows, (std::set<std::pair<std::int64_t, double>>{{0, 64}, {1, 0}, {2, 64}, {3, 0}})) << backend;
+  }
+  const DeviceSpeed speed =
+      DeviceSpeed::of(sax::load_cluster(preset_path("clusters/h100-3bld.json")).device, Backend::cuda, DType::bf16);
+  Op core;
+  core.compute = ComputeKind::attention, core.m = 4096, core.n = 4096, core.k = 64, core.count = 1, core.heads = 8;
+  core.flops = flops(core);
+  Op windowed = core;
+  windowed.window = 127;
+  EXPECT_EQ(windowed.flops, core.flops);
+  EXPECT_LT(op_time(speed, windowed), 0.1 * op_time(speed, core));  // 128 of ~2048 keys a query on average
+}
+
 // An MoE layer: router, its softmax/top-k, permute, the experts' GEMMs around their activation,
 // unpermute; RoPE and RMSNorm from the model; the optimizer's bytes per parameter.
 TEST(Workload, MoeLayerAndEdgesListEveryOp) {
