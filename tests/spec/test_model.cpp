@@ -96,17 +96,21 @@ TEST(Model, PublishedMoeModelsHaveTheirPublishedParameterCounts) {
   EXPECT_NEAR(dense.forward_flops_per_token(), 61 * per_layer + 2 * h * 129280, 1.0);
 }
 
+namespace {
+// The JSON path read_model names for `x`'s first fault ("" when it reads).
+std::string fault(const nlohmann::json& x) {
+  try {
+    sax::read_model(x, "m.json");
+  } catch (const sax::InputError& e) {
+    return e.path();
+  }
+  return std::string();
+}
+}  // namespace
+
 // MLA's fields are Megatron's and refused without it; its heads keep their own K and V.
 TEST(Model, LatentAttentionFieldsAreChecked) {
   auto j = sax::test::preset("models/published/deepseek-v3-gbs8192.json");
-  auto fault = [](const nlohmann::json& x) {
-    try {
-      sax::read_model(x, "m.json");
-    } catch (const sax::InputError& e) {
-      return e.path();
-    }
-    return std::string();
-  };
   EXPECT_EQ(fault(j), "");
   nlohmann::json k = j;
   k["multi_latent_attention"] = false;
@@ -130,14 +134,6 @@ TEST(Model, LatentAttentionFieldsAreChecked) {
 // are a parameter per head and layer.
 TEST(Model, SlidingWindowFieldsAreMegatronsAndChecked) {
   auto j = sax::test::preset("models/swa-tiny.json");
-  auto fault = [](const nlohmann::json& x) {
-    try {
-      sax::read_model(x, "m.json");
-    } catch (const sax::InputError& e) {
-      return e.path();
-    }
-    return std::string();
-  };
   sax::Model m = sax::read_model(j, "m.json");
   EXPECT_EQ(m.attention_window(), 64);
   EXPECT_EQ(m.window_layer_pattern, (std::vector<bool>{true, false, true, false}));
