@@ -43,11 +43,12 @@ Judgement judge(const std::vector<Trial>& trials) {
     j.terms[k] = metrics::term_fit(term, step);
   }
   j.kendall_tau = metrics::kendall_tau(outcomes);
-  j.top1_regret_pct = metrics::top1_regret_pct(outcomes);
-  if (!outcomes.empty()) {
-    j.pick = j.measured[metrics::predicted_fastest(outcomes)];
-    j.best = j.measured[metrics::measured_fastest(outcomes)];
-  }
+  // The explorer's pick is the layout it predicts fastest, whether or not it ran: a pick that
+  // failed (or was not scored) has no regret, and the fastest of the others is not its stand-in.
+  for (std::size_t i = 0; i < trials.size(); ++i)
+    if (!j.pick || trials[i].predicted.step_time_s < trials[*j.pick].predicted.step_time_s) j.pick = i;
+  j.top1_regret_pct = j.pick && trials[*j.pick].scored() ? metrics::top1_regret_pct(outcomes) : std::nan("");
+  if (!outcomes.empty()) j.best = j.measured[metrics::measured_fastest(outcomes)];
   return j;
 }
 

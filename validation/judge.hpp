@@ -25,8 +25,9 @@ struct Judgement {
   // Each part of the step (kParts), over the trials scored where it is at least kTermFloor of the
   // measured step; a term's worst is an index into `measured`.
   std::array<metrics::TermFit, metrics::kParts.size()> terms{};
-  bool paced = false;                     // the trials ran on a paced device
-  std::optional<std::size_t> pick, best;  // the trials predicted fastest and measured fastest
+  bool paced = false;  // the trials ran on a paced device
+  // The trial predicted fastest (of all: it may have failed) and the one measured fastest.
+  std::optional<std::size_t> pick, best;
 };
 
 Judgement judge(const std::vector<Trial>& trials);

@@ -114,14 +114,18 @@ std::string summary_line(const std::vector<Trial>& trials, const Judgement& j) {
   const std::string tau_note = j.measured.size() < metrics::kFewForTau && j.measured.size() > 1
                                    ? printf_text(" (over %zu layouts: it says little)", j.measured.size())
                                    : "";
+  // What became of the explorer's pick: its time, or why it has none (no regret then).
+  const std::string picked = !pick             ? "- ran - s"
+                             : !pick->ran()    ? pick->label + " failed"
+                             : !pick->scored() ? pick->label + " was not scored (overruns)"
+                                               : pick->label + " ran " + seconds_text(pick->median_s) + " s";
   const std::string step = printf_text(
-      "%zu of %zu layouts ran%s: step MAPE %s %%, Kendall tau %s%s, top-1 regret %s %% (the explorer's pick %s ran %s "
-      "s; fastest measured %s, %s s)\n",
+      "%zu of %zu layouts ran%s: step MAPE %s %%, Kendall tau %s%s, top-1 regret %s %% (the explorer's pick %s; "
+      "fastest measured %s, %s s)\n",
       j.measured.size(), trials.size(),
       j.refused > 0 ? printf_text(" and were scored (%zu not: overruns)", j.refused).c_str() : "",
       nan_or(j.mape_pct, "%.1f").c_str(), nan_or(j.kendall_tau, "%.2f").c_str(), tau_note.c_str(),
-      nan_or(j.top1_regret_pct, "%.1f").c_str(), pick ? pick->label.c_str() : "-",
-      pick ? seconds_text(pick->median_s).c_str() : "-", best ? best->label.c_str() : "-",
+      nan_or(j.top1_regret_pct, "%.1f").c_str(), picked.c_str(), best ? best->label.c_str() : "-",
       best ? seconds_text(best->median_s).c_str() : "-");
   // On a paced device compute is what the explorer priced by construction: the step's figures
   // say little beyond the part that is not compute, which comes first.

@@ -132,11 +132,28 @@ TEST(ValidationJudge, NothingRanIsNoFigure) {
   EXPECT_EQ(j.failed, 3u);
   EXPECT_TRUE(std::isnan(j.mape_pct));
   EXPECT_TRUE(std::isnan(j.kendall_tau));
-  EXPECT_FALSE(j.pick);
+  EXPECT_EQ(j.pick, 0u);
   EXPECT_NE(tables(made.choice.trials, j)
                 .find("0 of 3 layouts ran: step MAPE n/a %, Kendall tau n/a, top-1 regret n/a % "
-                      "(the explorer's pick - ran - s; fastest measured -, - s)"),
+                      "(the explorer's pick #1 failed; fastest measured -, - s)"),
             std::string::npos);
+}
+
+// The explorer's #1 failed: no regret, and the fastest-predicted of the others does not stand in
+// for it.
+TEST(ValidationJudge, AFailedPickHasNoRegret) {
+  Made made;
+  made.choice.trials[0].exit_code = 1;
+  const Judgement j = judge(made.choice.trials);
+  EXPECT_EQ(j.pick, 0u);
+  EXPECT_EQ(j.best, 1u);
+  EXPECT_TRUE(std::isnan(j.top1_regret_pct));
+  const std::string text = tables(made.choice.trials, j);
+  EXPECT_NE(text.find("top-1 regret n/a % (the explorer's pick #1 failed; fastest measured #2, 2"), std::string::npos)
+      << text;
+  const nlohmann::json r = to_json({Options{}, cluster(), model(), "none", ""}, made.choice, j, false);
+  EXPECT_TRUE(r["summary"]["top1_regret_pct"].is_null()) << r["summary"].dump();
+  EXPECT_EQ(r["summary"]["explorer_pick"], "#1");
 }
 
 // On a paced device a run whose overruns pass kMaxOverrunPct of its compute measured the host: it
