@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -108,6 +109,20 @@ bool process_runs(long pid) {
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
 }
 
+// Whether `pid` is the launcher that made this rank's network namespace: a process of this same
+// binary (`sax launch`) in another network namespace than this rank (it stays in the host's, the
+// ranks run in their buildings'). Its pid alone proves nothing (pid 1 runs too), nor does an
+// ancestor check (mpirun's daemons are re-parented).
+bool launcher_made_namespace(long pid) {
+  std::error_code e1, e2, e3, e4;
+  const std::string proc = "/proc/" + std::to_string(pid);
+  const auto exe = std::filesystem::read_symlink(proc + "/exe", e1),
+             own = std::filesystem::read_symlink("/proc/self/exe", e2);
+  const auto net = std::filesystem::read_symlink(proc + "/ns/net", e3),
+             own_net = std::filesystem::read_symlink("/proc/self/ns/net", e4);
+  return !e1 && !e2 && !e3 && !e4 && exe == own && net != own_net;
+}
+
 // This kernel's boot (a random id per boot): processes that share it share CLOCK_MONOTONIC. Empty
 // where it cannot be read.
 std::string boot_id() {
@@ -119,13 +134,29 @@ std::string boot_id() {
 }  // namespace
 
 nlohmann::json emulation_record() {
-  if (const std::string watch = env_text(kEnvEmulationWatch); !watch.empty()) {
-    std::istringstream ids(watch);
-    std::string id;
-    while (std::getline(ids, id, ','))
-      if (const long pid = std::strtol(id.c_str(), nullptr, 10); pid <= 0 || !process_runs(pid))
-        throw RunError(std::string("the emulated boundary no longer holds: process ") + id + " of " +
-                       kEnvEmulationWatch.name + " (the launcher or a delay helper) has ended; no result claims it");
+  const std::string watch = env_text(kEnvEmulationWatch);
+  std::istringstream ids(watch);
+  std::string id;
+  std::vector<long> pids;
+  while (std::getline(ids, id, ',')) {
+    const long pid = std::strtol(id.c_str(), nullptr, 10);
+    if (pid <= 0 || !process_runs(pid))
+      throw RunError(std::string("the emulated boundary no longer holds: process ") + id + " of " +
+                     kEnvEmulationWatch.name + " (the launcher or a delay helper) has ended; no result claims it");
+    pids.push_back(pid);
+  }
+  // The namespaces and their shaping are the launcher's: the label is believed from the launcher
+  // that made them, never from the environment alone.
+  if (env_text(kEnvEmulation) == to_string(Emulation::netns)) {
+    if (pids.empty())
+      throw RunError(std::string(kEnvEmulation.name) + "=netns without " + kEnvEmulationWatch.name +
+                     ": only `sax launch --emulate netns` makes that boundary and names itself there; no result "
+                     "claims a boundary it did not make");
+    if (!launcher_made_namespace(pids.front()))
+      throw RunError(std::string(kEnvEmulation.name) + "=netns: process " + std::to_string(pids.front()) + " of " +
+                     kEnvEmulationWatch.name +
+                     " is not a sax launcher outside this rank's network namespace; no result claims a boundary it "
+                     "did not make");
   }
   const std::string technology = env_text(kEnvTechnology);
   return {{"emulation", env_text(kEnvEmulation)},

@@ -300,10 +300,29 @@ TEST(LaunchWatchMpi, AResultIsNotLabelledWithABoundaryWhoseProcessesEnded) {
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("the emulated boundary no longer holds: process 999999999"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(t.file("r.json")));
-  r = run_shell("SAX_EMULATION=netns SAX_EMULATION_WATCH=" + std::to_string(::getpid()) + " " +
-                "mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1" +
-                " -np 2 -x SAX_EMULATION -x SAX_EMULATION_WATCH " + std::string(SAX_BINARY) +
-                " bench coll -b 8 -e 8 -n 1 -w 0 --json " + t.file("r.json"));
+}
+
+// The label comes from the launcher, never from the environment alone: netns named with no watch,
+// or with a watch whose first process is not a sax launcher outside the ranks' network namespace
+// (this test; pid 1), labels nothing; the same watch with emulation none runs.
+TEST(LaunchWatchMpi, TheEnvironmentAloneCannotClaimANetnsBoundary) {
+  TempDir t;
+  const std::string mpirun =
+      " mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np 2 -x SAX_EMULATION -x "
+      "SAX_EMULATION_WATCH " +
+      std::string(SAX_BINARY) + " bench coll -b 8 -e 8 -n 1 -w 0 --json " + t.file("r.json");
+  Result r = run_shell("SAX_EMULATION=netns SAX_EMULATION_WATCH=" + mpirun);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.err.find("SAX_EMULATION=netns without SAX_EMULATION_WATCH"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("r.json")));
+  for (const std::string& watch : {std::to_string(::getpid()), std::string("1")}) {
+    r = run_shell("SAX_EMULATION=netns SAX_EMULATION_WATCH=" + watch + mpirun);
+    EXPECT_NE(r.code, 0) << watch;
+    EXPECT_NE(r.err.find("is not a sax launcher outside this rank's network namespace"), std::string::npos)
+        << watch << r.err;
+    EXPECT_FALSE(std::filesystem::exists(t.file("r.json"))) << watch;
+  }
+  r = run_shell("SAX_EMULATION=none SAX_EMULATION_WATCH=" + std::to_string(::getpid()) + mpirun);
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
