@@ -58,12 +58,12 @@ SweepInputs check_inputs(const harness::Job& job, const SweepArgs& a, const std:
     if (in.models.empty() || !in.cluster.paced())
       throw UsageError("calibrate --held-cluster: expected --model and a cluster whose device is paced (" +
                        a.cluster_file + "'s device/emulation \"paced\"): the held device is measured on its ops");
-    std::error_code ec;
-    if (std::filesystem::weakly_canonical(a.held_cluster_file, ec) ==
-        std::filesystem::weakly_canonical(a.cluster_file, ec))
-      throw UsageError("calibrate --held-cluster " + a.held_cluster_file +
-                       ": expected a file other than the cluster file it is derived from");
   }
+  NamedFiles inputs = {{"--cluster", a.cluster_file}};
+  for (const std::string& m : a.model_files) inputs.emplace_back("--model", m);
+  check_distinct_files(
+      "calibrate", {{"--out", a.out}, {"--points", default_points_file(a)}, {"--held-cluster", a.held_cluster_file}},
+      inputs);
   return in;
 }
 

@@ -122,15 +122,8 @@ void run_export(const ExportArgs& a) {
   if (!a.astra_sim_dir.empty()) astra = calibration::astra_sim_network(k, c);
   if (!a.calculon_file.empty()) calculon = calibration::calculon_system(k, c, dtype);
   const std::string network = a.astra_sim_dir + "/network.yml";
-  // One output named twice (--astra-sim X --calculon X/network.yml) would be written over by the other.
-  if (astra && calculon) {
-    namespace fs = std::filesystem;
-    std::error_code e1, e2, e3;
-    const fs::path one = fs::weakly_canonical(network, e1), other = fs::weakly_canonical(a.calculon_file, e2);
-    if ((!e1 && !e2 && one == other) || fs::equivalent(network, a.calculon_file, e3))
-      throw UsageError("calibrate export: --astra-sim's " + network + " and --calculon " + a.calculon_file +
-                       " are the same file: give each its own");
-  }
+  check_distinct_files("calibrate export", {{"--astra-sim", astra ? network : ""}, {"--calculon", a.calculon_file}},
+                       {{"calibration", a.calibration}, {"--cluster", a.cluster}, {"--model", a.model}});
   if (astra) {
     std::error_code ec;
     std::filesystem::create_directories(a.astra_sim_dir, ec);

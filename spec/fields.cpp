@@ -410,4 +410,27 @@ void Fields::finish() const {
   }
 }
 
+namespace {
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code e1, e2, e3;
+  const fs::path x = fs::weakly_canonical(a, e1), y = fs::weakly_canonical(b, e2);
+  return (!e1 && !e2 && x == y) || fs::equivalent(a, b, e3);
+}
+}  // namespace
+
+void check_distinct_files(const std::string& command, const NamedFiles& outputs, const NamedFiles& inputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [flag, file] = outputs[i];
+    if (file.empty()) continue;
+    auto refuse = [&](const std::pair<std::string, std::string>& other, const char* what) {
+      if (!other.second.empty() && same_file(file, other.second))
+        throw UsageError(command + " " + flag + " " + file + ": expected a file other than " + other.first + " " +
+                         other.second + " (" + what + "): writing it would lose that one");
+    };
+    for (const auto& in : inputs) refuse(in, "an input");
+    for (std::size_t j = i + 1; j < outputs.size(); ++j) refuse(outputs[j], "another output");
+  }
+}
+
 }  // namespace sax

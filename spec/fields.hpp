@@ -47,6 +47,12 @@ json load_json_file(const std::string& file, const std::string& stream, const Js
 json parse_json_text(const std::string& text, const std::string& file, const std::string& stream,
                      const JsonElementSink& each);
 
+// A command's files by flag ({"--out", path}); an empty path is none.
+using NamedFiles = std::vector<std::pair<std::string, std::string>>;
+// Refuses (a UsageError naming both flags) when two of them are one file, by path or by link: an
+// output written over one of the command's inputs, or over another of its outputs, would lose it.
+void check_distinct_files(const std::string& command, const NamedFiles& outputs, const NamedFiles& inputs);
+
 // Appends a key to a JSON pointer, escaping '~' and '/' as RFC 6901 asks.
 std::string json_path(const std::string& parent, const std::string& key);
 std::string json_path(const std::string& parent, std::size_t index);

@@ -240,6 +240,8 @@ TEST(CalibrateSweep, BadArgumentsExitTwoWithOneLine) {
   TempDir t;
   const std::string out = std::string("--out ") + t.file("k.json");
   const std::string model = " --model " + sax::test::preset_path("models/gpt-tiny.json");
+  const std::string copy =
+      t.write("m.json", json::parse(sax::test::slurp(sax::test::preset_path("models/gpt-tiny.json"))));
   // A held cluster needs the model's ops to measure, on a paced device, written beside the
   // cluster file, not over it.
   const std::vector<std::pair<std::string, std::string>> bad = {
@@ -248,7 +250,13 @@ TEST(CalibrateSweep, BadArgumentsExitTwoWithOneLine) {
       {"-b 4K -e 4K", ""},
       {out + " --held-cluster " + t.file("h.json"), "expected --model and a cluster whose device is paced"},
       {out + model + " --held-cluster " + sax::test::preset_path("clusters/local-2bld.json"),
-       "expected a file other than the cluster file"}};
+       "expected a file other than --cluster"},
+      // An output over another, or over an input: the one written first would be lost.
+      {out + model + " --held-cluster " + t.file("k.json"),
+       "--out " + t.file("k.json") + ": expected a file other than --held-cluster"},
+      {out + model + " --points " + t.file("k.json"), "expected a file other than --points"},
+      {"--out " + copy + " --model " + copy,
+       "--out " + copy + ": expected a file other than --model " + copy + " (an input)"}};
   for (const auto& [args, says] : bad) {
     const auto r = calibrate(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;

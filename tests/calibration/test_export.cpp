@@ -166,6 +166,13 @@ TEST(ExportCli, RefusesTwoOutputsThatAreOneFile) {
   const auto r =
       sax::test::run_shell(base + " --astra-sim " + t.file("x") + " --calculon " + t.file("x/../x/network.yml"));
   EXPECT_EQ(r.code, 2) << r.err << r.out;
-  EXPECT_NE(r.err.find("the same file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("expected a file other than --calculon"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(t.file("x/network.yml")));
+  // Nor over an input: the calibration it reads.
+  const auto in = sax::test::run_shell(base + " --calculon " + file);
+  EXPECT_EQ(in.code, 2) << in.err << in.out;
+  EXPECT_NE(in.err.find("--calculon " + file + ": expected a file other than calibration " + file + " (an input)"),
+            std::string::npos)
+      << in.err;
+  EXPECT_EQ(sax::load_calibration(file).points.size(), calibration().points.size());
 }
