@@ -83,6 +83,8 @@ std::optional<TraceSpan> check_trace_event(const json& e, const std::string& fil
       if (!v->is_string()) f.fail(key, "a string, got " + json_type_name(*v));
       *out = v->get<std::string>();
     }
+  // A step of no time would make every share of it nan or inf, wherever the trace goes next.
+  if (s.cat == "step" && !(s.dur_us > 0)) f.fail("dur", "a step of positive duration, got " + dur->dump());
   return s;
 }
 

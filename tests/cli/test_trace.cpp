@@ -98,7 +98,12 @@ std::vector<BadTrace> malformed_traces() {
           {"args nested 200,000 deep",
            R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 1, "ts": 1, "dur": 1, "args": {"a": )" +
                std::string(200000, '[') + std::string(200000, ']') + "}}]}",
-           "/traceEvents/0/args/a/0/0"}};
+           "/traceEvents/0/args/a/0/0"},
+          // A step of no time: every share of it nan or inf, in the summary or a merged trace's
+          // next reader alike.
+          {"a step of no time",
+           R"({"traceEvents": [{"ph": "X", "pid": 2, "tid": 1, "ts": 0, "dur": 0, "cat": "step", "name": "step 0"}]})",
+           "/traceEvents/0/dur"}};
 }
 
 void expect_one_line_naming(const Result& r, const std::string& file, const BadTrace& b) {
