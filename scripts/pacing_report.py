@@ -32,8 +32,16 @@ def report(name, path):
     except (OSError, ValueError) as e:
         print(f"{path}: not a run's JSON ({e})", file=sys.stderr)
         return False
-    ranks = j.get("ranks") or []
-    if not ranks or "pacing" not in ranks[0]:
+    # What `sax run --json` writes: an object with the step's median and a list of ranks.
+    ranks = j.get("ranks") if isinstance(j, dict) else None
+    median = j.get("step_time_s", {}).get("median") if isinstance(j, dict) and isinstance(
+        j.get("step_time_s"), dict) else None
+    if not isinstance(ranks, list) or not ranks or not all(isinstance(r, dict) for r in ranks) or \
+            not isinstance(median, (int, float)):
+        print(f"{path}: expected a `sax run --json` file (an object with step_time_s.median and a list of ranks)",
+              file=sys.stderr)
+        return False
+    if "pacing" not in ranks[0]:
         print(f"{name}: not paced (no pacing per rank)")
         return True
     steps = max(1, len(j.get("steps") or [None]))
@@ -44,7 +52,7 @@ def report(name, path):
     by_stage = {}
     for r in ranks:
         by_stage.setdefault(r.get("stage", 0), []).append(r)
-    for stage in sorted(by_stage):
+    for stage in sorted(by_stage, key=str):
         rs = by_stage[stage]
         n = len(rs)
         # breakdown_s is the measured step nearest the median; pacing is over every measured step.
@@ -64,7 +72,11 @@ def main(argv):
         return 0 if argv else 2
     ok = True
     for name, path in runs(argv):
-        ok = report(name, path) and ok
+        try:
+            ok = report(name, path) and ok
+        except (KeyError, TypeError, ValueError) as e:  # a rank without the fields a run writes
+            print(f"{path}: expected a `sax run --json` file: a rank lacks {e}", file=sys.stderr)
+            ok = False
     return 0 if ok else 2
 
 

@@ -127,6 +127,42 @@ def print_cross_validated(path, runs):
         print(f"{device}, {len(ds[device])} runs: datasheet {summary(ds[device])}; held out {summary(cv[device])}")
 
 
+METRICS = ("iteration_time_s", "tflops_per_gpu", "tokens_per_s", "tokens_per_s_per_gpu")
+
+
+def check_runs(path):
+    """The runs file read and checked before any prediction: one line naming the run and field, exit 2."""
+    def bad(where, expected):
+        print(f"published_runs.py: {path}: {where}: expected {expected}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        doc = load(path)
+    except (OSError, ValueError) as e:
+        bad("/", f"a readable JSON file ({e})")
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    if not isinstance(runs, list):
+        bad("/runs", "a list of runs")
+    for i, run in enumerate(runs):
+        at = f"/runs/{i}"
+        if not isinstance(run, dict):
+            bad(at, "a run (an object)")
+        name = run.get("name")
+        if not isinstance(name, str) or not name or any(c in name for c in "|\n\r"):
+            bad(at + "/name", f"a name on one line without '|' (a Markdown row), got {name!r}")
+        for key in ("cluster", "model", "layout"):
+            if not isinstance(run.get(key), str) or not os.path.isfile(os.path.join(ROOT, run[key])):
+                bad(f"{at}/{key}", f"a file under the repository, got {run.get(key)!r}")
+        pub = run.get("published")
+        if not isinstance(pub, dict) or pub.get("metric") not in METRICS:
+            bad(f"{at}/published/metric", f"one of {', '.join(METRICS)}")
+        value = pub.get("value")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            bad(f"{at}/published/value", f"a positive figure (errors are relative to it), got {value!r}")
+        if pub["metric"] == "tflops_per_gpu" and pub.get("counts") not in ("narayanan2021", "sax_model"):
+            bad(f"{at}/published/counts", "narayanan2021 or sax_model (what the TFLOP/s count)")
+    return runs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sax", default=os.path.join(ROOT, "build", "sax"))
@@ -149,7 +185,7 @@ def main():
         print(f"published_runs.py: no sax binary at {args.sax} (build it first)", file=sys.stderr)
         return 1
 
-    runs = [r for r in load(args.runs)["runs"]
+    runs = [r for r in check_runs(args.runs)
             if not args.device or args.device in load(r["cluster"])["device"]["name"]]
     if not runs:
         print(f"published_runs.py: no run on a device named like {args.device!r}", file=sys.stderr)

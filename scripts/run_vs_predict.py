@@ -71,6 +71,12 @@ CASES = [
 CATS = ["compute", "optimizer", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_comm", "idle", "other"]
 
 
+def fail(message):
+    """One line and exit 2, as the C++ commands end on bad input."""
+    print("run_vs_predict.py: " + message, file=sys.stderr)
+    sys.exit(2)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
@@ -81,6 +87,12 @@ def main():
     ap.add_argument("--cluster", default=CLUSTER, help="the cluster file (default: configs/clusters/local-2bld.json)")
     ap.add_argument("--calibration", help="a sax calibrate file for predict (default: the cluster's datasheet)")
     args = ap.parse_args()
+    if args.steps < 1:
+        fail("--steps: expected at least 1 measured step, got %d" % args.steps)
+    known = [c[0] for c in CASES]
+    unknown = [n for n in (args.cases.split(",") if args.cases else []) if n not in known]
+    if unknown:
+        fail("--cases: expected names among %s, got %s" % (", ".join(known), ", ".join(unknown)))
     cases = [c for c in CASES if not args.cases or c[0] in args.cases.split(",")]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     mpirun = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1", "-np", "4"]
@@ -104,12 +116,17 @@ def main():
             mf = os.path.join(ROOT, "configs/models", model + ".json")
             out, pred = os.path.join(tmp, name + ".run.json"), os.path.join(tmp, name + ".predict.json")
             print("[%d/%d] %s" % (i + 1, len(cases), name), file=sys.stderr, flush=True)
-            subprocess.run(mpirun + ([] if args.emulate else [args.sax]) + ["run", "--cluster", args.cluster, "--model", mf, "--layout", lf, "--steps",
-                                     str(args.steps), "--warmup", "1", "--json", out] + extra,
-                           env=env, check=True, stdout=subprocess.DEVNULL)
-            subprocess.run([args.sax, "predict", "--cluster", args.cluster, "--model", mf, "--layout", lf, "--json", pred] +
-                           predict_extra,
-                           check=True, stdout=subprocess.DEVNULL)
+            commands = [
+                ("sax run", mpirun + ([] if args.emulate else [args.sax]) +
+                 ["run", "--cluster", args.cluster, "--model", mf, "--layout", lf, "--steps", str(args.steps),
+                  "--warmup", "1", "--json", out] + extra),
+                ("sax predict", [args.sax, "predict", "--cluster", args.cluster, "--model", mf, "--layout", lf,
+                                 "--json", pred] + predict_extra)]
+            for what, command in commands:
+                # sax said why on stderr (one line); the script adds which layout and ends there.
+                done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL)
+                if done.returncode != 0:
+                    fail("%s: %s exited %d (its message above)" % (name, what, done.returncode))
             run, p = json.load(open(out)), json.load(open(pred))
             measured, predicted = run["step_time_s"]["median"], p["predicted"]["step_time_s"]
             mean = {c: sum(r["breakdown_s"][c] for r in run["ranks"]) / len(run["ranks"]) for c in CATS}
