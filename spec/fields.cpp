@@ -421,7 +421,8 @@ bool same_file(const std::string& a, const std::string& b) {
 
 void check_distinct_files(const std::string& command, const NamedFiles& outputs, const NamedFiles& inputs) {
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    const auto& [flag, file] = outputs[i];
+    const std::string& flag = outputs[i].first;
+    const std::string& file = outputs[i].second;
     if (file.empty()) continue;
     auto refuse = [&](const std::pair<std::string, std::string>& other, const char* what) {
       if (!other.second.empty() && same_file(file, other.second))
