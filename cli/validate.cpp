@@ -55,7 +55,12 @@ void run_validate(const ValidateArgs& a) {
   validation::check_options(o);
   std::string json_file = a.json_file;
   if (json_file.empty() && !a.plots_dir.empty()) json_file = (fs::path(a.plots_dir) / "validate.json").string();
-  if (!a.plots_dir.empty()) fs::create_directories(a.plots_dir);
+  // The plots' folder is this validate's while it runs (its lock taken once where it is --runs too).
+  std::unique_ptr<validation::FolderLock> plots_lock;
+  std::error_code e1, e2;
+  if (!a.plots_dir.empty() &&
+      (o.runs_dir.empty() || fs::weakly_canonical(a.plots_dir, e1) != fs::weakly_canonical(o.runs_dir, e2)))
+    plots_lock = std::make_unique<validation::FolderLock>(a.plots_dir, "--plots");
   if (!json_file.empty()) check_writable(json_file);
   const Cluster c = load_cluster(o.cluster);
   const Model m = load_model(o.model);
@@ -114,7 +119,8 @@ void add_validate(CLI::App& app) {
   cmd->add_option("--json", a->json_file, "Write the comparison as JSON (default with --plots: DIR/validate.json)");
   cmd->add_option("--plots", a->plots_dir, "Write the plots (PNG) and the best layout's merged trace into DIR");
   cmd->add_option("--runs", a->loop.runs_dir,
-                  "Keep each run's layout, results, log and trace in DIR (default: removed)");
+                  "Keep each run's layout, results, log and trace in DIR (default: removed); an earlier validate's "
+                  "runs there are removed first, and DIR is refused while another validate uses it");
   cmd->callback([a] { run_validate(*a); });
 }
 

@@ -1,9 +1,11 @@
 #include "validation/run.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -156,6 +158,25 @@ void run_round(const RunInput& in, launcher::LaunchOptions& lo, Trial& t, int ro
 
 }  // namespace
 
+FolderLock::FolderLock(const fs::path& dir, const std::string& flag) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path file = dir / ".sax-validate.lock";
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0) throw UsageError("validate " + flag + " " + dir.string() + ": cannot open " + file.string());
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    throw UsageError("validate " + flag + " " + dir.string() +
+                     ": expected a folder no other validate is using (another one holds " + file.string() +
+                     "); give each its own");
+  }
+}
+
+FolderLock::~FolderLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 RunsDir::RunsDir(const std::string& keep) : path_(keep) {
   if (path_.empty()) {
     std::string t = (fs::temp_directory_path() / "sax-validate-XXXXXX").string();
@@ -164,6 +185,16 @@ RunsDir::RunsDir(const std::string& keep) : path_(keep) {
     temporary_ = true;
   }
   path_ = fs::absolute(path_);
+  if (temporary_) return;
+  lock_ = std::make_unique<FolderLock>(path_, "--runs");
+  // An earlier validate's runs (N-name/ folders holding its layout.json) go: what is left there
+  // afterwards is this one's alone.
+  for (const auto& e : fs::directory_iterator(path_)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && !e.is_symlink() && !name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) &&
+        name.find('-') != std::string::npos && fs::exists(e.path() / "layout.json"))
+      fs::remove_all(e.path());
+  }
 }
 
 RunsDir::~RunsDir() {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
@@ -16,7 +17,22 @@
 
 namespace sax::validation {
 
-// Where the runs go: --runs DIR kept, else a temporary folder removed when this ends.
+// A folder one validate owns while it runs: an exclusive lock on DIR/.sax-validate.lock (flock,
+// released however the process ends), or a UsageError naming the flag when another holds it.
+class FolderLock {
+ public:
+  FolderLock(const std::filesystem::path& dir, const std::string& flag);
+  ~FolderLock();
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Where the runs go: --runs DIR kept (locked while validate runs, and cleared of an earlier
+// validate's runs: a stale run.json beside a new run's failed log read as its result), else a
+// temporary folder removed when this ends.
 class RunsDir {
  public:
   explicit RunsDir(const std::string& keep);
@@ -29,6 +45,7 @@ class RunsDir {
  private:
   std::filesystem::path path_;
   bool temporary_ = false;
+  std::unique_ptr<FolderLock> lock_;
 };
 
 struct RunInput {

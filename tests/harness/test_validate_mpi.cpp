@@ -4,9 +4,13 @@
 // and are set beside their predictions — each measured breakdown adds up to its step, each predicted one is the
 // explorer's in the testbed's parts, the error and the summary are those of the figures in the file. Bad input exits 2
 // with one line naming the flag or the field, before anything runs.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "tests/support/run.hpp"
@@ -60,13 +64,43 @@ TEST(ValidateCli, BadInputExitsTwoWithOneLineNamingIt) {
   EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
 }
 
+// A --runs or --plots folder another validate holds (its lock, taken here as that one would) is
+// refused before anything runs: two validates given one folder mixed their runs and plots.
+TEST(ValidateCli, AFolderAnotherValidateUsesIsRefused) {
+  TempDir t;
+  for (const char* flag : {"--runs", "--plots"}) {
+    const std::string dir = t.file(std::string(flag + 2));
+    std::filesystem::create_directories(dir);
+    const int fd = ::open((dir + "/.sax-validate.lock").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+    const Result r = validate(std::string("--top 1 --spread 1 --steps 1 --warmup 0 ") + flag + " " + dir);
+    ::close(fd);
+    EXPECT_EQ(r.code, 2) << flag << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1) << flag << ": " << r.err;
+    EXPECT_NE(
+        r.err.find(std::string("validate ") + flag + " " + dir + ": expected a folder no other validate is using"),
+        std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out.find("ran"), std::string::npos) << r.out;
+  }
+}
+
 TEST(ValidateCli, TheBestAndTheLastLayoutRunBesideTheirPredictions) {
   TempDir t;
   const std::string out = t.file("validate.json"), runs = t.file("runs");
+  // An earlier validate's run there (a layout and its result) goes before this one runs.
+  const std::string stale = runs + "/7-rank99";
+  std::filesystem::create_directories(stale);
+  t.write("runs/7-rank99/layout.json", json::object());
+  t.write("runs/7-rank99/run.json", json{{"step_time_s", {{"median", 1.0}}}});
+  t.write("runs/notes.json", json::object());  // not a run: kept
   const Result r =
       validate("--top 1 --spread 1 --steps 1 --warmup 0 --rounds 2 --timeout 120 --json " + out + " --runs " + runs);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("Kendall tau"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(runs + "/notes.json"));
   const json v = json::parse(sax::test::slurp(out));
   EXPECT_EQ(v["inputs"]["emulation"], "none");
   ASSERT_EQ(v["layouts"].size(), 2u);
