@@ -64,15 +64,22 @@ std::string lock_file_of(const std::string& out_file) {
 }
 
 // The points an earlier run of the same sweep measured; the file cut back to its whole lines.
-std::vector<json> resume_points(const SweepFiles& files, const std::string& args_hash,
-                                const std::string& cluster_hash) {
+std::vector<json> resume_points(const SweepFiles& files, const SweepIdentity& sweep) {
   const std::string& points_file = files.points_file;
   auto f = parse_points_file(read_whole(files.points->fd(), points_file), points_file);
   if (!f) return {};
-  if (f->header["args"].get<std::string>() != args_hash || f->header["cluster_hash"].get<std::string>() != cluster_hash)
+  if (f->header["args"].get<std::string>() != sweep.args_hash ||
+      f->header["cluster_hash"].get<std::string>() != sweep.cluster_hash)
     throw UsageError("calibrate: " + points_file +
                      " holds points of another sweep (other arguments or another cluster file): pass the "
                      "same arguments to resume it, or --points another file");
+  const json measured_behind = f->header.value("emulation", json());
+  if (measured_behind != sweep.emulation)
+    throw UsageError("calibrate: " + points_file + " holds points measured behind " +
+                     (measured_behind.is_string() ? "the boundary \"" + measured_behind.get<std::string>() + "\""
+                                                  : std::string("an unrecorded boundary")) +
+                     "; this sweep runs behind \"" + sweep.emulation +
+                     "\": resume it as it was launched, or --points another file");
   if (::ftruncate(files.points->fd(), static_cast<off_t>(f->whole)) != 0)  // the line cut short, if any
     throw InputError(points_file, "",
                      std::string("a points file this process can cut back (") + std::strerror(errno) + ")");
@@ -227,12 +234,12 @@ void check_point(const json& p, const std::string& what, const std::string& at) 
   }
 }
 
-void open_sweep_files(SweepFiles& files, const std::string& args_hash, const std::string& cluster_hash) {
+void open_sweep_files(SweepFiles& files, const SweepIdentity& sweep) {
   const std::string lock = lock_file_of(files.out);
   files.out_lock.emplace(lock, files.out, "an output no other process is writing (its lock file " + lock + ")", true);
   files.points.emplace(files.points_file, files.points_file, "a points file no other process is using", false);
   try {
-    files.have = resume_points(files, args_hash, cluster_hash);
+    files.have = resume_points(files, sweep);
   } catch (const UsageError&) {
     throw;
   } catch (const InputError&) {

@@ -63,10 +63,17 @@ struct SweepFiles {
   std::vector<json> have;
 };
 
+// What makes two runs one sweep: its arguments' hash, its cluster file's, and the boundary it
+// measures (the emulation label, e.g. "netns"): points measured behind another boundary (a
+// launched sweep resumed without the launcher, or the other way) are never merged.
+struct SweepIdentity {
+  std::string args_hash, cluster_hash, emulation;
+};
+
 // Takes both files and reads the points measured before. Whatever goes wrong is said as bad input
 // (UsageError for another sweep's file, InputError otherwise), so that every rank leaves
 // Job::agree together.
-void open_sweep_files(SweepFiles& files, const std::string& args_hash, const std::string& cluster_hash);
+void open_sweep_files(SweepFiles& files, const SweepIdentity& sweep);
 
 // Appends `line` and a newline; a RunError when the file cannot take it.
 void append_line(const SweepFiles& files, const std::string& line);

@@ -13,6 +13,7 @@
 #include "calibration/link_sweep.hpp"
 #include "calibration/points_file.hpp"
 #include "calibration/sweep_fit.hpp"
+#include "harness/boundary_guard.hpp"
 #include "harness/watchdog.hpp"
 #include "sax_version.hpp"
 #include "spec/error.hpp"
@@ -110,7 +111,12 @@ class Progress {
   Progress(const harness::Job& job, const SweepFiles& files, const SweepPlan& plan)
       : job_(job), files_(files), plan_(plan), start_(std::chrono::steady_clock::now()) {}
 
-  void record(const json& p, double weight, const std::string& what) {
+  void record(const json& measured, double weight, const std::string& what) {
+    // A point is kept only if the boundary it names held from the job's start to now (the rank's
+    // guard: the launcher and its helpers ran throughout), and it says which launch measured it.
+    json p = measured;
+    p["emulation"] = harness::emulation_text();
+    if (const std::string launch = harness::BoundaryGuard::launch(); !launch.empty()) p["launch"] = launch;
     points.push_back(p);
     done_weight_ += weight;
     if (job_.rank() != 0) return;
@@ -140,7 +146,8 @@ void start_points(const harness::Job& job, const SweepArgs& a, const SweepInputs
     start_points_file(files, {{"sax_calibrate_points", 1},
                               {"args", hash_text(a.text())},
                               {"cluster", a.cluster_file},
-                              {"cluster_hash", in.cluster_hash}});
+                              {"cluster_hash", in.cluster_hash},
+                              {"emulation", harness::emulation_text()}});
   std::fprintf(stderr,
                "calibrate: %zu points (%zu measured before, %zu to measure) on %s; points go to %s as measured\n",
                plan.total, plan.total - plan.left, plan.left, a.cluster_file.c_str(), files.points_file.c_str());
@@ -254,7 +261,7 @@ void calibrate_cluster(harness::Job& job, const SweepArgs& a, const std::vector<
     // agree() together.
     writer.check(a.out);
     if (!a.held_cluster_file.empty()) writer.check(a.held_cluster_file);
-    open_sweep_files(files, hash_text(a.text()), in.cluster_hash);
+    open_sweep_files(files, {hash_text(a.text()), in.cluster_hash, harness::emulation_text()});
   });
   const SweepPlan plan = plan_points(job, in, files.have);
   const Measured measured = measure_points(job, a, in, plan, files);

@@ -58,6 +58,9 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
           std::cout << coll_row(r) << std::flush;
         },
         tracer.get());
+    // The label in `env` was true at the start: the boundary must have held to the end too, or
+    // nothing of the sweep is written (each rank asks its own guard).
+    (void)emulation_record();
     if (tracer) {
       const std::string name = "rank " + std::to_string(job.rank()) + " (group " + plan->config.group + " " +
                                std::to_string(plan->groups.group_of(job.rank())) + ")";

@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/boundary_guard.hpp"
+
 #ifdef SAX_HAVE_KERNEL_BENCH
 #include "kernels/cpu/ops.hpp"
 #endif
@@ -52,9 +54,11 @@ Job::Job() {
   SAX_MPI_CHECK(MPI_Comm_size(node, &local_size_));
   SAX_MPI_CHECK(MPI_Comm_free(&node));
   cuda_ = kernels::cuda_devices();
+  BoundaryGuard::start(rank_);
 }
 
 Job::~Job() {
+  BoundaryGuard::stop();
   int fin = 0;
   MPI_Finalized(&fin);
   if (owned_ && !fin) MPI_Finalize();
@@ -100,15 +104,6 @@ void Job::abort(const std::exception& e) {
 }
 
 namespace {
-// Whether a process runs: present and neither a zombie nor dead (/proc/<pid>/stat's state).
-bool process_runs(long pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return false;
-  const auto close = stat.rfind(')');  // the name may hold spaces and parentheses
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
-}
-
 // Whether `pid` is the launcher that made this rank's network namespace: a process of this same
 // binary (`sax launch`) in another network namespace than this rank (it stays in the host's, the
 // ranks run in their buildings'). Its pid alone proves nothing (pid 1 runs too), nor does an
@@ -134,17 +129,10 @@ std::string boot_id() {
 }  // namespace
 
 nlohmann::json emulation_record() {
-  const std::string watch = env_text(kEnvEmulationWatch);
-  std::istringstream ids(watch);
-  std::string id;
+  if (const std::string lost = BoundaryGuard::lost(); !lost.empty()) throw RunError(lost);
   std::vector<long> pids;
-  while (std::getline(ids, id, ',')) {
-    const long pid = std::strtol(id.c_str(), nullptr, 10);
-    if (pid <= 0 || !process_runs(pid))
-      throw RunError(std::string("the emulated boundary no longer holds: process ") + id + " of " +
-                     kEnvEmulationWatch.name + " (the launcher or a delay helper) has ended; no result claims it");
-    pids.push_back(pid);
-  }
+  std::istringstream ids(env_text(kEnvEmulationWatch));
+  for (std::string id; std::getline(ids, id, ',');) pids.push_back(std::strtol(id.c_str(), nullptr, 10));
   // The namespaces and their shaping are the launcher's: the label is believed from the launcher
   // that made them, never from the environment alone.
   if (env_text(kEnvEmulation) == to_string(Emulation::netns)) {
