@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -512,20 +513,68 @@ void NetnsTestbed::teardown(int slot) {
       remove_private_dir(std::string(kStateBase) + "/" + d, 0, 0);
 }
 
+namespace {
+// The state letter of /proc/<pid>/stat ('R', 'S', 'T' for stopped ...); 0 when it cannot be read.
+char process_state(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return 0;
+  const auto close = stat.rfind(')');  // the name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : 0;
+}
+}  // namespace
+
+std::vector<std::string> NetnsTestbed::clean_dead_slots() {
+  std::vector<std::string> cleared;
+  if (!netns_state_base_problem().empty()) return cleared;
+  for (int s = 0; s < kSlots; ++s) {
+    // Held while the slot is cleared, as a launch holds it: none starts on it meanwhile.
+    const int fd = ::open(lock_path(s).c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+        ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      if (fd >= 0) ::close(fd);
+      continue;  // a live launch's (or not a lock this launcher made)
+    }
+    const std::string p = netns_prefix(s);
+    const std::size_t spaces = entries_with_prefix("/run/netns", p).size(),
+                      links = entries_with_prefix("/sys/class/net", p).size(),
+                      dirs = entries_with_prefix(kStateBase, p).size();
+    if (spaces + links + dirs > 0) {
+      teardown(s);
+      cleared.push_back("slot " + std::to_string(s) + " (" + p + "*): " + std::to_string(spaces) + " namespaces, " +
+                        std::to_string(links) + " links, " + std::to_string(dirs) + " launch folder(s) removed");
+    }
+    ::close(fd);
+  }
+  return cleared;
+}
+
 std::string NetnsTestbed::broken() {
   if (!broken_.empty()) return broken_;
-  for (int& pid : helpers_) {
+  for (std::size_t i = 0; i < helpers_.size() && broken_.empty(); ++i) {
+    int& pid = helpers_[i];
     if (pid <= 0) continue;
     int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) != pid) continue;
-    const std::size_t i = static_cast<std::size_t>(&pid - helpers_.data());
-    pid = 0;  // reaped
-    return broken_ = "the link helper of " + helper_names_[i] + " (" +
-                     (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                          : "exit " + std::to_string(WEXITSTATUS(status))) +
-                     ") ended: the boundary no longer holds";
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      pid = 0;  // reaped
+      broken_ = "the link helper of " + helper_names_[i] + " (" +
+                (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                     : "exit " + std::to_string(WEXITSTATUS(status))) +
+                ") ended: the boundary no longer holds";
+    } else if (const char state = process_state(pid); state == 'T' || state == 't') {
+      // A stopped helper holds its queue's packets for ever: the job would hang, not measure.
+      broken_ = "the link helper of " + helper_names_[i] + " (pid " + std::to_string(pid) +
+                ") is stopped: the boundary no longer holds";
+    }
   }
-  return "";
+  if (broken_.empty() && watch_) broken_ = watch_->changed();
+  if (broken_.empty()) return "";
+  // The ranks hold the helpers (BoundaryGuard): ending them ends the job now, where a signal to
+  // mpirun alone would leave ranks measuring until it reaches them.
+  for (int& pid : helpers_)
+    if (pid > 0) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0), pid = 0;
+  return broken_;
 }
 
 void NetnsTestbed::remove_own_dir() {
@@ -606,6 +655,10 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
       }
       ::close(ready_fds[d]);
     }
+    // From here nothing of the job changes the testbed's rules or qdiscs: the watch starts.
+    std::vector<std::string> devices;
+    for (int d = 0; d < config_.devices(); ++d) devices.push_back(netns_device_name(config_.slot, d));
+    watch_ = std::make_unique<ShapingWatch>(devices, netns_prefix(config_.slot));
   } catch (...) {
     for (int pid : helpers_)
       if (pid > 0) kill_and_reap(pid);
@@ -617,6 +670,7 @@ NetnsTestbed::NetnsTestbed(NetnsConfig config) : config_(std::move(config)) {
 }
 
 NetnsTestbed::~NetnsTestbed() {
+  watch_.reset();
   for (int pid : helpers_)
     if (pid > 0) kill_and_reap(pid);
   remove_own_dir();

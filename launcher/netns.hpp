@@ -33,8 +33,11 @@
 // checked to be the inode it made — or a killed launcher's directory of that slot under kStateBase.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "launcher/shaping_watch.hpp"
 
 namespace sax::launcher {
 
@@ -123,13 +126,19 @@ class NetnsTestbed {
   const std::string& dir() const { return dir_; }
   std::string hostfile() const { return dir_ + "/hostfile"; }
   std::string agent() const { return dir_ + "/agent.sh"; }
-  // The delay helpers' process ids, and "" while every one still runs, else which one ended and
-  // how — for good: the boundary no longer holds (the caller stops the job, and runs no other).
+  // The delay helpers' process ids, and "" while the boundary holds: every helper runs (not
+  // ended, not stopped) and nothing changed its rules or qdiscs (ShapingWatch). Else why not —
+  // for good: the boundary no longer holds. The first time it finds so it ends the helpers that
+  // remain, so that the job's ranks (which watch them) end at once; the caller stops mpirun.
   const std::vector<int>& helpers() const { return helpers_; }
   std::string broken();
   // Removes what carries the slot's prefix (namespaces with their processes, links, helper
   // processes, a killed launcher's directory of the slot under kStateBase). Idempotent; never throws.
   static void teardown(int slot);
+  // `sax launch --cleanup`: tears down every slot no live launch holds (its lock free) that still
+  // has state (a launcher killed outright leaves it until the slot's next launch); one line per
+  // slot cleared. Needs root; a slot in use is never touched.
+  static std::vector<std::string> clean_dead_slots();
 
  private:
   void remove_own_dir();
@@ -139,6 +148,7 @@ class NetnsTestbed {
   std::vector<std::string> helper_names_;    // whose each is: "sax-0-d1"
   std::string dir_;                          // made by mkdtemp under kStateBase
   std::string broken_;                       // why the boundary stopped holding ("" while it holds)
+  std::unique_ptr<ShapingWatch> watch_;      // its rules and qdiscs, from the helpers' start
   unsigned long dir_dev_ = 0, dir_ino_ = 0;  // recorded as it was made: teardown removes only it
 };
 
