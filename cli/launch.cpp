@@ -14,6 +14,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/launching.hpp"
+#include "collectives/link_pacer.hpp"
 #include "spec/error.hpp"
 
 namespace sax::cli {
@@ -22,7 +23,7 @@ namespace {
 
 struct LaunchArgs {
   std::string cluster, emulate = "auto", technology;
-  bool dry_run = false;
+  bool dry_run = false, cleanup = false;
   std::vector<std::string> command;
 };
 
@@ -67,7 +68,8 @@ void add_launch(CLI::App& app) {
   auto a = std::make_shared<LaunchArgs>();
   CLI::App* cmd = app.add_subcommand(
       "launch", "Place the cluster's ranks into its buildings and start a sax command on them (mpirun or srun)");
-  cmd->add_option("--cluster", a->cluster, "Cluster file (ranks, buildings, links)")->required();
+  cmd->footer(kKilledLauncherLeftovers);
+  CLI::Option* cluster = cmd->add_option("--cluster", a->cluster, "Cluster file (ranks, buildings, links)");
   cmd->add_option("--emulate", a->emulate,
                   "Building boundary: netns (kernel shaping on one host), software (the link emulator in the "
                   "communicators), plugin (NCCL's net plugin, libnccl-net-sax.so), none; auto = netns where "
@@ -76,7 +78,22 @@ void add_launch(CLI::App& app) {
   cmd->add_option("--technology", a->technology, "One of the cluster's network_technologies for the boundary");
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan and the exact command; run nothing");
   cmd->add_option("command", a->command, "The sax command after --, e.g. -- run --cluster C --model M --layout L");
+  cmd->add_flag("--cleanup", a->cleanup,
+                "Remove what launches killed outright left: the testbed slots no live launch holds, and this "
+                "user's pacing segments no process holds; runs nothing")
+      ->excludes(cluster);
   cmd->callback([a] {
+    if (a->cleanup) {
+      if (!a->command.empty() || a->dry_run) throw UsageError("launch --cleanup takes no command and no --dry-run");
+      std::vector<std::string> removed;
+      if (::geteuid() == 0) removed = launcher::NetnsTestbed::clean_dead_slots();
+      for (const std::string& s : coll::remove_unheld_pacing_segments()) removed.push_back(s);
+      for (const std::string& line : removed) std::cout << "# removed " << line << "\n";
+      std::cout << "# launch --cleanup: " << removed.size() << " thing(s) removed"
+                << (::geteuid() == 0 ? "" : " (testbed slots need root: only pacing state looked at)") << "\n";
+      return;
+    }
+    if (a->cluster.empty()) throw UsageError("launch: --cluster is required (or --cleanup)");
     const Cluster c = load_cluster(a->cluster);
     launcher::LaunchOptions o = launch_options(a->emulate, a->technology);
     o.command = a->command;

@@ -19,4 +19,11 @@ void use_testbed(launcher::LaunchOptions& options, const launcher::NetnsTestbed&
 // What run_plan asks while the job runs: whether the testbed still holds (none without one).
 std::function<std::string()> boundary_watch(launcher::NetnsTestbed* testbed);
 
+// What `launch --help` and `validate --help` say about a launcher killed outright.
+inline constexpr const char* kKilledLauncherLeftovers =
+    "A launcher killed outright (SIGKILL) cannot tear its testbed down: its namespaces, links, qdiscs, "
+    "packet-filter rules and launch folder (/run/sax/sax-<slot>-*) stay until the next launch on that slot, and "
+    "its job's pacing state (/dev/shm/sax-*) stays. Its job ends with it (each rank watches the launcher), and "
+    "nothing it measured is written. `sax launch --cleanup` removes what no live launch holds.";
+
 }  // namespace sax::cli

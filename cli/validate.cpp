@@ -95,6 +95,7 @@ void add_validate(CLI::App& app) {
   auto a = std::make_shared<ValidateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "validate", "Run the explorer's top layouts on the testbed and set predicted against measured");
+  cmd->footer(kKilledLauncherLeftovers);
   cmd->add_option("--cluster", a->loop.cluster, "The testbed's cluster file (one rank per device)")->required();
   cmd->add_option("--model", a->loop.model, "Model file")->required();
   cmd->add_option("--calibration", a->loop.calibration, "Calibration file (default: datasheet values)");

@@ -46,6 +46,7 @@ class Factory final : public CommunicatorFactory {
   // a link and no other user can plant the job's pacing state before it exists.
   void emulate(GroupCommunicator& g, int rank) {
     const Cluster& c = emulation_->cluster;
+    if (key_.empty() && !emulation_->pacing_key.empty()) key_ = emulation_->pacing_key;
     if (key_.empty()) {  // on every rank, before any returns
       std::int64_t job = random_job_id();
       SAX_MPI_CHECK(MPI_Bcast(&job, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
@@ -66,7 +67,8 @@ class Factory final : public CommunicatorFactory {
       if (node >= LinkPacer::kMaxBuildings)
         throw UsageError("node link pacing: cluster " + c.name + " has more than " +
                          std::to_string(LinkPacer::kMaxBuildings) + " nodes; pace a smaller cluster");
-      const LinkEmulation e{c.intra_node, c.devices_per_node_of(c.place(rank).building), key_ + "-node", 0, -1, 0, {}};
+      const LinkEmulation e{
+          c.intra_node, c.devices_per_node_of(c.place(rank).building), node_pacing_key(key_), 0, -1, 0, {}};
       g.comm = emulate_link(std::move(g.comm), e, static_cast<int>(node), "paced node link");
       return;
     }

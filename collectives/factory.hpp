@@ -42,6 +42,9 @@ struct LinkEmulationSetup {
   // as its compute is (DESIGN.md "Devices: native and paced"), so that what ranks sharing the
   // host's cores do to shared memory does not decide a message's time.
   bool node = false;
+  // The job's pacing key (boundary_pacing_key): the launcher's (SAX_NET_KEY), which it removes
+  // after the job; "" = one made here from rank 0's random job id.
+  std::string pacing_key;
 };
 
 // Backend::cpu: MPI communicators split from the world. Backend::cuda: NCCL communicators on CUDA

@@ -1,5 +1,6 @@
 #include "collectives/link_pacer.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -215,6 +216,30 @@ void unlink_pacing_segments() {
   const std::lock_guard<std::mutex> lock(open_names_mutex());
   for (const std::string& name : open_names()) shm_unlink(name.c_str());
   open_names().clear();
+}
+
+std::vector<std::string> remove_unheld_pacing_segments() {
+  std::vector<std::string> removed;
+  const std::string prefix = "sax-", suffix = "-" + std::to_string(::geteuid());
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return removed;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string n = e->d_name;
+    if (n.size() <= prefix.size() + suffix.size() || n.rfind(prefix, 0) != 0 ||
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const int fd = shm_open(("/" + n).c_str(), O_RDONLY | O_NOFOLLOW, 0);
+    if (fd < 0) continue;
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        still_named("/" + n, fd)) {
+      shm_unlink(("/" + n).c_str());
+      removed.push_back("/dev/shm/" + n);
+    }
+    close(fd);
+  }
+  ::closedir(dir);
+  return removed;
 }
 
 std::int64_t LinkPacer::reserve(double wire_bytes, double latency_steps, std::int64_t now_ns, double size_bytes) {

@@ -112,4 +112,9 @@ class LinkPacer {
 // random, so a name left behind is never opened again).
 void unlink_pacing_segments();
 
+// Unlinks this user's pacing segments that no process holds (a pacer holds its segment's shared
+// flock from its open to its end): what jobs killed outright left in /dev/shm. One line per name
+// removed. A pacer opening one meanwhile finds its name gone and makes it anew.
+std::vector<std::string> remove_unheld_pacing_segments();
+
 }  // namespace sax::coll

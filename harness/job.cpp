@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "collectives/link_pacer.hpp"
 #include "harness/boundary_guard.hpp"
 
 #ifdef SAX_HAVE_KERNEL_BENCH
@@ -99,6 +100,7 @@ void Job::announce_and_meet(bool run_error, const std::string& what) {
 void Job::abort(const std::exception& e) {
   std::fprintf(stderr, "sax: failed: rank %d: %s\n", rank_, e.what());
   std::fflush(stderr);
+  coll::unlink_pacing_segments();  // the peers MPI_Abort kills cannot
   MPI_Abort(MPI_COMM_WORLD, 1);
   _exit(1);  // MPI_Abort does not return; if it ever does, still never hang
 }
@@ -387,13 +389,17 @@ std::unique_ptr<coll::CommunicatorFactory> Job::communicators(kernels::Device& d
   if (record["emulation"] == to_string(Emulation::software)) {
     check_emulation(cluster);
     emulation = coll::LinkEmulationSetup{
-        *cluster, record["technology"].is_null() ? std::string() : record["technology"].get<std::string>()};
+        *cluster, record["technology"].is_null() ? std::string() : record["technology"].get<std::string>(), true, false,
+        ""};
   }
   // A paced device's node fabric is paced with it, whatever emulates the boundary.
   if (cluster && cluster->paced() && device.backend() == Backend::cpu) {
-    if (!emulation) emulation = coll::LinkEmulationSetup{*cluster, "", /*boundary=*/false};
+    if (!emulation) emulation = coll::LinkEmulationSetup{*cluster, "", /*boundary=*/false, false, ""};
     emulation->node = true;
   }
+  // A launched job paces under its launcher's key, so that the launcher can remove the state
+  // however the job ended (a rank killed leaves its segment named).
+  if (emulation && std::getenv(kEnvNetKey.name)) emulation->pacing_key = env_text(kEnvNetKey);
   return coll::make_communicator_factory(device.backend(), device.index(), device.comm_stream(), std::move(emulation));
 }
 

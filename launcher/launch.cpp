@@ -410,8 +410,8 @@ int run_plan(const LaunchPlan& plan, const std::function<std::string()>& broken)
   const pid_t pid = ::fork();
   if (pid < 0) throw RunError(std::string("launch: fork: ") + std::strerror(errno));
   if (pid == 0) {
-    // The job must not outlive the launcher: a SIGKILLed launcher cannot tear down or keep its
-    // boundary, so mpirun (and through it every rank) ends with it.
+    // mpirun ends with the launcher; its ranks end on their own guard (they watch the launcher),
+    // which is what holds when mpirun's end is too slow to reach them.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(129);
     ::execvp(args[0], args.data());
@@ -419,14 +419,15 @@ int run_plan(const LaunchPlan& plan, const std::function<std::string()>& broken)
     ::_exit(127);
   }
   g_child = pid;
-  // A plugin job's pacing segment goes with the job: its ranks unlink it as the last one leaves,
-  // but not when they were killed, and a random key is never used again.
+  // The job's pacing segments (its boundary's and its node fabrics') go with the job: its ranks
+  // unlink them as the last one leaves, but not when they were killed, and a random key is never
+  // used again.
   struct RemovePacing {
     const LaunchPlan& plan;
     ~RemovePacing() {
-      if (plan.emulation != Emulation::plugin) return;
-      for (const auto& [k, v] : plan.nccl.common)
-        if (k == kEnvNetKey.name) ::shm_unlink(pacing_segment_name(v).c_str());
+      for (const auto& [k, v] : plan.env)
+        if (k == kEnvNetKey.name)
+          for (const std::string& key : {v, node_pacing_key(v)}) ::shm_unlink(pacing_segment_name(key).c_str());
     }
   } remove_pacing{plan};
   int status = 0;

@@ -57,10 +57,10 @@ struct LaunchOptions {
   std::string linkdelay;             // the sax-linkdelay program (netns)
   int slot = 0;                      // the netns testbed's slot (NetnsTestbed picks it)
   std::string nccl_net_plugin;       // the NCCL net plugin (plugin); "" = its name, found by dlopen
-  std::int64_t job = 0;              // names the plugin's pacing: random per launch (spec's random_job_id)
+  std::int64_t job = 0;              // names the job's pacing (SAX_NET_KEY): random per launch (random_job_id)
   std::string state_dir;             // netns: the launch's own directory ("" = as planned, not made yet)
   // netns: the processes the boundary needs (the launcher, its delay helpers); each rank is told
-  // them, and a result is labelled netns only while every one still runs (harness/job.hpp).
+  // them, holds them from its start and ends the moment one ends (harness/boundary_guard.hpp).
   std::vector<int> watch;
   int host_cores = 0;  // this host's cores, for the plan's check (0: asked of the host)
 };
@@ -93,11 +93,14 @@ class InterruptGuard {
 LaunchPlan plan_launch(const Cluster& cluster, const std::string& cluster_file, const LaunchOptions& options);
 
 // Runs the plan's command and waits for it: its exit code (128 + signal when it was killed).
-// SIGINT and SIGTERM received meanwhile are passed on to it (an InterruptGuard is held). The
-// command dies with the launcher, however the launcher ends (its parent-death signal). `broken`,
-// when given, is asked every 100 ms whether the emulation still holds ("" while it does): when it
-// says why not, the command is stopped (SIGTERM, then SIGKILL) and run_plan throws RunError with
-// that reason. Under plugin, a plugin that is not built is a UsageError (--dry-run still shows the plan).
+// SIGINT and SIGTERM received meanwhile are passed on to it (an InterruptGuard is held). mpirun
+// gets SIGTERM as the launcher dies (its parent-death signal), but that alone does not end the
+// ranks of a launcher killed outright: each rank's BoundaryGuard (harness/boundary_guard.hpp)
+// watching this launcher does, before it writes anything. `broken`, when given, is asked every
+// 100 ms whether the emulation still holds ("" while it does): when it says why not, the command
+// is stopped (SIGTERM, then SIGKILL) and run_plan throws RunError with that reason. The job's
+// pacing segments (SAX_NET_KEY's) are removed after it, however it ended. Under plugin, a plugin that is not built is a
+// UsageError (--dry-run still shows the plan).
 int run_plan(const LaunchPlan& plan, const std::function<std::string()>& broken = {});
 
 // A word as a POSIX shell reads it back (single quotes where needed), and a command as one line of

@@ -36,6 +36,9 @@ NcclEnv nccl_env(const Cluster& c, Emulation emulation, const NcclEnvOptions& o)
   };
   const auto buildings = static_cast<int>(c.buildings.size());
   e.per_building.resize(static_cast<std::size_t>(buildings));
+  // Every launched job paces under the launcher's key (the plugin its boundary, the ranks their
+  // software-emulated links), so that the launcher removes the pacing state after any job.
+  set(e.common, kEnvNetKey.name, boundary_pacing_key(c, o.technology, o.job));
   if (emulation == Emulation::plugin) {
     set(e.common, "NCCL_NET_PLUGIN", o.plugin_path);
     set(e.common, "NCCL_NET", nccl_plugin::kNetName);
@@ -44,7 +47,6 @@ NcclEnv nccl_env(const Cluster& c, Emulation emulation, const NcclEnvOptions& o)
     set(e.common, kEnvNetBandwidthGbps.name, num(link.bandwidth_gbps));
     set(e.common, kEnvNetOversubscription.name, num(link.oversubscription));
     set(e.common, kEnvNetNicGbps.name, num(c.boundary(0, o.technology).nic_gbps));
-    set(e.common, kEnvNetKey.name, boundary_pacing_key(c, o.technology, o.job));
     if (in_environment(kEnvNetInner.name)) e.kept.emplace_back(kEnvNetInner.name);
     for (int b = 0; b < buildings; ++b) {
       EnvList& to = e.per_building[static_cast<std::size_t>(b)];

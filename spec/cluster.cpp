@@ -185,6 +185,8 @@ std::string boundary_pacing_key(const Cluster& c, const std::string& tech, std::
   return c.name + "-" + (tech.empty() ? "own" : tech) + "-" + std::to_string(job);
 }
 
+std::string node_pacing_key(const std::string& boundary_key) { return boundary_key + "-node"; }
+
 // A link's fields in the object `f` reads (the caller finishes it).
 static Link read_link_fields(Fields& f) {
   Link l;

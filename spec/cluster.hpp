@@ -215,6 +215,9 @@ struct Cluster {
 // technology ("own" for the cluster's link) and the job, so that jobs sharing a host do not
 // share a link.
 std::string boundary_pacing_key(const Cluster& cluster, const std::string& technology, std::int64_t job);
+// The pacing state of the job's node fabrics (a paced device's intra-node link), beside its
+// boundary's: the launcher removes both after the job, whatever ended it.
+std::string node_pacing_key(const std::string& boundary_key);
 // A job identifier for that key which no other user of the host can predict (so cannot plant the
 // pacing state before the job makes it): 63 random bits from the kernel.
 std::int64_t random_job_id();

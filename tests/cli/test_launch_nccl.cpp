@@ -104,7 +104,9 @@ TEST_P(LaunchNcclMode, DryRunShowsEachNodesHostIdAndTheModesVariables) {
   EXPECT_EQ(line.find("NCCL_NET_PLUGIN=") != std::string::npos, plugin) << line;
   EXPECT_EQ(line.find("-x NCCL_NET_PLUGIN") != std::string::npos, plugin) << line;
   EXPECT_EQ(line.find("NCCL_NET=sax ") != std::string::npos, plugin) << line;
-  EXPECT_EQ(line.find("SAX_NET_") != std::string::npos, plugin) << line;
+  EXPECT_EQ(line.find("SAX_NET_LATENCY_US=") != std::string::npos, plugin) << line;
+  EXPECT_NE(line.find("SAX_NET_KEY=local-2x2-own-"), std::string::npos)
+      << "every job paces under its launcher's key: " << line;
   EXPECT_EQ(r.out.find("NCCL_SOCKET_"), std::string::npos) << "sockets are netns's" << r.out;
   EXPECT_EQ(line.find("NCCL_NET=Socket"), std::string::npos) << line;
   if (plugin) {
@@ -322,18 +324,30 @@ TEST(LaunchNcclMpi, ThePluginOnTheCpuBackendIsRefused) {
 }  // namespace
 
 // Its own suite (process): run_plan sets the plan's environment in the process that runs it.
-TEST(LaunchPluginEnd, AJobsPacingSegmentIsRemovedWhenItEnds) {
+// In every mode the job paces under the launcher's key (its boundary's segment and its node
+// fabrics'), and both go with the job: ranks killed before the last one could unlink leave them.
+TEST(LaunchPluginEnd, AJobsPacingSegmentsAreRemovedWhenItEndsInEveryMode) {
   const sax::Cluster c = sax::read_cluster(two_by_two(), "local-2x2.json");
-  auto o = options("plugin");
-  o.nccl_net_plugin = "/bin/true";  // a file: the launch is not refused as unbuilt
-  o.job = sax::random_job_id();
-  sax::launcher::LaunchPlan p = sax::launcher::plan_launch(c, "local-2x2.json", o);
-  p.argv = {"true"};  // the job: its ranks were killed before the last one could unlink
-  const std::string name = sax::pacing_segment_name(sax::boundary_pacing_key(c, "", o.job));
-  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  ASSERT_GE(fd, 0) << name;
-  ::close(fd);
-  EXPECT_EQ(sax::launcher::run_plan(p), 0);
-  EXPECT_LT(::shm_open(name.c_str(), O_RDONLY, 0), 0) << name << " outlived its job";
-  ::shm_unlink(name.c_str());
+  for (const char* mode : {"plugin", "software", "none"}) {
+    ::unsetenv(sax::kEnvNetKey.name);  // run_plan set the last one's here: the user's would be kept
+    auto o = options(mode);
+    o.nccl_net_plugin = "/bin/true";  // a file: the launch is not refused as unbuilt
+    o.job = sax::random_job_id();
+    sax::launcher::LaunchPlan p = sax::launcher::plan_launch(c, "local-2x2.json", o);
+    p.argv = {"true"};  // the job: its ranks were killed before the last one could unlink
+    const std::string key = sax::boundary_pacing_key(c, "", o.job);
+    EXPECT_EQ(value(p.env, sax::kEnvNetKey.name), key) << mode;
+    for (const std::string& name :
+         {sax::pacing_segment_name(key), sax::pacing_segment_name(sax::node_pacing_key(key))}) {
+      const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      ASSERT_GE(fd, 0) << name;
+      ::close(fd);
+    }
+    EXPECT_EQ(sax::launcher::run_plan(p), 0) << mode;
+    for (const std::string& name :
+         {sax::pacing_segment_name(key), sax::pacing_segment_name(sax::node_pacing_key(key))}) {
+      EXPECT_LT(::shm_open(name.c_str(), O_RDONLY, 0), 0) << mode << ": " << name << " outlived its job";
+      ::shm_unlink(name.c_str());
+    }
+  }
 }

@@ -28,7 +28,7 @@ struct Emulated {
   bool boundary = true, node = false;
   Cluster cluster = load_cluster(kClusterFile);
   std::unique_ptr<CommunicatorFactory> factory =
-      make_communicator_factory(Backend::cpu, 0, {}, LinkEmulationSetup{cluster, "", boundary, node});
+      make_communicator_factory(Backend::cpu, 0, {}, LinkEmulationSetup{cluster, "", boundary, node, ""});
   GroupCommunicator make(const std::string& group) {
     return factory->make(resolve_group(group, 4, {&cluster, kClusterFile}));
   }
@@ -59,7 +59,7 @@ TEST(MpiLinkEmulator, WrapsOnlyGroupsThatCrossABuilding) {
   EXPECT_TRUE(wrapped(*e.make("world").comm));
   EXPECT_TRUE(wrapped(*e.make("cross_building").comm));
   EXPECT_FALSE(wrapped(*e.make("intra_building").comm));
-  EXPECT_THROW(make_communicator_factory(Backend::cpu, 0, {}, LinkEmulationSetup{e.cluster, "no-such"}), UsageError);
+  EXPECT_THROW(make_communicator_factory(Backend::cpu, 0, {}, LinkEmulationSetup{e.cluster, "no-such", true, false, ""}), UsageError);
 }
 
 TEST(MpiLinkEmulator, APacedNodeLinkWrapsOnlyGroupsInsideANode) {
