@@ -164,3 +164,32 @@ TEST_F(CalibrateFiles, AFitItsOwnReaderRefusesIsNotWritten) {
   EXPECT_NE(r.err.find(p + ": "), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(t_.file("k.json")));
 }
+
+// Points measured behind another boundary (a launched netns sweep resumed by a plain mpirun, or
+// a file from before sweeps recorded their boundary): never merged; refused, the file kept.
+TEST_F(CalibrateFiles, PointsMeasuredBehindAnotherBoundaryAreRefusedAndKept) {
+  std::istringstream in(points_);
+  std::string header, rest, line;
+  std::getline(in, header);
+  while (std::getline(in, line)) rest += line + "\n";
+  json h = json::parse(header);
+  ASSERT_EQ(h.value("emulation", ""), "none") << header;  // this sweep's own: mpirun, no launcher
+  for (const json& other : {json("netns"), json()}) {
+    json hh = h;
+    if (other.is_null())
+      hh.erase("emulation");
+    else
+      hh["emulation"] = other;
+    const std::string text = hh.dump() + "\n" + rest;
+    const std::string p = t_.write_text("p.jsonl", text);
+    const auto r = calibrate("--out " + t_.file("k.json") + " --points " + p);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find(p + " holds points measured behind " +
+                         (other.is_null() ? std::string("an unrecorded boundary") : "the boundary \"netns\"") +
+                         "; this sweep runs behind \"none\""),
+              std::string::npos)
+        << r.err;
+    EXPECT_TRUE(slurp(p) == text) << p << " was changed";
+    EXPECT_FALSE(fs::exists(t_.file("k.json")));
+  }
+}

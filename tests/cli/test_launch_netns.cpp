@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -365,23 +366,33 @@ TEST(NetnsLaunch, AFailingCommandLeavesNothing) {
   EXPECT_EQ(leftovers(), "");
 }
 
-// A pattern for the ranks' command lines that does not match the shell that searches for it.
-// Only this file's long jobs (-n 100000 --timeout 60): other tests run sax and mpirun meanwhile.
-std::string ranks() { return std::string(SAX_BINARY) + "[ ]bench coll .*-n 100000 --timeout 60"; }
+// A pattern for the ranks' command lines (from their start: not mpirun's, which holds the same
+// words, nor the shell's that searches for it). Only this file's long jobs (-n 100000 --timeout
+// 60): other tests run sax and mpirun meanwhile.
+std::string ranks() { return "^" + std::string(SAX_BINARY) + " bench coll .*-n 100000 --timeout 60"; }
 std::string its_mpirun() { return "[m]pirun .*bench coll .*-n 100000 --timeout 60"; }
 
 // Starts a long sweep through the launcher in the background, waits until every rank is
-// measuring, runs `then` (shell, with $L the launcher's pid), and reports the launcher's exit code.
-Result long_launch_and(const std::string& then) {
+// measuring, runs `then` (shell, with $L the launcher's pid and $S its testbed's slot), and
+// reports the launcher's exit code. With `json`, the sweep would write its result there.
+Result long_launch_and(const std::string& then, const std::string& json = "") {
   TempDir t;
   const std::string sax = SAX_BINARY;
-  return run_shell("{ " + sax + " launch --cluster " + cluster("local-2bld.json") +
-                   " --emulate netns -- bench coll -b 64K -e 64K -n 100000 --timeout 60 > " + t.file("out") +
-                   " 2>&1 & L=$!; "
-                   "for i in $(seq 300); do grep -q '^# sax bench coll' " +
-                   t.file("out") + " && [ $(pgrep -fc '" + ranks() +
-                   "') -ge 4 ] && break; sleep 0.1; done; sleep 0.5; " + then + "; wait $L; echo rc=$?; cat " +
-                   t.file("out") + " >&2; }");
+  return run_shell(
+      "{ " + sax + " launch --cluster " + cluster("local-2bld.json") +
+      " --emulate netns -- bench coll -b 64K -e 64K -n 100000 --timeout 60" + (json.empty() ? "" : " --json " + json) +
+      " > " + t.file("out") +
+      " 2>&1 & L=$!; "
+      "for i in $(seq 300); do grep -q '^# sax bench coll' " +
+      t.file("out") + " && [ $(pgrep -fc '" + ranks() +
+      "') -ge 4 ] && break; sleep 0.1; done; sleep 0.5; S=$(sed -n 's/^# testbed sax-\\([0-9]\\)-.*/\\1/p' " +
+      t.file("out") + "); " + then + "; wait $L; echo rc=$?; cat " + t.file("out") + " >&2; }");
+}
+
+// Waits up to 30 s until no rank of the long sweep runs; says whether they ended.
+std::string until_ranks_end() {
+  return "for i in $(seq 300); do pgrep -f '" + ranks() + "' >/dev/null || break; sleep 0.1; done; pgrep -f '" +
+         ranks() + "' >/dev/null && echo ranks=running || echo ranks=ended";
 }
 
 TEST(NetnsLaunch, AKilledRankLeavesNothing) {
@@ -453,17 +464,142 @@ TEST(NetnsLaunch, AKilledDelayHelperStopsTheJobAndNoResultClaimsTheEmulation) {
   EXPECT_EQ(leftovers(), "");
 }
 
+// SIGKILL of the launcher: mpirun gets its parent-death signal, but the ranks must not wait for
+// it. Here mpirun is stopped first, so that only the ranks' own watch on the launcher can end
+// them: they end within seconds, and the sweep writes no result.
 TEST(NetnsLaunch, AKilledLauncherTakesItsJobWithIt) {
   SKIP_UNLESS_PERMITTED();
-  // mpirun gets SIGTERM as its parent dies and ends the ranks: given up to 30 s on a busy host.
-  Result r = long_launch_and("kill -9 $L; for i in $(seq 300); do pgrep -f '" + ranks() + "' >/dev/null || pgrep -f '" +
-                             its_mpirun() + "' >/dev/null || break; sleep 0.1; done");
+  TempDir t;
+  Result r = long_launch_and("M=$(pgrep -f '" + its_mpirun() + "'); kill -STOP $M; kill -9 $L; " + until_ranks_end() +
+                                 "; kill -9 $M; kill -CONT $M",
+                             t.file("r.json"));
+  EXPECT_NE(r.out.find("ranks=ended"), std::string::npos) << "ranks outlived their launcher\n" << r.out << r.err;
   EXPECT_NE(r.out.find("rc=137"), std::string::npos) << r.out << r.err;
-  EXPECT_EQ(run_shell("pgrep -fc '" + ranks() + "'").out, "0\n") << "ranks outlived their launcher";
-  EXPECT_EQ(run_shell("pgrep -f '" + its_mpirun() + "'").out, "") << "mpirun outlived its launcher";
+  EXPECT_FALSE(std::filesystem::exists(t.file("r.json"))) << "a result claims a boundary its launcher stopped holding";
+  EXPECT_EQ(run_shell("for i in $(seq 100); do pgrep -f '" + its_mpirun() + "' || break; sleep 0.1; done").out, "")
+      << "mpirun outlived its launcher";
   std::smatch m;  // what SIGKILL left on the launch's own slot
   ASSERT_TRUE(std::regex_search(r.err, m, std::regex("# testbed sax-([0-9])-"))) << r.err;
   sax::launcher::NetnsTestbed::teardown(std::stoi(m[1]));
+  EXPECT_EQ(leftovers(), "");
+}
+
+// The rules that hand each arrival to its delay helper, flushed mid-run (they bypass a missing
+// queue, so packets would then cross undelayed): the launcher sees it at once, stops the job, and
+// no result is written.
+TEST(NetnsLaunch, FlushedDelayRulesStopTheJobAndNoResultClaimsTheEmulation) {
+  SKIP_UNLESS_PERMITTED();
+  TempDir t;
+  Result r = long_launch_and("ip netns exec sax-$S-d0 iptables -t mangle -F", t.file("r.json"));
+  EXPECT_NE(r.out.find("rc=1"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("changed: a packet-filter rule was deleted"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("r.json"))) << "a result claims a boundary whose rules were flushed";
+  EXPECT_EQ(run_shell("pgrep -fc '" + ranks() + "'").out, "0\n") << "ranks left running";
+  EXPECT_EQ(leftovers(), "");
+}
+
+// A qdisc replaced on a host-side link of the testbed changes its rate: the same.
+TEST(NetnsLaunch, AChangedQdiscStopsTheJob) {
+  SKIP_UNLESS_PERMITTED();
+  TempDir t;
+  Result r = long_launch_and("tc qdisc del dev sax-$S-hd0 root", t.file("r.json"));
+  EXPECT_NE(r.out.find("rc=1"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("changed: a qdisc was deleted"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("r.json")));
+  EXPECT_EQ(leftovers(), "");
+}
+
+// A stopped delay helper holds its queue's packets for ever: the launcher stops the job at once
+// (not the sweep's own timeout, long after), and nothing is written.
+TEST(NetnsLaunch, AStoppedDelayHelperStopsTheJob) {
+  SKIP_UNLESS_PERMITTED();
+  TempDir t;
+  Result r = long_launch_and("kill -STOP $(pgrep -nf 'sax-linkdelay.*/run/sax/sax-'$S'-')", t.file("r.json"));
+  EXPECT_NE(r.out.find("rc=1"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find(") is stopped: the boundary no longer holds"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("r.json")));
+  EXPECT_EQ(run_shell("pgrep -fc '" + ranks() + "'").out, "0\n") << "ranks left running";
+  EXPECT_EQ(leftovers(), "");
+}
+
+// A calibration whose launcher is killed outright (mpirun stopped, as above): its ranks end on
+// their own, no point is appended once they have, every point kept names the boundary and the
+// launch it was measured behind, and the sweep resumes only behind that boundary: under a plain
+// mpirun it is refused (the file kept), launched again it measures the rest.
+TEST(NetnsLaunch, AKilledLaunchersCalibrationKeepsOnlyShapedPointsAndResumesOnlyBehindItsBoundary) {
+  SKIP_UNLESS_PERMITTED();
+  TempDir t;
+  const std::string sax = SAX_BINARY, c = cluster("local-2bld.json"), out = t.file("k.json"),
+                    points = out + ".points.jsonl";
+  const std::string sweep = " calibrate --cluster " + c + " -b 4K -e 256K -f 4 -n 3 -w 1 --ops all_reduce --out " + out;
+  const std::string its_ranks = "^" + sax + " calibrate .*" + out;
+  Result r =
+      run_shell("{ " + sax + " launch --cluster " + c + " --emulate netns --" + sweep + " > " + t.file("log") +
+                " 2>&1 & L=$!; for i in $(seq 600); do [ $(cat " + points +
+                " 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.05; done; M=$(pgrep -f '^mpirun .*" + out +
+                "'); kill -STOP $M; kill -9 $L; for i in $(seq 300); do pgrep -f '" + its_ranks +
+                "' >/dev/null || break; sleep 0.1; done; pgrep -f '" + its_ranks +
+                "' >/dev/null && echo ranks=running || echo ranks=ended; wc -l < " + points + "; sleep 1; wc -l < " +
+                points + "; kill -9 $M; kill -CONT $M; wait $L; cat " + t.file("log") + " >&2; }");
+  EXPECT_NE(r.out.find("ranks=ended"), std::string::npos) << "ranks outlived their launcher\n" << r.out << r.err;
+  std::istringstream counts(r.out.substr(r.out.find('\n') + 1));
+  int at_end = 0, later = 0;
+  counts >> at_end >> later;
+  EXPECT_EQ(at_end, later) << "points appended after the job ended\n" << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex("# testbed sax-([0-9])-"))) << r.err;
+  sax::launcher::NetnsTestbed::teardown(std::stoi(m[1]));
+  // What was kept: the header's boundary, and on every point the boundary and the one launch.
+  auto kept = [&](std::set<std::string>* launches) {
+    std::istringstream in(sax::test::slurp(points));
+    std::string line;
+    int n = 0;
+    for (bool header = true; std::getline(in, line); header = false) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      EXPECT_EQ(j.value("emulation", ""), "netns") << line;
+      if (!header) launches->insert(j.value("launch", "")), ++n;
+    }
+    return n;
+  };
+  std::set<std::string> first;
+  const int measured = kept(&first);
+  ASSERT_GE(measured, 2);
+  EXPECT_EQ(first.size(), 1u);
+  const std::string before = sax::test::slurp(points);
+  r = run_shell("mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np 4 " + sax + sweep);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("holds points measured behind the boundary \"netns\"; this sweep runs behind \"none\""),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(sax::test::slurp(points) == before) << "a refused resume changed the points";
+  r = run_shell(sax + " launch --cluster " + c + " --emulate netns --" + sweep);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("(" + std::to_string(measured) + " measured before"), std::string::npos) << r.err;
+  std::set<std::string> both;
+  EXPECT_GT(kept(&both), measured);
+  EXPECT_EQ(both.size(), 2u) << "the resumed points name their own launch";
+  EXPECT_TRUE(std::filesystem::exists(out));
+  EXPECT_EQ(leftovers(), "");
+}
+
+// What launches killed outright left is removed by `launch --cleanup`: a slot no launch holds
+// (its namespace, its link), this user's pacing segments no process holds; a segment a process
+// holds stays.
+TEST(NetnsLaunch, CleanupRemovesWhatDeadLaunchesLeftAndNothingHeld) {
+  SKIP_UNLESS_PERMITTED();
+  const std::string uid = std::to_string(::geteuid());
+  const std::string dead = "/dev/shm/sax-cleanup-test-dead-" + uid, held = "/dev/shm/sax-cleanup-test-held-" + uid;
+  ASSERT_EQ(run_shell("ip netns add sax-7-b9 && ip link add sax-7-h9 type bridge && touch " + dead + " " + held +
+                      " && { flock -s " + held + " sleep 30 & echo $! > " + held + ".pid; }; sleep 0.3")
+                .code,
+            0);
+  Result r = run_sax("launch --cleanup");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("slot 7 (sax-7-*): 1 namespaces, 1 links"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# removed " + dead), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(held)) << "a segment a process holds was removed";
+  run_shell("kill $(cat " + held + ".pid); rm -f " + held + " " + held + ".pid");
   EXPECT_EQ(leftovers(), "");
 }
 
