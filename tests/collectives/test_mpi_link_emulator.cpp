@@ -59,7 +59,9 @@ TEST(MpiLinkEmulator, WrapsOnlyGroupsThatCrossABuilding) {
   EXPECT_TRUE(wrapped(*e.make("world").comm));
   EXPECT_TRUE(wrapped(*e.make("cross_building").comm));
   EXPECT_FALSE(wrapped(*e.make("intra_building").comm));
-  EXPECT_THROW(make_communicator_factory(Backend::cpu, 0, {}, LinkEmulationSetup{e.cluster, "no-such", true, false, ""}), UsageError);
+  EXPECT_THROW(
+      make_communicator_factory(Backend::cpu, 0, {}, LinkEmulationSetup{e.cluster, "no-such", true, false, ""}),
+      UsageError);
 }
 
 TEST(MpiLinkEmulator, APacedNodeLinkWrapsOnlyGroupsInsideANode) {

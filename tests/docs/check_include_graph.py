@@ -35,7 +35,7 @@ ALLOWED = {
 # The harness's public face: the job, its flags and statistics, the commands' entry points and
 # the op-timing loop; its runner, executor, tracer and per-op tables stay inside it.
 HARNESS_API = {f"harness/{h}.hpp" for h in (
-    "job", "watchdog", "sizes", "stats", "coll_plan", "coll_engine", "coll_bench", "kernel_bench", "op_timing",
+    "job", "boundary_guard", "watchdog", "sizes", "stats", "coll_plan", "coll_engine", "coll_bench", "kernel_bench", "op_timing",
     "result_env", "run", "trace_summary", "regress")}
 PUBLIC = {("calibration", "harness"): HARNESS_API, ("validation", "harness"): HARNESS_API}
 # System headers that tie code to a device or a transport, and the paths that may include them.
