@@ -4,7 +4,9 @@
 # and SIGINT mid-run, and the boundary is broken twice more (the delay rules flushed, a helper
 # stopped). One row per case: the launcher's exit code, what was written and the label it carries,
 # and what was left (namespaces, rules, /dev/shm, processes, launch folders) before
-# `sax launch --cleanup`. Usage: scripts/kill_matrix.sh [build/sax] [commands...]
+# `sax launch --cleanup`. Usage: [TARGETS="launcher flush"] [SIGNALS=KILL] scripts/kill_matrix.sh
+# [build/sax] [bench run calibrate validate]; about 30 minutes for all, most of it validate's rank
+# and mpirun cases (its other layout then runs to the end: 3 minutes each).
 set -u
 sax=$(realpath "${1:-build/sax}")
 shift || true
@@ -17,13 +19,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 leftovers() {
   local ns rules=0
-  ns=$(ls /run/netns 2>/dev/null | grep -c '^sax-')
-  for n in $(ls /run/netns 2>/dev/null | grep '^sax-[0-9]-d'); do
-    rules=$((rules + $(ip netns exec "$n" iptables -t mangle -S PREROUTING 2>/dev/null | grep -c NFQUEUE)))
+  ns=$(find /run/netns -maxdepth 1 -name 'sax-*' 2>/dev/null | wc -l)
+  for n in /run/netns/sax-[0-9]-d*; do
+    [ -e "$n" ] || continue
+    rules=$((rules + $(ip netns exec "${n##*/}" iptables -t mangle -S PREROUTING 2>/dev/null | grep -c NFQUEUE)))
   done
-  printf 'ns=%s rules=%s shm=%s procs=%s dirs=%s' "$ns" "$rules" "$(ls /dev/shm | grep -c '^sax-')" \
+  printf 'ns=%s rules=%s shm=%s procs=%s dirs=%s' "$ns" "$rules" "$(find /dev/shm -maxdepth 1 -name 'sax-*' | wc -l)" \
     "$(pgrep -c -f "^($sax |mpirun |orted |$(dirname "$sax")/sax-linkdelay)" || true)" \
-    "$(ls -d /run/sax/sax-* 2>/dev/null | wc -l)"
+    "$(find /run/sax -maxdepth 1 -name 'sax-*' 2>/dev/null | wc -l)"
 }
 
 # The command line of each command, writing under $1.
@@ -91,7 +94,7 @@ for what in "${commands[@]}"; do
       lp=$!
       for _ in $(seq 600); do
         if [ "$what" = calibrate ]; then
-          [ "$(cat "$d/out.json.points.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break
+          [ -f "$d/out.json.points.jsonl" ] && [ "$(wc -l <"$d/out.json.points.jsonl")" -ge 3 ] && break
         else
           [ "$(pgrep -c -f "^$sax (bench|run) ")" -ge 4 ] && break
         fi
@@ -116,6 +119,7 @@ for what in "${commands[@]}"; do
         "${why:--}" "$left" "$((SECONDS - t0))"
       if [ "$what" = calibrate ]; then
         "$sax" launch --cleanup >/dev/null
+        # shellcheck disable=SC2046
         "$sax" launch --cluster "$C" --emulate netns -- $(line "$d" calibrate) >"$d/resume.log" 2>&1
         printf '%-10s %-9s %-7s %-4s %-38s %s\n' "  resumed" "" "" "$?" "$(written "$d" calibrate)" \
           "$(grep -ao '[0-9]* measured before' "$d/resume.log" | head -1)"
