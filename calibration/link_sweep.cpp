@@ -188,10 +188,13 @@ void measure_links(const LinkSweep& s, const std::vector<LinkTask>& tasks, const
     for (const auto& t : tasks) any = any || (t.kind == kind && !done.count(t.key()));
     if (!any) continue;
     coll::GroupCommunicator group = factory.make(set);
+    // Progress names the link class, as the table and the file do (a building of one node's
+    // groups measure its intra_node link).
+    const std::string link = link_class_name(*set.link_class);
     for (const auto& t : tasks) {
       if (t.kind != kind || done.count(t.key())) continue;
       if (t.wait) {
-        record(wait_point(t, s, group, job, device), t.weight, kind + " wait path of a blocking call");
+        record(wait_point(t, s, group, job, device), t.weight, link + " wait path of a blocking call");
         continue;
       }
       harness::CollBenchPlan plan = s.plans.at(kind);
@@ -202,7 +205,7 @@ void measure_links(const LinkSweep& s, const std::vector<LinkTask>& tasks, const
       const auto results =
           harness::run_coll_sweep(plan, *group.comm, device, job, &watchdog, [](const harness::CollResult&) {});
       char what[96];
-      std::snprintf(what, sizeof what, "%-14s %-14s %9s B %s", kind.c_str(), to_string(t.op),
+      std::snprintf(what, sizeof what, "%-14s %-14s %9s B %s", link.c_str(), to_string(t.op),
                     harness::format_bytes(t.bytes).c_str(), t.together ? "together" : "alone");
       record(link_point(t, s, results.front()), t.weight, what);
     }
