@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -226,19 +225,21 @@ inline Price price(CollOp op, const Channel& ch) {
   }
   const LinkRegimes& link = ch.link->of(op);
   // The size ranges: the link's regimes, split where the NIC's start one.
-  std::array<double, Price::kMaxRanges> from{};
+  // At most kMaxRanges are used; the array has std::sort's insertion run (16) so that GCC 12 can
+  // see the sort stays inside it (-Warray-bounds in Release otherwise).
+  std::array<double, std::max<std::size_t>(Price::kMaxRanges, 16)> from{};
+  constexpr std::size_t kMax = Price::kMaxRanges;
   std::size_t ranges = 0;
-  for (std::size_t i = 0; i < link.count; ++i) from[ranges++] = i == 0 ? 0.0 : link.at[i].from_bytes;
+  for (std::size_t i = 0; i < link.count && ranges < kMax; ++i) from[ranges++] = i == 0 ? 0.0 : link.at[i].from_bytes;
   for (const LinkCost* bound : {ch.nic, ch.node}) {
     if (!bound) continue;
     const LinkRegimes& other = bound->of(op);
-    for (std::size_t i = 1; i < other.count && ranges < from.size(); ++i)
+    for (std::size_t i = 1; i < other.count && ranges < kMax; ++i)
       if (std::find(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(ranges), other.at[i].from_bytes) ==
           from.begin() + static_cast<std::ptrdiff_t>(ranges))
         from[ranges++] = other.at[i].from_bytes;
-    // (bounded for the compiler too: GCC 12 warns of std::sort's 16-element insertion run otherwise)
-    std::sort(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(std::min(ranges, from.size())));
   }
+  std::sort(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(ranges));
   p.ranges = static_cast<int>(ranges);
   // Slot k priced by algorithm a (each call with a constant a, so the table's switch folds away).
   auto set = [&](std::size_t k, CollAlgorithm a) {
