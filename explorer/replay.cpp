@@ -12,8 +12,7 @@ namespace sax::explorer {
 PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
                          const std::vector<BlockTimes>& blocks, const Transfers& transfers) {
   const std::int64_t V = pp * vpp;
-  std::vector<std::vector<workload::Block>> orders;
-  for (std::int64_t i = 0; i < pp; ++i) orders.push_back(workload::schedule_blocks(schedule, pp, vpp, i, m));
+  const std::vector<std::vector<workload::Block>> orders = workload::schedule_blocks(schedule, pp, vpp, m);
   // When each micro-batch's forward and backward (B) ended on each virtual stage; -1: not yet.
   std::vector<double> forward_end(static_cast<std::size_t>(m * V), -1.0), backward_end = forward_end;
   auto at = [V](std::int64_t mb, std::int64_t v) { return static_cast<std::size_t>(mb * V + v); };

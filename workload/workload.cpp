@@ -24,7 +24,8 @@ namespace {
 // a B whose gradient has arrived, else a forward while fewer than pp−stage micro-batches are in
 // flight (1F1B's activation memory), else a pending W. Its bubble is max(p−1, 2p−1−m) units
 // against the 3m of work, (p−1)/(3m) once m ≥ p (explorer/closed_forms.cpp).
-std::vector<Block> zero_bubble_blocks(std::int64_t pp, std::int64_t stage, std::int64_t m) {
+// Every stage's order comes out of one pass over all stages, so the replay asks for them at once.
+std::vector<std::vector<Block>> zero_bubble_orders(std::int64_t pp, std::int64_t m) {
   std::vector<std::vector<Block>> orders(static_cast<std::size_t>(pp));
   // finish[pass][stage][mb]: the time step at whose end the pass is done (-1: not yet).
   std::vector<std::vector<std::int64_t>> fdone(pp, std::vector<std::int64_t>(m, -1)), bdone = fdone;
@@ -52,7 +53,7 @@ std::vector<Block> zero_bubble_blocks(std::int64_t pp, std::int64_t stage, std::
       --remaining;
     }
   }
-  return orders[stage];
+  return orders;
 }
 
 }  // namespace
@@ -80,7 +81,7 @@ std::vector<Block> schedule_blocks(PipelineSchedule sched, std::int64_t pp, std:
     for (std::int64_t j = total - warmup; j < total; ++j) out.push_back({Pass::B, mb(j), bchunk(j)});
     return out;
   }
-  if (sched == PipelineSchedule::zero_bubble) return zero_bubble_blocks(pp, stage, m);
+  if (sched == PipelineSchedule::zero_bubble) return zero_bubble_orders(pp, m)[static_cast<std::size_t>(stage)];
   // 1F1B: pp−stage−1 warm-up forwards, then one forward one backward, then the cool-down.
   const std::int64_t warmup = std::min(pp - stage - 1, m);
   for (std::int64_t i = 0; i < warmup; ++i) out.push_back({Pass::F, i, 0});
@@ -90,6 +91,15 @@ std::vector<Block> schedule_blocks(PipelineSchedule sched, std::int64_t pp, std:
   }
   for (std::int64_t j = m - warmup; j < m; ++j) out.push_back({Pass::B, j, 0});
   return out;
+}
+
+std::vector<std::vector<Block>> schedule_blocks(PipelineSchedule sched, std::int64_t pp, std::int64_t vpp,
+                                                std::int64_t m) {
+  if (sched == PipelineSchedule::zero_bubble) return zero_bubble_orders(pp, m);
+  std::vector<std::vector<Block>> orders;
+  orders.reserve(static_cast<std::size_t>(pp));
+  for (std::int64_t i = 0; i < pp; ++i) orders.push_back(schedule_blocks(sched, pp, vpp, i, m));
+  return orders;
 }
 
 namespace {

@@ -145,6 +145,9 @@ struct Block {
 // "Schedules"): what the workload lists and the explorer's replay (explorer/replay.hpp) runs.
 std::vector<Block> schedule_blocks(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t stage,
                                    std::int64_t m);
+// Every stage's order, indexed by stage: zero bubble's list scheduling works out all stages at once.
+std::vector<std::vector<Block>> schedule_blocks(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp,
+                                                std::int64_t m);
 
 // The step of `rank`. The layout must be valid for the model and cluster (validate_layout).
 Workload build(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank);

@@ -371,6 +371,25 @@ TEST(Schedules, OrdersOnTheFirstAndLastStage) {
   EXPECT_EQ(on("zero_bubble", 3), "F0 B0 F1 B1 F2 B2 F3 B3 W0 W1 W2 W3 ");
 }
 
+TEST(Schedules, AllStagesAtOnceAreEachStagesOwnOrder) {
+  // The replay asks for every stage's order in one call; `sax run` asks for its own stage's.
+  auto same = [](const Block& a, const Block& b) {
+    return a.pass == b.pass && a.microbatch == b.microbatch && a.chunk == b.chunk;
+  };
+  for (PipelineSchedule s : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved,
+                             PipelineSchedule::zero_bubble}) {
+    const std::int64_t pp = 4, vpp = s == PipelineSchedule::interleaved ? 2 : 1, m = 8;
+    const auto all = schedule_blocks(s, pp, vpp, m);
+    ASSERT_EQ(all.size(), 4u);
+    for (std::int64_t i = 0; i < pp; ++i) {
+      const auto own = schedule_blocks(s, pp, vpp, i, m);
+      const auto& got = all[static_cast<std::size_t>(i)];
+      ASSERT_EQ(got.size(), own.size()) << to_string(s) << " stage " << i;
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), own.begin(), same)) << to_string(s) << " stage " << i;
+    }
+  }
+}
+
 TEST(Workload, MessageSizesFollowTheContract) {
   Cluster c = small_cluster(2, 1, 4);  // 8 ranks
   Model m = tiny(false, 4, 8);
