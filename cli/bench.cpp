@@ -105,6 +105,7 @@ void add_bench_coll(CLI::App* bench) {
                   "file, or from DIR/coll.json written for it; skipped with a line where matplotlib is missing");
   cmd->allow_extras();
   cmd->callback([args, cmd, plots_dir] {
+    refuse_extras(*cmd);
     harness::Job job;
     if (plots_dir->empty()) {
       harness::bench_coll(job, *args, cmd->remaining(), result_writer());
@@ -152,7 +153,10 @@ void add_bench_kernels(CLI::App* bench) {
   kern->add_option("--json", kargs->json_file, "Write the results as JSON");
   kern->add_option("--trace", kargs->trace_dir, "Record each timed iteration: DIR/rank-0.json (Chrome trace)");
   kern->allow_extras();
-  kern->callback([kargs, kern] { harness::bench_kernels(*kargs, kern->remaining(), result_writer()); });
+  kern->callback([kargs, kern] {
+    refuse_extras(*kern);
+    harness::bench_kernels(*kargs, kern->remaining(), result_writer());
+  });
 #endif
 }
 

@@ -169,6 +169,7 @@ void add_calibrate(CLI::App& app) {
   cmd->allow_extras();
   cmd->callback([s, cmd, offline] {
     if (!cmd->get_subcommands().empty()) return;
+    refuse_extras(*cmd);
     if (run_offline_fit(*offline, s->cluster_file, s->out, !s->model_files.empty() || !cmd->remaining().empty()))
       return;
     harness::Job job;

@@ -44,6 +44,9 @@ void add_calibrate_offline(CLI::App& app);
 // Subcommands this sax cannot run — named by the design but not built yet, or needing what this
 // build was configured without: they say why and exit 2.
 void add_not_built(CLI::App& app, const char* name, const char* what, const char* why);
+// For a command that allows extras (its library refuses them on every rank): the first unknown
+// option, with the closest real one ("did you mean"), or the first stray word, as a UsageError.
+void refuse_extras(const CLI::App& cmd);
 inline constexpr const char* kLaterIssue = "it is not built yet (a later issue)";
 inline constexpr const char* kWithoutTestbed =
     "this sax was built without MPI, which the testbed needs (planning only: check, explore, predict); install "

@@ -76,6 +76,7 @@ void add_run(CLI::App& app) {
   cmd->allow_extras();
   a->check_memory = check_memory;
   cmd->callback([a, cmd] {
+    refuse_extras(*cmd);
     harness::Job job;
     harness::run_training(job, *a, cmd->remaining(), {check_writable, write_json_file});
   });
