@@ -88,19 +88,6 @@ std::vector<json> resume_points(const SweepFiles& files, const SweepIdentity& sw
 
 }  // namespace
 
-std::string hash_text(const std::string& text) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(harness::text_hash(text)));
-  return buf;
-}
-
-std::string file_hash(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return hash_text(ss.str());
-}
-
 HeldFile::HeldFile(const std::string& file, const std::string& named, const std::string& what, bool removed)
     : file_(file), removed_(removed) {
   for (;;) {

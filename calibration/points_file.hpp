@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "spec/fields.hpp"
+#include "spec/provenance.hpp"  // hash_text, file_hash: how the header names its sweep and cluster
 
 namespace sax::calibration {
 
@@ -29,10 +30,6 @@ std::optional<PointsFile> parse_points_file(const std::string& text, const std::
 
 // One point's fields, as fit_sweep needs them: an InputError naming `what` and the point (`at`).
 void check_point(const json& p, const std::string& what, const std::string& at);
-
-// "fnv1a64:…": how the header names a sweep's arguments and its cluster file.
-std::string hash_text(const std::string& text);
-std::string file_hash(const std::string& file);
 
 // A file this process alone uses while it runs: opened (created if absent) without following a
 // link and held by an exclusive flock, so that another process asking for it is refused (a

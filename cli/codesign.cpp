@@ -17,6 +17,7 @@
 #include "cli/plots.hpp"
 #include "explorer/hetero.hpp"
 #include "explorer/report.hpp"
+#include "spec/provenance.hpp"
 
 namespace sax::cli {
 
@@ -153,6 +154,7 @@ json result_json(const CodesignArgs& a, const explorer::CodesignInput& in, const
   json variants = json::array();
   for (const explorer::CodesignRow& row : r.rows) variants.push_back(variant_json(row, in.cluster, loss));
   return {{"version", 1},
+          {"provenance", provenance({{"cluster", a.cluster}, {"model", a.model}, {"loss_model", a.loss_model}})},
           {"inputs",
            {{"cluster", a.cluster},
             {"model", a.model},

@@ -17,6 +17,7 @@
 #include "cli/explorer_inputs.hpp"
 #include "cli/format.hpp"
 #include "cli/json_out.hpp"
+#include "spec/provenance.hpp"
 
 namespace sax::cli {
 
@@ -156,6 +157,9 @@ json ranking_json(const ExploreArgs& a, const Cluster& c, const explorer::Explor
                      {"predicted", explorer::to_json(r.top[i].prediction)},
                      {"why", why(c, r.top[i], i, h)}});
   json j = {{"version", 1},
+            {"provenance",
+             provenance(
+                 {{"cluster", a.cluster}, {"model", a.model}, {"calibration", a.calibration}, {"compare", a.compare}})},
             {"inputs",
              {{"cluster", a.cluster},
               {"model", a.model},

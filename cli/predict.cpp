@@ -13,6 +13,7 @@
 #include "cli/json_out.hpp"
 #include "explorer/explore.hpp"
 #include "explorer/quantities.hpp"
+#include "spec/provenance.hpp"
 
 namespace sax::cli {
 
@@ -84,20 +85,23 @@ void print_method(const PredictArgs& a, const Cluster& c, const Layout& l, const
 
 json prediction_json(const PredictArgs& a, const Layout& l, const explorer::Forecast& f) {
   const explorer::CostParams& k = f.cost->params();
-  json j = {{"version", 1},
-            {"inputs",
-             {{"cluster", a.cluster},
-              {"model", a.model},
-              {"layout", a.layout},
-              {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
-              {"cost_source", k.source},
-              {"calibrated_terms", k.calibrated_terms},
-              {"datasheet_terms", k.datasheet_terms}}},
-            {"layout", to_json(l)},
-            {"predicted", explorer::to_json(f.predicted)},
-            {"method", f.method},
-            {"closed_form_step_time_s", f.closed.step_time_s},
-            {"why", f.why}};
+  json j = {
+      {"version", 1},
+      {"provenance",
+       provenance({{"cluster", a.cluster}, {"model", a.model}, {"layout", a.layout}, {"calibration", a.calibration}})},
+      {"inputs",
+       {{"cluster", a.cluster},
+        {"model", a.model},
+        {"layout", a.layout},
+        {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
+        {"cost_source", k.source},
+        {"calibrated_terms", k.calibrated_terms},
+        {"datasheet_terms", k.datasheet_terms}}},
+      {"layout", to_json(l)},
+      {"predicted", explorer::to_json(f.predicted)},
+      {"method", f.method},
+      {"closed_form_step_time_s", f.closed.step_time_s},
+      {"why", f.why}};
   if (!f.hetero) return j;
   json st = json::array();
   for (const auto& s : f.stages.stages)

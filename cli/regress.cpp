@@ -32,8 +32,10 @@ void run_regress(const RegressArgs& a) {
               << " size(s) have too few samples for the test to reach p < " << a.alpha
               << " at any slowdown: run more iterations (-n)\n";
   if (report.regressions > 0)
-    throw RunError(std::to_string(report.regressions) + " regression(s) of busbw beyond " + a.tolerance + " in " +
-                   a.current + " against " + a.baseline);
+    throw RunError(
+        std::to_string(report.regressions) + " regression(s) of busbw beyond " + a.tolerance + " in " + a.current +
+        " against " + a.baseline +
+        (report.differences.empty() ? "" : " (the runs also differ in what they ran on: " + report.differences + ")"));
   std::cout << "no regression (" << report.compared << " sizes compared";
   if (report.compared < static_cast<int>(report.rows.size()))
     std::cout << ", " << report.rows.size() - static_cast<std::size_t>(report.compared)

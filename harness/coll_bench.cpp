@@ -37,7 +37,7 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
   std::vector<CollResult> results;
   try {
     Watchdog watchdog(plan->config.timeout_s, job.rank());
-    const json env = collect_env(job, *plan);
+    const json env = collect_env(job, *plan, args);
     auto device = job.make_device(plan->config.backend);
     auto factory = job.communicators(*device, plan->cluster ? &*plan->cluster : nullptr);
     coll::GroupCommunicator group = factory->make(plan->groups);

@@ -8,8 +8,8 @@
 
 namespace sax::harness {
 
-json collect_env(Job& job, const CollBenchPlan& plan) {
-  json env = result_env(&job, plan.config.backend);
+json collect_env(Job& job, const CollBenchPlan& plan, const CollBenchArgs& args) {
+  json env = result_env(&job, plan.config.backend, {{"cluster", args.cluster_file}, {"layout", args.layout_file}});
   json groups = json::array();
   for (const auto& g : plan.groups.groups) groups.push_back(g);
   env["groups"] = groups;

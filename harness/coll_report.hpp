@@ -14,7 +14,7 @@ namespace sax::harness {
 
 // Hosts, MPI library and thread level, ranks, backend, groups, injected faults, time: where a
 // figure came from. Collective over every rank of `job`.
-json collect_env(Job& job, const CollBenchPlan& plan);
+json collect_env(Job& job, const CollBenchPlan& plan, const CollBenchArgs& args);
 
 json coll_results_json(const CollBenchConfig& config, const json& env, const std::vector<CollResult>& results);
 // The human table: a header describing ranks, hosts, backend and group; one row per size.

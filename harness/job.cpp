@@ -26,14 +26,9 @@
 #include "profiles/host_recorder.hpp"
 #include "spec/checks/mpi.hpp"
 #include "spec/env.hpp"
+#include "spec/provenance.hpp"
 
 namespace sax::harness {
-
-std::uint64_t text_hash(const std::string& text) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 Job::Job() {
   int init = 0;

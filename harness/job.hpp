@@ -133,7 +133,4 @@ std::string emulation_text();  // "none", or e.g. "netns, technology gbe-5", for
 // it first, so that every rank refuses together with exit 2).
 void check_emulation(const Cluster* cluster);
 
-// One hash of a command line (FNV-1a), for Job::agree.
-std::uint64_t text_hash(const std::string& text);
-
 }  // namespace sax::harness

@@ -275,7 +275,9 @@ std::vector<Op> layer_slice_ops(const workload::Workload& w, const Model& m) {
 
 void bench_kernels(const KernelBenchArgs& a, const std::vector<std::string>& extras, const ResultWriter& writer) {
   const KernelBenchPlan p = plan_kernel_bench(a, extras);
-  json env = result_env(nullptr, p.backend);  // before the work: a malformed test variable is bad input
+  // Before the work: a malformed test variable is bad input.
+  json env =
+      result_env(nullptr, p.backend, {{"cluster", a.cluster_file}, {"model", a.model_file}, {"layout", a.layout_file}});
   std::unique_ptr<kernels::Device> device = kernels::make_device(p.backend);
   std::unique_ptr<kernels::Ops> kops = kernels::make_ops(*device);
   std::vector<OpRunner> runners = make_runners(p, *device, *kops);

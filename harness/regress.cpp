@@ -15,6 +15,7 @@
 #include "spec/bounds.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
+#include "spec/provenance.hpp"
 
 namespace sax::harness {
 
@@ -144,9 +145,36 @@ SampleComparison compare_samples(const std::vector<double>& base, const std::vec
   // log C(n+m, n) via lgamma: exact enough, and no overflow at 50 + 50 blocks.
   const double n = static_cast<double>(b.size()), m = static_cast<double>(k.size());
   c.min_p = std::exp(std::lgamma(n + 1) + std::lgamma(m + 1) - std::lgamma(n + m + 1));
+  c.base_units = b.size();
+  c.current_units = k.size();
   c.regression = c.change < -o.tolerance && c.p_slower < o.alpha;
   c.improvement = c.change > o.tolerance && c.p_faster < o.alpha;
   return c;
+}
+
+// The input files by their hashes (spec/provenance.hpp), or by their paths where a result
+// written before the hashes records none; then the boundary, the backend and the rank count.
+std::string run_differences(const nlohmann::json& base, const nlohmann::json& cur) {
+  const json none = json::object();
+  auto at = [&none](const json& o, const char* key) -> const json& {
+    return o.is_object() && o.contains(key) && o[key].is_object() ? o[key] : none;
+  };
+  auto get = [](const json& o, const char* key) { return o.contains(key) ? o[key] : json(); };
+  const json &be = at(base, "env"), &ce = at(cur, "env");
+  std::string out = differing_inputs(be, ce);
+  auto add = [&out](const std::string& what, const json& a, const json& b) {
+    if (a.is_null() || b.is_null() || a == b) return;
+    auto text = [](const json& x) {
+      return !x.is_string() ? x.dump() : x.get<std::string>().empty() ? "none" : x.get<std::string>();
+    };
+    out += (out.empty() ? "" : "; ") + what + ": " + text(a) + " against " + text(b);
+  };
+  if (!be.contains("inputs") || !ce.contains("inputs")) {
+    const json &bc = at(base, "config"), &cc = at(cur, "config");
+    for (const char* role : {"cluster", "layout"}) add(role, get(bc, role), get(cc, role));
+  }
+  for (const char* key : {"emulation", "technology", "backend", "world_size"}) add(key, get(be, key), get(ce, key));
+  return out;
 }
 
 RegressReport compare_runs(const nlohmann::json& baseline, const std::string& baseline_file,
@@ -189,17 +217,32 @@ RegressReport compare_runs(const nlohmann::json& baseline, const std::string& ba
   if (report.compared == 0)
     throw UsageError("no (op, group, dtype, size, ranks, in place) in common between " + baseline_file + " and " +
                      current_file);
+  report.differences = run_differences(baseline, current);
   return report;
 }
 
 std::string regress_table(const RegressReport& r, const RegressOptions& o) {
   std::string s;
   char buf[256];
+  // The test's units as they were: a run of fewer than 2 x blocks samples per size is tested
+  // sample by sample, not by block medians.
+  std::size_t lo = 0, hi = 0;
+  for (const auto& row : r.rows)
+    if (!row.missing)
+      for (std::size_t u : {row.cmp.base_units, row.cmp.current_units})
+        lo = lo == 0 ? u : std::min(lo, u), hi = std::max(hi, u);
+  const std::string units = lo == hi ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
+  const bool blocked = lo == static_cast<std::size_t>(o.blocks) && hi == lo;
   std::snprintf(buf, sizeof buf,
-                "# busbw medians of per-iteration samples; regression = drop > %.1f%% and Mann-Whitney p < %g over %d "
-                "block medians\n",
-                o.tolerance * 100, o.alpha, o.blocks);
+                "# busbw medians of per-iteration samples; regression = drop > %.1f%% and Mann-Whitney p < %g over %s "
+                "%s per size and run%s\n",
+                o.tolerance * 100, o.alpha, units.c_str(), blocked ? "block medians" : "samples",
+                blocked ? ""
+                        : (" (" + std::to_string(o.blocks) + " block medians from " + std::to_string(2 * o.blocks) +
+                           " samples on)")
+                              .c_str());
   s += buf;
+  if (!r.differences.empty()) s += "# the runs differ in what they ran on: " + r.differences + "\n";
   std::snprintf(buf, sizeof buf, "#%-15s %-14s %-9s %12s %5s %5s %12s %12s %8s %9s  %s\n", "op", "group", "dtype",
                 "bytes", "ranks", "place", "base_busbw", "cur_busbw", "change", "p_slower", "verdict");
   s += buf;

@@ -38,6 +38,8 @@ struct SampleComparison {
   // The smallest p-value the test can give with these sample counts (1 / C(n+m, n)): above
   // alpha, no difference however large can be called significant.
   double min_p = 0;
+  // The test's units on each side: block medians, or the samples themselves when too few.
+  std::size_t base_units = 0, current_units = 0;
 };
 // Samples are busbw (higher is better).
 SampleComparison compare_samples(const std::vector<double>& base_busbw, const std::vector<double>& current_busbw,
@@ -57,6 +59,10 @@ struct RegressReport {
   int regressions = 0;
   int compared = 0;      // rows present in both runs
   int underpowered = 0;  // compared rows with too few samples to ever flag (min_p >= alpha)
+  // What the two runs ran on, where it differs ("cluster: a.json (fnv1a64:…) against b.json
+  // (…); emulation: netns against none"): a cause of a change that is not the code's. Empty when
+  // they agree or do not say.
+  std::string differences;
 };
 
 // Reads two `bench coll` JSON documents; a malformed one is an InputError naming its file. Rows

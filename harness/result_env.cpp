@@ -3,13 +3,16 @@
 #include <set>
 
 #include "harness/fault_injection.hpp"
-#include "sax_version.hpp"
-#include "spec/utc.hpp"
+#include "spec/provenance.hpp"
 
 namespace sax::harness {
 
-nlohmann::json result_env(Job* job, Backend backend) {
-  nlohmann::json env = {{"sax_version", kVersion}, {"backend", to_string(backend)}, {"time_utc", utc_now()}};
+nlohmann::json result_env(Job* job, Backend backend, const std::vector<std::pair<std::string, std::string>>& inputs) {
+  const nlohmann::json p = provenance(inputs);
+  nlohmann::json env = {{"sax_version", p["sax_version"]},
+                        {"backend", to_string(backend)},
+                        {"time_utc", p["time_utc"]},
+                        {"inputs", p["inputs"]}};
   if (job) {
     const std::vector<std::string> hosts = job->all_gather(job->processor_name());
     const std::set<std::string> distinct(hosts.begin(), hosts.end());

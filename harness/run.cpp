@@ -447,7 +447,8 @@ void report(Job& job, const RunArgs& a, const RunInputs& in, const RankGrid& gri
   job.aggregate(st.step_s, RankAggregate::max);
   st.at = nearest_median(st.step_s);  // each rank's breakdown from this step
   const std::vector<std::string> all = job.all_gather(rank_result(job, in, grid, records, st).dump());
-  json env = result_env(&job, in.backend);
+  json env =
+      result_env(&job, in.backend, {{"cluster", a.cluster_file}, {"model", a.model_file}, {"layout", a.layout_file}});
   env["device"] = device.name();
   env["compute"] = to_string(in.cluster.device.emulation);  // paced: every op held to the declared device's time
   if (job.rank() != 0) return;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Compares two `sax explore --json` (or `predict --json`) results, ignoring search_seconds: the
-same candidates in the same order, every string and integer equal, and floats equal or within a
-relative tolerance (a refactor that only reorders a sum changes the last bit). Exit 1 otherwise.
+"""Compares two `sax explore --json` (or `predict --json`) results, ignoring search_seconds and
+provenance (when and where each ran): the same candidates in the same order, every string and
+integer equal, and floats equal or within a relative tolerance (a refactor that only reorders a
+sum changes the last bit). Exit 1 otherwise.
 
     scripts/compare_explore.py before.json after.json [--rtol 1e-12]
 """
@@ -16,7 +17,7 @@ def walk(a, b, path, out):
             out["mismatch"].append(f"{path}: keys {sorted(set(a) ^ set(b))}")
             return
         for k in a:
-            if k != "search_seconds":
+            if k not in ("search_seconds", "provenance"):
                 walk(a[k], b[k], f"{path}/{k}", out)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):

@@ -105,11 +105,13 @@ for name, cluster in (("gpt-tiny", "local-2bld"), ("moe-tiny", "local-2bld"), ("
     s = json.load(open(f"{r}/validate-{name}.json"))
     x = s["summary"]
     f = lambda v, p: "n/a" if v is None else p % v
+    # Kendall tau over a handful of layouts says little (two ranked in order give 1.00).
+    few = f" (over {x['layouts']} layouts: it says little)" if x.get("kendall_tau_layouts_few") else ""
     model = s['inputs']['model'].rsplit('/', 1)[-1].removesuffix('.json')
     # Paced, compute matches by construction: the part that is not compute (the model's own) first.
     print(f"   {cluster} {model:9s} {x['layouts']} layouts: not compute MAPE "
           f"{f(x.get('non_compute_mape_pct'), '%.1f')} % ({f(x.get('non_compute_share_pct'), '%.0f')} % of the step); "
-          f"step MAPE {f(x['mape_pct'], '%.1f')} %, Kendall tau {f(x['kendall_tau'], '%.2f')}, "
+          f"step MAPE {f(x['mape_pct'], '%.1f')} %, Kendall tau {f(x['kendall_tau'], '%.2f')}{few}, "
           f"top-1 regret {f(x['top1_regret_pct'], '%.1f')} % "
           f"(compute {x.get('compute', 'native')}, {s['inputs']['emulation']} boundary)")
 PY

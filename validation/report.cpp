@@ -4,6 +4,7 @@
 
 #include "explorer/report.hpp"
 #include "spec/fields.hpp"
+#include "spec/provenance.hpp"
 #include "validation/text.hpp"
 
 namespace sax::validation {
@@ -252,7 +253,9 @@ json to_json(const Setup& s, const Choice& choice, const Judgement& j, bool runs
   for (std::size_t i = 0; i < choice.trials.size(); ++i)
     layouts.push_back(trial_json(choice.trials[i], j.worst[i], runs_kept));
   const std::vector<Trial>& trials = choice.trials;
+  const Options& o = s.options;
   return {{"version", 1},
+          {"provenance", provenance({{"cluster", o.cluster}, {"model", o.model}, {"calibration", o.calibration}})},
           {"inputs", inputs_json(s, choice.cost().params())},
           {"feasible", choice.feasible()},
           {"layouts", layouts},

@@ -81,7 +81,10 @@ def summary_boxes(v):
     # Paced, compute matches by construction: what is not compute (the model's own part) first.
     head = non_compute + step if s["compute"] == "paced" else step + non_compute
     out = ['<div class="figures-summary">']
-    for name, value, cls in head + (("Kendall τ", fmt(s["kendall_tau"], ".2f"), ""),
+    # Over a handful of layouts Kendall τ says little (two ranked in order give 1.00): said beside it.
+    tau = fmt(s["kendall_tau"], ".2f") + (f" (over {s['layouts']} layouts: says little)"
+                                         if s.get("kendall_tau_layouts_few") else "")
+    for name, value, cls in head + (("Kendall τ", tau, ""),
                              ("top-1 regret", fmt(s["top1_regret_pct"], ".1f") + " %", ""),
                              ("explorer's pick", s["explorer_pick"] or "n/a", ""),
                              ("best measured", s["best_measured"] or "n/a", ""),
@@ -125,6 +128,10 @@ def inputs_list(v):
                             f"MAPE {fmt(v['summary']['non_compute_mape_pct'], '.1f')} %"),
             ("steps", f"{fmt(i['steps'], '.0f', '?')} measured after {fmt(i['warmup'], '.0f', '?')} warm-up"),
             ("feasible layouts searched", fmt(v["feasible"], ",.0f"))]
+    p = v.get("provenance")
+    if p:  # where it came from: which sax, when, on which host, and the input files' hashes
+        rows.append(("written by", f"sax {p['sax_version']} on {p['host']} at {p['time_utc']}"))
+        rows += [(f"{role} hash", f["hash"]) for role, f in p["inputs"].items()]
     return '<dl class="kv">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(x)}</dd>" for k, x in rows) + "</dl>"
 
 

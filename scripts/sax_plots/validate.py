@@ -22,7 +22,8 @@ def read_validate(file):
         layouts = [read_layout(file, f"/layouts/{n}", l) for n, l in enumerate(doc["layouts"])]
         summary = {k: doc["summary"].get(k) for k in ("layouts", "failed", "mape_pct", "kendall_tau",
                                                      "top1_regret_pct", "explorer_pick", "best_measured",
-                                                     "non_compute_share_pct", "non_compute_mape_pct")}
+                                                     "non_compute_share_pct", "non_compute_mape_pct",
+                                                     "kendall_tau_layouts_few")}
         # A paced device (sax validate's "compute"): said wherever the figures are shown.
         summary["compute"] = doc["summary"].get("compute") or "native"
         summary["terms"] = doc["summary"].get("terms") or {}
@@ -58,7 +59,8 @@ def time_unit(values):
 
 def summary_title(v):
     s = v["summary"]
-    step = (f"step MAPE {fmt(s['mape_pct'], '.1f')} %   Kendall τ {fmt(s['kendall_tau'], '.2f')}   "
+    few = f" (over {s['layouts']} layouts)" if s.get("kendall_tau_layouts_few") else ""
+    step = (f"step MAPE {fmt(s['mape_pct'], '.1f')} %   Kendall τ {fmt(s['kendall_tau'], '.2f')}{few}   "
             f"top-1 regret {fmt(s['top1_regret_pct'], '.1f')} %   emulation: {v['inputs']['emulation']}")
     non_compute = f"not compute: MAPE {fmt(s['non_compute_mape_pct'], '.1f')} %"
     # Paced, compute matches by construction: the part that is not compute is the model's own.

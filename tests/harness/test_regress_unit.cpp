@@ -98,6 +98,39 @@ TEST(RegressUnit, ScaledResultsFileFlagsAndIdenticalDoesNot) {
   EXPECT_NEAR(slow.rows[0].cmp.change, 1 / 1.1 - 1, 1e-9);
 }
 
+TEST(RegressUnit, TheHeaderSaysHowManyUnitsTheTestHad) {
+  RegressOptions o;  // 50 blocks: 20 samples a size are tested one by one, 400 as 50 block medians
+  std::vector<double> t20(20, 500.0), t400(400, 500.0);
+  const std::string few = regress_table(compare_runs(results_file(t20, 1.0), "a", results_file(t20, 1.0), "b", o), o);
+  EXPECT_NE(few.find("over 20 samples per size and run (50 block medians from 100 samples on)"), std::string::npos)
+      << few;
+  const std::string many =
+      regress_table(compare_runs(results_file(t400, 1.0), "a", results_file(t400, 1.0), "b", o), o);
+  EXPECT_NE(many.find("over 50 block medians per size and run\n"), std::string::npos) << many;
+}
+
+TEST(RegressUnit, RunsOnDifferentInputsSaySo) {
+  // A change that is not the code's: the two runs had different cluster files, or boundaries.
+  std::vector<double> t(20, 500.0);
+  nlohmann::json a = results_file(t, 1.0), b = a;
+  a["env"]["inputs"] = {{"cluster", {{"path", "c.json"}, {"hash", "fnv1a64:1"}}}};
+  b["env"]["inputs"] = {{"cluster", {{"path", "c.json"}, {"hash", "fnv1a64:2"}}}};
+  RegressOptions o;
+  EXPECT_EQ(compare_runs(a, "a", a, "b", o).differences, "");
+  EXPECT_EQ(compare_runs(a, "a", b, "b", o).differences, "cluster: c.json (fnv1a64:1) against c.json (fnv1a64:2)");
+  b["env"]["inputs"] = nlohmann::json::object();
+  b["env"]["emulation"] = "netns";
+  a["env"]["emulation"] = "none";
+  const auto r = compare_runs(a, "a", b, "b", o);
+  EXPECT_EQ(r.differences, "cluster: c.json (fnv1a64:1) against none; emulation: none against netns");
+  EXPECT_NE(regress_table(r, o).find("# the runs differ in what they ran on: cluster: c.json"), std::string::npos);
+  // Results written before the hashes: their config's paths.
+  nlohmann::json old_a = results_file(t, 1.0), old_b = old_a;
+  old_a["config"]["cluster"] = "x.json";
+  old_b["config"]["cluster"] = "y.json";
+  EXPECT_EQ(compare_runs(old_a, "a", old_b, "b", o).differences, "cluster: x.json against y.json");
+}
+
 TEST(RegressUnit, MalformedFilesNameTheField) {
   RegressOptions o;
   nlohmann::json ok = results_file({1, 2, 3}, 1.0);
