@@ -11,6 +11,8 @@
 
 #include "explorer/explore.hpp"
 #include "explorer/search.hpp"
+#include "sax_version.hpp"
+#include "spec/provenance.hpp"
 #include "tests/support/presets.hpp"
 #include "tests/support/run.hpp"
 
@@ -266,6 +268,15 @@ TEST(ExploreCli, JsonCandidatesAreValidLayoutFiles) {
   const auto j = nlohmann::json::parse(test::slurp(out));
   for (const char* key : {"version", "inputs", "evaluated", "feasible", "search_seconds", "candidates", "compare"})
     EXPECT_TRUE(j.contains(key)) << key;
+  // Where it came from: each input file by its path and the hash of its bytes.
+  const auto& prov = j["provenance"];
+  EXPECT_EQ(prov["sax_version"], kVersion);
+  EXPECT_FALSE(prov["time_utc"].get<std::string>().empty());
+  for (const char* role : {"cluster", "model", "compare"}) {
+    const std::string path = prov["inputs"][role]["path"];
+    EXPECT_EQ(prov["inputs"][role]["hash"], file_hash(path)) << role;
+  }
+  EXPECT_FALSE(prov["inputs"].contains("calibration"));  // none given
   const Cluster c = test::preset_cluster("local-2bld");
   const Model m = test::preset_model("moe-tiny");
   ASSERT_EQ(j["candidates"].size(), 5u);
