@@ -368,6 +368,20 @@ std::string fit_links(const LinkPoints& points, const std::function<std::string(
           harness::percentile(rel[r], 0.5) * 100, harness::percentile(rel[r], 0.9) * 100, g.fit.max_rel_error * 100,
           static_cast<long long>(g.fit.samples), static_cast<long long>(outl[r]));
       t += line;
+      // R² is the share of the times' spread the line explains: a regime whose times hardly change
+      // with size (latency-bound) has little spread to explain, and a good line scores near 0 or
+      // below. Its relative errors say whether it fits.
+      const double p90 = harness::percentile(rel[r], 0.9);
+      if (g.fit.r2 < kLowR2) {
+        std::snprintf(line, sizeof line,
+                      p90 <= kFlatFitError
+                          ? "#   r2 %.2f: the times barely change with size here (latency-bound), so a line explains "
+                            "little of their spread; judge it by its errors (p90 %.1f%%)\n"
+                          : "#   r2 %.2f and p90 error %.1f%%: the line does not follow these times (noisy or "
+                            "uneven points; more iterations, -n, or a quieter host)\n",
+                      g.fit.r2, p90 * 100);
+        t += line;
+      }
     }
     if (ab.regimes.size() > 1) {
       std::snprintf(line, sizeof line, "#   all sizes: r2 %.4f, p50 %.1f%%, p90 %.1f%%, max %.1f%% over %lld points\n",

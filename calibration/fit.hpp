@@ -62,6 +62,10 @@ inline constexpr double kOutlierScales = 3.0;      // a point this many robust s
 // a bend within it changes no price that matters, and cut into regimes it leaves regimes too
 // flat (latency alone) for their R² to mean anything.
 inline constexpr double kMaterialMisfit = 0.05;
+// Under this R² the table says why beside the row: the times are flat (its p90 error within
+// kFlatFitError: the line fits, there is little spread to explain) or the line misses them.
+inline constexpr double kLowR2 = 0.5;
+inline constexpr double kFlatFitError = 0.10;
 
 // Fits one op's points into up to `max_regimes` regimes (any group sizes: steps and bus_factor are
 // worked out per point). Needs at least two points of different bus traffic and positive, finite

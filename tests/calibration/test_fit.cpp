@@ -239,6 +239,28 @@ TEST(FitLinks, ALinePerRegimeAndTheRegimesInTheCalibration) {
   EXPECT_DOUBLE_EQ(back->rel_residual_p90, ab->rel_residual_p90);
 }
 
+// A latency-bound link: its times hardly change with size, so R² comes out near 0 or below for a
+// line that fits them within their noise. The table says why, and what does say how good it is.
+TEST(FitLinks, ALowR2IsExplainedByItsErrors) {
+  std::mt19937 rng(5);
+  sax::calibration::LinkPoints points;
+  points[{sax::LinkClass::cross_building, CollOp::send_recv}] = sweep(CollOp::send_recv, 2, 500.0, 1e-6, 0.02, rng);
+  sax::Calibration cal;
+  const std::string flat = sax::calibration::fit_links(
+      points, [](sax::LinkClass, CollOp) { return std::string("synthetic"); }, cal);
+  EXPECT_NE(flat.find(": the times barely change with size here (latency-bound)"), std::string::npos) << flat;
+  // A line through scattered times (50 % noise) is said to miss them.
+  points[{sax::LinkClass::cross_building, CollOp::send_recv}] = sweep(CollOp::send_recv, 2, 500.0, 1e-6, 0.5, rng);
+  const std::string noisy = sax::calibration::fit_links(
+      points, [](sax::LinkClass, CollOp) { return std::string("synthetic"); }, cal);
+  EXPECT_NE(noisy.find(": the line does not follow these times"), std::string::npos) << noisy;
+  // A good bandwidth-bound fit says nothing more.
+  points[{sax::LinkClass::cross_building, CollOp::send_recv}] = sweep(CollOp::send_recv, 2, 20.0, 0.5, 0.01, rng);
+  const std::string good = sax::calibration::fit_links(
+      points, [](sax::LinkClass, CollOp) { return std::string("synthetic"); }, cal);
+  EXPECT_EQ(good.find("#   r2 "), std::string::npos) << good;
+}
+
 TEST(FitAlphaBeta, CoefficientsStayPhysical) {
   // Pure bandwidth (α = 0) with noise that would make an unconstrained α negative.
   std::vector<CollPoint> pts;
