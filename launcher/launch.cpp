@@ -78,6 +78,7 @@ std::string LaunchPlan::text(bool commands) const {
   // Whatever a comment line shows from a file or the environment is escaped (safe_text): a newline
   // in it would end the comment, and the plan is meant to be read, or piped to a shell.
   if (!emulation_note.empty()) t += "# emulation: " + safe_text(emulation_note) + "\n";
+  if (!host_warning.empty()) t += "# warning: " + host_warning + "\n";
   if (nccl.per_rank()) {
     t += "# NCCL, per node (each rank's from the wrapper before the command):\n";
     for (std::size_t r = 0; r < places.size();) {
@@ -216,7 +217,7 @@ void check_request(const Cluster& c, const std::string& cluster_file, const Laun
 }
 
 // Whether this host can start the plan's ranks (before anything is made).
-void check_host(const std::string& cluster_file, const LaunchOptions& o, const LaunchPlan& p, std::int64_t n) {
+void check_host(const std::string& cluster_file, const LaunchOptions& o, LaunchPlan& p, std::int64_t n) {
   if (!o.slurm && (p.emulation == Emulation::netns || !mpirun_hosts_given())) {
     // mpirun starts every rank on this host (a hostfile's namespaces are this host too).
     const long cores = o.host_cores > 0 ? o.host_cores : std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
@@ -225,6 +226,11 @@ void check_host(const std::string& cluster_file, const LaunchOptions& o, const L
                        std::to_string(cores) + " cores; at most " + std::to_string(kMaxRanksPerCore) +
                        " ranks per core (" + std::to_string(kMaxRanksPerCore * cores) +
                        ") are accepted (plan bigger clusters with explore/predict)");
+    if (n > kWarnRanksPerCore * cores)
+      p.host_warning = std::to_string(n) + " ranks on this host's " + std::to_string(cores) + " cores (" +
+                       num(static_cast<double>(n) / static_cast<double>(cores)) +
+                       " per core): a native step measures the scheduler more than the layout, and paced compute "
+                       "holds only while the host keeps up (the run's pacing overruns say when it did not)";
   }
 }
 

@@ -41,6 +41,7 @@ struct LaunchPlan {
   NetnsConfig netns;                                     // under netns: the testbed to build (slot as planned)
   NcclEnv nccl;                                          // NCCL's side of the boundary (common part in env)
   std::string nccl_net_plugin;                           // under plugin: the library NCCL loads
+  std::string host_warning;                              // more ranks per core than kWarnRanksPerCore
   // The plan as `--dry-run` prints it: the placement, the testbed's set-up commands, then the
   // environment and command as one shell line (quoted where a word needs it). `commands` false:
   // the testbed in one line (what a real launch prints before it starts).
@@ -70,6 +71,10 @@ struct LaunchOptions {
 // it a rank's share of a core is too small for a step to mean anything (and a typo of 10^6 ranks
 // must not start 10^6 processes).
 inline constexpr int kMaxRanksPerCore = 32;
+// Past this many ranks per core the plan warns (the largest built-in testbed, local-4bld, runs 16
+// ranks on this project's 2-core hosts): each rank holds a core a small share of the time, so a
+// native step measures the scheduler, and paced compute holds only while the host keeps up.
+inline constexpr int kWarnRanksPerCore = 8;
 
 // The netns testbed a cluster asks for: ranks per building, each building's boundary (devices ×
 // per-device bandwidth / oversubscription of the cross-building link or the technology's), the

@@ -7,9 +7,13 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "explorer/search.hpp"
 #include "harness/stats.hpp"
@@ -25,7 +29,44 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 // Runs `plan`'s command with its output in `log` (the testbed's tables stay out of validate's).
-int run_quietly(const launcher::LaunchPlan& plan, const fs::path& log, const std::function<std::string()>& broken) {
+// While a run lasts, a line every kHeartbeat to the terminal validate prints to: a layout can run
+// for minutes, and a silent screen is not told from a hung one.
+constexpr auto kHeartbeat = std::chrono::seconds(15);
+
+// Calls `line(seconds so far)` every kHeartbeat until destroyed, writing what it returns to `fd`.
+class Heartbeat {
+ public:
+  Heartbeat(int fd, std::function<std::string(double)> line) : fd_(fd), line_(std::move(line)) {
+    if (fd_ >= 0 && line_) thread_ = std::thread([this] { loop(); });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    const auto start = Clock::now();
+    std::unique_lock<std::mutex> lock(m_);
+    while (!cv_.wait_for(lock, kHeartbeat, [this] { return done_; })) {
+      const std::string s = line_(std::chrono::duration<double>(Clock::now() - start).count());
+      if (::write(fd_, s.data(), s.size()) < 0) return;
+    }
+  }
+  int fd_;
+  std::function<std::string(double)> line_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+int run_quietly(const launcher::LaunchPlan& plan, const fs::path& log, const std::function<std::string()>& broken,
+                const std::function<std::string(double)>& heartbeat) {
   std::fflush(stdout);
   std::fflush(stderr);
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -46,6 +87,7 @@ int run_quietly(const launcher::LaunchPlan& plan, const fs::path& log, const std
     }
   } redirect(fd);
   ::close(fd);
+  const Heartbeat beat(redirect.out, heartbeat);
   return launcher::run_plan(plan, broken);
 }
 
@@ -120,17 +162,24 @@ std::vector<std::string> run_command(const Options& o, const Trial& t, const std
   return cmd;
 }
 
-// Where the loop stands, for the progress lines: runs done of all, since when.
+// Where the loop stands, for the progress lines: runs done of all, since when; before the first
+// has ended, the least the runs can take (their predicted steps, warm-up included).
 struct Progress {
   std::size_t done = 0, total = 0;
+  double steps_s = 0;
   Clock::time_point start = Clock::now();
 };
+
+// One run's predicted steps, warm-up included: what no start-up can make shorter.
+double steps_s(const Options& o, const Trial& t) {
+  return static_cast<double>(o.steps + o.warmup) * t.predicted.step_time_s;
+}
 
 std::string progress_line(const Progress& p, int round, int rounds, const Trial& t) {
   const double elapsed = std::chrono::duration<double>(Clock::now() - p.start).count();
   const std::string eta =
       p.done == 0
-          ? ""
+          ? ", ETA at least " + printf_text("%.0f", p.steps_s) + " s (the predicted steps alone; start-up adds more)"
           : ", " + printf_text("%.0f", elapsed) + " s elapsed, ETA " +
                 printf_text("%.0f", elapsed / static_cast<double>(p.done) * static_cast<double>(p.total - p.done)) +
                 " s";
@@ -146,7 +195,14 @@ void run_round(const RunInput& in, launcher::LaunchOptions& lo, Trial& t, int ro
   lo.command = run_command(in.options, t, suffix, round == 0);
   const launcher::LaunchPlan p = launcher::plan_launch(in.cluster, in.options.cluster, lo);
   const fs::path log = t.dir / ("run" + suffix + ".log");
-  t.exit_code = run_quietly(p, log, in.broken);
+  // The heartbeat goes where validate's own lines go: the terminal, when that is std::cout.
+  const double predicted = steps_s(in.options, t);
+  auto beat = [predicted](double s) {
+    return printf_text(
+        "         ... %.0f s into this run (its steps are predicted at %.0f s; start-up takes the rest)\n", s,
+        predicted);
+  };
+  t.exit_code = run_quietly(p, log, in.broken, &in.out == &std::cout ? beat : std::function<std::string(double)>());
   if (launcher::InterruptGuard::interrupted()) throw RunError("validate: interrupted");
   if (t.ran()) {
     add_run(t, t.dir / ("run" + suffix + ".json"));
@@ -214,6 +270,7 @@ void run_trials(const RunInput& in, std::vector<Trial>& trials) {
   launcher::LaunchOptions lo = in.launch;
   Progress progress;
   progress.total = trials.size() * static_cast<std::size_t>(in.options.rounds);
+  for (const Trial& t : trials) progress.steps_s += in.options.rounds * steps_s(in.options, t);
   for (int round = 0; round < in.options.rounds; ++round)
     for (std::size_t k = 0; k < trials.size(); ++k, ++progress.done) {
       Trial& t = trials[round % 2 == 0 ? k : trials.size() - 1 - k];

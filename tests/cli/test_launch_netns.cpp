@@ -262,6 +262,17 @@ TEST(LaunchPlanSafety, ANewlineInANameStaysInsideThePlansComments) {
   EXPECT_NE(text.find("bld\\ntouch"), std::string::npos) << text;
 }
 
+TEST(LaunchPlanSafety, AHostCrowdedPastEightRanksPerCoreIsWarnedOf) {
+  sax::Cluster c = load("local-2bld.json");  // 4 ranks on 2 cores: no warning
+  EXPECT_EQ(sax::launcher::plan_launch(c, "c.json", plan_options("none")).host_warning, "");
+  c.buildings[0].nodes = c.buildings[1].nodes = 16;  // 64 ranks: 32 per core
+  const sax::launcher::LaunchPlan p = sax::launcher::plan_launch(c, "c.json", plan_options("none"));
+  EXPECT_EQ(p.places.size(), 64u);
+  EXPECT_NE(p.text(false).find("# warning: 64 ranks on this host's 2 cores (32 per core): a native step"),
+            std::string::npos)
+      << p.text(false);
+}
+
 TEST(LaunchPlanSafety, APlanBeyondTheHostIsRefusedBeforeAnythingIsMade) {
   sax::Cluster c = load("local-2bld.json");
   c.buildings[0].nodes = 500000;  // 10^6 ranks on a 2-core host
