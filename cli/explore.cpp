@@ -29,7 +29,7 @@ struct ExploreArgs {
   int threads = 0;
   int emit_rank = 1;
   bool emit_rank_given = false;
-  int replay_top = 50;
+  int replay_top = explorer::kDefaultReplayTop;
   std::int64_t max_candidates = explorer::SearchOptions::kDefaultMaxCandidates;
 };
 
@@ -284,7 +284,8 @@ void add_explore(CLI::App& app) {
   cmd->add_option("--compare", a->compare, "A layout file to set beside the best found");
   cmd->add_option("--threads", a->threads, "Worker threads (default 0 = all cores)");
   cmd->add_option("--replay-top", a->replay_top,
-                  "Re-rank the best K by the event-driven replay of their schedules (default 50, 0 = off)");
+                  "Re-rank the best K by the event-driven replay of their schedules (0 = off)")
+      ->capture_default_str();
   cmd->add_option("--emit", a->emit,
                   "Print a ranked layout as Megatron-LM arguments or a torchtitan TOML section instead of the table");
   cmd->add_option("--emit-rank", a->emit_rank, "Which layout --emit prints, 1 = the best (default 1)");

@@ -18,11 +18,15 @@
 
 namespace sax::explorer {
 
+// How many of the closed forms' best the replay re-ranks unless told: `explore`'s default, and
+// the ranking `validate` runs from (each replay runs a layout's whole schedule).
+inline constexpr int kDefaultReplayTop = 50;
+
 struct ExploreRequest {
   const Cluster& cluster;
   const Model& model;
   HeteroModel::ParamsFor params;
-  int top = 10, replay_top = 50, threads = 0;
+  int top = 10, replay_top = kDefaultReplayTop, threads = 0;
   std::int64_t max_candidates = SearchOptions::kDefaultMaxCandidates;
   std::optional<Layout> compare;  // a layout to set beside the best found
   // Only layouts this framework's emitted configuration runs as priced (explorer/framework.hpp).

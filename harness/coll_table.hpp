@@ -36,6 +36,7 @@ struct CollOpEntry {
   double (*expected)(int r, int n, std::size_t count, std::size_t i);
 };
 
+// The row of one of kBenchCollOps; std::logic_error for send or recv (send_recv's halves).
 const CollOpEntry& coll_op_entry(CollOp op);
 
 // Whether the op can run both ways (out of place and in place); broadcast, with one buffer, is

@@ -22,7 +22,6 @@ class Waiter {
   void until(std::int64_t deadline_ns, const std::function<bool()>& progress) const;
   // Until `done()` is true (it tests, and so progresses, what it waits for).
   void until(const std::function<bool()>& done) const;
-  std::int64_t poll_ns() const { return poll_ns_; }
 
  private:
   std::int64_t poll_ns_;

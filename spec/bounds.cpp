@@ -129,8 +129,6 @@ std::string number(double x) {
 
 }  // namespace
 
-std::span<const Bound> bounds_table() { return kTable; }
-
 const Bound& bound(Quantity q) { return kTable.at(static_cast<std::size_t>(q)); }
 
 bool within(const Bound& b, double x) {

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 
 namespace sax {
@@ -62,8 +61,6 @@ struct Bound {
   const char* reason;  // why the bounds are there
 };
 
-// Every row, in Quantity's order.
-std::span<const Bound> bounds_table();
 const Bound& bound(Quantity q);
 
 bool within(const Bound& b, double x);

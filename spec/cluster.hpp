@@ -34,7 +34,6 @@ struct Link {
   double loss = 0;                // the probability a packet is lost (a lossy TCP path; 0: lossless)
   double jitter_us = 0;           // a packet's extra one-way delay, uniform in [0, jitter_us)
   int tcp_streams = 1;            // TCP connections one device's traffic is striped over (lossy paths)
-  double effective_bandwidth_gbps() const { return bandwidth_gbps / oversubscription; }
 };
 
 // What a device gets of a link, per direction (GB/s): its bandwidth, and on a lossy path no more

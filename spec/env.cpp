@@ -17,7 +17,7 @@ namespace sax {
 
 namespace {
 
-constexpr std::array<const EnvVar*, 19> kEnvTable = {
+constexpr std::array kEnvTable = {
     &kEnvEmulation,
     &kEnvTechnology,
     &kEnvEmulationWatch,

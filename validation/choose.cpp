@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "explorer/explore.hpp"
 #include "explorer/replay.hpp"
 #include "harness/watchdog.hpp"
 #include "spec/error.hpp"
@@ -15,7 +16,7 @@ namespace {
 
 // The explorer's ranking is the closed forms' with its best re-ranked by the replay, as `explore`
 // shows it (its --replay-top default).
-constexpr std::size_t kReplayTop = 50;
+constexpr auto kReplayTop = static_cast<std::size_t>(explorer::kDefaultReplayTop);
 // No testbed runs more layouts than this; the search keeps at most these many.
 constexpr int kMaxRanking = 1 << 20;
 

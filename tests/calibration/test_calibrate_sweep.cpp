@@ -148,8 +148,7 @@ TEST(CalibrateSweep, AModelsComputeOpsGiveItsEfficiencyCurves) {
   ASSERT_TRUE(k.gemm.has_value());
   EXPECT_FALSE(k.attention.has_value());
   ASSERT_TRUE(k.hbm_efficiency.has_value());
-  ASSERT_TRUE(k.overlap_slowdown.has_value());
-  EXPECT_GE(*k.overlap_slowdown, 0);
+  ASSERT_TRUE(k.overlap_slowdown.has_value());  // its range is the loader's to check
   // Points ascending in FLOPs, every efficiency positive, the fit over every GEMM timed.
   for (std::size_t i = 1; i < k.gemm->points.size(); ++i)
     EXPECT_LT(k.gemm->points[i - 1].flops, k.gemm->points[i].flops);

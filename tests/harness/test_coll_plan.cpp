@@ -191,16 +191,28 @@ INSTANTIATE_TEST_SUITE_P(
                 "-z/--blocking 1 with -G/--graph-launches"}),
     [](const auto& info) { return std::string(info.param.name); });
 
-// The watchdog clamps a timeout beyond steady_clock's range instead of firing at once (it would
-// call MPI_Abort, without MPI started here, and end this test program).
+// Every op bench coll runs has its own row; one without (send, recv) is a defect said aloud,
+// not all_reduce's row.
+TEST(CollTable, EveryBenchOpHasItsOwnRow) {
+  for (sax::CollOp op : sax::kBenchCollOps) EXPECT_EQ(sax::harness::coll_op_entry(op).op, op) << sax::to_string(op);
+  EXPECT_THROW(sax::harness::coll_op_entry(sax::CollOp::send), std::logic_error);
+  EXPECT_THROW(sax::harness::coll_op_entry(sax::CollOp::recv), std::logic_error);
+}
+
+// The watchdog clamps a timeout beyond steady_clock's range instead of firing at once. It runs in
+// a child: a watchdog that fires ends its process (MPI_Abort, without MPI started), as one with a
+// short timeout shows.
 TEST(Watchdog, HugeTimeoutDoesNotFireAtOnce) {
-  for (double t : {1e20, HUGE_VAL}) {
-    sax::harness::Watchdog w(t, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    w.progress("still going");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  SUCCEED();
+  auto hold = [](double timeout_s) {
+    return [timeout_s] {
+      sax::harness::Watchdog w(timeout_s, 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      w.progress("still going");
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    };
+  };
+  for (double t : {1e20, HUGE_VAL}) EXPECT_EQ(sax::test::run_in_child(hold(t), 60), 0) << t;
+  EXPECT_NE(sax::test::run_in_child(hold(0.05), 60), 0) << "a 50 ms watchdog held for 300 ms did not fire";
 }
 
 // Bench coll accepted what it could not allocate (-n 1000000000, -e 1024G,
