@@ -127,7 +127,7 @@ std::optional<PointsFile> parse_points_file(const std::string& text, const std::
   PointsFile f;
   for (std::size_t at = 0; at < text.size();) {
     const std::size_t end = text.find('\n', at);
-    const std::string at_line = "/" + std::to_string(f.whole == 0 ? 0 : f.points.size() + 1);
+    const std::string at_line = std::string("/").append(std::to_string(f.whole == 0 ? 0 : f.points.size() + 1));
     if (end == std::string::npos) {
       if (f.whole == 0)  // not even a whole header
         throw InputError(file, at_line, "the header of a sax calibrate points file, ending in a newline");

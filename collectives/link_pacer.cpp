@@ -220,7 +220,7 @@ void unlink_pacing_segments() {
 
 std::vector<std::string> remove_unheld_pacing_segments() {
   std::vector<std::string> removed;
-  const std::string prefix = "sax-", suffix = "-" + std::to_string(::geteuid());
+  const std::string prefix = "sax-", suffix = std::string("-").append(std::to_string(::geteuid()));
   DIR* dir = ::opendir("/dev/shm");
   if (!dir) return removed;
   while (const dirent* e = ::readdir(dir)) {

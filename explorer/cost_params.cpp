@@ -112,7 +112,7 @@ CostParams CostParams::calibrated(const Cluster& cl, const Model& m, const Calib
         const std::vector<AlphaBetaRegime> fitted = ab->regimes_s();
         r.count = std::min(fitted.size(), kMaxLinkRegimes);
         std::copy_n(fitted.begin(), r.count, r.at.begin());
-        ops += (ops.empty() ? "" : ",") + std::string(to_string(op));
+        ops.append(ops.empty() ? "" : ",").append(to_string(op));
       }
     term(!ops.empty(), std::string(link_class_name(lc)) + " alpha-beta" + (ops.empty() ? "" : " (" + ops + ")"));
   }

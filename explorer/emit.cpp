@@ -137,7 +137,7 @@ void megatron_layout_args(const Layout& l, const Model& m, MegatronArgs& a) {
 // A per-layer pattern as Megatron's list form takes it ("[1,0,…]", quoted for the shell).
 std::string layer_pattern(const std::vector<bool>& pattern) {
   std::string list = "[";
-  for (std::size_t i = 0; i < pattern.size(); ++i) list += (i ? "," : "") + std::string(pattern[i] ? "1" : "0");
+  for (std::size_t i = 0; i < pattern.size(); ++i) list.append(i ? "," : "").append(pattern[i] ? "1" : "0");
   return "\"" + list + "]\"";
 }
 

@@ -314,7 +314,7 @@ std::string HeteroModel::explain(const Result& r) const {
     s += (r.stages.size() > 1 ? "stage " + std::to_string(pace) + " on " : "on ") + r.stages[pace].device + " (" +
          names(r.stages[pace].buildings) + ") sets the pace";
   std::string layers;
-  for (const Stage& st : r.stages) layers += (layers.empty() ? "" : "/") + std::to_string(st.layers);
+  for (const Stage& st : r.stages) layers.append(layers.empty() ? "" : "/").append(std::to_string(st.layers));
   if (r.stages.size() > 1) s += "; layers per stage " + layers;
   for (std::size_t i = 0; i < r.stages.size(); ++i) {
     const Stage& st = r.stages[i];

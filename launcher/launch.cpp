@@ -55,7 +55,7 @@ std::string g(double v) {
 
 std::string shell_line(const std::vector<std::string>& argv) {
   std::string l;
-  for (const auto& w : argv) l += (l.empty() ? "" : " ") + shell_quote(w);
+  for (const auto& w : argv) l.append(l.empty() ? "" : " ").append(shell_quote(w));
   return l;
 }
 

@@ -400,7 +400,7 @@ std::vector<std::string> netns_helper_command(const NetnsConfig& c, int d, const
   const int b = c.building_of_device(d);
   auto list = [](const std::vector<double>& v) {
     std::string t;
-    for (double x : v) t += (t.empty() ? "" : ",") + num(x);
+    for (double x : v) t.append(t.empty() ? "" : ",").append(num(x));
     return t;
   };
   std::vector<std::string> cmd = {"ip",

@@ -103,7 +103,7 @@ std::int64_t Layout::size(Dim d, std::int64_t world_size) const {
 
 std::string Layout::order_string() const {
   std::string s;
-  for (Dim d : order) s += (s.empty() ? "" : "-") + std::string(dim_name(d));
+  for (Dim d : order) s.append(s.empty() ? "" : "-").append(dim_name(d));
   return s;
 }
 
