@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "harness/job.hpp"
 #include "spec/collective.hpp"
@@ -157,67 +159,119 @@ std::optional<PointsFile> parse_points_file(const std::string& text, const std::
   return f;
 }
 
+namespace {
+
+// What a field of a point must hold. Counts and sizes are read as the integers they are used as:
+// 1.5 ranks or 4294967300 ranks (4 once narrowed to int) are refused, not truncated.
+enum class Holds { positive, at_least_zero, name, boolean, link_class, coll_op, count, size, fraction, bound };
+struct FieldRule {
+  const char* key;
+  Holds holds;
+  bool optional = false;
+  const char* only_with = nullptr;  // checked only where the point has this field
+};
+struct KindRules {
+  const char* kind;
+  std::vector<FieldRule> fields;
+};
+
+// Every kind of point and its fields, in the order they are checked (the first wrong one is named).
+const std::vector<KindRules>& point_rules() {
+  using H = Holds;
+  static const std::vector<KindRules> rules = {
+      {"overlap", {{"alone_us", H::positive}, {"time_us", H::positive}, {"comm_us", H::positive, true}}},
+      {"wait",
+       {{"link_class", H::link_class},
+        {"skew_us", H::at_least_zero},
+        {"after_us", H::at_least_zero},
+        {"time_us", H::positive}}},
+      // A paced device's op also records its p99 beside the declared time.
+      {"compute",
+       {{"compute", H::name},
+        {"flops", H::at_least_zero},
+        {"bytes", H::at_least_zero},
+        {"peak_flops", H::at_least_zero},
+        {"hbm_bytes_per_s", H::at_least_zero},
+        {"time_us", H::positive},
+        {"quantization", H::fraction, true},
+        {"paced", H::boolean, true},
+        {"p99_us", H::positive, false, "paced"},
+        {"device_us", H::positive, false, "paced"},
+        {"overhead_us", H::at_least_zero, false, "paced"},
+        {"bound", H::bound, false, "paced"},
+        {"op", H::name, false, "paced"},
+        {"phase", H::name, false, "paced"},
+        {"shape", H::name, false, "paced"}}},
+      {"link",
+       {{"group", H::name},
+        {"link_class", H::name},
+        {"op", H::name},
+        {"ranks", H::count},
+        {"groups", H::count},
+        {"bytes", H::size},
+        {"time_us", H::positive},
+        {"p50_us", H::positive, true},
+        {"together", H::boolean},
+        {"link_class", H::link_class},
+        {"op", H::coll_op}}},
+  };
+  return rules;
+}
+
+// Empty when `v` holds what `h` asks, else what was expected.
+std::string expected_of(const json& v, Holds h) {
+  const bool number = v.is_number();
+  const double x = number ? v.get<double>() : 0.0;
+  auto integer_within = [&](double lo, double hi) {
+    return number && x >= lo && x <= hi && x == std::floor(x)
+               ? std::string()
+               : "an integer between " + std::to_string(static_cast<std::int64_t>(lo)) + " and " +
+                     std::to_string(static_cast<std::int64_t>(hi));
+  };
+  switch (h) {
+    case Holds::positive:
+      return number && x > 0 ? "" : "a positive number";
+    case Holds::at_least_zero:
+      return number && x >= 0 ? "" : "a number >= 0";
+    case Holds::name:
+      return v.is_string() ? "" : "a name";
+    case Holds::boolean:
+      return v.is_boolean() ? "" : "true or false";
+    case Holds::link_class:
+      return v.is_string() && parse_link_class(v.get<std::string>()) ? ""
+                                                                     : "intra_node, intra_building or cross_building";
+    case Holds::coll_op:
+      return v.is_string() && parse_coll_op(v.get<std::string>()) ? "" : "a collective op";
+    case Holds::count:
+      return integer_within(1, INT32_MAX);
+    case Holds::size:
+      return integer_within(0, static_cast<double>(kMaxSize));
+    case Holds::fraction:
+      return number && x > 0 && x <= 1 ? "" : "a number in (0, 1] (the useful fraction of the work scheduled)";
+    case Holds::bound:
+      return v.is_string() && (v.get<std::string>() == "flops" || v.get<std::string>() == "bytes") ? ""
+                                                                                                   : "flops or bytes";
+  }
+  return "";
+}
+
+}  // namespace
+
 void check_point(const json& p, const std::string& what, const std::string& at) {
   if (!p.is_object()) throw InputError(what, at, "a point object");
   if (!p.contains("key") || !p["key"].is_string()) throw InputError(what, at + "/key", "the point's key");
   const std::string kind = p.contains("kind") && p["kind"].is_string() ? p["kind"].get<std::string>() : "link";
-  auto positive = [&](const char* k) {
-    if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() > 0))
-      throw InputError(what, at + "/" + k, "a positive number");
-  };
-  auto whole = [&](const char* k, std::int64_t min, std::int64_t max) {  // a count, however the JSON spells it
-    const double x = p.contains(k) && p[k].is_number() ? p[k].get<double>() : -1.0;
-    if (!(x >= static_cast<double>(min) && x <= static_cast<double>(max) && x == std::floor(x)))
-      throw InputError(what, at + "/" + k, "an integer between " + std::to_string(min) + " and " + std::to_string(max));
-  };
-
-  if (kind == "overlap") {
-    positive("alone_us"), positive("time_us");
-    if (p.contains("comm_us")) positive("comm_us");
-  } else if (kind == "wait") {
-    if (!p.contains("link_class") || !p["link_class"].is_string() ||
-        !parse_link_class(p["link_class"].get<std::string>()))
-      throw InputError(what, at + "/link_class", "intra_node, intra_building or cross_building");
-    for (const char* k : {"skew_us", "after_us"})
-      if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() >= 0))
-        throw InputError(what, at + "/" + k, "a number >= 0");
-    positive("time_us");
-  } else if (kind == "compute") {
-    if (!p.contains("compute") || !p["compute"].is_string()) throw InputError(what, at + "/compute", "a name");
-    for (const char* k : {"flops", "bytes", "peak_flops", "hbm_bytes_per_s"})
-      if (!p.contains(k) || !p[k].is_number() || !(p[k].get<double>() >= 0))
-        throw InputError(what, at + "/" + k, "a number >= 0");
-    positive("time_us");
-    if (p.contains("quantization") &&
-        !(p["quantization"].is_number() && p["quantization"].get<double>() > 0 && p["quantization"].get<double>() <= 1))
-      throw InputError(what, at + "/quantization", "a number in (0, 1] (the useful fraction of the work scheduled)");
-    if (p.contains("paced")) {  // a paced device's op: its p99 beside the declared time
-      if (!p["paced"].is_boolean()) throw InputError(what, at + "/paced", "true or false");
-      positive("p99_us"), positive("device_us");
-      if (!p.contains("overhead_us") || !p["overhead_us"].is_number() || !(p["overhead_us"].get<double>() >= 0))
-        throw InputError(what, at + "/overhead_us", "a number >= 0");
-      if (!p.contains("bound") || !p["bound"].is_string() ||
-          (p["bound"].get<std::string>() != "flops" && p["bound"].get<std::string>() != "bytes"))
-        throw InputError(what, at + "/bound", "flops or bytes");
-      for (const char* k : {"op", "phase", "shape"})
-        if (!p.contains(k) || !p[k].is_string()) throw InputError(what, at + "/" + k, "a name");
+  const auto& rules = point_rules();
+  const auto it = std::find_if(rules.begin(), rules.end(), [&](const KindRules& r) { return kind == r.kind; });
+  if (it == rules.end()) throw InputError(what, at + "/kind", "link, compute, wait or overlap");
+  for (const FieldRule& f : it->fields) {
+    if (f.only_with && !p.contains(f.only_with)) continue;
+    if (!p.contains(f.key)) {
+      if (f.optional) continue;
+      throw InputError(what, at + "/" + f.key, expected_of(json(), f.holds));
     }
-  } else if (kind == "link") {
-    for (const char* k : {"group", "link_class", "op"})
-      if (!p.contains(k) || !p[k].is_string()) throw InputError(what, at + "/" + k, "a name");
-    // Counts and sizes are read as the integers they are used as: 1.5 ranks or 4294967300 ranks
-    // (4 once narrowed to int) are refused, not truncated.
-    for (const char* k : {"ranks", "groups"}) whole(k, 1, INT32_MAX);
-    whole("bytes", 0, kMaxSize);
-    positive("time_us");
-    if (p.contains("p50_us")) positive("p50_us");
-    if (!p.contains("together") || !p["together"].is_boolean())
-      throw InputError(what, at + "/together", "true or false");
-    if (!parse_link_class(p["link_class"].get<std::string>()))
-      throw InputError(what, at + "/link_class", "intra_node, intra_building or cross_building");
-    if (!parse_coll_op(p["op"].get<std::string>())) throw InputError(what, at + "/op", "a collective op");
-  } else {
-    throw InputError(what, at + "/kind", "link, compute or overlap");
+    if (const std::string expected = expected_of(p[f.key], f.holds); !expected.empty())
+      throw InputError(what, at + "/" + f.key, expected);
   }
 }
 

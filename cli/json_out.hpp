@@ -1,5 +1,5 @@
 // Writing results: JSON files written whole or not at all. Only the `sax` program writes
-// files; spec/ reads them (DESIGN.md: spec does no I/O beyond reading files).
+// files; spec/ reads them (docs/design.md: spec does no I/O beyond reading files).
 #pragma once
 
 #include <nlohmann/json.hpp>

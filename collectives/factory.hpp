@@ -1,7 +1,7 @@
 // The one place communicators are made: for a backend and a group set, the communicator of this
 // rank's group, with the world ranks of its members and the link class the groups cross. With
 // software link emulation it wraps the communicator of a group whose members sit in different
-// buildings in the emulator (collectives/link_emulator.hpp; DESIGN.md "Building boundaries"). MPI
+// buildings in the emulator (collectives/link_emulator.hpp; docs/design.md "Building boundaries"). MPI
 // bootstraps every backend, so MPI must be initialised first (harness::Job does it).
 #pragma once
 
@@ -39,7 +39,7 @@ struct LinkEmulationSetup {
   std::string technology;  // a network technology of the cluster; "" = its own cross-building link
   bool boundary = true;    // groups crossing a building boundary get the cross-building link
   // Groups inside one node get the cluster's intra_node link: a paced device's node fabric, paced
-  // as its compute is (DESIGN.md "Devices: native and paced"), so that what ranks sharing the
+  // as its compute is (docs/design.md "Devices: native and paced"), so that what ranks sharing the
   // host's cores do to shared memory does not decide a message's time.
   bool node = false;
   // The job's pacing key (boundary_pacing_key): the launcher's (SAX_NET_KEY), which it removes

@@ -1,4 +1,4 @@
-// The software link emulator (`sax launch --emulate software`, DESIGN.md "Building boundaries"):
+// The software link emulator (`sax launch --emulate software`, docs/design.md "Building boundaries"):
 // a Communicator decorator that makes a group crossing a building boundary run at the cluster
 // file's cross-building link, on any backend. Each op runs on the inner communicator at once and
 // is held back until the finish time the cost model's α-β gives it: wire bytes W = bus_factor × S

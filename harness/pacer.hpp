@@ -1,4 +1,4 @@
-// The paced device (DESIGN.md "Devices: native and paced"): as the link emulator holds a message
+// The paced device (docs/design.md "Devices: native and paced"): as the link emulator holds a message
 // for the emulated link's time, the pacer holds a compute op until the declared device would
 // have finished it. The op's real kernel runs on real buffers first; its deadline is its start
 // plus the device's time for it (workload/device_time.hpp, the function the cost model prices it

@@ -3,7 +3,7 @@
 // launcher command (mpirun, or srun inside a Slurm allocation) with the environment it needs —
 // and running it, with the child's exit code passed through and Ctrl-C passed on.
 //
-// Emulation modes (DESIGN.md "Building boundaries"): `netns` — kernel shaping on one host
+// Emulation modes (docs/design.md "Building boundaries"): `netns` — kernel shaping on one host
 // (launcher/netns.hpp), the default where permitted — starts each building's ranks inside its own
 // network namespace behind a shaped, delayed link; `software` starts the ranks as they are and
 // has the communicator factory wrap every communicator that crosses a building in the software

@@ -1,4 +1,4 @@
-// The environment that makes a building boundary real for NCCL in every emulation mode (DESIGN.md
+// The environment that makes a building boundary real for NCCL in every emulation mode (docs/design.md
 // "Building boundaries", ../shared/TESTBED.md "NCCL on emulated buildings"). `sax launch` sets it
 // whatever the command's backend (MPI reads none of it), and a variable already in the launcher's
 // environment is kept: the user's choice wins.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A building boundary on a real cluster's NICs (DESIGN.md "Building boundaries",
+# A building boundary on a real cluster's NICs (docs/design.md "Building boundaries",
 # kernel shaping on real NICs): tc shapes what a node sends to the other buildings' addresses, and
 # NCCL and Open MPI are told to use those NICs over TCP (tc does not see RDMA). Run it on every
 # node of every building, each time with --peer set to the *other* buildings' prefixes: each

@@ -89,7 +89,7 @@ struct BuildingBoundary {
   double nic_gbps = 0;
 };
 
-// How the testbed runs a device's compute ops (DESIGN.md "Devices: native and paced"): native, the
+// How the testbed runs a device's compute ops (docs/design.md "Devices: native and paced"): native, the
 // host's kernels at the host's speed (benchmarking the kernels; the only mode on CUDA); or paced,
 // each op's real kernel on real buffers, then a wait until the declared device would have finished
 // it (workload/device_time.hpp: the time the cost model prices the op at), so that a rank's speed

@@ -1,4 +1,4 @@
-// The building boundary of the NCCL net plugin (DESIGN.md "Building boundaries", mode 3): a
+// The building boundary of the NCCL net plugin (docs/design.md "Building boundaries", mode 3): a
 // Transport that wraps another (the socket transport in the plugin, a fake one in tests) and holds
 // messages to a peer in another building back by α + bytes·β, paced by the software emulator's
 // LinkPacer (collectives/link_pacer.hpp): the device's own rate, and its building's egress shared by
