@@ -95,13 +95,9 @@ std::vector<MeasuredRun> read_runs(const std::string& file) {
 }
 
 double predicted_step(const MeasuredRun& run, const DeviceCompute* device) {
-  const Model& m = run.model;
-  const explorer::HeteroModel::ParamsFor params = [&m, device](const Cluster& view) {
-    explorer::CostParams p = explorer::CostParams::datasheet(view, m);
-    if (device && !view.paced()) p.apply(*device);
-    return p;
-  };
-  return explorer::forecast(run.cluster, run.model, run.layout, params, false)->predicted.step_time_s;
+  explorer::CostSource source;
+  source.device = device;
+  return explorer::forecast(run.cluster, run.model, run.layout, source, false)->predicted.step_time_s;
 }
 
 namespace {

@@ -235,9 +235,17 @@ void run_explore(const ExploreArgs& a) {
   const explorer::Framework framework = framework_of(a.framework, std::nullopt);
   const Cluster c = load_cluster(a.cluster);
   const Model m = load_model(a.model);
-  explorer::ExploreRequest q{
-      c,  m,         params_for(m, a.calibration),      a.top, a.replay_top, a.threads, a.max_candidates,
-      {}, framework, pinned_technology(a.technology, c)};
+  const CalibrationFile k(a.calibration);  // outlives the ranking, which prices views from it
+  explorer::ExploreRequest q{c,
+                             m,
+                             k.source(),
+                             a.top,
+                             a.replay_top,
+                             a.threads,
+                             a.max_candidates,
+                             {},
+                             framework,
+                             pinned_technology(a.technology, c)};
   if (!a.compare.empty()) {
     q.compare = load_layout(a.compare);
     validate_layout(*q.compare, m, c, a.compare);

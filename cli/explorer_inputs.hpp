@@ -25,16 +25,21 @@ namespace sax::cli {
 // for gpt3-175b on a100-3bld on two cores), so 10,000 is about a minute; more is a typo.
 inline constexpr int kMaxReplayTop = 10000;
 
-// The cost parameters of any view of the cluster (explorer/hetero.hpp): the calibration file's,
-// else the datasheet's.
-inline explorer::HeteroModel::ParamsFor params_for(const Model& m, const std::string& calibration_file) {
-  std::shared_ptr<const Calibration> k;
-  if (!calibration_file.empty()) k = std::make_shared<const Calibration>(load_calibration(calibration_file));
-  return [&m, k, calibration_file](const Cluster& view) {
-    return k ? explorer::CostParams::calibrated(view, m, *k, calibration_file)
-             : explorer::CostParams::datasheet(view, m);
-  };
-}
+// `--calibration FILE`, loaded once (when given), and the cost source that points at it: passed
+// down to the explorer as data (explorer::CostSource), the datasheet where no file was given.
+class CalibrationFile {
+ public:
+  explicit CalibrationFile(std::string file) : file_(std::move(file)) {
+    if (!file_.empty()) calibration_ = load_calibration(file_);
+  }
+  CalibrationFile(const CalibrationFile&) = delete;
+  CalibrationFile& operator=(const CalibrationFile&) = delete;
+  explorer::CostSource source() const { return {calibration_ ? &*calibration_ : nullptr, file_, nullptr}; }
+
+ private:
+  std::string file_;
+  std::optional<Calibration> calibration_;
+};
 
 // A cluster whose buildings differ, stage by stage (HeteroModel::Result).
 inline void print_stages(const Cluster& c, const explorer::HeteroModel::Result& r) {

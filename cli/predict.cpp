@@ -126,7 +126,8 @@ void run_predict(const PredictArgs& a) {
   const Layout l = load_layout(a.layout);
   validate_layout(l, m, c, a.layout);
   if (!a.json_file.empty()) check_writable(a.json_file);  // before anything is printed
-  const auto f = explorer::forecast(c, m, l, params_for(m, a.calibration), a.replay);
+  const CalibrationFile k(a.calibration);
+  const auto f = explorer::forecast(c, m, l, k.source(), a.replay);
   if (emit) {
     // The settings alone on stdout, to paste or redirect; --json still gets the prediction.
     std::cout << explorer::emit(*emit, l, m, c);

@@ -21,7 +21,7 @@ namespace {
 void check_memory(const Cluster& c, const Model& m, const Layout& l) {
   if (!c.uniform()) {
     // Buildings that differ: each stage against its own (slowest) device.
-    const explorer::HeteroModel h(c, m, [&m](const Cluster& v) { return explorer::CostParams::datasheet(v, m); });
+    const explorer::HeteroModel h(c, m, explorer::CostSource{});  // the datasheet
     const explorer::HeteroModel::Result r = h.evaluate(explorer::Candidate::of(l, c));
     for (std::size_t i = 0; i < r.stages.size(); ++i)
       if (r.stages[i].memory_gib > r.stages[i].limit_gib) {

@@ -69,8 +69,8 @@ void run_validate(const ValidateArgs& a) {
   launcher::LaunchOptions lo = launch_options(o.emulate, o.technology);
   lo.command = {"run", "--cluster", o.cluster};
   const launcher::LaunchPlan plan = launcher::plan_launch(c, o.cluster, lo);
-  validation::Choice choice =
-      validation::choose({c, m, params_for(m, o.calibration), o.technology, o.top, o.spread, std::move(given)});
+  const CalibrationFile k(o.calibration);  // outlives the choice, whose ranking prices views from it
+  validation::Choice choice = validation::choose({c, m, k.source(), o.technology, o.top, o.spread, std::move(given)});
   const validation::RunsDir runs(o.runs_dir);
   const validation::Setup setup{o, c, m, launcher::to_string(plan.emulation), plan.emulation_note};
   std::cout << validation::header(setup, choice, runs.path()) << std::flush;

@@ -130,11 +130,8 @@ CodesignRow search_cell(const CodesignInput& in, std::int64_t experts, std::int6
   SearchOptions o;
   o.top = in.replay_top;
   o.framework = in.framework;
-  const auto params = [&m, &in](const Cluster& view) {
-    return in.calibration ? CostParams::calibrated(view, m, *in.calibration, in.calibration_file)
-                          : CostParams::datasheet(view, m);
-  };
-  const auto ranking = rank_layouts(in.cluster, m, params, o, static_cast<std::size_t>(in.replay_top));
+  const CostSource source{in.calibration.get(), in.calibration_file, nullptr};
+  const auto ranking = rank_layouts(in.cluster, m, source, o, static_cast<std::size_t>(in.replay_top));
   r.searched = true;
   if (ranking->result.top.empty() || !ranking->result.top.front().prediction.feasible) {
     r.excluded = "no layout fits in memory";

@@ -58,6 +58,16 @@ struct LinkCost {
   bool has(CollAlgorithm a) const { return beta_scale[static_cast<std::size_t>(a)] > 0; }
 };
 
+// Where a cost model's parameters come from, as data passed down (nothing calls back up): the
+// datasheet alone, or over it a calibration file's fits, and a GPU generation's compute measured
+// from runs (calibrate --runs). The same source prices every view of a cluster (hetero.hpp: each
+// stage's own buildings). What it points at outlives the models priced from it.
+struct CostSource {
+  const Calibration* calibration = nullptr;
+  std::string calibration_file;           // named in the parameters' source
+  const DeviceCompute* device = nullptr;  // applied where the view's device is not paced
+};
+
 // Everything the cost model assumes. `datasheet` fills it from the cluster and the documented
 // defaults (docs/explorer.md "Cost-model defaults" gives each one's source); `calibrated` overrides what a
 // calibration file measured.
@@ -80,6 +90,9 @@ struct CostParams : workload::DeviceSpeed {  // the device's compute: workload/d
   // With a calibration: the terms it set, and those left at the datasheet or the defaults.
   std::vector<std::string> calibrated_terms, datasheet_terms;
 
+  // The parameters of `view` from `source`: the one entry the search, the hetero model, predict,
+  // validate and the runs' fit price through.
+  static CostParams of(const Cluster& view, const Model& model, const CostSource& source);
   static CostParams datasheet(const Cluster& cluster, const Model& model);
   static CostParams calibrated(const Cluster& cluster, const Model& model, const Calibration& calibration,
                                const std::string& file);

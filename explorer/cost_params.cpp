@@ -71,6 +71,13 @@ LinkCost datasheet_link(const Link& l, bool apply_oversubscription, const Algori
 
 }  // namespace
 
+CostParams CostParams::of(const Cluster& view, const Model& m, const CostSource& source) {
+  CostParams p =
+      source.calibration ? calibrated(view, m, *source.calibration, source.calibration_file) : datasheet(view, m);
+  if (source.device && !view.paced()) p.apply(*source.device);
+  return p;
+}
+
 CostParams CostParams::datasheet(const Cluster& cl, const Model& m) {
   CostParams p;
   static_cast<workload::DeviceSpeed&>(p) = workload::DeviceSpeed::of(cl.device, cl.backend, m.dtype);

@@ -43,7 +43,7 @@ Exploration explore(const ExploreRequest& q) {
     o.optimizer_precision = q.compare->optimizer_precision;
   }
   Exploration out;
-  out.ranking = rank_layouts(q.cluster, q.model, q.params, o,
+  out.ranking = rank_layouts(q.cluster, q.model, q.cost, o,
                              static_cast<std::size_t>(hetero ? std::max(q.top, q.replay_top) : q.replay_top));
   out.hetero = summarize_hetero(q.cluster, q.model, *out.ranking);
   std::vector<Ranked>& top = out.ranking->result.top;
@@ -62,17 +62,17 @@ std::string why(const Cluster& c, const Ranked& x, std::size_t i, const HeteroSu
   return s;
 }
 
-std::unique_ptr<Forecast> forecast(const Cluster& c, const Model& m, const Layout& l,
-                                   const HeteroModel::ParamsFor& params, bool replay) {
+std::unique_ptr<Forecast> forecast(const Cluster& c, const Model& m, const Layout& l, const CostSource& source,
+                                   bool replay) {
   auto f = std::make_unique<Forecast>();
   f->hetero = !c.uniform();
   f->plan = f->hetero ? uniform_view(c, m.dtype) : c;
-  f->cost = std::make_unique<CostModel>(f->plan, m, params(f->plan));
+  f->cost = std::make_unique<CostModel>(f->plan, m, CostParams::of(f->plan, m, source));
   f->closed = f->cost->predict(l);
   const Candidate k = Candidate::of(l, c);
   f->balanced_candidate = k;
   if (f->hetero) {
-    const HeteroModel hm(c, m, params);
+    const HeteroModel hm(c, m, source);
     f->stages = hm.evaluate(k);
     f->balanced = hm.balance(f->balanced_candidate);
     f->predicted = f->stages.prediction;

@@ -25,7 +25,7 @@ inline constexpr int kDefaultReplayTop = 50;
 struct ExploreRequest {
   const Cluster& cluster;
   const Model& model;
-  HeteroModel::ParamsFor params;
+  CostSource cost;
   int top = 10, replay_top = kDefaultReplayTop, threads = 0;
   std::int64_t max_candidates = SearchOptions::kDefaultMaxCandidates;
   std::optional<Layout> compare;  // a layout to set beside the best found
@@ -70,7 +70,7 @@ struct Forecast {
   std::string why, method;
 };
 
-std::unique_ptr<Forecast> forecast(const Cluster& c, const Model& m, const Layout& l,
-                                   const HeteroModel::ParamsFor& params, bool replay);
+std::unique_ptr<Forecast> forecast(const Cluster& c, const Model& m, const Layout& l, const CostSource& source,
+                                   bool replay);
 
 }  // namespace sax::explorer

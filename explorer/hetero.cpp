@@ -126,8 +126,8 @@ std::string pipeline_layout_string(const std::vector<std::int64_t>& layers) {
   return s;
 }
 
-HeteroModel::HeteroModel(const Cluster& cluster, const Model& model, ParamsFor params)
-    : cluster_(cluster), model_(model), params_(std::move(params)) {
+HeteroModel::HeteroModel(const Cluster& cluster, const Model& model, CostSource source)
+    : cluster_(cluster), model_(model), source_(std::move(source)) {
   for (int b = 0; b < static_cast<int>(cluster.buildings.size()); ++b)
     peak_flops_sum_ +=
         static_cast<double>(cluster.building_ranks(b)) * cluster.device_of(b).peak_tflops_for(model.dtype) * 1e12;
@@ -139,7 +139,7 @@ const HeteroModel::View& HeteroModel::view(const std::vector<int>& device_buildi
   if (!slot) {
     slot = std::make_unique<View>();
     slot->cluster = uniform_view(cluster_, device_buildings, link_buildings, model_.dtype);
-    slot->cost = std::make_unique<CostModel>(slot->cluster, model_, params_(slot->cluster));
+    slot->cost = std::make_unique<CostModel>(slot->cluster, model_, CostParams::of(slot->cluster, model_, source_));
   }
   return *slot;
 }
@@ -329,17 +329,17 @@ std::string HeteroModel::explain(const Result& r) const {
   return s;
 }
 
-std::unique_ptr<Ranking> rank_layouts(const Cluster& c, const Model& m, const HeteroModel::ParamsFor& params,
+std::unique_ptr<Ranking> rank_layouts(const Cluster& c, const Model& m, const CostSource& source,
                                       const SearchOptions& options, std::size_t replay_top,
                                       const std::function<bool(const Ranked&)>& drop) {
   auto r = std::make_unique<Ranking>();
   const bool hetero = !c.uniform();
   r->plan = hetero ? uniform_view(c, m.dtype) : c;
-  r->cost = std::make_unique<CostModel>(r->plan, m, params(r->plan));
+  r->cost = std::make_unique<CostModel>(r->plan, m, CostParams::of(r->plan, m, source));
   r->result = search(*r->cost, r->plan, m, options);
   if (drop) std::erase_if(r->result.top, drop);
   if (hetero) {
-    r->hetero = std::make_unique<HeteroModel>(c, m, params);
+    r->hetero = std::make_unique<HeteroModel>(c, m, source);
     r->uniform_top = r->result.top;
     rerank_by_replay(*r->cost, r->uniform_top, replay_top);
     r->replayed = rerank_heterogeneous(*r->hetero, r->result.top, replay_top, &r->stage_why);

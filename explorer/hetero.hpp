@@ -55,9 +55,8 @@ std::string pipeline_layout_string(const std::vector<std::int64_t>& stage_layers
 
 class HeteroModel {
  public:
-  // `params` gives the cost parameters of a view (the datasheet's, or a calibration's).
-  using ParamsFor = std::function<CostParams(const Cluster&)>;
-  HeteroModel(const Cluster& cluster, const Model& model, ParamsFor params);
+  // Each view's cost parameters are CostParams::of(view, model, source).
+  HeteroModel(const Cluster& cluster, const Model& model, CostSource source);
 
   struct Stage {
     std::vector<int> buildings;  // where its ranks are
@@ -95,7 +94,7 @@ class HeteroModel {
 
   const Cluster& cluster_;
   const Model& model_;
-  ParamsFor params_;
+  CostSource source_;
   double peak_flops_sum_ = 0;  // Σ over devices of the model dtype's peak (MFU's denominator)
   mutable std::map<std::pair<std::vector<int>, std::vector<int>>, std::unique_ptr<View>> views_;
 };
@@ -115,7 +114,7 @@ struct Ranking {
   std::vector<std::string> stage_why;
   std::size_t replayed = 0;
 };
-std::unique_ptr<Ranking> rank_layouts(const Cluster& cluster, const Model& model, const HeteroModel::ParamsFor& params,
+std::unique_ptr<Ranking> rank_layouts(const Cluster& cluster, const Model& model, const CostSource& source,
                                       const SearchOptions& options, std::size_t replay_top,
                                       const std::function<bool(const Ranked&)>& drop = {});
 

@@ -28,7 +28,7 @@ std::unique_ptr<explorer::Ranking> rank_on_boundary(const ChooseInput& in) {
   const int technology = emulated ? static_cast<int>(emulated - in.cluster.network_technologies.data()) : -1;
   explorer::SearchOptions o;
   o.top = kMaxRanking;
-  return explorer::rank_layouts(in.cluster, in.model, in.params, o, kReplayTop,
+  return explorer::rank_layouts(in.cluster, in.model, in.cost, o, kReplayTop,
                                 [&](const explorer::Ranked& x) { return x.candidate.technology != technology; });
 }
 

@@ -25,7 +25,7 @@ std::vector<GivenLayout> load_given(const Options& o, const Cluster& c, const Mo
 struct ChooseInput {
   const Cluster& cluster;
   const Model& model;
-  explorer::HeteroModel::ParamsFor params;
+  explorer::CostSource cost;
   std::string technology;  // the boundary's: the ranking keeps layouts priced on it alone
   int top = 4, spread = 4;
   std::vector<GivenLayout> given;

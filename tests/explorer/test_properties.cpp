@@ -139,7 +139,7 @@ TEST(Properties, MoreMemoryNeverRemovesAFeasibleLayout) {
 TEST(Properties, AFasterBuildingNeverMakesThePredictionSlower) {
   const Cluster mixed = test::preset_cluster("mixed-3bld");  // bld-c on A100s, the others H100s
   const Model m = test::preset_model("llama3-70b");
-  auto params = [&m](const Cluster& v) { return CostParams::datasheet(v, m); };
+  const CostSource params{};  // the datasheet
   Cluster all_a100 = mixed, all_h100 = mixed;
   all_a100.device = mixed.device_of(2);
   for (auto& b : all_a100.buildings) b.device.reset();
@@ -283,7 +283,7 @@ TEST(Properties, OnRandomClustersAFasterBuildingOrLinkNeverSlowsAnything) {
     c.cross_building.oversubscription = std::uniform_real_distribution<double>(1, 8)(rng);
     c.name = "random-" + std::to_string(trial);
     const Model m = test::preset_model(models[static_cast<std::size_t>(trial) % models.size()]);
-    auto params = [&m](const Cluster& v) { return CostParams::datasheet(v, m); };
+    const CostSource params{};  // the datasheet
 
     const int up = std::uniform_int_distribution<int>(0, b - 1)(rng);
     Cluster faster = c, wider = c;

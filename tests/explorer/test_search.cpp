@@ -507,8 +507,7 @@ TEST(Search, ExploreKeepsTheComparedLayoutsNumerics) {
   const Cluster c = test::preset_cluster("published/dgx-h100-128");
   const Model m = test::preset_model("published/nemotron4-340b");
   const Layout ran = read_layout(test::preset("layouts/published/nemo-nemotron4-340b-128.json"), "nemotron");
-  auto params = [&m](const Cluster& v) { return CostParams::datasheet(v, m); };
-  ExploreRequest q{c, m, params};
+  ExploreRequest q{c, m, CostSource{}};
   q.top = 5;
   q.replay_top = 0;
   const Exploration plain = explore(q);
