@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "explorer/hetero.hpp"
+#include "explorer/ranking.hpp"
 #include "spec/bounds.hpp"
 #include "spec/error.hpp"
 

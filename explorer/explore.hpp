@@ -11,6 +11,7 @@
 
 #include "explorer/framework.hpp"
 #include "explorer/hetero.hpp"
+#include "explorer/ranking.hpp"
 #include "explorer/search.hpp"
 #include "spec/cluster.hpp"
 #include "spec/layout.hpp"

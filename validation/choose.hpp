@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "explorer/hetero.hpp"
+#include "explorer/ranking.hpp"
 #include "spec/cluster.hpp"
 #include "spec/model.hpp"
 #include "validation/trial.hpp"
