@@ -6,7 +6,7 @@
 // (scripts/trace_overhead.py measures those).
 #include <benchmark/benchmark.h>
 
-#include "harness/tracer.hpp"
+#include "harness/internal/tracer.hpp"
 #include "profiles/host_recorder.hpp"
 
 namespace {

@@ -32,7 +32,7 @@ constexpr double kComputeWindowUs = 20000;
 // over back-to-back runs for kPacedWindowUs (about a chain of paced ops between two waits of a
 // step, a micro-batch's pass through a stage): the p99 (the highest rank's) of the rate the host
 // sustains for the op while every rank computes. A single run can be preempted for a scheduler
-// slice; a chain of paced ops catches up on the ops quicker than their time (harness/pacer.hpp),
+// slice; a chain of paced ops catches up on the ops quicker than their time (harness/internal/pacer.hpp),
 // so what a device must not exceed is the sustained rate, not one run's.
 constexpr int kPacedIters = 5;
 constexpr double kPacedWindowUs = 50000;

@@ -1,7 +1,7 @@
 // `sax trace merge DIR -o FILE`: joins the per-rank Chrome traces in DIR (every *.json, one rank
 // each) into one file that Perfetto and chrome://tracing open, refusing a rank found twice and
 // reporting events that cross on one thread. `sax trace summary FILE|DIR [--json OUT]`: a run's
-// trace read back in the categories of `sax run`'s breakdown (harness/tracer.hpp).
+// trace read back in the categories of `sax run`'s breakdown (harness/internal/tracer.hpp).
 #include <algorithm>
 #include <filesystem>
 #include <iostream>

@@ -5,10 +5,10 @@
 #include <optional>
 
 #include "harness/coll_engine.hpp"
-#include "harness/coll_report.hpp"
-#include "harness/fault_injection.hpp"
+#include "harness/internal/coll_report.hpp"
+#include "harness/internal/fault_injection.hpp"
+#include "harness/internal/tracer.hpp"
 #include "harness/sizes.hpp"
-#include "harness/tracer.hpp"
 #include "harness/watchdog.hpp"
 
 namespace sax::harness {

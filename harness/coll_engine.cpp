@@ -6,9 +6,9 @@
 #include <limits>
 
 #include "collectives/bf16.hpp"
+#include "harness/internal/waiter.hpp"
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
-#include "harness/waiter.hpp"
 #include "profiles/host_recorder.hpp"
 
 namespace sax::harness {

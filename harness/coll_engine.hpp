@@ -17,10 +17,10 @@
 
 #include "collectives/communicator.hpp"
 #include "harness/coll_plan.hpp"
-#include "harness/coll_table.hpp"
-#include "harness/fault_injection.hpp"
+#include "harness/internal/coll_table.hpp"
+#include "harness/internal/fault_injection.hpp"
+#include "harness/internal/tracer.hpp"
 #include "harness/job.hpp"
-#include "harness/tracer.hpp"
 #include "harness/watchdog.hpp"
 #include "kernels/device.hpp"
 
@@ -77,7 +77,7 @@ Measurement time_op(const CollOpEntry& entry, coll::Communicator& comm, Job& job
                     void* recv, std::size_t count, DType dtype, const Timing& timing,
                     const FaultInjection& faults = FaultInjection::get());
 
-// A blocking call as a paced step makes it (`sax run` on a paced device, harness/executor.hpp):
+// A blocking call as a paced step makes it (`sax run` on a paced device, harness/internal/executor.hpp):
 // `iters` times the rank sleeps until `gap_us` after it went on from its last call, as a paced op
 // holds it to the device's deadline, then calls `entry` (posted nonblocking, waited for asleep,
 // testing every `poll_us`). Per call, the time from the rank's own call to the last of its

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "collectives/communicator.hpp"
-#include "harness/coll_table.hpp"
+#include "harness/internal/coll_table.hpp"
 #include "harness/sizes.hpp"
 #include "harness/watchdog.hpp"
 #include "profiles/event.hpp"

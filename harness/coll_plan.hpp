@@ -67,7 +67,7 @@ struct CollBenchConfig {
   // boundary alone against several at once is how the boundary's sharing is measured.
   int groups_at_once = 0;
   // On a paced cluster (--cluster's device is paced) every op is posted nonblocking and waited
-  // for as a paced rank's step waits (harness/pacer.hpp): tested, sleeping this long between
+  // for as a paced rank's step waits (harness/internal/pacer.hpp): tested, sleeping this long between
   // tests, so that the links are measured as a step uses them; 0: inside the library's call.
   double poll_us = 0;
   Backend backend = Backend::cpu;

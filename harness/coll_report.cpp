@@ -1,4 +1,4 @@
-#include "harness/coll_report.hpp"
+#include "harness/internal/coll_report.hpp"
 
 #include <cstdio>
 #include <set>

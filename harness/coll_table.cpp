@@ -1,4 +1,4 @@
-#include "harness/coll_table.hpp"
+#include "harness/internal/coll_table.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -1,4 +1,4 @@
-#include "harness/executor.hpp"
+#include "harness/internal/executor.hpp"
 
 #if defined(__SSE__)
 #include <xmmintrin.h>
@@ -12,8 +12,8 @@
 #include <tuple>
 #include <utility>
 
+#include "harness/internal/tracer.hpp"
 #include "harness/stats.hpp"
-#include "harness/tracer.hpp"
 #include "profiles/cupti/cupti_source.hpp"
 #include "profiles/host_recorder.hpp"
 #include "profiles/nvtx.hpp"

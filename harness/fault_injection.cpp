@@ -1,4 +1,4 @@
-#include "harness/fault_injection.hpp"
+#include "harness/internal/fault_injection.hpp"
 
 #include <unistd.h>
 

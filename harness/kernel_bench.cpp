@@ -12,12 +12,12 @@
 #include <set>
 #include <tuple>
 
-#include "harness/op_runner.hpp"
+#include "harness/internal/op_runner.hpp"
+#include "harness/internal/tracer.hpp"
 #include "harness/op_timing.hpp"
 #include "harness/result_env.hpp"
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
-#include "harness/tracer.hpp"
 #include "kernels/cpu/ops.hpp"
 #include "sax_version.hpp"
 #include "spec/error.hpp"

@@ -1,4 +1,4 @@
-#include "harness/op_runner.hpp"
+#include "harness/internal/op_runner.hpp"
 
 #include <algorithm>
 #include <climits>

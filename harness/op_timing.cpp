@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "harness/op_runner.hpp"
+#include "harness/internal/op_runner.hpp"
 #include "kernels/ops.hpp"
 #include "profiles/host_recorder.hpp"
 

@@ -1,4 +1,4 @@
-#include "harness/pacer.hpp"
+#include "harness/internal/pacer.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "harness/coll_plan.hpp"
-#include "harness/coll_table.hpp"
+#include "harness/internal/coll_table.hpp"
 #include "harness/job.hpp"
 #include "harness/stats.hpp"
 #include "harness/watchdog.hpp"

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "harness/fault_injection.hpp"
+#include "harness/internal/fault_injection.hpp"
 #include "spec/provenance.hpp"
 
 namespace sax::harness {

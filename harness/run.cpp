@@ -8,13 +8,13 @@
 #include <iostream>
 #include <optional>
 
-#include "harness/executor.hpp"
-#include "harness/fault_injection.hpp"
+#include "harness/internal/executor.hpp"
+#include "harness/internal/fault_injection.hpp"
+#include "harness/internal/tracer.hpp"
+#include "harness/internal/waiter.hpp"
 #include "harness/result_env.hpp"
 #include "harness/sizes.hpp"
 #include "harness/stats.hpp"
-#include "harness/tracer.hpp"
-#include "harness/waiter.hpp"
 #include "harness/watchdog.hpp"
 #include "kernels/ops.hpp"
 #include "profiles/activity.hpp"

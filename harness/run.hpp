@@ -1,11 +1,11 @@
 // `sax run`: one layout's training step on the testbed, under mpirun, one rank per device of the
-// cluster. Every rank executes its own workload (harness/executor.hpp) for `warmup` + `steps`
+// cluster. Every rank executes its own workload (harness/internal/executor.hpp) for `warmup` + `steps`
 // steps, all starting each step together; the step time is the slowest rank's. Rank 0 prints a
 // table with `sax predict`'s categories and writes the JSON (atomically):
 // {"version", "config", "env", "step_time_s": {"median", "min", "max"}, "steps": [...],
 //  "ranks": [{"rank", "building", "stage", "breakdown_s": {...}, "bytes": {...}, "peak_rss_gib"}],
 //  "trace": {...} with --trace}. With `--trace DIR` every rank records its measured steps
-// (harness/tracer.hpp) and writes DIR/rank-N.json, on rank 0's clock.
+// (harness/internal/tracer.hpp) and writes DIR/rank-N.json, on rank 0's clock.
 #pragma once
 
 #include <functional>

@@ -6,8 +6,8 @@
 #include <numeric>
 #include <optional>
 
+#include "harness/internal/tracer.hpp"
 #include "harness/stats.hpp"
-#include "harness/tracer.hpp"
 #include "profiles/chrome_trace.hpp"
 #include "spec/error.hpp"
 

@@ -1,4 +1,4 @@
-// `sax trace summary`: a run's trace (harness/tracer.hpp) read back in the categories of `sax
+// `sax trace summary`: a run's trace (harness/internal/tracer.hpp) read back in the categories of `sax
 // run`'s breakdown. Each rank's StepRecord is rebuilt from the events alone, and the step and
 // the idle time are selected exactly as `sax run` selects them, so that the two agree.
 #pragma once
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/executor.hpp"
+#include "harness/internal/executor.hpp"
 #include "spec/fields.hpp"
 
 namespace sax::harness {

@@ -1,4 +1,4 @@
-#include "harness/tracer.hpp"
+#include "harness/internal/tracer.hpp"
 
 #include <pthread.h>
 

@@ -1,4 +1,4 @@
-#include "harness/waiter.hpp"
+#include "harness/internal/waiter.hpp"
 
 #include <sched.h>
 #include <sys/prctl.h>

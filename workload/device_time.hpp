@@ -1,5 +1,5 @@
 // What a device takes for one compute op: the one definition the cost model prices a step with
-// (explorer/cost_model.hpp's compute terms) and a paced device runs at (harness/pacer.hpp). Each
+// (explorer/cost_model.hpp's compute terms) and a paced device runs at (harness/internal/pacer.hpp). Each
 // op at its roofline: its FLOPs at the peak times the efficiency its size reaches (the GEMM curve
 // for GEMMs and unfused attention's products, times their tile and wave quantization; the
 // attention curve for fused attention; each curve read at the op's forward FLOPs), or its bytes at

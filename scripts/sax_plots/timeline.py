@@ -1,5 +1,5 @@
 """timeline: one step of a merged trace (sax trace merge of sax run --trace), a row per rank's
-executor thread and per communication lane (harness/tracer.hpp)."""
+executor thread and per communication lane (harness/internal/tracer.hpp)."""
 import os
 import statistics
 

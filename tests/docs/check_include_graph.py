@@ -2,9 +2,9 @@
 """The include graph against the arrows docs/ARCHITECTURE.md allows.
 
 Every `#include "folder/..."` of a source under one of sax's folders must name its own folder or
-one the folder may use (ALLOWED); a folder may be limited to a few headers of another (PUBLIC:
-what calibration/ sees of harness/); CUDA-family and MPI headers only where the map lets a
-transport or a device be known. Prints every wrong-way include as FILE:LINE and exits 1.
+one the folder may use (ALLOWED); a folder's `internal/` headers are its own (only it, and the
+folders that may use anything, include them); CUDA-family and MPI headers only where the map lets
+a transport or a device be known. Prints every wrong-way include as FILE:LINE and exits 1.
 
     tests/docs/check_include_graph.py [ROOT]      the tree at ROOT (default: this checkout)
     tests/docs/check_include_graph.py --self-test  a made tree with one wrong-way include fails
@@ -31,13 +31,6 @@ ALLOWED = {
     "bench": None,
     "tests": None,
 }
-# (folder, used folder) -> the headers of `used` that folder may include; absent: any of them.
-# The harness's public face: the job, its flags and statistics, the commands' entry points and
-# the op-timing loop; its runner, executor, tracer and per-op tables stay inside it.
-HARNESS_API = {f"harness/{h}.hpp" for h in (
-    "job", "boundary_guard", "watchdog", "sizes", "stats", "coll_plan", "coll_engine", "coll_bench", "kernel_bench", "op_timing",
-    "result_env", "run", "trace_summary", "regress")}
-PUBLIC = {("calibration", "harness"): HARNESS_API, ("validation", "harness"): HARNESS_API}
 # System headers that tie code to a device or a transport, and the paths that may include them.
 SYSTEM = [
     (re.compile(r"^(cuda|cublas|cupti|nccl|nvtx|nvToolsExt|cub/|curand)"),
@@ -78,9 +71,8 @@ def violations(root):
                 if used not in ALLOWED[folder]:
                     found.append(f"{rel}:{n}: {folder}/ includes {target} (may use: "
                                  f"{', '.join(sorted(ALLOWED[folder])) or 'nothing of ours'})")
-                elif (folder, used) in PUBLIC and target not in PUBLIC[(folder, used)]:
-                    found.append(f"{rel}:{n}: {folder}/ includes {target}, not one of {used}/'s public "
-                                 f"headers ({', '.join(sorted(PUBLIC[(folder, used)]))})")
+                elif "/internal/" in target:
+                    found.append(f"{rel}:{n}: {folder}/ includes {target}, a header internal to {used}/")
     return found
 
 
@@ -95,8 +87,12 @@ def self_test():
             return "a tree whose arrows point down was refused"
         with open(os.path.join(root, "spec/b.hpp"), "w") as f:
             f.write('#include "explorer/c.hpp"\n#include <cuda_runtime.h>\n')
+        os.makedirs(os.path.join(root, "spec/internal"))
+        with open(os.path.join(root, "explorer/d.cpp"), "w") as f:
+            f.write('#include "spec/internal/e.hpp"\n')
         got = violations(root)
-        if len(got) != 2 or not got[0].startswith("spec/b.hpp:1:") or "cuda_runtime" not in got[1]:
+        if (len(got) != 3 or not got[0].startswith("explorer/d.cpp:1:") or "internal to spec/" not in got[0]
+                or not got[1].startswith("spec/b.hpp:1:") or "cuda_runtime" not in got[2]):
             return f"a wrong-way include was not caught: {got}"
     return None
 
@@ -104,7 +100,8 @@ def self_test():
 def main():
     if sys.argv[1:] == ["--self-test"]:
         err = self_test()
-        print(err or "self-test: a wrong-way include and a misplaced CUDA header are caught")
+        print(err or "self-test: a wrong-way include, another folder's internal header and a misplaced CUDA header "
+              "are caught")
         return 1 if err else 0
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
     found = violations(root)

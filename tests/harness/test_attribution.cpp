@@ -1,10 +1,10 @@
-// How `sax run` attributes a wait for a message (harness/executor.hpp attribute_waits,
+// How `sax run` attributes a wait for a message (harness/internal/executor.hpp attribute_waits,
 // workload/README.md "The terms of a step"): before the last other member issued its part of the
 // call the rank waited for a peer (idle), after it for the communication (its dimension's); a
 // receive is split at its sender's send, matched in the order the pair's messages go.
 #include <gtest/gtest.h>
 
-#include "harness/executor.hpp"
+#include "harness/internal/executor.hpp"
 #include "spec/error.hpp"
 
 using sax::GroupKind;

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "harness/coll_plan.hpp"
-#include "harness/coll_table.hpp"
+#include "harness/internal/coll_table.hpp"
 #include "harness/watchdog.hpp"
 #include "spec/error.hpp"
 #include "tests/support/run.hpp"

@@ -9,8 +9,8 @@
 
 #include <numeric>
 
-#include "harness/executor.hpp"
-#include "harness/op_runner.hpp"
+#include "harness/internal/executor.hpp"
+#include "harness/internal/op_runner.hpp"
 #include "tests/support/layout_grid.hpp"
 #include "workload/workload.hpp"
 

@@ -1,4 +1,4 @@
-// The paced device (harness/pacer.hpp) and how a paced rank waits (harness/waiter.hpp), without
+// The paced device (harness/internal/pacer.hpp) and how a paced rank waits (harness/internal/waiter.hpp), without
 // MPI: an op never ends before its deadline, a chain's deadlines are absolute (waking late does
 // not add up), a kernel slower than its time is counted when the chain ends behind the device and
 // not when the rank catches up, and waiting sleeps. Bounds are orders, not tight times: a loaded
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-#include "harness/pacer.hpp"
+#include "harness/internal/pacer.hpp"
 #include "profiles/host_recorder.hpp"
 #include "spec/cluster.hpp"
 #include "spec/model.hpp"

@@ -1,4 +1,4 @@
-// How a paced rank waits (harness/pacer.hpp), for a deadline, a message or a collective: never
+// How a paced rank waits (harness/internal/pacer.hpp), for a deadline, a message or a collective: never
 // spinning. It tests its pending communication (MPI moves a nonblocking operation only inside its
 // calls) and sleeps `poll_us` between tests, or straight to the deadline when nothing is pending,
 // so that a rank's CPU time is its kernels and a small overhead and the ranks a host carries

@@ -9,14 +9,14 @@
 // catches up on the ops whose kernels are quicker than their time. What it has not caught up
 // when the chain ends (the rank waits for a message, or the step ends) is an overrun: the device
 // ran slower than declared there, and the overrun is counted, never hidden.
-// Waiting for the deadline never spins (harness/waiter.hpp).
+// Waiting for the deadline never spins (harness/internal/waiter.hpp).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
-#include "harness/waiter.hpp"
+#include "harness/internal/waiter.hpp"
 #include "spec/cluster.hpp"
 #include "spec/model.hpp"
 #include "workload/device_time.hpp"

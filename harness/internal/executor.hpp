@@ -11,7 +11,7 @@
 // GEMM; pipeline sends asynchronous (so that two stages sending to each other
 // cannot deadlock), receives blocking; the CP ring a send-receive to the ring's neighbours.
 //
-// On a paced device (harness/pacer.hpp) each compute op's kernel is followed by a wait for its
+// On a paced device (harness/internal/pacer.hpp) each compute op's kernel is followed by a wait for its
 // deadline, and every wait — the deadline's, a receive's, a collective's (blocking collectives are
 // issued nonblocking and waited for so) — tests the pending communication and sleeps between
 // tests: an overlapped collective moves on while the device computes, and no rank spins.
@@ -36,8 +36,8 @@
 
 #include "collectives/factory.hpp"
 #include "collectives/groups.hpp"
-#include "harness/op_runner.hpp"
-#include "harness/pacer.hpp"
+#include "harness/internal/op_runner.hpp"
+#include "harness/internal/pacer.hpp"
 #include "harness/watchdog.hpp"
 #include "kernels/device.hpp"
 #include "kernels/ops.hpp"
