@@ -15,6 +15,7 @@
 #include "cli/explorer_inputs.hpp"
 #include "cli/json_out.hpp"
 #include "cli/plots.hpp"
+#include "explorer/codesign_report.hpp"
 #include "explorer/hetero.hpp"
 #include "explorer/report.hpp"
 #include "spec/provenance.hpp"
@@ -82,77 +83,10 @@ explorer::CodesignBudget budget_of(const CodesignArgs& a) {
   return {};
 }
 
-void print_rows(const explorer::CodesignResult& r, bool loss) {
-  std::printf("  %-3s %-9s %-6s %-7s %-7s %-6s %-9s %-11s %-6s %-7s %-14s %s\n", "", "variant", "width", "total",
-              "active", "sparse", "step", "tokens/s", "MFU", "memory", "dominant", "best layout");
-  for (const explorer::CodesignRow& row : r.rows) {
-    const std::string name = "E" + std::to_string(row.variant.experts) + " k" + std::to_string(row.variant.topk);
-    if (!row.fits) {
-      std::printf("  %-3s %-9s %s\n", "", name.c_str(),
-                  (row.searched ? "(" + amount_text(row.variant.model->params_total()) + " total) " : std::string())
-                      .append("excluded: " + row.excluded)
-                      .c_str());
-      continue;
-    }
-    const Model& m = *row.variant.model;
-    const explorer::Prediction& p = row.best.prediction;
-    std::printf("  %-3s %-9s %-6lld %-7s %-7s %-6s %-9s %-11s %-6s %-7s %-14s %s%s\n", row.pareto ? "*" : "",
-                name.c_str(), static_cast<long long>(m.moe_ffn_hidden_size), amount_text(m.params_total()).c_str(),
-                amount_text(m.params_active()).c_str(), fmt("%.1f%%", 100 * explorer::sparsity(m)).c_str(),
-                fmt("%.4g s", p.step_time_s).c_str(), fmt("%.4g", p.tokens_per_s).c_str(),
-                fmt("%.1f%%", 100 * p.mfu).c_str(), fmt("%.1fG", p.memory_gib).c_str(), row.dominant.c_str(),
-                explorer::describe_degrees(row.best.candidate).c_str(),
-                loss ? (" — loss " + fmt("%.4f", row.loss)).c_str() : "");
-  }
-}
-
-// The Pareto set's note, and why each variant off it loses: its dominant term, and the term it
-// loses the most time in against the one on the set that beats it.
-void print_pareto(const explorer::CodesignResult& r, bool loss) {
-  std::printf(
-      "  * the Pareto set: no other variant is %s; %zu of %zu cells searched in %.2f s\n",
-      loss ? "lower in predicted loss and in total parameters at once"
-           : "faster in tokens/s and larger in total "
-             "parameters at once",
-      static_cast<std::size_t>(std::count_if(r.rows.begin(), r.rows.end(), [](const auto& x) { return x.searched; })),
-      r.rows.size(), r.search_seconds);
-  for (const explorer::Beaten& b : r.beaten) {
-    const explorer::CodesignRow &x = r.rows[b.row], &q = r.rows[b.by];
-    std::printf(
-        "  E%lld k%lld loses to E%lld k%lld: %s is %.0f%% of its step; its step is %+.3g s, most in %s (%+.3g s)\n",
-        static_cast<long long>(x.variant.experts), static_cast<long long>(x.variant.topk),
-        static_cast<long long>(q.variant.experts), static_cast<long long>(q.variant.topk), x.dominant.c_str(),
-        100 * explorer::breakdown_terms(x.best.prediction.breakdown).front().first / x.best.prediction.step_time_s,
-        x.best.prediction.step_time_s - q.best.prediction.step_time_s, b.term.c_str(), b.seconds);
-  }
-}
-
-json variant_json(const explorer::CodesignRow& r, const Cluster& c, bool loss) {
-  json v = {{"experts", r.variant.experts}, {"topk", r.variant.topk}, {"pareto", r.pareto}};
-  if (r.variant.model) {
-    const Model& m = *r.variant.model;
-    v["moe_ffn_hidden_size"] = m.moe_ffn_hidden_size;
-    v["total_params"] = m.params_total();
-    v["active_params"] = m.params_active();
-    v["training_flops_per_token"] = m.training_flops_per_token();
-    v["sparsity"] = explorer::sparsity(m);
-    v["budget_error"] = r.variant.budget_error;
-  }
-  if (r.fits) {
-    v["layout"] = to_json(r.best.candidate.to_layout(c));
-    v["predicted"] = explorer::to_json(r.best.prediction);
-    v["dominant_term"] = r.dominant;
-    if (loss) v["predicted_loss"] = r.loss;
-  } else {
-    v["excluded"] = r.excluded;
-  }
-  return v;
-}
-
 json result_json(const CodesignArgs& a, const explorer::CodesignInput& in, const explorer::CodesignResult& r) {
   const bool loss = in.loss.has_value();
   json variants = json::array();
-  for (const explorer::CodesignRow& row : r.rows) variants.push_back(variant_json(row, in.cluster, loss));
+  for (const explorer::CodesignRow& row : r.rows) variants.push_back(explorer::to_json(row, in.cluster, loss));
   return {{"version", 1},
           {"provenance", provenance({{"cluster", a.cluster}, {"model", a.model}, {"loss_model", a.loss_model}})},
           {"inputs",
@@ -205,8 +139,7 @@ void run_codesign(const CodesignArgs& a) {
                 in.loss->tokens > 0 ? (amount_text(in.loss->tokens) + " tokens").c_str()
                                     : (fmt("%g", in.loss->wall_clock_hours) + " hours on this cluster").c_str());
   if (in.calibration) std::printf("  calibration: %s (its terms in place of the datasheet's)\n", a.calibration.c_str());
-  print_rows(r, loss);
-  print_pareto(r, loss);
+  std::fputs((explorer::codesign_table(r, loss) + explorer::codesign_pareto(r, loss)).c_str(), stdout);
   if (a.json_file.empty() && a.plot.empty()) return;
   const std::string file = a.json_file.empty() ? a.plot + ".json" : a.json_file;
   write_json_file(file, result_json(a, in, r));
