@@ -4,6 +4,8 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
+#include <utility>
 
 #include "spec/error.hpp"
 
@@ -288,91 +290,171 @@ Traffic OpRunner::run_attention() {
 }
 
 // The memory-bound ops, by name: each its kernel's forward or backward.
+namespace {
+
+// What a memory-bound op's kernel call needs: its buffers, shape, direction and the model's
+// settings (dropout, bias, norm, top-k), gathered once so that each kernel's row below is one call.
+struct MemoryCall {
+  kernels::Ops& k;
+  const Model& model;
+  const Op& o;
+  bool fwd;
+  std::int64_t rows, cols, topk, elements;
+  void *A, *B, *C, *D, *E;
+  float *Df, *Ef, *Ff;
+  float *F0, *F1, *F2;  // A, B and C as f32
+  float* S;             // the reduction's one float (the optimizer's gradient norm; else null)
+  const void* bias;
+  float ph, pa;
+  std::uint8_t* mask;
+  std::int32_t *ids, *index, *row_of;
+  std::uint64_t seed;
+};
+
+Traffic norm(const MemoryCall& c) {
+  auto& k = c.k;
+  if (c.model.normalization == "LayerNorm")
+    return c.fwd ? k.layer_norm_forward(c.rows, c.cols, c.A, c.B, c.B, c.C, c.Df, c.Df + c.rows)
+                 : k.layer_norm_backward(c.rows, c.cols, c.A, c.C, c.B, c.Df, c.Df + c.rows, c.E, c.Ff, c.Ff + c.cols);
+  return c.fwd ? k.rms_norm_forward(c.rows, c.cols, c.A, c.B, c.C, c.Df)
+               : k.rms_norm_backward(c.rows, c.cols, c.A, c.C, c.B, c.Df, c.E, c.Ff);
+}
+
+Traffic residual(const MemoryCall& c) {
+  return c.fwd ? c.k.bias_dropout_add_forward(c.rows, c.cols, c.A, c.bias, c.C, c.D, c.mask, c.ph, c.seed)
+               : c.k.bias_dropout_add_backward(c.rows, c.cols, c.A, c.mask, c.ph, c.C, c.bias ? c.Ff : nullptr);
+}
+
+Traffic dropout(const MemoryCall& c) {
+  const float p = c.o.name == "embedding_dropout" ? c.ph : c.pa;
+  return c.fwd ? c.k.dropout_forward(c.rows, c.cols, c.A, c.C, c.mask, p, c.seed)
+               : c.k.dropout_backward(c.rows, c.cols, c.A, c.mask, p, c.C);
+}
+
+Traffic softmax(const MemoryCall& c) {
+  // Rows are batch·heads·queries over `cols` keys: square causal blocks where they divide.
+  const bool square = c.rows % c.cols == 0;
+  const std::int64_t batch = square ? c.rows / c.cols : c.rows, sq = square ? c.cols : 1,
+                     offset = square ? 0 : c.cols - 1;
+  return c.fwd ? c.k.scale_mask_softmax_forward(batch, sq, c.cols, offset, static_cast<std::int64_t>(c.o.window),
+                                                c.model.attention_sink(), 0.125f, c.A)
+               : c.k.scale_mask_softmax_backward(batch, sq, c.cols, 0.125f, c.A, c.C);
+}
+
+Traffic rope(const MemoryCall& c) {
+  const std::int64_t d = c.model.rope_head_dim();
+  return c.fwd ? c.k.rope_forward(c.rows, c.cols / d, d, c.F1, c.A)
+               : c.k.rope_backward(c.rows, c.cols / d, d, c.F1, c.A);
+}
+
+Traffic activation(const MemoryCall& c) {
+  if (c.model.swiglu)
+    return c.fwd ? c.k.swiglu_forward(c.rows, c.cols, c.A, c.bias, c.C)
+                 : c.k.swiglu_backward(c.rows, c.cols, c.A, c.bias, c.B, c.C);
+  return c.fwd ? c.k.gelu_forward(c.rows, c.cols, c.A, c.bias, c.C)
+               : c.k.gelu_backward(c.rows, c.cols, c.A, c.bias, c.B, c.C);
+}
+
+Traffic router_topk(const MemoryCall& c) {
+  return c.fwd ? c.k.router_topk_forward(c.rows, c.cols, c.topk, c.F0, c.F2, c.index)
+               : c.k.router_topk_backward(c.rows, c.cols, c.topk, c.F0, c.F1, c.index, c.F2);
+}
+
+Traffic permute(const MemoryCall& c) {
+  return c.fwd ? c.k.permute_forward(c.rows / c.topk, c.cols, c.topk, c.model.num_experts, c.index, c.A, c.C, c.row_of)
+               : c.k.permute_backward(c.rows / c.topk, c.cols, c.topk, c.row_of, c.A, c.C);
+}
+
+Traffic unpermute(const MemoryCall& c) {
+  return c.fwd ? c.k.unpermute_forward(c.rows, c.cols, c.topk, c.row_of, c.F1, c.A, c.C)
+               : c.k.unpermute_backward(c.rows, c.cols, c.topk, c.row_of, c.F1, c.A, c.D, c.C, c.Ef);
+}
+
+Traffic embedding(const MemoryCall& c) {
+  const bool pos = c.model.position_embedding_type == "learned_absolute";
+  return c.fwd ? c.k.embedding_forward(c.rows, c.cols, c.ids, c.A, pos ? c.B : nullptr, c.C)
+               : c.k.embedding_backward(c.rows, c.cols, c.ids, c.A, c.F2, pos ? c.Df : nullptr);
+}
+
+Traffic cross_entropy(const MemoryCall& c) {
+  return c.fwd ? c.k.cross_entropy_forward(c.rows, c.cols, c.A, c.ids, c.F2, c.Df, c.Df + c.rows)
+               : c.k.cross_entropy_backward(c.rows, c.cols, c.A, c.ids, c.Df, c.Df + c.rows, c.C);
+}
+
+// Megatron's fp32 passes (workload::optimizer_bytes): the gradient norm, Adam, and the gradient
+// buffer cleared, a buffer's worth at a time. A half model's casts into and out of its fp32
+// copies, and optimizer state below fp32, are not run here (a paced device still holds the op to
+// its listed bytes).
+Traffic optimizer_step(const MemoryCall& c) {
+  const std::int64_t n = c.rows * c.cols, buffer = c.elements * 4;
+  Traffic t = c.k.grad_norm_sq(n, c.F1, c.S);
+  t += c.k.adam(n, c.F0, c.F1, c.F2, c.Df, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1);
+  for (auto left = static_cast<std::int64_t>(c.o.zeroed_bytes); left > 0; left -= buffer)
+    t += c.k.zero(c.B, std::min(left, buffer));
+  return t;
+}
+
+// Every memory-bound op by its name (workload/layer_ops.hpp) and the kernels it runs.
+constexpr std::pair<const char*, Traffic (*)(const MemoryCall&)> kMemoryKernels[] = {
+    {"input_norm", norm},
+    {"pre_mlp_norm", norm},
+    {"final_norm", norm},
+    {"q_norm", norm},
+    {"kv_norm", norm},
+    {"attention_residual", residual},
+    {"mlp_residual", residual},
+    {"embedding_dropout", dropout},
+    {"attention_dropout", dropout},
+    {"attention_softmax", softmax},
+    {"rope", rope},
+    {"activation", activation},
+    {"expert_activation", activation},
+    {"shared_activation", activation},
+    {"router_topk", router_topk},
+    {"permute", permute},
+    {"unpermute", unpermute},
+    {"embedding", embedding},
+    {"cross_entropy", cross_entropy},
+    {"optimizer_step", optimizer_step},
+};
+
+}  // namespace
+
 Traffic OpRunner::run_memory() {
-  void *A = b_->f[0]->data(), *B = b_->f[1]->data(), *C = b_->f[2]->data(), *D = b_->f[3]->data(),
-       *E = b_->f[4]->data();
-  kernels::Ops& k = *ops_;
   const Op& o = op_;
-  const bool fwd = forward_like(o.phase);
-  const auto rows = static_cast<std::int64_t>(o.m), cols = static_cast<std::int64_t>(o.n);
-  const bool ln = model_.normalization == "LayerNorm";
-  const float ph = static_cast<float>(model_.hidden_dropout), pa = static_cast<float>(model_.attention_dropout);
-  const void* bias = model_.add_bias_linear ? B : nullptr;
-  const std::int64_t topk = std::max<std::int64_t>(1, model_.moe_router_topk);
-  std::uint8_t* mask = static_cast<std::uint8_t*>(b_->mask->data());
-  auto* ids = static_cast<std::int32_t*>(b_->ids->data());
-  auto* index = static_cast<std::int32_t*>(b_->index->data());
-  auto* row_of = static_cast<std::int32_t*>(b_->row_of->data());
-  float *Df = f32(*b_->f[3]), *Ef = f32(*b_->f[4]), *Ff = f32(*b_->f[5]);
-  const std::string& name = o.name;
-  if (name == "input_norm" || name == "pre_mlp_norm" || name == "final_norm" || name == "q_norm" || name == "kv_norm") {
-    if (ln)
-      return fwd ? k.layer_norm_forward(rows, cols, A, B, B, C, Df, Df + rows)
-                 : k.layer_norm_backward(rows, cols, A, C, B, Df, Df + rows, E, Ff, Ff + cols);
-    return fwd ? k.rms_norm_forward(rows, cols, A, B, C, Df) : k.rms_norm_backward(rows, cols, A, C, B, Df, E, Ff);
-  }
-  if (name == "attention_residual" || name == "mlp_residual")
-    return fwd ? k.bias_dropout_add_forward(rows, cols, A, bias, C, D, mask, ph, opt_.seed)
-               : k.bias_dropout_add_backward(rows, cols, A, mask, ph, C, bias ? Ff : nullptr);
-  if (name == "embedding_dropout" || name == "attention_dropout") {
-    const float p = name == "embedding_dropout" ? ph : pa;
-    return fwd ? k.dropout_forward(rows, cols, A, C, mask, p, opt_.seed)
-               : k.dropout_backward(rows, cols, A, mask, p, C);
-  }
-  if (name == "attention_softmax") {
-    // Rows are batch·heads·queries over `cols` keys: square causal blocks where they divide.
-    const bool square = rows % cols == 0;
-    const std::int64_t batch = square ? rows / cols : rows, sq = square ? cols : 1, offset = square ? 0 : cols - 1;
-    return fwd ? k.scale_mask_softmax_forward(batch, sq, cols, offset, static_cast<std::int64_t>(o.window),
-                                              model_.attention_sink(), 0.125f, A)
-               : k.scale_mask_softmax_backward(batch, sq, cols, 0.125f, A, C);
-  }
-  if (name == "rope") {
-    const std::int64_t d = model_.rope_head_dim();
-    const float* table = f32(*b_->f[1]);
-    return fwd ? k.rope_forward(rows, cols / d, d, table, A) : k.rope_backward(rows, cols / d, d, table, A);
-  }
-  if (name == "activation" || name == "expert_activation" || name == "shared_activation") {
-    if (model_.swiglu)
-      return fwd ? k.swiglu_forward(rows, cols, A, bias, C) : k.swiglu_backward(rows, cols, A, bias, B, C);
-    return fwd ? k.gelu_forward(rows, cols, A, bias, C) : k.gelu_backward(rows, cols, A, bias, B, C);
-  }
-  if (name == "router_topk") {
-    const float* logits = f32(*b_->f[0]);
-    return fwd ? k.router_topk_forward(rows, cols, topk, logits, f32(*b_->f[2]), index)
-               : k.router_topk_backward(rows, cols, topk, logits, f32(*b_->f[1]), index, f32(*b_->f[2]));
-  }
-  if (name == "permute") {
-    const std::int64_t tokens = rows / topk;
-    return fwd ? k.permute_forward(tokens, cols, topk, model_.num_experts, index, A, C, row_of)
-               : k.permute_backward(tokens, cols, topk, row_of, A, C);
-  }
-  if (name == "unpermute") {
-    const float* probs = f32(*b_->f[1]);
-    return fwd ? k.unpermute_forward(rows, cols, topk, row_of, probs, A, C)
-               : k.unpermute_backward(rows, cols, topk, row_of, probs, A, D, C, Ef);
-  }
-  if (name == "embedding") {
-    const bool pos = model_.position_embedding_type == "learned_absolute";
-    return fwd ? k.embedding_forward(rows, cols, ids, A, pos ? B : nullptr, C)
-               : k.embedding_backward(rows, cols, ids, A, f32(*b_->f[2]), pos ? Df : nullptr);
-  }
-  if (name == "cross_entropy")
-    return fwd ? k.cross_entropy_forward(rows, cols, A, ids, f32(*b_->f[2]), Df, Df + rows)
-               : k.cross_entropy_backward(rows, cols, A, ids, Df, Df + rows, C);
-  if (name == "optimizer_step") {
-    // Megatron's fp32 passes (workload::optimizer_bytes): the gradient norm, Adam, and the
-    // gradient buffer cleared, a buffer's worth at a time. A half model's casts into and out of
-    // its fp32 copies, and optimizer state below fp32, are not run here (a paced device still
-    // holds the op to its listed bytes).
-    const std::int64_t n = rows * cols, buffer = elements_ * 4;
-    Traffic t = k.grad_norm_sq(n, f32(*b_->f[1]), f32(*b_->scalar));
-    t += k.adam(n, f32(*b_->f[0]), f32(*b_->f[1]), f32(*b_->f[2]), Df, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1);
-    for (auto left = static_cast<std::int64_t>(op_.zeroed_bytes); left > 0; left -= buffer)
-      t += k.zero(b_->f[1]->data(), std::min(left, buffer));
-    return t;
-  }
-  throw UsageError("op " + name + ": no kernel");
+  const auto* row = std::find_if(std::begin(kMemoryKernels), std::end(kMemoryKernels),
+                                 [&](const auto& r) { return o.name == r.first; });
+  if (row == std::end(kMemoryKernels)) throw UsageError("op " + o.name + ": no kernel");
+  Buffers& b = *b_;
+  const MemoryCall call{*ops_,
+                        model_,
+                        o,
+                        forward_like(o.phase),
+                        static_cast<std::int64_t>(o.m),
+                        static_cast<std::int64_t>(o.n),
+                        std::max<std::int64_t>(1, model_.moe_router_topk),
+                        elements_,
+                        b.f[0]->data(),
+                        b.f[1]->data(),
+                        b.f[2]->data(),
+                        b.f[3]->data(),
+                        b.f[4]->data(),
+                        f32(*b.f[3]),
+                        f32(*b.f[4]),
+                        f32(*b.f[5]),
+                        f32(*b.f[0]),
+                        f32(*b.f[1]),
+                        f32(*b.f[2]),
+                        b.scalar ? f32(*b.scalar) : nullptr,
+                        model_.add_bias_linear ? b.f[1]->data() : nullptr,
+                        static_cast<float>(model_.hidden_dropout),
+                        static_cast<float>(model_.attention_dropout),
+                        static_cast<std::uint8_t*>(b.mask->data()),
+                        static_cast<std::int32_t*>(b.ids->data()),
+                        static_cast<std::int32_t*>(b.index->data()),
+                        static_cast<std::int32_t*>(b.row_of->data()),
+                        opt_.seed};
+  return row->second(call);
 }
 
 }  // namespace sax::harness
