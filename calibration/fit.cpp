@@ -338,6 +338,26 @@ LinkFit fit_alpha_beta(const std::vector<CollPoint>& points, const std::string& 
   return fit_of_split(splits[chosen], points, x);
 }
 
+namespace {
+
+// R² is the share of the times' spread the line explains: a regime whose times hardly change with
+// size (latency-bound) has little spread to explain, and a good line scores near 0 or below. Its
+// relative errors say whether it fits: a line saying which, under kLowR2 (else empty).
+std::string low_r2_note(double r2, double p90) {
+  if (r2 >= kLowR2) return "";
+  char line[256];
+  std::snprintf(line, sizeof line,
+                p90 <= kFlatFitError
+                    ? "#   r2 %.2f: the times barely change with size here (latency-bound), so a line explains "
+                      "little of their spread; judge it by its errors (p90 %.1f%%)\n"
+                    : "#   r2 %.2f and p90 error %.1f%%: the line does not follow these times (noisy or uneven "
+                      "points; more iterations, -n, or a quieter host)\n",
+                r2, p90 * 100);
+  return line;
+}
+
+}  // namespace
+
 std::string fit_links(const LinkPoints& points, const std::function<std::string(LinkClass, CollOp)>& what,
                       Calibration& cal) {
   char line[1024];  // a row holds two numbers of up to 309 digits (%f of a double near its max)
@@ -367,21 +387,7 @@ std::string fit_links(const LinkPoints& points, const std::function<std::string(
           g.alpha_us, g.beta_ns_per_byte > 0 ? 1.0 / g.beta_ns_per_byte : 0.0, g.fit.r2,
           harness::percentile(rel[r], 0.5) * 100, harness::percentile(rel[r], 0.9) * 100, g.fit.max_rel_error * 100,
           static_cast<long long>(g.fit.samples), static_cast<long long>(outl[r]));
-      t += line;
-      // R² is the share of the times' spread the line explains: a regime whose times hardly change
-      // with size (latency-bound) has little spread to explain, and a good line scores near 0 or
-      // below. Its relative errors say whether it fits.
-      const double p90 = harness::percentile(rel[r], 0.9);
-      if (g.fit.r2 < kLowR2) {
-        std::snprintf(line, sizeof line,
-                      p90 <= kFlatFitError
-                          ? "#   r2 %.2f: the times barely change with size here (latency-bound), so a line explains "
-                            "little of their spread; judge it by its errors (p90 %.1f%%)\n"
-                          : "#   r2 %.2f and p90 error %.1f%%: the line does not follow these times (noisy or "
-                            "uneven points; more iterations, -n, or a quieter host)\n",
-                      g.fit.r2, p90 * 100);
-        t += line;
-      }
+      t += line + low_r2_note(g.fit.r2, harness::percentile(rel[r], 0.9));
     }
     if (ab.regimes.size() > 1) {
       std::snprintf(line, sizeof line, "#   all sizes: r2 %.4f, p50 %.1f%%, p90 %.1f%%, max %.1f%% over %lld points\n",
