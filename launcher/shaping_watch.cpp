@@ -150,7 +150,11 @@ std::string ShapingWatch::changed() {
         return changed_ = "the shaping of " + s.where + " changed (more changes than could be followed)";
       if (n <= 0) break;
       int len = static_cast<int>(n);
+      // The kernel's NLMSG_OK compares the header's u32 length with the int length it is given.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-compare"
       for (const auto* h = reinterpret_cast<const nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+#pragma GCC diagnostic pop
         if (h->nlmsg_type < NLMSG_MIN_TYPE) continue;  // netlink's own (done, error)
         const std::string what = s.filter ? filter_change(h->nlmsg_type) : route_change(h->nlmsg_type);
         if (what.empty()) continue;
