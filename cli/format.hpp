@@ -4,13 +4,11 @@
 #include <cstdio>
 #include <string>
 
+#include "spec/number_text.hpp"
+
 namespace sax::cli {
 
-inline std::string fmt(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
+inline std::string fmt(const char* f, double x) { return printf_text(f, x); }
 
 inline std::string human_count(double x) {
   if (x >= 1e12) return fmt("%.2f T", x / 1e12);

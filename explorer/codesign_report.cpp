@@ -1,55 +1,43 @@
 #include "explorer/codesign_report.hpp"
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 
 #include "explorer/report.hpp"
+#include "spec/number_text.hpp"
 
 namespace sax::explorer {
 
-namespace {
-
-__attribute__((format(printf, 1, 2))) std::string text(const char* format, ...) {
-  char buf[1024];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof buf, format, args);
-  va_end(args);
-  return buf;
-}
-
-std::string fmt(const char* format, double x) { return text(format, x); }
-
-}  // namespace
-
 std::string codesign_table(const CodesignResult& r, bool loss) {
-  std::string s = text("  %-3s %-9s %-6s %-7s %-7s %-6s %-9s %-11s %-6s %-7s %-14s %s\n", "", "variant", "width",
-                       "total", "active", "sparse", "step", "tokens/s", "MFU", "memory", "dominant", "best layout");
+  std::string s =
+      printf_text("  %-3s %-9s %-6s %-7s %-7s %-6s %-9s %-11s %-6s %-7s %-14s %s\n", "", "variant", "width", "total",
+                  "active", "sparse", "step", "tokens/s", "MFU", "memory", "dominant", "best layout");
   for (const CodesignRow& row : r.rows) {
-    const std::string name =
-        text("E%lld k%lld", static_cast<long long>(row.variant.experts), static_cast<long long>(row.variant.topk));
+    const std::string name = printf_text("E%lld k%lld", static_cast<long long>(row.variant.experts),
+                                         static_cast<long long>(row.variant.topk));
     if (!row.fits) {
-      s += text("  %-3s %-9s %s\n", "", name.c_str(),
-                (row.searched ? "(" + amount_text(row.variant.model->params_total()) + " total) " : std::string())
-                    .append("excluded: " + row.excluded)
-                    .c_str());
+      s +=
+          printf_text("  %-3s %-9s %s\n", "", name.c_str(),
+                      (row.searched ? "(" + amount_text(row.variant.model->params_total()) + " total) " : std::string())
+                          .append("excluded: " + row.excluded)
+                          .c_str());
       continue;
     }
     const Model& m = *row.variant.model;
     const Prediction& p = row.best.prediction;
-    s += text("  %-3s %-9s %-6lld %-7s %-7s %-6s %-9s %-11s %-6s %-7s %-14s %s%s\n", row.pareto ? "*" : "",
-              name.c_str(), static_cast<long long>(m.moe_ffn_hidden_size), amount_text(m.params_total()).c_str(),
-              amount_text(m.params_active()).c_str(), fmt("%.1f%%", 100 * sparsity(m)).c_str(),
-              fmt("%.4g s", p.step_time_s).c_str(), fmt("%.4g", p.tokens_per_s).c_str(),
-              fmt("%.1f%%", 100 * p.mfu).c_str(), fmt("%.1fG", p.memory_gib).c_str(), row.dominant.c_str(),
-              describe_degrees(row.best.candidate).c_str(), loss ? (" — loss " + fmt("%.4f", row.loss)).c_str() : "");
+    s += printf_text("  %-3s %-9s %-6lld %-7s %-7s %-6s %-9s %-11s %-6s %-7s %-14s %s%s\n", row.pareto ? "*" : "",
+                     name.c_str(), static_cast<long long>(m.moe_ffn_hidden_size), amount_text(m.params_total()).c_str(),
+                     amount_text(m.params_active()).c_str(), printf_text("%.1f%%", 100 * sparsity(m)).c_str(),
+                     printf_text("%.4g s", p.step_time_s).c_str(), printf_text("%.4g", p.tokens_per_s).c_str(),
+                     printf_text("%.1f%%", 100 * p.mfu).c_str(), printf_text("%.1fG", p.memory_gib).c_str(),
+                     row.dominant.c_str(), describe_degrees(row.best.candidate).c_str(),
+                     loss ? (" — loss " + printf_text("%.4f", row.loss)).c_str() : "");
   }
   return s;
 }
 
 std::string codesign_pareto(const CodesignResult& r, bool loss) {
-  std::string s = text(
+  std::string s = printf_text(
       "  * the Pareto set: no other variant is %s; %zu of %zu cells searched in %.2f s\n",
       loss ? "lower in predicted loss and in total parameters at once"
            : "faster in tokens/s and larger in total "
@@ -58,7 +46,7 @@ std::string codesign_pareto(const CodesignResult& r, bool loss) {
       r.rows.size(), r.search_seconds);
   for (const Beaten& b : r.beaten) {
     const CodesignRow &x = r.rows[b.row], &q = r.rows[b.by];
-    s += text(
+    s += printf_text(
         "  E%lld k%lld loses to E%lld k%lld: %s is %.0f%% of its step; its step is %+.3g s, most in %s (%+.3g s)\n",
         static_cast<long long>(x.variant.experts), static_cast<long long>(x.variant.topk),
         static_cast<long long>(q.variant.experts), static_cast<long long>(q.variant.topk), x.dominant.c_str(),

@@ -1,12 +1,11 @@
-// printf-formatted text for the loop's lines, so that they can go to any stream and a test can
-// read them.
+// The loop's figures as its lines show them (printf_text, spec/number_text.hpp, for the rest).
 #pragma once
 
 #include <string>
 
-namespace sax::validation {
+#include "spec/number_text.hpp"
 
-std::string printf_text(const char* format, ...) __attribute__((format(printf, 1, 2)));
+namespace sax::validation {
 
 // Seconds as the loop's tables show them: 3 decimals below 10 s, 1 above.
 inline std::string seconds_text(double s) { return printf_text(s < 10 ? "%.3f" : "%.1f", s); }
