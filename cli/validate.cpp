@@ -1,5 +1,6 @@
 // `sax validate --cluster C --model M [--calibration K] [--emulate auto|netns|software|plugin|none]
-// [--technology T] [--top N] [--spread S] [--layout L ...] [--steps N] [--warmup W] [--rounds R] [--json FILE]
+// [--technology T] [--top N] [--spread S] [--spread-within F] [--layout L ...] [--steps N] [--warmup W] [--rounds R]
+// [--json FILE]
 // [--plots DIR] [--runs DIR]`: the loop closed (validation/: choose, run, judge, report). This file
 // parses, builds the boundary's testbed, calls the phases and writes the JSON and plots.
 #include <iostream>
@@ -70,7 +71,8 @@ void run_validate(const ValidateArgs& a) {
   lo.command = {"run", "--cluster", o.cluster};
   const launcher::LaunchPlan plan = launcher::plan_launch(c, o.cluster, lo);
   const CalibrationFile k(o.calibration);  // outlives the choice, whose ranking prices views from it
-  validation::Choice choice = validation::choose({c, m, k.source(), o.technology, o.top, o.spread, std::move(given)});
+  validation::Choice choice =
+      validation::choose({c, m, k.source(), o.technology, o.top, o.spread, std::move(given), o.spread_within});
   const validation::RunsDir runs(o.runs_dir);
   const validation::Setup setup{o, c, m, launcher::to_string(plan.emulation), plan.emulation_note};
   std::cout << validation::header(setup, choice, runs.path()) << std::flush;
@@ -107,6 +109,9 @@ void add_validate(CLI::App& app) {
       "One of the cluster's network_technologies for the boundary (the ranking keeps layouts priced on it)");
   cmd->add_option("--top", a->loop.top, "Run the explorer's best N layouts")->capture_default_str();
   cmd->add_option("--spread", a->loop.spread, "And S more spaced evenly down the rest of the ranking")
+      ->capture_default_str();
+  cmd->add_option("--spread-within", a->loop.spread_within,
+                  "Spread only over layouts predicted within F times the best's step (0: down to the ranking's last)")
       ->capture_default_str();
   cmd->add_option("--layout", a->loop.layouts, "Also run this layout file (repeatable)");
   cmd->add_option("--steps", a->loop.steps, "Measured steps per layout")->capture_default_str();

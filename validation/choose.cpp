@@ -32,9 +32,19 @@ std::unique_ptr<explorer::Ranking> rank_on_boundary(const ChooseInput& in) {
                                 [&](const explorer::Ranked& x) { return x.candidate.technology != technology; });
 }
 
-std::vector<Trial> picked_from(const explorer::SearchResult& r, const Cluster& c, std::size_t top, std::size_t spread) {
+std::vector<Trial> picked_from(const explorer::SearchResult& r, const Cluster& c, std::size_t top, std::size_t spread,
+                               double within) {
   std::vector<Trial> trials;
-  for (std::size_t i : metrics::pick(r.top.size(), top, spread)) {
+  std::size_t ranked = r.top.size();
+  if (within > 0 && ranked > 0) {
+    const double slowest = within * r.top.front().prediction.step_time_s;
+    // The ranking's order, to its first layout past the factor.
+    ranked = static_cast<std::size_t>(
+        std::find_if(r.top.begin(), r.top.end(),
+                     [&](const explorer::Ranked& x) { return x.prediction.step_time_s > slowest; }) -
+        r.top.begin());
+  }
+  for (std::size_t i : metrics::pick(ranked, top, spread)) {
     Trial t;
     t.label = "#" + std::to_string(i + 1);
     t.rank = i + 1;
@@ -51,6 +61,11 @@ std::vector<Trial> picked_from(const explorer::SearchResult& r, const Cluster& c
 void check_options(const Options& o) {
   if (o.top < 0) throw UsageError("--top: expected a number of layouts >= 0, got " + std::to_string(o.top));
   if (o.spread < 0) throw UsageError("--spread: expected a number of layouts >= 0, got " + std::to_string(o.spread));
+  if (o.spread_within != 0 && !(o.spread_within >= 1))
+    throw UsageError(
+        "--spread-within: expected a factor >= 1 of the best layout's predicted step (0: the whole "
+        "ranking), got " +
+        printf_text("%g", o.spread_within));
   if (o.top + o.spread + static_cast<int>(o.layouts.size()) < 2)
     throw UsageError("--top, --spread, --layout: expected at least 2 layouts in all (an order needs two)");
   if (o.steps < 1) throw UsageError("--steps: expected >= 1, got " + std::to_string(o.steps));
@@ -80,7 +95,7 @@ Choice choose(ChooseInput in) {
   out.ranking = rank_on_boundary(in);
   const explorer::SearchResult& r = out.ranking->result;
   const auto top = static_cast<std::size_t>(in.top);
-  out.trials = picked_from(r, in.cluster, top, static_cast<std::size_t>(in.spread));
+  out.trials = picked_from(r, in.cluster, top, static_cast<std::size_t>(in.spread), in.spread_within);
   out.top = std::min(top, r.top.size());
   for (auto& [name, l] : in.given) {
     Trial t;

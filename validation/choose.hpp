@@ -29,6 +29,9 @@ struct ChooseInput {
   std::string technology;  // the boundary's: the ranking keeps layouts priced on it alone
   int top = 4, spread = 4;
   std::vector<GivenLayout> given;
+  // The spread only down to the last layout predicted within this factor of the best's step (a
+  // layout many times slower costs the testbed as many times the best's run); 0: the whole ranking.
+  double spread_within = 0;
 };
 
 struct Choice {

@@ -208,7 +208,8 @@ json inputs_json(const Setup& s, const explorer::CostParams& cost) {
           {"warmup", o.warmup},
           {"rounds", o.rounds},
           {"top", o.top},
-          {"spread", o.spread}};
+          {"spread", o.spread},
+          {"spread_within", o.spread_within}};
 }
 
 }  // namespace
@@ -238,8 +239,10 @@ std::string header(const Setup& s, const Choice& choice, const std::filesystem::
          (o.technology.empty() ? "" : ", technology " + o.technology) +
          "\n  ranking: " + std::to_string(choice.feasible()) + " feasible layouts on this boundary; running " +
          std::to_string(n) + " (top " + std::to_string(choice.top) + ", " +
-         std::to_string(n - choice.given - choice.top) + " spread down the ranking, " + std::to_string(choice.given) +
-         " given), " + std::to_string(o.steps) + " measured steps after " + std::to_string(o.warmup) + " warm-up each" +
+         std::to_string(n - choice.given - choice.top) + " spread down the ranking" +
+         (o.spread_within > 0 ? printf_text(" within %gx the best's step", o.spread_within) : std::string()) + ", " +
+         std::to_string(choice.given) + " given), " + std::to_string(o.steps) + " measured steps after " +
+         std::to_string(o.warmup) + " warm-up each" +
          (o.rounds > 1 ? ", " + std::to_string(o.rounds) + " rounds (forward, backward, ...)" : "") + "; runs in " +
          runs.string() + "\n";
 }

@@ -23,6 +23,7 @@ struct Options {
   std::string cluster, model, calibration, emulate = "auto", technology, runs_dir;
   std::vector<std::string> layouts;
   int top = 4, spread = 4, steps = 3, warmup = 1, rounds = 1;
+  double spread_within = 0;  // the spread over layouts predicted within this factor of the best (0: all)
   double timeout_s = 300;
 };
 

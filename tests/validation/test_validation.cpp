@@ -78,6 +78,26 @@ TEST(ValidationChoose, TheBestThenSpreadThenTheGiven) {
   }
 }
 
+// --spread-within: the spread stops at the last layout predicted within the factor of the best,
+// the ranking's order kept, and the ranking itself (what `feasible` says) is the whole one.
+TEST(ValidationChoose, TheSpreadWithinAFactorOfTheBest) {
+  const Choice all = choose_on_preset(1, 1);
+  ASSERT_EQ(all.trials.size(), 2u);
+  const double best = all.trials[0].predicted.step_time_s, last = all.trials[1].predicted.step_time_s;
+  ASSERT_GT(last, 2 * best) << "the preset's ranking should span a factor of 2 for this test";
+  const Choice within = choose({cluster(), model(), explorer::CostSource{}, "", 1, 1, {}, 2.0});
+  ASSERT_EQ(within.trials.size(), 2u);
+  EXPECT_EQ(within.feasible(), all.feasible());
+  EXPECT_EQ(within.trials[1].picked, "spread");
+  EXPECT_LT(within.trials[1].rank, all.trials[1].rank);
+  // The replay predicts a trial, the ranking's figure chose it: both within the factor here.
+  EXPECT_LE(within.ranking->result.top[*within.trials[1].rank - 1].prediction.step_time_s,
+            2.0 * within.ranking->result.top.front().prediction.step_time_s);
+  EXPECT_GT(within.ranking->result.top[*within.trials[1].rank].prediction.step_time_s,
+            2.0 * within.ranking->result.top.front().prediction.step_time_s)
+      << "the spread ends on the last within the factor";
+}
+
 TEST(ValidationChoose, OneLayoutIsNoOrder) {
   try {
     choose_on_preset(1, 0);
@@ -97,6 +117,9 @@ TEST(ValidationChoose, OptionsOutOfBoundsNameTheFlag) {
   EXPECT_THROW(check_options(o), UsageError);
   o = {};
   o.timeout_s = 0;
+  EXPECT_THROW(check_options(o), UsageError);
+  o = {};
+  o.spread_within = 0.5;  // within half the best's step: nothing
   EXPECT_THROW(check_options(o), UsageError);
   EXPECT_NO_THROW(check_options(Options{}));
 }
