@@ -75,7 +75,7 @@ summary() {
 
 stage "6/8 validate local-2bld: the explorer's top layouts, others down its ranking, hand-picked ones, run and timed"
 build/sax validate --cluster "$C2" --model "$GPT" --calibration "$report/calibration.json" --emulate "$emulate" \
-  --top 3 --spread 2 --steps "$steps" \
+  --top 3 --spread 2 --spread-within 3 --steps "$steps" \
   --layout $L/local-pp2-dp2.json --layout $L/local-pp2-dp2-interleaved.json \
   --layout $L/local-dp4-hierarchical.json --layout $L/local-dp4.json \
   --json "$report/validate-gpt-tiny.json" --plots "$report/gpt-tiny" --runs "$report/runs-gpt-tiny" | summary
@@ -90,7 +90,7 @@ build/sax launch --cluster "$C4" --emulate "$emulate" -- \
   grep -E '^# (cross_building +[a-z_]+ |cross-building boundary|paced device|wrote)' | cut -c1-230
 C4=$report/local-4bld.json
 build/sax validate --cluster "$C4" --model "$GPT" --calibration "$report/calibration-4bld.json" --emulate "$emulate" \
-  --top 2 --spread 1 --steps "$steps" \
+  --top 2 --spread 1 --spread-within 3 --steps "$steps" \
   --layout $L/local4-pp4-dp4.json --layout $L/local4-dp16-hierarchical.json --layout $L/local4-tp2-pp4-dp2.json \
   --json "$report/validate-local4-gpt-tiny.json" --plots "$report/local4-gpt-tiny" --runs "$report/runs-local4-gpt-tiny" |
   summary
