@@ -29,32 +29,18 @@ namespace {
 constexpr int kComputeIters = 5, kComputeWarmup = 1;
 constexpr double kComputeWindowUs = 20000;
 // A paced device's points: each op timed kPacedIters times on every rank at once, each timing
-// over back-to-back runs for kPacedWindowUs (about a chain of paced ops between two waits of a
-// step, a micro-batch's pass through a stage): the p99 (the highest rank's) of the rate the host
-// sustains for the op while every rank computes. A single run can be preempted for a scheduler
-// slice; a chain of paced ops catches up on the ops quicker than their time (harness/internal/pacer.hpp),
-// so what a device must not exceed is the sustained rate, not one run's.
+// over back-to-back runs for kPacedWindowUs of the op run alone (about a chain of paced ops between
+// two waits of a step, a micro-batch's pass through a stage): the p99 (the highest rank's) of the
+// rate the host sustains for the op while every rank computes. A single run can be preempted for a
+// scheduler slice; a chain of paced ops catches up on the ops quicker than their time
+// (harness/internal/pacer.hpp), so what a device must not exceed is the sustained rate, not one
+// run's. The runs are counted from the op's time alone (shorter than a slice, a run gets a whole
+// core), so where R ranks share a core a timing lasts about R times the window: 0.1 s with 4 ranks
+// on 2 cores, 0.4 s with 16. Windows of the nominal length under sharing were tried: the sweep ran
+// twice as fast, but the highest p99 over that many short windows slowed the held device 1.2 to 2.4
+// times, and the validation that ran on it took longer than the sweep saved.
 constexpr int kPacedIters = 5;
 constexpr double kPacedWindowUs = 50000;
-
-// Runs per timing so that a timing lasts about `window_us` while every rank computes, the same on
-// every rank. A run timed alone is shorter than a scheduler slice, so it runs on a whole core even
-// where ranks share them (16 ranks on 2 cores: 8 times quicker than within a window); sizing the
-// window from it made the windows as many times longer. So the run's time is the one of a pilot
-// window of kPilotUs (sized from the lone run) with every rank computing: the highest rank's.
-constexpr double kPilotUs = 5000;
-
-int window_reps(const ComputeBench& b, harness::ComputeOp& op, double window_us, double max_reps) {
-  // One run alone, the median of a few (one preempted run would make the pilot too short).
-  const double alone_us = b.job.aggregate(harness::median(op.time(5).us), harness::RankAggregate::max);
-  const auto reps = [&](double window, double run_us) {
-    return static_cast<int>(std::clamp(std::ceil(window / std::max(run_us, 1.0)), 1.0, max_reps));
-  };
-  b.job.barrier();
-  const double shared_us =
-      b.job.aggregate(op.time(1, reps(kPilotUs, alone_us)).us.front(), harness::RankAggregate::max);
-  return reps(window_us, std::max(shared_us, alone_us));
-}
 
 // The tile and wave quantization of a measured op on the device's SMs, as the cost model has it
 // (workload::quantization: 1 but for GEMMs and attention products on a device with an SM count).
@@ -108,7 +94,9 @@ void measure_paced(const ComputeBench& b, harness::ComputeDevice& ops, const Com
   const Model& m = b.models[ct.model];
   harness::ComputeOp op(ops, m, ct.op);
   op.warm_up(kComputeWarmup);
-  const int reps = window_reps(b, op, kPacedWindowUs, 10000);
+  // One run's time, the median of a few (one preempted run would make the windows too short).
+  const double one_us = b.job.aggregate(harness::median(op.time(5).us), harness::RankAggregate::max);
+  const int reps = static_cast<int>(std::clamp(std::ceil(kPacedWindowUs / std::max(one_us, 1.0)), 1.0, 10000.0));
   b.job.barrier();  // every rank computes at once
   const harness::OpTimes t = op.time(kPacedIters, reps);
   const double time_us = b.job.aggregate(harness::median(t.us), harness::RankAggregate::mean);
@@ -137,7 +125,8 @@ void measure_one(const ComputeBench& b, harness::ComputeDevice& ops, const Compu
   const Model& m = b.models[ct.model];
   harness::ComputeOp op(ops, m, ct.op);
   op.warm_up(kComputeWarmup);
-  const int reps = window_reps(b, op, kComputeWindowUs, 1000);
+  const double one_us = b.job.aggregate(op.time(1).us.front(), harness::RankAggregate::max);
+  const int reps = static_cast<int>(std::clamp(std::ceil(kComputeWindowUs / std::max(one_us, 1.0)), 1.0, 1000.0));
   b.job.barrier();  // every rank computes at once, as in a step
   const harness::OpTimes t = op.time(kComputeIters, reps);
   const double time_us = b.job.aggregate(harness::median(t.us), harness::RankAggregate::mean);
