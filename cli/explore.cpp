@@ -7,17 +7,14 @@
 #include "explorer/explore.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/explorer_inputs.hpp"
 #include "cli/format.hpp"
 #include "cli/json_out.hpp"
-#include "spec/provenance.hpp"
 
 namespace sax::cli {
 
@@ -32,72 +29,6 @@ struct ExploreArgs {
   int replay_top = explorer::kDefaultReplayTop;
   std::int64_t max_candidates = explorer::SearchOptions::kDefaultMaxCandidates;
 };
-
-using explorer::HeteroSummary;
-using explorer::why;
-
-void print_ranking(const Cluster& c, const Model& m, const explorer::CostModel& cm, const explorer::SearchResult& r,
-                   std::size_t replayed, const HeteroSummary& h, explorer::Framework framework) {
-  std::cout << "explore " << m.name << " on " << c.name << " (" << c.world_size() << " devices, " << c.buildings.size()
-            << " buildings) — " << cm.params().source << "\n";
-  if (framework != explorer::Framework::any)
-    std::cout << "  framework: " << explorer::to_string(framework)
-              << " — only what its emitted configuration runs as priced (explorer/framework.hpp); "
-              << r.pruned_framework << " candidates it would run otherwise left out\n";
-  // The batch bounds what any layout can reach: say how thin it is spread before the ranking.
-  const double seqs_per_device = static_cast<double>(m.global_batch_size) / static_cast<double>(c.world_size());
-  std::cout << "  batch: " << m.global_batch_size << " sequences of " << m.seq_length << " tokens = "
-            << fmt(seqs_per_device * static_cast<double>(m.seq_length) >= 100 ? "%.0f" : "%.3g",
-                   seqs_per_device * static_cast<double>(m.seq_length))
-            << " tokens per device per step"
-            << (seqs_per_device < 1 ? " (under one sequence per device: DP is capped at the batch, so pipeline "
-                                      "bubble and gradient sync weigh heavily)"
-                                    : "")
-            << "\n";
-  std::cout << "  candidates: " << r.generated << " generated from " << r.factorizations << " factorizations, "
-            << r.pruned_divisibility << " pruned by divisibility, " << r.evaluated << " evaluated, " << r.pruned_memory
-            << " pruned by memory, " << r.feasible << " feasible; " << fmt("%.2f", r.seconds) << " s on " << r.threads
-            << " threads (a space of " << fmt("%.3g", r.space.candidates) << " before pruning)\n";
-  const explorer::SearchBounds& bd = r.bounds;
-  std::cout << "  bounds: TP <= " << bd.tensor_parallel << " (two nodes), CP <= " << bd.context_parallel
-            << ", PP <= " << bd.pipeline_parallel << " (layers), VPP <= layers/PP (largest "
-            << bd.largest_virtual_pipeline << "), micro-batch <= global_batch/DP (largest " << bd.largest_micro_batch
-            << "); splits even, first/last lighter, account_for_embedding/loss\n";
-  if (h.model)
-    std::cout << "  buildings differ: ranked by the uniform-cluster rule (every building on the slowest device, "
-              << h.slowest << "; every pair on the worst link), then the best " << replayed
-              << " priced stage by stage on their own devices and links, each stage at its slowest member's pace, "
-                 "layers balanced over the stages, replayed (explorer/hetero.hpp)\n";
-  else if (replayed > 0)
-    std::cout << "  ranked by the closed forms, then the best " << replayed
-              << " re-ranked by the event-driven replay of their schedules (explorer/replay.hpp): their step, MFU "
-                 "and breakdown are the replay's\n";
-  if (r.top.empty() && r.evaluated == 0 && r.pruned_framework > 0) {
-    // Nothing was left to weigh: the framework, not memory, ruled every candidate out (the
-    // compared layout's numerics, say, which it cannot express).
-    std::cout << "  no layout left: " << explorer::to_string(framework)
-              << " would run every candidate otherwise than priced (`predict --framework` says why)\n";
-  } else if (r.top.empty()) {
-    std::cout << "  no layout fits in " << fmt("%.1f", cm.memory_limit_gib()) << " GiB per device\n";
-  } else {
-    std::printf("  %-3s %-10s %-6s %-8s %-44s %s\n", "#", "step", "MFU", "memory", "layout",
-                "placement, schedule — why");
-    for (std::size_t i = 0; i < r.top.size(); ++i) {
-      const auto& x = r.top[i];
-      const Layout l = x.candidate.to_layout(c);
-      std::printf("  %-3zu %-10s %-6s %-8s %-44s %s — %s\n", i + 1, fmt("%.4g s", x.prediction.step_time_s).c_str(),
-                  fmt("%.1f%%", 100 * x.prediction.mfu).c_str(), fmt("%.1fG", x.prediction.memory_gib).c_str(),
-                  explorer::describe_degrees(x.candidate).c_str(), options_string(l).c_str(), why(c, x, i, h).c_str());
-    }
-    if (h.model) {
-      const double best = r.top.front().prediction.step_time_s;
-      std::cout << "  best against the even split of its layers: " << fmt("%.4g s", h.even_s) << " ("
-                << fmt("%+.1f%%", 100 * (h.even_s / best - 1)) << "); against the uniform rule's pick ("
-                << h.uniform_pick << ") on this cluster: " << fmt("%.4g s", h.uniform_pick_s) << " ("
-                << fmt("%+.1f%%", 100 * (h.uniform_pick_s / best - 1)) << ")\n";
-    }
-  }
-}
 
 // The flags' bounds, in the order they are checked; returns --emit's format.
 std::optional<explorer::EmitFormat> check_args(const ExploreArgs& a) {
@@ -117,77 +48,6 @@ std::optional<explorer::EmitFormat> check_args(const ExploreArgs& a) {
   return emit;
 }
 
-// The compared layout's prediction beside the best found (and, with a framework, beside the best
-// of any framework: `any_best_s`, 0 without); its JSON (null without a best).
-json print_compare(const ExploreArgs& a, const Cluster& c, const explorer::Exploration& x, const Layout& compare,
-                   bool emit, explorer::Framework framework, double any_best_s) {
-  const explorer::CostModel& cm = *x.ranking->cost;
-  const explorer::SearchResult& r = x.ranking->result;
-  const explorer::Prediction& p = *x.compare;
-  const explorer::Candidate k = explorer::Candidate::of(compare, c);
-  if (!emit) {
-    std::cout << "compare " << a.compare << ":\n";
-    print_prediction(k, compare, p, cm, c, explorer::explain(k, p, c));
-  }
-  if (r.top.empty()) return nullptr;
-  const double speedup = p.step_time_s / r.top.front().prediction.step_time_s;
-  const bool within = framework != explorer::Framework::any;
-  if (!emit)
-    std::cout << "  best found" << (within ? std::string(" within ") + explorer::to_string(framework) : "") << " is "
-              << fmt("%.2f", speedup) << "× " << (speedup >= 1 ? "faster" : "slower") << " than " << a.compare
-              << (p.feasible ? "" : " (which does not fit)") << "\n";
-  json j = {{"layout", to_json(compare)}, {"predicted", explorer::to_json(p)}, {"speedup_of_best", speedup}};
-  if (within && any_best_s > 0) {
-    const double any = p.step_time_s / any_best_s;
-    if (!emit)
-      std::cout << "  with any framework: the best is " << fmt("%.4g s", any_best_s) << ", " << fmt("%.2f", any) << "× "
-                << (any >= 1 ? "faster" : "slower") << " than " << a.compare << "\n";
-    j["speedup_of_best_any_framework"] = any;
-  }
-  return j;
-}
-
-json ranking_json(const ExploreArgs& a, const Cluster& c, const explorer::Exploration& x, const json& compare,
-                  explorer::Framework framework) {
-  const explorer::SearchResult& r = x.ranking->result;
-  const HeteroSummary& h = x.hetero;
-  json cands = json::array();
-  for (std::size_t i = 0; i < r.top.size(); ++i)
-    cands.push_back({{"layout", to_json(r.top[i].candidate.to_layout(c))},
-                     {"predicted", explorer::to_json(r.top[i].prediction)},
-                     {"why", why(c, r.top[i], i, h)}});
-  json j = {{"version", 1},
-            {"provenance",
-             provenance(
-                 {{"cluster", a.cluster}, {"model", a.model}, {"calibration", a.calibration}, {"compare", a.compare}})},
-            {"inputs",
-             {{"cluster", a.cluster},
-              {"model", a.model},
-              {"calibration", a.calibration.empty() ? json(nullptr) : json(a.calibration)},
-              {"cost_source", x.ranking->cost->params().source},
-              {"technology", a.technology.empty() ? json(nullptr) : json(a.technology)},
-              {"world_size", c.world_size()}}},
-            {"space", r.space.candidates},
-            {"generated", r.generated},
-            {"framework", explorer::to_string(framework)},
-            {"pruned_divisibility", r.pruned_divisibility},
-            {"pruned_framework", r.pruned_framework},
-            {"evaluated", r.evaluated},
-            {"pruned_memory", r.pruned_memory},
-            {"feasible", r.feasible},
-            {"search_seconds", r.seconds},
-            {"replayed", x.ranking->replayed},
-            {"threads", r.threads},
-            {"candidates", cands}};
-  if (!compare.is_null()) j["compare"] = compare;
-  if (!c.uniform() && !r.top.empty())
-    j["heterogeneous"] = {{"uniform_rule_device", h.slowest},
-                          {"even_split_step_time_s", h.even_s},
-                          {"uniform_rule_pick", h.uniform_pick},
-                          {"uniform_rule_pick_step_time_s", h.uniform_pick_s}};
-  return j;
-}
-
 // --technology: "cluster" (its own cross-building link) or one of its network_technologies.
 std::optional<int> pinned_technology(const std::string& name, const Cluster& c) {
   if (name.empty()) return std::nullopt;
@@ -199,34 +59,6 @@ std::optional<int> pinned_technology(const std::string& name, const Cluster& c) 
   }
   throw UsageError("--technology: expected one of " + known + " (the cluster's network_technologies), got \"" + name +
                    "\"");
-}
-
-// --emit: the table's N-th as the framework's settings; when the framework would run it otherwise
-// than priced, the best it runs as priced follows, commented out, so that the output stays one
-// command or one TOML file.
-void print_emit(explorer::EmitFormat format, const explorer::Ranked& pick, int rank, const Cluster& c, const Model& m,
-                const explorer::ExploreRequest& q) {
-  const explorer::Framework f = emit_framework(format);
-  std::cout << explorer::emit(format, pick.candidate.to_layout(c), m, c);
-  if (q.framework != explorer::Framework::any || explorer::runs_as_predicted(f, pick.candidate, c)) return;
-  explorer::ExploreRequest within = q;
-  within.framework = f, within.top = 1;
-  const explorer::Exploration y = explorer::explore(within);
-  std::cerr << "sax: the table's #" << rank << " runs otherwise than priced in " << explorer::to_string(f)
-            << " (its # lines say how); "
-            << (y.ranking->result.top.empty() ? "no layout runs as priced in it"
-                                              : "the best it runs as priced follows, commented out")
-            << "\n";
-  if (y.ranking->result.top.empty()) return;
-  const explorer::Ranked& best = y.ranking->result.top.front();
-  std::cout << "\n# ---- the table's #" << rank << " (" << fmt("%.4g s", pick.prediction.step_time_s)
-            << ") runs otherwise in " << explorer::to_string(f) << "; the best it runs as priced ("
-            << fmt("%.4g s", best.prediction.step_time_s) << ", "
-            << fmt("%+.1f%%", 100 * (best.prediction.step_time_s / pick.prediction.step_time_s - 1))
-            << "), uncomment to use it instead:\n";
-  std::istringstream text(explorer::emit(format, best.candidate.to_layout(c), m, c));
-  for (std::string line; std::getline(text, line);)
-    std::cout << (line.empty() || line[0] == '#' ? "#" : "# ") << line << "\n";
 }
 
 void run_explore(const ExploreArgs& a) {
@@ -270,13 +102,22 @@ void run_explore(const ExploreArgs& a) {
                          : "--emit-rank: expected a rank in the list, 1 to " + std::to_string(r.top.size()) +
                                " (the layouts that fit), got " + std::to_string(a.emit_rank));
   // With --emit, stdout is the framework's settings alone, to paste or redirect; else the table.
-  if (emit)
-    print_emit(*emit, r.top[static_cast<std::size_t>(a.emit_rank - 1)], a.emit_rank, c, m, q);
-  else
-    print_ranking(c, m, *x.ranking->cost, r, x.ranking->replayed, x.hetero, framework);
-  const json compare =
-      q.compare ? print_compare(a, c, x, *q.compare, emit.has_value(), framework, any_best_s) : json(nullptr);
-  if (!a.json_file.empty()) write_json_file(a.json_file, ranking_json(a, c, x, compare, framework));
+  if (emit) {
+    const explorer::Emitted e =
+        explorer::emit_pick(*emit, r.top[static_cast<std::size_t>(a.emit_rank - 1)], a.emit_rank, c, m, q);
+    std::cout << e.settings;
+    if (!e.note.empty()) std::cerr << "sax: " << e.note << "\n";
+  } else {
+    std::cout << explorer::ranking_text(c, m, x, framework);
+  }
+  const explorer::InputFiles in{a.cluster, a.model, "", a.calibration, a.compare, a.technology};
+  json compare = nullptr;
+  if (q.compare) {
+    explorer::CompareReport cr = explorer::compare_report(in, c, x, *q.compare, framework, any_best_s);
+    if (!emit) std::cout << cr.text;
+    compare = std::move(cr.j);
+  }
+  if (!a.json_file.empty()) write_json_file(a.json_file, explorer::ranking_json(in, c, x, compare, framework));
 }
 
 }  // namespace
