@@ -16,9 +16,6 @@
 #include "cli/json_out.hpp"
 #include "cli/plots.hpp"
 #include "explorer/codesign_report.hpp"
-#include "explorer/hetero.hpp"
-#include "explorer/report.hpp"
-#include "spec/provenance.hpp"
 
 namespace sax::cli {
 
@@ -72,8 +69,6 @@ double parse_amount(const std::string& flag, const std::string& text) {
   return v;
 }
 
-using explorer::amount_text;
-
 // The budget the flags give, or the base model's own (value 0 until the model is read).
 explorer::CodesignBudget budget_of(const CodesignArgs& a) {
   if (!a.active_flops.empty())
@@ -81,26 +76,6 @@ explorer::CodesignBudget budget_of(const CodesignArgs& a) {
   if (!a.active_params.empty())
     return {explorer::CodesignBudget::Kind::active_params, parse_amount("--active-params", a.active_params)};
   return {};
-}
-
-json result_json(const CodesignArgs& a, const explorer::CodesignInput& in, const explorer::CodesignResult& r) {
-  const bool loss = in.loss.has_value();
-  json variants = json::array();
-  for (const explorer::CodesignRow& row : r.rows) variants.push_back(explorer::to_json(row, in.cluster, loss));
-  return {{"version", 1},
-          {"provenance", provenance({{"cluster", a.cluster}, {"model", a.model}, {"loss_model", a.loss_model}})},
-          {"inputs",
-           {{"cluster", a.cluster},
-            {"model", a.model},
-            {"framework", explorer::to_string(in.framework)},
-            {"budget", {{"kind", in.budget.name()}, {"value", in.budget.value}}},
-            {"max_total_params", in.max_total_params > 0 ? json(in.max_total_params) : json(nullptr)},
-            {"loss_model", a.loss_model.empty() ? json(nullptr) : json(a.loss_model)},
-            {"loss_source", loss ? json(in.loss->source) : json(nullptr)}}},
-          {"pareto_axes", loss ? json::array({"predicted_loss (lower)", "total_params (lower)"})
-                               : json::array({"tokens_per_s (higher)", "total_params (higher)"})},
-          {"search_seconds", r.search_seconds},
-          {"variants", variants}};
 }
 
 void run_codesign(const CodesignArgs& a) {
@@ -130,19 +105,11 @@ void run_codesign(const CodesignArgs& a) {
 
   const explorer::CodesignResult r = explorer::codesign(in);
   const bool loss = in.loss.has_value();
-  std::printf("codesign %s on %s (%lld devices): %zu experts x %zu top-k, each variant's %s at %s (%s)\n",
-              base.name.c_str(), c.name.c_str(), static_cast<long long>(c.world_size()), experts.size(), topks.size(),
-              budget.name(), amount_text(budget.value).c_str(),
-              a.active_params.empty() && a.active_flops.empty() ? "the base model's" : "given");
-  if (loss)
-    std::printf("  loss model: %s; after %s\n", in.loss->source.c_str(),
-                in.loss->tokens > 0 ? (amount_text(in.loss->tokens) + " tokens").c_str()
-                                    : (fmt("%g", in.loss->wall_clock_hours) + " hours on this cluster").c_str());
-  if (in.calibration) std::printf("  calibration: %s (its terms in place of the datasheet's)\n", a.calibration.c_str());
+  std::fputs(explorer::codesign_header(in, !a.active_params.empty() || !a.active_flops.empty()).c_str(), stdout);
   std::fputs((explorer::codesign_table(r, loss) + explorer::codesign_pareto(r, loss)).c_str(), stdout);
   if (a.json_file.empty() && a.plot.empty()) return;
   const std::string file = a.json_file.empty() ? a.plot + ".json" : a.json_file;
-  write_json_file(file, result_json(a, in, r));
+  write_json_file(file, explorer::codesign_json({a.cluster, a.model, a.loss_model}, in, r));
   if (!a.plot.empty()) run_plot_script({"codesign", file, "--out", a.plot});
 }
 

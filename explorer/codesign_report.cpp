@@ -5,6 +5,7 @@
 
 #include "explorer/report.hpp"
 #include "spec/number_text.hpp"
+#include "spec/provenance.hpp"
 
 namespace sax::explorer {
 
@@ -76,6 +77,47 @@ json to_json(const CodesignRow& r, const Cluster& c, bool loss) {
     v["excluded"] = r.excluded;
   }
   return v;
+}
+
+std::string codesign_header(const CodesignInput& in, bool budget_given) {
+  const Cluster& c = in.cluster;
+  std::string s = printf_text(
+      "codesign %s on %s (%lld devices): %zu experts x %zu top-k, each variant's %s at %s (%s)\n", in.base.name.c_str(),
+      c.name.c_str(), static_cast<long long>(c.world_size()), in.experts.size(), in.topks.size(), in.budget.name(),
+      amount_text(in.budget.value).c_str(), budget_given ? "given" : "the base model's");
+  if (in.loss)
+    s += printf_text("  loss model: %s; after %s\n", in.loss->source.c_str(),
+                     (in.loss->tokens > 0 ? amount_text(in.loss->tokens) + " tokens"
+                                          : printf_text("%g", in.loss->wall_clock_hours) + " hours on this cluster")
+                         .c_str());
+  if (in.calibration)
+    s += printf_text("  calibration: %s (its terms in place of the datasheet's)\n", in.calibration_file.c_str());
+  return s;
+}
+
+json codesign_json(const CodesignFiles& files, const CodesignInput& in, const CodesignResult& r) {
+  const bool loss = in.loss.has_value();
+  json variants = json::array();
+  for (const CodesignRow& row : r.rows) variants.push_back(to_json(row, in.cluster, loss));
+  auto named = [](const std::string& f) { return f.empty() ? json(nullptr) : json(f); };
+  return {{"version", 1},
+          {"provenance", provenance({{"cluster", files.cluster},
+                                     {"model", files.model},
+                                     {"calibration", in.calibration_file},
+                                     {"loss_model", files.loss_model}})},
+          {"inputs",
+           {{"cluster", files.cluster},
+            {"model", files.model},
+            {"calibration", named(in.calibration_file)},
+            {"framework", to_string(in.framework)},
+            {"budget", {{"kind", in.budget.name()}, {"value", in.budget.value}}},
+            {"max_total_params", in.max_total_params > 0 ? json(in.max_total_params) : json(nullptr)},
+            {"loss_model", named(files.loss_model)},
+            {"loss_source", loss ? json(in.loss->source) : json(nullptr)}}},
+          {"pareto_axes", loss ? json::array({"predicted_loss (lower)", "total_params (lower)"})
+                               : json::array({"tokens_per_s (higher)", "total_params (higher)"})},
+          {"search_seconds", r.search_seconds},
+          {"variants", variants}};
 }
 
 }  // namespace sax::explorer

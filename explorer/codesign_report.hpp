@@ -18,4 +18,14 @@ std::string codesign_pareto(const CodesignResult& r, bool loss);
 // One variant: its sizes, and its best layout and prediction or why it was excluded.
 json to_json(const CodesignRow& r, const Cluster& c, bool loss);
 
+// The lines above the table: what is searched, on which budget (`budget_given`: from the flags,
+// else the base model's), the loss model and the calibration.
+std::string codesign_header(const CodesignInput& in, bool budget_given);
+// The files a result came from, as given (empty: not given), which its JSON names and hashes.
+struct CodesignFiles {
+  std::string cluster, model, loss_model;
+};
+// codesign's JSON: provenance, inputs, the Pareto axes and every variant.
+json codesign_json(const CodesignFiles& files, const CodesignInput& in, const CodesignResult& r);
+
 }  // namespace sax::explorer
