@@ -36,9 +36,11 @@ constexpr double kComputeWindowUs = 20000;
 // (harness/internal/pacer.hpp), so what a device must not exceed is the sustained rate, not one
 // run's. The runs are counted from the op's time alone (shorter than a slice, a run gets a whole
 // core), so where R ranks share a core a timing lasts about R times the window: 0.1 s with 4 ranks
-// on 2 cores, 0.4 s with 16. Windows of the nominal length under sharing were tried: the sweep ran
-// twice as fast, but the highest p99 over that many short windows slowed the held device 1.2 to 2.4
-// times, and the validation that ran on it took longer than the sweep saved.
+// on 2 cores, 0.4 s with 16. Windows of the nominal length under sharing were tried: the sweep of
+// local-4bld ran twice as fast, but the highest p99 over that many short windows held a device 1.1
+// to 1.3 times slower (0.0025-0.0029 TFLOP/s in three runs, 0.0032-0.0033 in two), and the runs
+// on it are as much longer; on local-2bld the one run, 0.0103, fell below the two others' 0.0134
+// and 0.0241. Shorter windows wait for evidence that the device they hold is as steady.
 constexpr int kPacedIters = 5;
 constexpr double kPacedWindowUs = 50000;
 
