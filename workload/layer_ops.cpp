@@ -99,7 +99,7 @@ double quantization(ComputeKind kind, double m, double n, double k, double batch
 }
 
 LayerOps::LayerOps(const Model& m, std::int64_t tp, std::int64_t cp, std::int64_t micro_batch_size, bool sp,
-                   bool materializes_scores, Fp8Recipe fp8_recipe)
+                   bool materializes_scores, Fp8Recipe fp8_recipe, double tokens_per_sequence, double attention_length)
     : m_(m),
       tp_(tp),
       cp_(cp),
@@ -108,7 +108,10 @@ LayerOps::LayerOps(const Model& m, std::int64_t tp, std::int64_t cp, std::int64_
       materializes_(materializes_scores),
       fp8_recipe_(fp8_recipe) {
   e_ = activation_bytes(m.dtype);
-  T_ = static_cast<double>(micro_batch_size) * static_cast<double>(m.seq_length) / static_cast<double>(cp);
+  const auto full = static_cast<double>(m.seq_length);
+  T_ = static_cast<double>(micro_batch_size) * (tokens_per_sequence > 0 ? tokens_per_sequence : full) /
+       static_cast<double>(cp);
+  att_ = attention_length > 0 ? attention_length : full;
   h_ = static_cast<double>(m.hidden_size);
   q_ = static_cast<double>(m.num_attention_heads * m.kv_channels);
   kv_ = static_cast<double>(m.num_query_groups * m.kv_channels);
@@ -164,8 +167,10 @@ std::vector<LayerOp> LayerOps::latent_projections() const {
 // the materialised score matrix's passes, with flash one fused op.
 std::vector<LayerOp> LayerOps::attention_ops(bool window) const {
   // sk: the keys of one ring step (the whole sequence without CP).
-  const double b = batch(), sq = T_ / b, sk = seq() / static_cast<double>(cp_), d = head_dim(), dv = value_dim(),
-               a = heads(), g = kv_heads();
+  // sq: a sequence's queries on this rank; with uneven inputs the attention's length, not the
+  // tokens' (T_ / b with even ones).
+  const double b = batch(), sq = seq() / static_cast<double>(cp_), sk = seq() / static_cast<double>(cp_),
+               d = head_dim(), dv = value_dim(), a = heads(), g = kv_heads();
   std::vector<LayerOp> ops;
   if (m_.multi_latent_attention) {
     ops = latent_projections();
@@ -195,12 +200,12 @@ std::vector<LayerOp> LayerOps::attention_ops(bool window) const {
       core.dv = dv;
       ops.push_back(core);
     } else {
-      const double scores = T_ * a * sk * e_;  // b·(a/tp)·(s/cp) queries by sk keys
+      const double rows = b * sq * a, scores = rows * sk * e_;  // b·(a/tp)·(s/cp) queries by sk keys
       // Scale, causal mask and softmax in one pass (Megatron's FusedScaleMaskSoftmax): read S,
       // write P; backward reads P and dP, writes dS.
       ops.push_back({"attention_scores", Kind::product, sq, sk, d, b, a, g});
-      ops.push_back({"attention_softmax", Kind::memory, T_ * a, sk, 0, 1, 1, 1, scores, scores, 2 * scores, scores});
-      if (m_.attention_dropout > 0) ops.push_back(dropout("attention_dropout", T_ * a, sk));
+      ops.push_back({"attention_softmax", Kind::memory, rows, sk, 0, 1, 1, 1, scores, scores, 2 * scores, scores});
+      if (m_.attention_dropout > 0) ops.push_back(dropout("attention_dropout", rows, sk));
       ops.push_back({"attention_values", Kind::product, sq, dv, sk, b, a, g});
     }
     for (std::size_t i = first; i < ops.size(); ++i) {

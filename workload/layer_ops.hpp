@@ -84,8 +84,12 @@ double attended_share(double sq, double sk, double window);
 // TP > 1) and whether the attention backend materialises the score matrix.
 class LayerOps {
  public:
+  // Uneven inputs (workload/balance.hpp): a micro-batch's sequences of `tokens_per_sequence`
+  // tokens on average, and attention over `attention_length` (the root of their mean square
+  // length: the score matrix's size is the same); 0, the model's seq_length.
   LayerOps(const Model& m, std::int64_t tp, std::int64_t cp, std::int64_t micro_batch_size, bool sp,
-           bool materializes_scores, Fp8Recipe fp8_recipe = Fp8Recipe::delayed);
+           bool materializes_scores, Fp8Recipe fp8_recipe = Fp8Recipe::delayed, double tokens_per_sequence = 0,
+           double attention_length = 0);
 
   // Tokens of one micro-batch in the sequence-parallel region (norms, dropout, residuals):
   // T/tp with SP, T without (every TP rank repeats them).
@@ -116,7 +120,7 @@ class LayerOps {
   double batch() const { return static_cast<double>(mbs_); }
   double heads() const { return static_cast<double>(m_.num_attention_heads) / tp_; }
   double kv_heads() const { return static_cast<double>(m_.attention_kv_heads()) / tp_; }
-  double seq() const { return static_cast<double>(m_.seq_length); }
+  double seq() const { return att_; }  // the attention's sequence length
   double head_dim() const { return static_cast<double>(m_.query_key_head_dim()); }
   double value_dim() const { return static_cast<double>(m_.value_head_dim()); }
   std::vector<LayerOp> latent_projections() const;
@@ -129,7 +133,7 @@ class LayerOps {
   std::int64_t tp_, cp_, mbs_;
   bool sp_, materializes_;
   Fp8Recipe fp8_recipe_;
-  double e_, T_, h_, q_, kv_;
+  double e_, T_, h_, q_, kv_, att_;
 };
 
 }  // namespace sax::workload

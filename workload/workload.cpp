@@ -1,9 +1,11 @@
 #include "workload/workload.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <iterator>
 
+#include "workload/balance.hpp"
 #include "workload/dp_sync.hpp"
 #include "workload/layer_ops.hpp"
 
@@ -106,7 +108,7 @@ namespace {
 
 class Builder {
  public:
-  Builder(const Cluster& c, const Model& m, const Layout& l, std::int64_t rank)
+  Builder(const Cluster& c, const Model& m, const Layout& l, std::int64_t rank, const StepInputs* inputs = nullptr)
       : c_(c),
         m_(m),
         l_(l),
@@ -143,6 +145,28 @@ class Builder {
       chunk_offset_.push_back(off);
       off += n;
     }
+    // Uneven inputs: each micro-batch's ops at its own sequences' lengths (its DP rank's).
+    if (inputs) {
+      const std::int64_t d = grid_.coordinate(rank, GroupKind::dp);
+      const auto full = static_cast<double>(m.seq_length);
+      for (std::int64_t j = 0; j < w_.num_microbatches; ++j) {
+        const MicrobatchWork& mb = inputs->at(d, j);
+        mb_ops_.emplace_back(m, tp_, cp_, l.micro_batch_size, l.sequence_parallel,
+                             materializes_scores(resolved_attention_backend(l, m)), l.fp8_recipe,
+                             std::max(1.0, std::round(mb.tokens * full)),
+                             std::max(1.0, std::round(std::sqrt(mb.attention) * full)));
+      }
+    }
+  }
+
+  const LayerOps& ops() const { return *cur_; }
+  // The shapes of micro-batch `mb`'s ops and messages (-1: outside one, the model's length).
+  void use(std::int64_t mb) {
+    if (mb_ops_.empty()) return;
+    cur_ = mb < 0 ? &ops_ : &mb_ops_[static_cast<std::size_t>(mb)];
+    T_ = cur_->tokens();
+    A_ = T_ * h_ * e_;
+    gather_bytes_ = T_ * static_cast<double>(m_.attention_gather_width()) * e_;
   }
 
   Workload build() {
@@ -318,13 +342,13 @@ class Builder {
   }
 
   void layer_forward(Phase ph, const Block& b, std::int64_t layer, bool ops_only_attention) {
-    auto att = ops_.attention_ops(m_.window_layer(layer));
+    auto att = ops().attention_ops(m_.window_layer(layer));
     if (ops_only_attention) {  // selective recompute: the attention core only
       for (const auto& o : att)
         if (o.core) w_.ops.push_back(compute(ph, b, layer, o, Part::forward));
       return;
     }
-    w_.ops.push_back(compute(ph, b, layer, ops_.norm("input_norm", ops_.sp_tokens()), Part::forward));
+    w_.ops.push_back(compute(ph, b, layer, ops().norm("input_norm", ops().sp_tokens()), Part::forward));
     auto forward = [](const LayerOp&) { return Part::forward; };
     for (auto it = att.begin(); it != att.end();) {
       if (!it->core) {
@@ -337,11 +361,11 @@ class Builder {
       it = end;
     }
     tp_after(ph, b, layer, true);
-    w_.ops.push_back(compute(ph, b, layer, ops_.residual("attention_residual"), Part::forward));
-    w_.ops.push_back(compute(ph, b, layer, ops_.norm("pre_mlp_norm", ops_.sp_tokens()), Part::forward));
+    w_.ops.push_back(compute(ph, b, layer, ops().residual("attention_residual"), Part::forward));
+    w_.ops.push_back(compute(ph, b, layer, ops().norm("pre_mlp_norm", ops().sp_tokens()), Part::forward));
     const bool dense = !is_moe(layer);
     if (dense) tp_before(ph, b, layer, true);
-    for (const auto& o : ops_.mlp_ops(is_moe(layer), etp_)) {
+    for (const auto& o : ops().mlp_ops(is_moe(layer), etp_)) {
       const std::string name = o.name;
       if (name == "experts_fc1") {
         ep_all_to_all(ph, b, layer, "moe_dispatch");
@@ -356,7 +380,7 @@ class Builder {
       if (name == "shared_fc2") tp_after(ph, b, layer, false);
     }
     if (dense) tp_after(ph, b, layer, true);
-    w_.ops.push_back(compute(ph, b, layer, ops_.residual("mlp_residual"), Part::forward));
+    w_.ops.push_back(compute(ph, b, layer, ops().residual("mlp_residual"), Part::forward));
   }
 
   // Backward (or, with zero bubble, backward-input) of one layer: reverse order, mirrored
@@ -364,8 +388,8 @@ class Builder {
   void layer_backward(Phase ph, const Block& b, std::int64_t layer) {
     const Part gemm_part = zb() ? Part::input_grad : Part::backward;
     auto part = [&](const LayerOp& o) { return o.kind == Kind::gemm ? gemm_part : Part::backward; };
-    w_.ops.push_back(compute(ph, b, layer, ops_.residual("mlp_residual"), Part::backward));
-    auto mlp = ops_.mlp_ops(is_moe(layer), etp_);
+    w_.ops.push_back(compute(ph, b, layer, ops().residual("mlp_residual"), Part::backward));
+    auto mlp = ops().mlp_ops(is_moe(layer), etp_);
     const bool dense = !is_moe(layer);
     if (dense) tp_before(ph, b, layer, true);
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it) {
@@ -384,10 +408,10 @@ class Builder {
       if (name == "shared_fc1") tp_after(ph, b, layer, false);
     }
     if (dense) tp_after(ph, b, layer, true);
-    w_.ops.push_back(compute(ph, b, layer, ops_.norm("pre_mlp_norm", ops_.sp_tokens()), Part::backward));
-    w_.ops.push_back(compute(ph, b, layer, ops_.residual("attention_residual"), Part::backward));
+    w_.ops.push_back(compute(ph, b, layer, ops().norm("pre_mlp_norm", ops().sp_tokens()), Part::backward));
+    w_.ops.push_back(compute(ph, b, layer, ops().residual("attention_residual"), Part::backward));
     tp_before(ph, b, layer, true);
-    auto att = ops_.attention_ops(m_.window_layer(layer));
+    auto att = ops().attention_ops(m_.window_layer(layer));
     for (auto it = att.rbegin(); it != att.rend();) {
       if (!it->core) {
         sp_regather(ph, b, layer, it->name);
@@ -400,14 +424,14 @@ class Builder {
       core_with_ring(ph, b, layer, it, end, part, 2.0);
       it = end;
     }
-    w_.ops.push_back(compute(ph, b, layer, ops_.norm("input_norm", ops_.sp_tokens()), Part::backward));
+    w_.ops.push_back(compute(ph, b, layer, ops().norm("input_norm", ops().sp_tokens()), Part::backward));
   }
 
   void layer_weight_grads(const Block& b, std::int64_t layer) {
-    auto mlp = ops_.mlp_ops(is_moe(layer), etp_);
+    auto mlp = ops().mlp_ops(is_moe(layer), etp_);
     for (auto it = mlp.rbegin(); it != mlp.rend(); ++it)
       if (it->kind == Kind::gemm) w_.ops.push_back(compute(Phase::backward_weight, b, layer, *it, Part::weight_grad));
-    auto att = ops_.attention_ops(m_.window_layer(layer));
+    auto att = ops().attention_ops(m_.window_layer(layer));
     for (auto it = att.rbegin(); it != att.rend(); ++it)
       if (it->kind == Kind::gemm) w_.ops.push_back(compute(Phase::backward_weight, b, layer, *it, Part::weight_grad));
   }
@@ -422,6 +446,7 @@ class Builder {
   // previous one, the backward's gradients from the next; false (nothing listed) where the
   // block is the first (forward) or last (backward) virtual stage. W blocks have none.
   bool input_recv(const Block& b) {
+    use(b.microbatch);
     const std::int64_t v = virtual_stage(b.chunk);
     if (b.pass == Pass::F && v > 0) {
       message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, GroupKind::pp, CollOp::recv,
@@ -437,28 +462,29 @@ class Builder {
   }
 
   void forward_block(const Block& b) {
+    use(b.microbatch);
     const std::int64_t v = virtual_stage(b.chunk);
     fsdp_first(Phase::forward, b, chunk_offset_[v]);
     if (has_embedding(b.chunk)) {
-      w_.ops.push_back(compute(Phase::forward, b, -1, ops_.embedding(), Part::forward));
+      w_.ops.push_back(compute(Phase::forward, b, -1, ops().embedding(), Part::forward));
       if (tp_ > 1)
         message(Phase::forward, b.microbatch, b.chunk, -1, "embedding", Dim::tp, GroupKind::tp,
                 sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
       if (m_.hidden_dropout > 0)
         w_.ops.push_back(
-            compute(Phase::forward, b, -1, ops_.dropout("embedding_dropout", ops_.sp_tokens(), h_), Part::forward));
+            compute(Phase::forward, b, -1, ops().dropout("embedding_dropout", ops().sp_tokens(), h_), Part::forward));
     }
     for (std::int64_t i = 0; i < chunk_layers_[v]; ++i) {
       fsdp_step(Phase::forward, b, i + 1 < chunk_layers_[v] ? chunk_offset_[v] + i + 1 : -1);
       layer_forward(Phase::forward, b, chunk_offset_[v] + i, false);
     }
     if (has_output(b.chunk)) {
-      w_.ops.push_back(compute(Phase::forward, b, -1, ops_.norm("final_norm", ops_.sp_tokens()), Part::forward));
+      w_.ops.push_back(compute(Phase::forward, b, -1, ops().norm("final_norm", ops().sp_tokens()), Part::forward));
       if (sp_)
         message(Phase::forward, b.microbatch, b.chunk, -1, "output_all_gather", Dim::tp, GroupKind::tp,
                 CollOp::all_gather, A_);
-      w_.ops.push_back(compute(Phase::forward, b, -1, ops_.logits(), Part::forward));
-      w_.ops.push_back(compute(Phase::forward, b, -1, ops_.cross_entropy(), Part::forward));
+      w_.ops.push_back(compute(Phase::forward, b, -1, ops().logits(), Part::forward));
+      w_.ops.push_back(compute(Phase::forward, b, -1, ops().cross_entropy(), Part::forward));
     }
     if (v < pp_ * vpp_ - 1)
       message(Phase::forward, b.microbatch, b.chunk, -1, "pp_activation", Dim::pp, GroupKind::pp, CollOp::send,
@@ -466,18 +492,19 @@ class Builder {
   }
 
   void backward_block(const Block& b, bool sync_after) {
+    use(b.microbatch);
     const std::int64_t v = virtual_stage(b.chunk);
     const Phase ph = zb() ? Phase::backward_input : Phase::backward;
     const std::int64_t first = chunk_offset_[v], last = first + chunk_layers_[v] - 1;
     fsdp_first(ph, b, last);
     if (has_output(b.chunk)) {
-      w_.ops.push_back(compute(ph, b, -1, ops_.cross_entropy(), Part::backward));
+      w_.ops.push_back(compute(ph, b, -1, ops().cross_entropy(), Part::backward));
       sp_regather(ph, b, -1, "logits");
-      w_.ops.push_back(compute(ph, b, -1, ops_.logits(), zb() ? Part::input_grad : Part::backward));
+      w_.ops.push_back(compute(ph, b, -1, ops().logits(), zb() ? Part::input_grad : Part::backward));
       if (tp_ > 1)
         message(ph, b.microbatch, b.chunk, -1, "output_grad", Dim::tp, GroupKind::tp,
                 sp_ ? CollOp::reduce_scatter : CollOp::all_reduce, A_);
-      w_.ops.push_back(compute(ph, b, -1, ops_.norm("final_norm", ops_.sp_tokens()), Part::backward));
+      w_.ops.push_back(compute(ph, b, -1, ops().norm("final_norm", ops().sp_tokens()), Part::backward));
     }
     for (std::int64_t layer = last; layer >= first; --layer) {
       fsdp_step(ph, b, layer > first ? layer - 1 : -1);
@@ -490,8 +517,8 @@ class Builder {
     }
     if (has_embedding(b.chunk)) {
       if (m_.hidden_dropout > 0)
-        w_.ops.push_back(compute(ph, b, -1, ops_.dropout("embedding_dropout", ops_.sp_tokens(), h_), Part::backward));
-      w_.ops.push_back(compute(ph, b, -1, ops_.embedding(), Part::backward));
+        w_.ops.push_back(compute(ph, b, -1, ops().dropout("embedding_dropout", ops().sp_tokens(), h_), Part::backward));
+      w_.ops.push_back(compute(ph, b, -1, ops().embedding(), Part::backward));
       fsdp_scatter(ph, b, first);
     }
     if (v > 0)
@@ -500,8 +527,10 @@ class Builder {
   }
 
   void weight_block(const Block& b, bool sync_after) {
+    use(b.microbatch);
     const std::int64_t v = virtual_stage(b.chunk);
-    if (has_output(b.chunk)) w_.ops.push_back(compute(Phase::backward_weight, b, -1, ops_.logits(), Part::weight_grad));
+    if (has_output(b.chunk))
+      w_.ops.push_back(compute(Phase::backward_weight, b, -1, ops().logits(), Part::weight_grad));
     for (std::int64_t i = chunk_layers_[v] - 1; i >= 0; --i) {
       layer_weight_grads(b, chunk_offset_[v] + i);
       if (sync_after) layer_dp_sync(chunk_offset_[v] + i);
@@ -627,6 +656,7 @@ class Builder {
   }
 
   void dp_sync_and_optimizer() {
+    use(-1);
     const Phase last = zb() ? Phase::backward_weight : Phase::backward;
     double dense = edge_params(), expert = 0;
     for (auto layer : my_layers()) {
@@ -685,8 +715,10 @@ class Builder {
   bool sp_, tpo_ = false;                     // sequence parallelism; tp_comm_overlap with it
   std::int64_t fsdp_from_ = 0, fsdp_to_ = 0;  // the gathers issued for the next layer (ops [from, to))
   double e_, T_, h_, A_;
-  double gather_bytes_, kv_heads_, qk_dim_, v_dim_;  // the attention's SP gather; K and V heads and widths
-  LayerOps ops_;
+  double gather_bytes_, kv_heads_, qk_dim_, v_dim_;        // the attention's SP gather; K and V heads and widths
+  LayerOps ops_;                                           // at the model's sequence length
+  std::vector<LayerOps> mb_ops_;                           // uneven inputs: each micro-batch's
+  const LayerOps* cur_ = &ops_;                            // the block being listed's
   std::vector<std::int64_t> chunk_layers_, chunk_offset_;  // per virtual stage
   Workload w_;
 };
@@ -714,6 +746,11 @@ double flops(const Op& op) {
 
 Workload build(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank) {
   return Builder(cluster, model, layout, rank).build();
+}
+
+Workload build(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank,
+               const StepInputs& inputs) {
+  return Builder(cluster, model, layout, rank, &inputs).build();
 }
 
 Totals totals(const Workload& w) {

@@ -151,6 +151,12 @@ std::vector<std::vector<Block>> schedule_blocks(PipelineSchedule schedule, std::
 
 // The step of `rank`. The layout must be valid for the model and cluster (validate_layout).
 Workload build(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank);
+// The same with uneven inputs (workload/balance.hpp): each micro-batch's compute ops and
+// activation messages (TP, CP, PP, EP) at the lengths of the sequences its DP rank was given;
+// gradients, weights and the optimizer as they are.
+struct StepInputs;
+Workload build(const Cluster& cluster, const Model& model, const Layout& layout, std::int64_t rank,
+               const StepInputs& inputs);
 
 // Sums over a workload, per dimension (indexed by static_cast<int>(Dim)). Sent bytes exclude
 // recv messages, which mirror another rank's send.

@@ -1,0 +1,141 @@
+#include "workload/balance.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace sax::workload {
+
+const char* to_string(Balance b) {
+  switch (b) {
+    case Balance::none:
+      return "none";
+    case Balance::sorted:
+      return "sorted";
+    case Balance::balanced:
+      return "balanced";
+  }
+  return "?";
+}
+
+std::optional<Balance> parse_balance(const std::string& name) {
+  for (Balance b : {Balance::none, Balance::sorted, Balance::balanced})
+    if (name == to_string(b)) return b;
+  return std::nullopt;
+}
+
+double StepInputs::rank_work(std::int64_t d, const WorkWeights& w) const {
+  double sum = 0;
+  for (std::int64_t j = 0; j < microbatches; ++j) sum += at(d, j).tokens * w.token + at(d, j).attention * w.attention;
+  return sum;
+}
+
+namespace {
+
+double cost(const SequenceShare& s, const WorkWeights& w) { return s.tokens * w.token + s.attention * w.attention; }
+
+// Items (indices into `cost_of`, heaviest first) into `bins` bins of `room` each: greedy, each to
+// the bin with the least so far that has room (ties to the lowest bin). Returns each item's bin.
+std::vector<std::int64_t> least_loaded(const std::vector<std::size_t>& items, const std::vector<double>& cost_of,
+                                       std::int64_t bins, std::int64_t room) {
+  std::vector<double> load(static_cast<std::size_t>(bins), 0.0);
+  std::vector<std::int64_t> held(static_cast<std::size_t>(bins), 0), out(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    std::int64_t best = -1;
+    for (std::int64_t b = 0; b < bins; ++b)
+      if (held[static_cast<std::size_t>(b)] < room &&
+          (best < 0 || load[static_cast<std::size_t>(b)] < load[static_cast<std::size_t>(best)]))
+        best = b;
+    out[i] = best;
+    load[static_cast<std::size_t>(best)] += cost_of[items[i]];
+    ++held[static_cast<std::size_t>(best)];
+  }
+  return out;
+}
+
+// Items dealt heaviest first to `bins` bins in a snake: 0, 1, ..., bins-1, bins-1, ..., 0, ...
+std::vector<std::int64_t> snake(std::size_t items, std::int64_t bins) {
+  std::vector<std::int64_t> out(items);
+  for (std::size_t i = 0; i < items; ++i) {
+    const auto round = static_cast<std::int64_t>(i) / bins, at = static_cast<std::int64_t>(i) % bins;
+    out[i] = round % 2 == 0 ? at : bins - 1 - at;
+  }
+  return out;
+}
+
+// The ops over the score matrix (fused attention, its unfused products, softmax and dropout):
+// quadratic in each sequence's length.
+bool quadratic(const Op& op) {
+  return op.compute == ComputeKind::attention || op.compute == ComputeKind::product || op.name == "attention_softmax" ||
+         op.name == "attention_dropout";
+}
+
+}  // namespace
+
+StepInputs assign(const std::vector<SequenceShare>& sequences, std::int64_t dp, std::int64_t microbatches,
+                  std::int64_t micro_batch_size, Balance balance, const WorkWeights& weights) {
+  if (dp < 1 || microbatches < 1 || micro_batch_size < 1 ||
+      static_cast<std::int64_t>(sequences.size()) != dp * microbatches * micro_batch_size)
+    throw std::logic_error("workload::assign: " + std::to_string(sequences.size()) + " sequences for " +
+                           std::to_string(dp) + " x " + std::to_string(microbatches) + " x " +
+                           std::to_string(micro_batch_size));
+  StepInputs out{dp, microbatches, micro_batch_size, {}};
+  const std::int64_t per_rank = microbatches * micro_batch_size;
+  std::vector<double> c(sequences.size());
+  for (std::size_t i = 0; i < c.size(); ++i) c[i] = cost(sequences[i], weights);
+  // slot[i]: sequence i's (rank, micro-batch) as rank * microbatches + micro-batch.
+  std::vector<std::int64_t> slot(sequences.size());
+  if (balance == Balance::none) {
+    for (std::size_t i = 0; i < slot.size(); ++i) {
+      const auto at = static_cast<std::int64_t>(i);
+      slot[i] = (at / per_rank) * microbatches + (at % per_rank) / micro_batch_size;
+    }
+  } else {
+    std::vector<std::size_t> order(sequences.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return c[a] > c[b]; });
+    const std::vector<std::int64_t> rank_of =
+        balance == Balance::sorted ? snake(order.size(), dp) : least_loaded(order, c, dp, per_rank);
+    for (std::int64_t d = 0; d < dp; ++d) {
+      std::vector<std::size_t> mine;  // heaviest first still
+      for (std::size_t i = 0; i < order.size(); ++i)
+        if (rank_of[i] == d) mine.push_back(order[i]);
+      const std::vector<std::int64_t> mb_of = balance == Balance::sorted
+                                                  ? snake(mine.size(), microbatches)
+                                                  : least_loaded(mine, c, microbatches, micro_batch_size);
+      for (std::size_t i = 0; i < mine.size(); ++i) slot[mine[i]] = d * microbatches + mb_of[i];
+    }
+  }
+  out.work.assign(static_cast<std::size_t>(dp * microbatches), MicrobatchWork{0, 0});
+  for (std::size_t i = 0; i < slot.size(); ++i) {
+    MicrobatchWork& w = out.work[static_cast<std::size_t>(slot[i])];
+    w.tokens += sequences[i].tokens / static_cast<double>(micro_batch_size);
+    w.attention += sequences[i].attention / static_cast<double>(micro_batch_size);
+  }
+  if (balance == Balance::balanced) {
+    // A pipeline fills with its first micro-batch's forward and drains with its last's backward:
+    // the lightest go first and last, the heaviest in the middle.
+    for (std::int64_t d = 0; d < dp; ++d) {
+      const auto first = out.work.begin() + d * microbatches;
+      std::vector<MicrobatchWork> mine(first, first + microbatches);
+      std::sort(mine.begin(), mine.end(), [&](const MicrobatchWork& a, const MicrobatchWork& b) {
+        return a.tokens * weights.token + a.attention * weights.attention <
+               b.tokens * weights.token + b.attention * weights.attention;
+      });
+      std::int64_t lo = 0, hi = microbatches - 1;
+      for (std::size_t i = 0; i < mine.size(); ++i) *(first + (i % 2 == 0 ? lo++ : hi--)) = mine[i];
+    }
+  }
+  return out;
+}
+
+WorkWeights weights_of(const Workload& w) {
+  WorkWeights out{0, 0};
+  for (const Op& op : w.ops)
+    if (op.kind == OpKind::compute && op.microbatch == 0 && op.phase == Phase::forward)
+      (quadratic(op) ? out.attention : out.token) += op.flops;
+  if (!(out.token + out.attention > 0)) out.token = 1;  // a stage with no FLOPs listed: by tokens
+  return out;
+}
+
+}  // namespace sax::workload
