@@ -1,6 +1,7 @@
 // `sax run --cluster C --model M --layout L [--steps N] [--warmup W] [--backend cpu|cuda]
-// [--router-skew S] [--json FILE] [--trace DIR] [--timeout S]` under mpirun: parses the command line, gives the
-// harness the explorer's memory check (the harness does not link the explorer) and runs.
+// [--router-skew S] [--lengths SPEC] [--balance none|sorted|balanced] [--json FILE] [--trace DIR] [--timeout S]` under
+// mpirun: parses the command line, gives the harness the explorer's memory check (the harness does not link the
+// explorer) and runs.
 #include "harness/run.hpp"
 
 #include <cstdio>
@@ -66,6 +67,14 @@ void add_run(CLI::App& app) {
   cmd->add_option("--router-imbalance", a->router_imbalance,
                   "MoE: route so that the first EP rank's experts take this many times the mean load, the others "
                   "the rest evenly (what the explorer prices as the router imbalance; 0: the router's own)")
+      ->capture_default_str();
+  cmd->add_option("--lengths", a->lengths,
+                  "The data's sample lengths: fixed, uniform:min=A,max=B, lognormal:median=M,sigma=S[,max=X] or "
+                  "histogram:file=F, with pack=none|docs and seed=N (paced devices)")
+      ->capture_default_str();
+  cmd->add_option("--balance", a->balance,
+                  "Place the step's sequences on the DP ranks and micro-batches: none (as loaded), sorted, balanced "
+                  "(greedy on each sequence's modelled work)")
       ->capture_default_str();
   cmd->add_option("--timeout", a->timeout_s, "Seconds without progress before every rank exits 1")
       ->capture_default_str();

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -21,6 +22,8 @@
 #include "profiles/cupti/cupti_source.hpp"
 #include "spec/fields.hpp"
 #include "spec/groups.hpp"
+#include "spec/lengths.hpp"
+#include "workload/balance.hpp"
 
 namespace sax::harness {
 
@@ -73,7 +76,7 @@ std::size_t trace_capacity(const workload::Workload& w, int steps) {
 std::string RunArgs::text() const {
   std::string t;
   for (const std::string* s : {&cluster_file, &model_file, &layout_file, &steps, &warmup, &backend, &router_skew,
-                               &router_imbalance, &timeout_s, &json_file, &trace_dir})
+                               &router_imbalance, &lengths, &balance, &timeout_s, &json_file, &trace_dir})
     t += *s + '\x1f';
   return t;
 }
@@ -88,7 +91,24 @@ struct RunInputs {
   int steps = 0, warmup = 0;
   double timeout = 0, skew = 0, imbalance = 0;
   Backend backend = Backend::cpu;
+  LengthSpec lengths;
+  workload::Balance balance = workload::Balance::none;
+  workload::StepInputs inputs;  // uneven lengths: every DP rank's micro-batches
+  double balance_s = 0;         // the host time placing the batch took (the balancer's own cost)
 };
+
+// The step's sequences, drawn and placed as every rank places them (the same on each): weighed
+// by the model's FLOPs of a micro-batch's forward, split into the score matrix's and the rest.
+void place_inputs(RunInputs& in) {
+  const std::int64_t world = in.cluster.world_size();
+  const std::int64_t dp = in.layout.size(Dim::dp, world), m = in.layout.num_microbatches(in.model, world);
+  const std::vector<SequenceShare> seqs =
+      draw_sequences(in.lengths, dp * m * in.layout.micro_batch_size, in.model.seq_length);
+  const workload::WorkWeights w = workload::weights_of(workload::build(in.cluster, in.model, in.layout, 0));
+  const auto t0 = std::chrono::steady_clock::now();
+  in.inputs = workload::assign(seqs, dp, m, in.layout.micro_batch_size, in.balance, w);
+  in.balance_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // The boundary the testbed emulates is the one the layout's step is priced on.
 void check_technology(const RunArgs& a, const Layout& layout) {
@@ -128,6 +148,15 @@ RunInputs check_run(Job& job, const RunArgs& a, const std::vector<std::string>& 
         std::to_string(in.layout.expert_model_parallel_size) + "), got " + a.router_imbalance);
   if (in.imbalance > 0 && in.skew > 0)
     throw UsageError("--router-imbalance and --router-skew: give one (a load to route, or logits to route by)");
+  in.lengths = parse_lengths(a.lengths, "--lengths");
+  const std::optional<workload::Balance> balance = workload::parse_balance(a.balance);
+  if (!balance) throw UsageError("--balance: expected none, sorted or balanced, got \"" + safe_text(a.balance) + "\"");
+  in.balance = *balance;
+  if (in.lengths.uneven() && !in.cluster.paced())
+    throw UsageError(
+        "--lengths: uneven inputs are run on a paced device (each op held to its share of the declared "
+        "device's time); " +
+        a.cluster_file + "'s device is native");
   check_emulation(&in.cluster);
   check_technology(a, in.layout);
   if (in.cluster.world_size() != job.size())
@@ -136,6 +165,7 @@ RunInputs check_run(Job& job, const RunArgs& a, const std::vector<std::string>& 
                      " ranks: start one rank per device (mpirun -np " + std::to_string(in.cluster.world_size()) + ")");
   in.backend = job.choose_backend(a.backend);
   if (a.check_memory) a.check_memory(in.cluster, in.model, in.layout);
+  if (in.lengths.uneven()) place_inputs(in);
   if (job.rank() == 0 && !a.json_file.empty()) writer.check(a.json_file);
   if (!a.trace_dir.empty()) prepare_trace_dir("run", a.trace_dir, job.rank(), writer);
   return in;
@@ -171,7 +201,9 @@ RankSetup set_up_rank(Job& job, const RunArgs& a, const RunInputs& in, Watchdog&
   options.router_imbalance = in.imbalance;
   if (in.model.num_experts > 0) options.local_experts = in.model.num_experts / in.layout.expert_model_parallel_size;
   options.seed = 1 + static_cast<std::uint64_t>(job.rank());
-  workload::Workload mine = workload::build(in.cluster, in.model, in.layout, job.rank());
+  workload::Workload mine = in.lengths.uneven()
+                                ? workload::build(in.cluster, in.model, in.layout, job.rank(), in.inputs)
+                                : workload::build(in.cluster, in.model, in.layout, job.rank());
   const std::vector<GroupKind> kinds = agreed_kinds(job, mine);
   watchdog.progress("setting up communicators and buffers");
   r.exec = std::make_unique<StepExecutor>(in.cluster, in.model, in.layout, std::move(mine), *r.device, *r.ops,
@@ -412,6 +444,29 @@ void print_table(const RunInputs& in, const json& ranks, const StepTimes& st, co
   std::fflush(stdout);
 }
 
+// Uneven inputs: each DP rank's work (micro-batches' token and attention shares, and their sum
+// weighed as the balancer weighed them) and what placing them cost.
+json inputs_json(const RunInputs& in) {
+  const workload::WorkWeights w = workload::weights_of(workload::build(in.cluster, in.model, in.layout, 0));
+  json ranks = json::array();
+  double most = 0, sum = 0;
+  for (std::int64_t d = 0; d < in.inputs.dp; ++d) {
+    json mbs = json::array();
+    for (std::int64_t j = 0; j < in.inputs.microbatches; ++j)
+      mbs.push_back({{"tokens", in.inputs.at(d, j).tokens}, {"attention", in.inputs.at(d, j).attention}});
+    const double work =
+        in.inputs.rank_work(d, w) / (w.token + w.attention) / static_cast<double>(in.inputs.microbatches);
+    most = std::max(most, work), sum += work;
+    ranks.push_back({{"dp", d}, {"work", work}, {"microbatches", mbs}});
+  }
+  const double mean = sum / static_cast<double>(in.inputs.dp);
+  return {{"lengths", in.lengths.text},
+          {"balance", workload::to_string(in.balance)},
+          {"balance_s", in.balance_s},
+          {"work_max_over_mean", mean > 0 ? most / mean : 0.0},
+          {"dp_ranks", ranks}};
+}
+
 json run_json(const RunArgs& a, const RunInputs& in, const json& env, const json& ranks, const StepTimes& st,
               const json& pacing, const json& trace_json) {
   const auto& step_s = st.step_s;
@@ -425,6 +480,8 @@ json run_json(const RunArgs& a, const RunInputs& in, const json& env, const json
                 {"backend", to_string(in.backend)},
                 {"router_skew", in.skew},
                 {"router_imbalance", in.imbalance},
+                {"lengths", in.lengths.text},
+                {"balance", workload::to_string(in.balance)},
                 {"timeout_s", in.timeout}}},
               {"env", env},
               {"step_time_s",
@@ -435,6 +492,7 @@ json run_json(const RunArgs& a, const RunInputs& in, const json& env, const json
               {"ranks", ranks}};
   if (!pacing.is_null()) out["pacing"] = pacing;
   if (!trace_json.is_null()) out["trace"] = trace_json;
+  if (in.lengths.uneven()) out["inputs"] = inputs_json(in);
   return out;
 }
 
@@ -457,6 +515,13 @@ void report(Job& job, const RunArgs& a, const RunInputs& in, const RankGrid& gri
     ranks.push_back(parse_json_text(all[r], "rank " + std::to_string(r) + "'s result"));
   const json pacing = in.cluster.paced() ? job_pacing(ranks) : json();
   print_table(in, ranks, st, pacing);
+  if (in.lengths.uneven()) {
+    const json x = inputs_json(in);
+    std::printf(
+        "inputs %s, balance %s: the busiest DP rank holds %.3fx the mean work (placing the batch took %.0f us)\n",
+        in.lengths.text.c_str(), workload::to_string(in.balance), x["work_max_over_mean"].get<double>(),
+        1e6 * in.balance_s);
+  }
   if (!a.json_file.empty()) writer.write(a.json_file, run_json(a, in, env, ranks, st, pacing, trace_json));
 }
 

@@ -24,6 +24,8 @@ struct RunArgs {
   std::string backend;  // "" = cuda where a device is present, cpu otherwise
   std::string router_skew = "0";
   std::string router_imbalance = "0";  // 0: the router's own
+  std::string lengths = "fixed";       // the data's sample lengths (spec/lengths.hpp)
+  std::string balance = "none";        // how the step's sequences are placed (workload/balance.hpp)
   std::string timeout_s = "120";
   std::string json_file;
   std::string trace_dir;     // "" = no timeline

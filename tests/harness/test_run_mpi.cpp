@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -299,6 +300,62 @@ TEST(RunMpi, AStageThatDoesNotFitItsBuildingsDeviceIsRefused) {
   EXPECT_NE(r.err.find("pipeline stage 1 needs"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("small-rank at 1/2 speed has 0.01 GiB usable"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+// Uneven inputs: the DP rank that drew the most work is held the longest by the paced device
+// (paced_s is the device's time for the ops it ran: no host timing in it), and balancing evens
+// the ranks' work out. Bad specs, and uneven inputs on a native device, are refused.
+TEST(RunMpi, UnevenInputsHoldEachRankForItsWorkAndBalancingEvensThem) {
+  TempDir t;
+  const std::string lengths = " --lengths lognormal:median=24,sigma=1.2,seed=2";
+  std::map<std::string, json> runs;
+  for (const std::string balance : {"none", "balanced"}) {
+    const std::string out = t.file(balance + ".json");
+    Result r = run(preset_path("models/gpt-tiny.json"), preset_path("layouts/local-dp4.json"),
+                   "--steps 1 --warmup 0" + lengths + " --balance " + balance + " --json " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(
+        r.out.find("inputs lognormal:median=24,sigma=1.2,seed=2, balance " + balance + ": the busiest DP rank holds "),
+        std::string::npos)
+        << r.out;
+    runs[balance] = json::parse(sax::test::slurp(out));
+  }
+  auto spread = [](const json& j) {  // the ranks' paced time, max over min
+    double lo = 1e300, hi = 0;
+    for (const json& rank : j["ranks"]) {
+      lo = std::min(lo, rank["pacing"]["paced_s"].get<double>());
+      hi = std::max(hi, rank["pacing"]["paced_s"].get<double>());
+    }
+    return hi / lo;
+  };
+  const json& none = runs["none"];
+  EXPECT_EQ(none["config"]["balance"], "none");
+  const double skew = none["inputs"]["work_max_over_mean"].get<double>();
+  EXPECT_GT(skew, 1.1) << none["inputs"].dump();
+  EXPECT_LT(runs["balanced"]["inputs"]["work_max_over_mean"].get<double>(), skew);
+  // local-dp4: rank r is DP rank r. The busiest DP rank's device time is the longest.
+  std::size_t busiest = 0, longest = 0;
+  for (std::size_t d = 0; d < 4; ++d) {
+    if (none["inputs"]["dp_ranks"][d]["work"] > none["inputs"]["dp_ranks"][busiest]["work"]) busiest = d;
+    if (none["ranks"][d]["pacing"]["paced_s"] > none["ranks"][longest]["pacing"]["paced_s"]) longest = d;
+  }
+  EXPECT_EQ(busiest, longest) << none["inputs"].dump();
+  EXPECT_GT(spread(none), 1.05);
+  EXPECT_LT(spread(runs["balanced"]), spread(none));
+
+  for (const auto& [extra, why] :
+       {std::pair{"--lengths gamma:k=2", "--lengths: unknown distribution \"gamma\""},
+        std::pair{"--lengths fixed --balance lpt", "--balance: expected none, sorted or balanced"}}) {
+    Result r = run(preset_path("models/gpt-tiny.json"), preset_path("layouts/local-dp4.json"), extra);
+    EXPECT_EQ(r.code, 2) << extra << ": " << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << extra << ": " << r.err;
+  }
+  json native = json::parse(sax::test::slurp(kCluster));
+  native["device"]["emulation"] = "native";
+  Result r = sh(kMpirun + " -np 4 " + SAX_BINARY + " run --cluster " + t.write("native.json", native) + " --model " +
+                preset_path("models/gpt-tiny.json") + " --layout " + preset_path("layouts/local-dp4.json") + lengths);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--lengths: uneven inputs are run on a paced device"), std::string::npos) << r.err;
 }
 
 TEST(RunMpi, BadStepsAreRefusedWithOneLine) {
