@@ -1,7 +1,7 @@
 // `sax predict --cluster C --model M --layout L [--calibration K] [--json FILE] [--emit
-// megatron|torchtitan] [--framework megatron-core|torchtitan|any]`: one layout's predicted step
-// time with its full breakdown, memory per device and MFU, and what the framework would run
-// otherwise; --emit prints the layout as the framework's settings instead.
+// megatron|torchtitan] [--framework megatron-core|torchtitan|any] [--lengths SPEC --balance B]`: one layout's predicted
+// step time with its full breakdown, memory per device and MFU, and what the framework would run otherwise; --emit
+// prints the layout as the framework's settings instead.
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -16,7 +16,7 @@ namespace sax::cli {
 namespace {
 
 struct PredictArgs {
-  std::string cluster, model, layout, calibration, json_file, emit, framework;
+  std::string cluster, model, layout, calibration, json_file, emit, framework, lengths = "fixed", balance = "none";
   bool replay = false;
 };
 
@@ -27,6 +27,10 @@ void run_predict(const PredictArgs& a) {
   const Model m = load_model(a.model);
   const Layout l = load_layout(a.layout);
   validate_layout(l, m, c, a.layout);
+  const LengthSpec lengths = parse_lengths(a.lengths, "--lengths");
+  const std::optional<workload::Balance> b = workload::parse_balance(a.balance);
+  if (!b) throw UsageError("--balance: expected none, sorted or balanced, got \"" + safe_text(a.balance) + "\"");
+  const workload::Balance balance = *b;
   if (!a.json_file.empty()) check_writable(a.json_file);  // before anything is printed
   const CalibrationFile k(a.calibration);
   const explorer::InputFiles in{a.cluster, a.model, a.layout, a.calibration, "", ""};
@@ -46,8 +50,17 @@ void run_predict(const PredictArgs& a) {
               << (as_predicted ? " runs this layout as predicted" : " would run this layout otherwise:") << "\n";
     for (const std::string& g : gaps) std::cout << "                - " << g << "\n";
   }
+  // --lengths: the step with uneven inputs, placed as `sax run` places them.
+  json uneven = nullptr;
+  if (lengths.uneven()) {
+    const workload::StepInputs inputs = workload::place(c, m, l, lengths, balance);
+    const explorer::UnevenForecast u = explorer::forecast_uneven(*f->cost, k.source(), c, m, l, inputs);
+    if (!emit) std::cout << explorer::uneven_text(lengths, balance, u);
+    uneven = explorer::uneven_json(lengths, balance, u);
+  }
   if (!a.json_file.empty()) {
     json j = explorer::forecast_json(in, l, *f);
+    if (!uneven.is_null()) j["inputs"] = uneven;
     if (framework != explorer::Framework::any)
       j["framework"] = {{"name", explorer::to_string(framework)}, {"runs_as_predicted", as_predicted}, {"gaps", gaps}};
     write_json_file(a.json_file, j);
@@ -69,6 +82,12 @@ void add_predict(CLI::App& app) {
   cmd->add_option("--framework", a->framework,
                   "Say what this framework's configuration would run otherwise than predicted: megatron-core, "
                   "torchtitan or any (default: --emit's framework, else any)");
+  cmd->add_option("--lengths", a->lengths,
+                  "Price uneven inputs: the data's sample lengths as `sax run --lengths` takes them (each DP rank's "
+                  "pipeline replayed at its micro-batches' lengths)")
+      ->capture_default_str();
+  cmd->add_option("--balance", a->balance, "With --lengths: none, sorted or balanced, as `sax run --balance`")
+      ->capture_default_str();
   cmd->add_flag("--replay", a->replay,
                 "Run the schedule block by block (uneven stages, zero bubble with unequal F/B/W) instead of the "
                 "closed forms");

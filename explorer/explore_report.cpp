@@ -324,4 +324,28 @@ json forecast_json(const InputFiles& in, const Layout& l, const Forecast& f) {
   return j;
 }
 
+std::string uneven_text(const LengthSpec& lengths, workload::Balance balance, const UnevenForecast& u) {
+  std::string ranks;
+  for (double s : u.dp_step_s) ranks += (ranks.empty() ? "" : ", ") + printf_text("%.4g", s);
+  return printf_text(
+      "  inputs        %s, balance %s: step %.4g s (%+.1f%% against every sequence at the model's length, "
+      "%.4g s), the slowest DP rank %lld's; bubble %.3g s, compute %.4g s; each DP rank's pipeline %s s\n",
+      lengths.text.c_str(), workload::to_string(balance), u.step.step_time_s,
+      100 * (u.step.step_time_s / u.even.step_time_s - 1), u.even.step_time_s, static_cast<long long>(u.slowest_dp),
+      u.step.breakdown.bubble_s, u.step.breakdown.compute_s, ranks.c_str());
+}
+
+json uneven_json(const LengthSpec& lengths, workload::Balance balance, const UnevenForecast& u) {
+  return {{"lengths", lengths.text},
+          {"balance", workload::to_string(balance)},
+          {"step_time_s", u.step.step_time_s},
+          {"even_step_time_s", u.even.step_time_s},
+          {"slowest_dp", u.slowest_dp},
+          {"critical_stage", u.step.critical_stage},
+          {"dp_wait_mean_s", u.dp_wait_mean_s()},
+          {"dp_step_time_s", u.dp_step_s},
+          {"bubble_s", u.step.breakdown.bubble_s},
+          {"compute_s", u.step.breakdown.compute_s}};
+}
+
 }  // namespace sax::explorer

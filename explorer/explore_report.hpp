@@ -9,9 +9,11 @@
 #include "explorer/emit.hpp"
 #include "explorer/explore.hpp"
 #include "explorer/framework.hpp"
+#include "explorer/uneven.hpp"
 #include "spec/cluster.hpp"
 #include "spec/fields.hpp"
 #include "spec/layout.hpp"
+#include "spec/lengths.hpp"
 #include "spec/model.hpp"
 
 namespace sax::explorer {
@@ -63,5 +65,8 @@ std::string forecast_text(const InputFiles& in, const Cluster& c, const Model& m
 std::string method_text(const Cluster& c, const Layout& l, const Forecast& f, bool replay);
 // predict's JSON.
 json forecast_json(const InputFiles& in, const Layout& l, const Forecast& f);
+// `--lengths`: the step with uneven inputs beside the even one, and its JSON.
+std::string uneven_text(const LengthSpec& lengths, workload::Balance balance, const UnevenForecast& u);
+json uneven_json(const LengthSpec& lengths, workload::Balance balance, const UnevenForecast& u);
 
 }  // namespace sax::explorer

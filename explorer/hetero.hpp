@@ -80,6 +80,10 @@ class HeteroModel {
   std::string explain(const Result& r) const;
 
   const Cluster& cluster() const { return cluster_; }
+  // Each pipeline stage's cost model for the candidate (what evaluate() replays it with).
+  std::vector<const CostModel*> stage_costs(const Candidate& cand) const {
+    return stage_costs(stage_buildings(cluster_, cand));
+  }
 
  private:
   struct View {

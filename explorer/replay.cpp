@@ -10,7 +10,8 @@
 namespace sax::explorer {
 
 PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
-                         const std::vector<BlockTimes>& blocks, const Transfers& transfers) {
+                         const std::vector<BlockTimes>& blocks, const Transfers& transfers,
+                         const MicrobatchScales& scales) {
   const std::int64_t V = pp * vpp;
   const std::vector<std::vector<workload::Block>> orders = workload::schedule_blocks(schedule, pp, vpp, m);
   // When each micro-batch's forward and backward (B) ended on each virtual stage; -1: not yet.
@@ -21,8 +22,9 @@ PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_
   run.stage_busy.assign(static_cast<std::size_t>(pp), 0.0);
   run.stage_waiting.assign(static_cast<std::size_t>(pp), 0.0);
   run.stage_transfer.assign(static_cast<std::size_t>(pp), 0.0);
-  auto transfer = [&](std::int64_t boundary) {
-    return transfers.empty() ? 0.0 : transfers[static_cast<std::size_t>(boundary)];
+  auto transfer = [&](std::int64_t boundary, std::int64_t mb) {
+    const double s = scales.transfer.empty() ? 1.0 : scales.transfer[static_cast<std::size_t>(mb)];
+    return transfers.empty() ? 0.0 : s * transfers[static_cast<std::size_t>(boundary)];
   };
   std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
   for (bool progress = true; progress;) {
@@ -36,11 +38,11 @@ PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_
         double sent = 0, in_flight = 0;
         switch (b.pass) {
           case workload::Pass::F:
-            if (v > 0) sent = forward_end[at(b.microbatch, v - 1)], in_flight = transfer(v - 1);
+            if (v > 0) sent = forward_end[at(b.microbatch, v - 1)], in_flight = transfer(v - 1, b.microbatch);
             break;
           case workload::Pass::B:
             if (v < V - 1)
-              sent = backward_end[at(b.microbatch, v + 1)], in_flight = transfer(v);
+              sent = backward_end[at(b.microbatch, v + 1)], in_flight = transfer(v, b.microbatch);
             else
               sent = forward_end[at(b.microbatch, v)];
             break;
@@ -56,7 +58,10 @@ PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_
           run.stage_transfer[si] += start - free - waiting;
         }
         const BlockTimes& t = blocks[static_cast<std::size_t>(v)];
-        const double d = b.pass == workload::Pass::F ? t.forward : b.pass == workload::Pass::B ? t.backward : t.weight;
+        const double scale = scales.block.empty() ? 1.0 : scales.block[at(b.microbatch, v)];
+        const double d = scale * (b.pass == workload::Pass::F   ? t.forward
+                                  : b.pass == workload::Pass::B ? t.backward
+                                                                : t.weight);
         run.stage_end[si] = start + d;
         run.stage_busy[si] += d;
         if (b.pass == workload::Pass::F) forward_end[at(b.microbatch, v)] = run.stage_end[si];
@@ -91,11 +96,30 @@ std::optional<std::int64_t> replay_blocks(const CostModel& cost, const Candidate
 
 bool replayable(const CostModel& cost, const Candidate& cand) { return replay_blocks(cost, cand).has_value(); }
 
+namespace {
+Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate& cand, const MicrobatchScales& scales);
+}  // namespace
+
 Replay replay(const CostModel& cost, const Candidate& cand) {
   return replay(std::vector<const CostModel*>(static_cast<std::size_t>(cand.pp), &cost), cand);
 }
 
+Replay replay(const CostModel& cost, const Candidate& cand, const MicrobatchScales& scales) {
+  return replay_scaled(std::vector<const CostModel*>(static_cast<std::size_t>(cand.pp), &cost), cand, scales);
+}
+
 Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand) {
+  return replay_scaled(costs, cand, {});
+}
+
+Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand, const MicrobatchScales& scales) {
+  return replay_scaled(costs, cand, scales);
+}
+
+namespace {
+
+Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate& cand,
+                     const MicrobatchScales& scales) {
   const CostModel& cost = *costs.front();
   if (!replay_blocks(cost, cand))
     throw UsageError("--replay: " + std::to_string(cost.num_microbatches(cand)) + " micro-batches x " +
@@ -151,7 +175,7 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand)
     for (std::int64_t v = 0; v + 1 < V; ++v) transfers.push_back(boundary[static_cast<std::size_t>(v % pp)]);
   }
   const std::int64_t m = cost.num_microbatches(cand);
-  const PipelineRun run = run_pipeline(cand.pipeline, pp, vpp, m, blocks, transfers);
+  const PipelineRun run = run_pipeline(cand.pipeline, pp, vpp, m, blocks, transfers, scales);
   Replay r;
   r.num_microbatches = m;
   for (const CostModel::StageTerms& st : stages) r.stage_microbatch_s.push_back(st.microbatch.total());
@@ -173,7 +197,18 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand)
   r.tail_s = crit.tail.total();
   // What is left of the step (rounding aside: 0 without a pipeline).
   r.bubble_s = std::max(0.0, r.step_time_s - run.stage_busy[ci] - run.stage_transfer[ci] - r.tail_s);
-  const double md = static_cast<double>(m);
+  // The critical stage's micro-batches as many full ones as its scaled blocks add up to.
+  double md = static_cast<double>(m);
+  if (!scales.block.empty()) {
+    double full = 0, scaled = 0;
+    for (std::int64_t j = 0; j < m; ++j)
+      for (std::int64_t v = static_cast<std::int64_t>(ci); v < V; v += pp) {
+        const BlockTimes& t = blocks[static_cast<std::size_t>(v)];
+        full += t.forward + t.backward + t.weight;
+        scaled += scales.block[static_cast<std::size_t>(j * V + v)] * (t.forward + t.backward + t.weight);
+      }
+    if (full > 0) md *= scaled / full;
+  }
   Breakdown& b = r.breakdown;
   b.compute_s = md * (crit.microbatch.compute + crit.microbatch.recompute - crit.microbatch.imbalance);
   b.recompute_s = md * crit.microbatch.recompute;
@@ -188,6 +223,8 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand)
       costs[static_cast<std::size_t>(r.critical_stage)]->evaluate(cand, PipelineSplit::of(c, cand)).step_time_s;
   return r;
 }
+
+}  // namespace
 
 Prediction replayed(const CostModel& cost, const Candidate& cand, const Prediction& closed) {
   const Replay r = replay(cost, cand);

@@ -37,8 +37,14 @@ struct PipelineRun {
 };
 // Runs the blocks of `schedule` over pp stages × vpp chunks and m micro-batches, `blocks[v]`
 // being virtual stage v = chunk·pp + stage. Throws std::logic_error if the order deadlocks.
+// Uneven inputs: micro-batch j's block on virtual stage v takes block[j·V + v] times its time,
+// its tensors transfer[j] times theirs (empty: 1).
+struct MicrobatchScales {
+  std::vector<double> block, transfer;
+};
 PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
-                         const std::vector<BlockTimes>& blocks, const Transfers& transfers = {});
+                         const std::vector<BlockTimes>& blocks, const Transfers& transfers = {},
+                         const MicrobatchScales& scales = {});
 
 struct Replay {
   double step_time_s = 0;  // the last stage to end its tail
@@ -65,6 +71,11 @@ Replay replay(const CostModel& cost, const Candidate& cand);
 // candidate, clusters that differ in their devices and links: explorer/hetero.hpp); the
 // breakdown is the critical stage's, by its own cost model.
 Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand);
+// The replay with each micro-batch's blocks and transfers scaled (uneven inputs: each DP rank's
+// pipeline, explorer/uneven.hpp); its compute and in-block communication scaled as the critical
+// stage's blocks are.
+Replay replay(const CostModel& cost, const Candidate& cand, const MicrobatchScales& scales);
+Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand, const MicrobatchScales& scales);
 // Whether the replay runs the candidate's blocks (at most 2^20; else replay() throws).
 bool replayable(const CostModel& cost, const Candidate& cand);
 // `closed` (evaluate()'s prediction of `cand`) with the replay's step time, breakdown, critical

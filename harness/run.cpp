@@ -3,7 +3,6 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -97,19 +96,6 @@ struct RunInputs {
   double balance_s = 0;         // the host time placing the batch took (the balancer's own cost)
 };
 
-// The step's sequences, drawn and placed as every rank places them (the same on each): weighed
-// by the model's FLOPs of a micro-batch's forward, split into the score matrix's and the rest.
-void place_inputs(RunInputs& in) {
-  const std::int64_t world = in.cluster.world_size();
-  const std::int64_t dp = in.layout.size(Dim::dp, world), m = in.layout.num_microbatches(in.model, world);
-  const std::vector<SequenceShare> seqs =
-      draw_sequences(in.lengths, dp * m * in.layout.micro_batch_size, in.model.seq_length);
-  const workload::WorkWeights w = workload::weights_of(workload::build(in.cluster, in.model, in.layout, 0));
-  const auto t0 = std::chrono::steady_clock::now();
-  in.inputs = workload::assign(seqs, dp, m, in.layout.micro_batch_size, in.balance, w);
-  in.balance_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // The boundary the testbed emulates is the one the layout's step is priced on.
 void check_technology(const RunArgs& a, const Layout& layout) {
   const json em = emulation_record();
@@ -165,7 +151,8 @@ RunInputs check_run(Job& job, const RunArgs& a, const std::vector<std::string>& 
                      " ranks: start one rank per device (mpirun -np " + std::to_string(in.cluster.world_size()) + ")");
   in.backend = job.choose_backend(a.backend);
   if (a.check_memory) a.check_memory(in.cluster, in.model, in.layout);
-  if (in.lengths.uneven()) place_inputs(in);
+  if (in.lengths.uneven())
+    in.inputs = workload::place(in.cluster, in.model, in.layout, in.lengths, in.balance, &in.balance_s);
   if (job.rank() == 0 && !a.json_file.empty()) writer.check(a.json_file);
   if (!a.trace_dir.empty()) prepare_trace_dir("run", a.trace_dir, job.rank(), writer);
   return in;

@@ -1,6 +1,7 @@
 #include "workload/balance.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <stdexcept>
 
@@ -135,6 +136,19 @@ WorkWeights weights_of(const Workload& w) {
     if (op.kind == OpKind::compute && op.microbatch == 0 && op.phase == Phase::forward)
       (quadratic(op) ? out.attention : out.token) += op.flops;
   if (!(out.token + out.attention > 0)) out.token = 1;  // a stage with no FLOPs listed: by tokens
+  return out;
+}
+
+StepInputs place(const Cluster& cluster, const Model& model, const Layout& layout, const LengthSpec& lengths,
+                 Balance balance, double* seconds, std::int64_t step) {
+  const std::int64_t world = cluster.world_size();
+  const std::int64_t dp = layout.size(Dim::dp, world), m = layout.num_microbatches(model, world);
+  const std::vector<SequenceShare> seqs =
+      draw_sequences(lengths, dp * m * layout.micro_batch_size, model.seq_length, step);
+  const WorkWeights w = weights_of(build(cluster, model, layout, 0));
+  const auto t0 = std::chrono::steady_clock::now();
+  StepInputs out = assign(seqs, dp, m, layout.micro_batch_size, balance, w);
+  if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
 

@@ -60,4 +60,11 @@ WorkWeights weights_of(const Workload& w);
 StepInputs assign(const std::vector<SequenceShare>& sequences, std::int64_t dp, std::int64_t microbatches,
                   std::int64_t micro_batch_size, Balance balance, const WorkWeights& weights);
 
+// The step's sequences as `sax run` draws and places them for `layout` (the same on every rank
+// and in the explorer's pricing): the global batch drawn from `lengths` (the seed's `step`),
+// weighed by rank 0's micro-batch FLOPs, placed by `balance`. `seconds`, when given, gets the
+// host time the placing took (the balancer's own cost).
+StepInputs place(const Cluster& cluster, const Model& model, const Layout& layout, const LengthSpec& lengths,
+                 Balance balance, double* seconds = nullptr, std::int64_t step = 0);
+
 }  // namespace sax::workload

@@ -2,6 +2,8 @@
 // split, the stages, and the two baselines the explorer sets the best beside.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "tests/support/run.hpp"
 
 using nlohmann::json;
@@ -46,4 +48,35 @@ TEST(HeteroCli, PredictShowsEachStageAndTheBalancedSplit) {
               preset_path("models/gpt-tiny.json") + " --layout " + preset_path("layouts/local-pp2-dp2-balanced.json"));
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_NE(b.out.find("no other split of the layers over the stages is faster"), std::string::npos) << b.out;
+}
+
+// predict --lengths: the step with uneven inputs beside the even one, on a cluster whose buildings
+// differ too (each stage on its own device), in the text and the JSON; a bad spec or balance is
+// one line and exit 2.
+TEST(HeteroCli, PredictPricesUnevenInputs) {
+  TempDir t;
+  const std::string layout = "predict --cluster " + preset_path("clusters/local-2bld-slow.json") + " --model " +
+                             preset_path("models/gpt-tiny.json") + " --layout " +
+                             preset_path("layouts/local-pp2-dp2.json");
+  const std::string base = layout + " --lengths lognormal:median=48,sigma=1.0";
+  std::map<std::string, double> step;
+  for (const std::string b : {"none", "balanced"}) {
+    const std::string out = t.file(b + ".json");
+    auto r = run_sax(base + " --balance " + b + " --json " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("  inputs        lognormal:median=48,sigma=1.0, balance " + b + ": step "), std::string::npos)
+        << r.out;
+    const json j = json::parse(sax::test::slurp(out));
+    step[b] = j["inputs"]["step_time_s"].get<double>();
+    EXPECT_LT(step[b], j["inputs"]["even_step_time_s"].get<double>()) << "shorter sequences than the model's";
+    EXPECT_EQ(j["inputs"]["dp_step_time_s"].size(), 2u);  // DP2
+  }
+  EXPECT_LT(step["balanced"], step["none"]);
+  for (const auto& [args, why] :
+       {std::pair{base + " --balance lpt", "--balance: expected none, sorted or balanced"},
+        std::pair{layout + " --lengths lognormal:median=48", "--lengths: lognormal needs sigma"}}) {
+    auto r = run_sax(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << args << ": " << r.err;
+  }
 }

@@ -44,6 +44,25 @@ TEST(Replay, AnUnevenPipelineByHand) {
   EXPECT_DOUBLE_EQ(run.stage_busy[1], 12);
 }
 
+// Uneven inputs: the same pipeline by hand with micro-batch 0 twice as long on both stages (and
+// its transfers, of none here): stage 0 F0 [0,2], F1 [2,3]; stage 1 F0 [2,6], B0 [6,14]; stage 0
+// B0 [14,18]; stage 1 F1 [14,16], B1 [16,20]; stage 0 B1 [20,22].
+TEST(Replay, AMicroBatchTwiceAsLongByHand) {
+  MicrobatchScales twice;
+  twice.block = {2, 2, 1, 1};  // [micro-batch · 2 + stage]
+  const PipelineRun run = run_pipeline(PipelineSchedule::one_f_one_b, 2, 1, 2, {{1, 2, 0}, {2, 4, 0}}, {}, twice);
+  EXPECT_DOUBLE_EQ(run.makespan, 22);
+  EXPECT_DOUBLE_EQ(run.stage_busy[0], 9);
+  EXPECT_DOUBLE_EQ(run.stage_busy[1], 18);
+  // Transfers scale with their micro-batch: 1 s each way, micro-batch 1's half.
+  MicrobatchScales half;
+  half.transfer = {1, 0.5};
+  const PipelineRun t = run_pipeline(PipelineSchedule::one_f_one_b, 2, 1, 2, {{1, 2, 0}, {2, 4, 0}}, {1.0}, half);
+  const PipelineRun full = run_pipeline(PipelineSchedule::one_f_one_b, 2, 1, 2, {{1, 2, 0}, {2, 4, 0}}, {1.0});
+  EXPECT_LT(t.makespan, full.makespan);
+  EXPECT_GT(t.makespan, 15);
+}
+
 class ReplayGrid : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReplayGrid, NeverSlowerThanTheClosedFormsAndEqualInTheirBlocks) {
