@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Uneven inputs on the paced testbed: one layout run with a long-tailed length distribution placed
-# as loaded (none), sorted and balanced, then each run's step (median over its steps), each rank's
-# idle (its waits for the others: the stragglers' cost) and the busiest DP rank's work over the mean.
+# as loaded (none), sorted and balanced, then each run's step (median over its steps) beside
+# `sax predict --lengths`'s, each rank's idle (its waits for the others: the stragglers' cost) and
+# the busiest DP rank's work over the mean.
 #
 #   scripts/uneven_inputs.sh [CLUSTER] [LAYOUT] [LENGTHS] [OUT]
 #     defaults: configs/clusters/local-4bld.json, configs/layouts/local4-pp4-dp4.json,
@@ -23,14 +24,25 @@ for balance in none sorted balanced; do
   build/sax launch --cluster "$cluster" -- run --cluster "$cluster" --model "$model" --layout "$layout" \
     --lengths "$lengths" --balance "$balance" --steps 3 --json "$out/$balance.json" |
     grep -E '^(step time|inputs|compute paced)' | cut -c1-200
+  build/sax predict --cluster "$cluster" --model "$model" --layout "$layout" --lengths "$lengths" \
+    --balance "$balance" --json "$out/predict-$balance.json" | grep -E '^  inputs' | cut -c1-200
 done
 python3 - "$out" <<'PY'
 import json, statistics, sys
 out = sys.argv[1]
-print(f"{'balance':9s} {'step s':>8s} {'idle s (mean, max over ranks)':>30s} {'busiest DP rank / mean':>23s} {'overrun %':>9s}")
+print(f"{'balance':9s} {'step s':>7s} {'predicted':>9s} {'error':>7s}   {'bubble s':>8s} {'predicted':>9s}   "
+      f"{'DP wait s':>9s} {'predicted':>9s}   {'busiest DP / mean':>17s} {'overrun %':>9s}")
 for b in ("none", "sorted", "balanced"):
     j = json.load(open(f"{out}/{b}.json"))
-    idle = [r["breakdown_s"]["idle"] for r in j["ranks"]]
-    print(f"{b:9s} {j['step_time_s']['median']:8.3f} {statistics.mean(idle):19.3f}, {max(idle):8.3f} "
-          f"{j['inputs']['work_max_over_mean']:23.3f} {j.get('pacing', {}).get('overrun_pct', 0):9.2f}")
+    p = json.load(open(f"{out}/predict-{b}.json"))["inputs"]
+    measured = j['step_time_s']['median']
+    # The bubble: the pipeline's waits on the critical stage of the slowest DP rank, whose ranks
+    # wait for no other DP rank (the least idle of that stage's ranks). The DP wait: how much
+    # longer the rest of that stage's ranks wait, on average over the DP ranks (the slowest's 0).
+    stage = [r["breakdown_s"]["idle"] for r in j["ranks"] if r["stage"] == p["critical_stage"]]
+    bubble = min(stage)
+    wait = statistics.mean(stage) - bubble
+    print(f"{b:9s} {measured:7.3f} {p['step_time_s']:9.3f} {100 * (p['step_time_s'] - measured) / measured:+6.1f}%   "
+          f"{bubble:8.3f} {p['bubble_s']:9.3f}   {wait:9.3f} {p['dp_wait_mean_s']:9.3f}   "
+          f"{j['inputs']['work_max_over_mean']:17.3f} {j.get('pacing', {}).get('overrun_pct', 0):9.2f}")
 PY
