@@ -434,7 +434,7 @@ void print_table(const RunInputs& in, const json& ranks, const StepTimes& st, co
 // Uneven inputs: each DP rank's work (micro-batches' token and attention shares, and their sum
 // weighed as the balancer weighed them) and what placing them cost.
 json inputs_json(const RunInputs& in) {
-  const workload::WorkWeights w = workload::weights_of(workload::build(in.cluster, in.model, in.layout, 0));
+  const workload::WorkWeights& w = in.inputs.weights;
   json ranks = json::array();
   double most = 0, sum = 0;
   for (std::int64_t d = 0; d < in.inputs.dp; ++d) {

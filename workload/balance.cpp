@@ -80,7 +80,7 @@ StepInputs assign(const std::vector<SequenceShare>& sequences, std::int64_t dp, 
     throw std::logic_error("workload::assign: " + std::to_string(sequences.size()) + " sequences for " +
                            std::to_string(dp) + " x " + std::to_string(microbatches) + " x " +
                            std::to_string(micro_batch_size));
-  StepInputs out{dp, microbatches, micro_batch_size, {}};
+  StepInputs out{dp, microbatches, micro_batch_size, {}, weights};
   const std::int64_t per_rank = microbatches * micro_batch_size;
   std::vector<double> c(sequences.size());
   for (std::size_t i = 0; i < c.size(); ++i) c[i] = cost(sequences[i], weights);

@@ -45,6 +45,7 @@ struct WorkWeights {
 struct StepInputs {
   std::int64_t dp = 1, microbatches = 1, micro_batch_size = 1;
   std::vector<MicrobatchWork> work;  // dp-major: work[d * microbatches + j]
+  WorkWeights weights;               // what the placement weighed the sequences by
   const MicrobatchWork& at(std::int64_t d, std::int64_t j) const {
     return work[static_cast<std::size_t>(d * microbatches + j)];
   }
