@@ -118,6 +118,67 @@ Replay replay(const std::vector<const CostModel*>& costs, const Candidate& cand,
 
 namespace {
 
+// Each virtual stage's compute by its own layers and edges; the stage's communication inside
+// its blocks (TP, CP, EP) spread over them in proportion to their compute, so that a stage's
+// blocks add up to the closed forms' micro-batch of that stage.
+std::vector<BlockTimes> block_times(const ModelConsts& c, const Candidate& cand,
+                                    const std::vector<CostModel::StageTerms>& stages,
+                                    const std::vector<terms::LayerTimes>& times) {
+  const std::vector<std::int64_t> layers = cand.virtual_stage_layers(c.layers);
+  const std::int64_t pp = cand.pp, V = pp * cand.vpp;
+  const bool zb = cand.pipeline == PipelineSchedule::zero_bubble;
+  std::vector<BlockTimes> blocks(static_cast<std::size_t>(V));
+  std::int64_t offset = 0;
+  for (std::int64_t v = 0; v < V; ++v) {
+    const std::int64_t n = layers[static_cast<std::size_t>(v)], moe = c.moe_between(offset, offset + n);
+    offset += n;
+    StageLayers chunk;
+    chunk.stage = v % pp, chunk.moe = moe, chunk.dense = n - moe, chunk.first = v == 0, chunk.last = v == V - 1;
+    chunk.windowed = c.window_between(offset - n, offset);
+    const terms::Microbatch& mb = stages[static_cast<std::size_t>(v % pp)].microbatch;
+    const terms::LayerTimes& lt = times[static_cast<std::size_t>(v % pp)];
+    const double work = mb.compute + mb.recompute, k = work > 0 ? mb.total() / work : 1.0;
+    const double w = zb ? lt.weight(chunk) : 0.0;
+    blocks[static_cast<std::size_t>(v)] = {k * lt.forward(chunk),
+                                           k * (lt.backward(chunk) - w + lt.recompute(chunk, cand.recompute)), k * w};
+  }
+  return blocks;
+}
+
+// The transfers between virtual stages over the link between their ranks, each stage's to the
+// next by its own cost model.
+Transfers stage_transfers(const std::vector<const CostModel*>& costs, const Candidate& cand) {
+  const std::int64_t pp = cand.pp, V = pp * cand.vpp;
+  Transfers transfers;
+  if (pp > 1) {
+    std::vector<double> boundary(static_cast<std::size_t>(pp));
+    for (std::int64_t i = 0; i < pp; ++i) {
+      const CostModel& own = *costs[static_cast<std::size_t>(i)];
+      const Placement pl =
+          place_groups(own.shape(), cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp, cand.expert_tp());
+      boundary[static_cast<std::size_t>(i)] = own.pp_transfer_s(cand, pl, own.channels(cand, pl), i);
+    }
+    for (std::int64_t v = 0; v + 1 < V; ++v) transfers.push_back(boundary[static_cast<std::size_t>(v % pp)]);
+  }
+  return transfers;
+}
+
+// The critical stage's micro-batches as many full ones as its scaled blocks add up to (m unscaled).
+double scaled_microbatches(const std::vector<BlockTimes>& blocks, const MicrobatchScales& scales, std::int64_t m,
+                           std::int64_t pp, std::int64_t ci) {
+  double md = static_cast<double>(m);
+  if (scales.block.empty()) return md;
+  const auto V = static_cast<std::int64_t>(blocks.size());
+  double full = 0, scaled = 0;
+  for (std::int64_t j = 0; j < m; ++j)
+    for (std::int64_t v = ci; v < V; v += pp) {
+      const BlockTimes& t = blocks[static_cast<std::size_t>(v)];
+      full += t.forward + t.backward + t.weight;
+      scaled += scales.block[static_cast<std::size_t>(j * V + v)] * (t.forward + t.backward + t.weight);
+    }
+  return full > 0 ? md * scaled / full : md;
+}
+
 Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate& cand,
                      const MicrobatchScales& scales) {
   const CostModel& cost = *costs.front();
@@ -141,41 +202,11 @@ Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate
     }
     times[i] = costs[i]->layer_times(cand);
   }
-  const std::vector<std::int64_t> layers = cand.virtual_stage_layers(c.layers);
-  const std::int64_t pp = cand.pp, vpp = cand.vpp, V = pp * vpp;
-  const bool zb = cand.pipeline == PipelineSchedule::zero_bubble;
-  // Each virtual stage's compute by its own layers and edges; the stage's communication inside
-  // its blocks (TP, CP, EP) spread over them in proportion to their compute, so that a stage's
-  // blocks add up to the closed forms' micro-batch of that stage. The transfers between virtual
-  // stages over the link between their ranks, each stage's to the next by its own cost model.
-  std::vector<BlockTimes> blocks(static_cast<std::size_t>(V));
-  std::int64_t offset = 0;
-  for (std::int64_t v = 0; v < V; ++v) {
-    const std::int64_t n = layers[static_cast<std::size_t>(v)], moe = c.moe_between(offset, offset + n);
-    offset += n;
-    StageLayers chunk;
-    chunk.stage = v % pp, chunk.moe = moe, chunk.dense = n - moe, chunk.first = v == 0, chunk.last = v == V - 1;
-    chunk.windowed = c.window_between(offset - n, offset);
-    const terms::Microbatch& mb = stages[static_cast<std::size_t>(v % pp)].microbatch;
-    const terms::LayerTimes& lt = times[static_cast<std::size_t>(v % pp)];
-    const double work = mb.compute + mb.recompute, k = work > 0 ? mb.total() / work : 1.0;
-    const double w = zb ? lt.weight(chunk) : 0.0;
-    blocks[static_cast<std::size_t>(v)] = {k * lt.forward(chunk),
-                                           k * (lt.backward(chunk) - w + lt.recompute(chunk, cand.recompute)), k * w};
-  }
-  Transfers transfers;
-  if (pp > 1) {
-    std::vector<double> boundary(static_cast<std::size_t>(pp));
-    for (std::int64_t i = 0; i < pp; ++i) {
-      const CostModel& own = *costs[static_cast<std::size_t>(i)];
-      const Placement pl =
-          place_groups(own.shape(), cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp, cand.expert_tp());
-      boundary[static_cast<std::size_t>(i)] = own.pp_transfer_s(cand, pl, own.channels(cand, pl), i);
-    }
-    for (std::int64_t v = 0; v + 1 < V; ++v) transfers.push_back(boundary[static_cast<std::size_t>(v % pp)]);
-  }
+  const std::int64_t pp = cand.pp;
+  const std::vector<BlockTimes> blocks = block_times(c, cand, stages, times);
+  const Transfers transfers = stage_transfers(costs, cand);
   const std::int64_t m = cost.num_microbatches(cand);
-  const PipelineRun run = run_pipeline(cand.pipeline, pp, vpp, m, blocks, transfers, scales);
+  const PipelineRun run = run_pipeline(cand.pipeline, pp, cand.vpp, m, blocks, transfers, scales);
   Replay r;
   r.num_microbatches = m;
   for (const CostModel::StageTerms& st : stages) r.stage_microbatch_s.push_back(st.microbatch.total());
@@ -197,18 +228,7 @@ Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate
   r.tail_s = crit.tail.total();
   // What is left of the step (rounding aside: 0 without a pipeline).
   r.bubble_s = std::max(0.0, r.step_time_s - run.stage_busy[ci] - run.stage_transfer[ci] - r.tail_s);
-  // The critical stage's micro-batches as many full ones as its scaled blocks add up to.
-  double md = static_cast<double>(m);
-  if (!scales.block.empty()) {
-    double full = 0, scaled = 0;
-    for (std::int64_t j = 0; j < m; ++j)
-      for (std::int64_t v = static_cast<std::int64_t>(ci); v < V; v += pp) {
-        const BlockTimes& t = blocks[static_cast<std::size_t>(v)];
-        full += t.forward + t.backward + t.weight;
-        scaled += scales.block[static_cast<std::size_t>(j * V + v)] * (t.forward + t.backward + t.weight);
-      }
-    if (full > 0) md *= scaled / full;
-  }
+  const double md = scaled_microbatches(blocks, scales, m, pp, static_cast<std::int64_t>(ci));
   Breakdown& b = r.breakdown;
   b.compute_s = md * (crit.microbatch.compute + crit.microbatch.recompute - crit.microbatch.imbalance);
   b.recompute_s = md * crit.microbatch.recompute;
