@@ -1,31 +1,40 @@
 // `sax explore --cluster C --model M [--calibration K] [--top N] [--json FILE] [--compare L]
 // [--framework megatron-core|torchtitan|any] [--technology NAME|cluster] [--emit megatron|torchtitan
-// [--emit-rank N]]`:
+// [--emit-rank N]] [--lengths SPEC [--balance none|sorted|balanced|all]] [--straggler BUILDING:F]`:
 // searches layouts × placements × schedules × network technologies and ranks them; --emit prints
 // the N-th as the framework's settings instead
-// of the table.
+// of the table; --lengths prices the listed layouts under uneven inputs with each balancer;
+// --straggler prices a slow building's cost to each and the mitigations.
 #include "explorer/explore.hpp"
 
 #include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "cli/explorer_inputs.hpp"
 #include "cli/format.hpp"
 #include "cli/json_out.hpp"
+#include "explorer/explore_report.hpp"
+#include "explorer/straggler.hpp"
+#include "explorer/uneven.hpp"
+#include "spec/lengths.hpp"
+#include "workload/balance.hpp"
 
 namespace sax::cli {
 
 namespace {
 
 struct ExploreArgs {
-  std::string cluster, model, calibration, json_file, compare, emit, framework, technology;
+  std::string cluster, model, calibration, json_file, compare, emit, framework, technology, straggler;
+  std::string lengths = "fixed", balance = "all";
   int top = 10;
   int threads = 0;
   int emit_rank = 1;
-  bool emit_rank_given = false;
+  bool emit_rank_given = false, balance_given = false;
   int replay_top = explorer::kDefaultReplayTop;
   std::int64_t max_candidates = explorer::SearchOptions::kDefaultMaxCandidates;
 };
@@ -48,6 +57,14 @@ std::optional<explorer::EmitFormat> check_args(const ExploreArgs& a) {
   return emit;
 }
 
+// --balance: the balancers --lengths prices each listed layout with ("all": every one).
+std::vector<workload::Balance> balancers(const std::string& name) {
+  if (name == "all") return {workload::Balance::none, workload::Balance::sorted, workload::Balance::balanced};
+  const std::optional<workload::Balance> b = workload::parse_balance(name);
+  if (!b) throw UsageError("--balance: expected none, sorted, balanced or all, got \"" + safe_text(name) + "\"");
+  return {*b};
+}
+
 // --technology: "cluster" (its own cross-building link) or one of its network_technologies.
 std::optional<int> pinned_technology(const std::string& name, const Cluster& c) {
   if (name.empty()) return std::nullopt;
@@ -63,10 +80,15 @@ std::optional<int> pinned_technology(const std::string& name, const Cluster& c) 
 
 void run_explore(const ExploreArgs& a) {
   const std::optional<explorer::EmitFormat> emit = check_args(a);
+  const LengthSpec lengths = parse_lengths(a.lengths, "--lengths");
+  const std::vector<workload::Balance> balances = balancers(a.balance);
+  if (a.balance_given && !lengths.uneven()) throw UsageError("--balance: needs --lengths with lengths that differ");
   // The table is ranked within --framework alone: --emit prints its N-th whatever the framework.
   const explorer::Framework framework = framework_of(a.framework, std::nullopt);
   const Cluster c = load_cluster(a.cluster);
   const Model m = load_model(a.model);
+  std::optional<explorer::Straggler> slow;
+  if (!a.straggler.empty()) slow = explorer::parse_straggler(a.straggler, c);
   const CalibrationFile k(a.calibration);  // outlives the ranking, which prices views from it
   explorer::ExploreRequest q{c,
                              m,
@@ -110,6 +132,13 @@ void run_explore(const ExploreArgs& a) {
   } else {
     std::cout << explorer::ranking_text(c, m, x, framework);
   }
+  json uneven = nullptr;
+  if (lengths.uneven()) {
+    const std::vector<explorer::UnevenRanked> u =
+        explorer::rank_uneven(*x.ranking->cost, k.source(), c, m, r.top, r.top.size(), lengths, balances);
+    if (!emit) std::cout << explorer::uneven_ranking_text(x, lengths, u);
+    uneven = explorer::uneven_ranking_json(c, x, lengths, u);
+  }
   const explorer::InputFiles in{a.cluster, a.model, "", a.calibration, a.compare, a.technology};
   json compare = nullptr;
   if (q.compare) {
@@ -117,7 +146,18 @@ void run_explore(const ExploreArgs& a) {
     if (!emit) std::cout << cr.text;
     compare = std::move(cr.j);
   }
-  if (!a.json_file.empty()) write_json_file(a.json_file, explorer::ranking_json(in, c, x, compare, framework));
+  json straggler = nullptr;
+  if (!a.straggler.empty()) {
+    const explorer::StragglerWhatIf w = explorer::straggler_what_if(q, x, *slow, r.top.size());
+    if (!emit) std::cout << explorer::straggler_text(c, x, w);
+    straggler = explorer::straggler_json(c, x, w);
+  }
+  if (!a.json_file.empty()) {
+    json j = explorer::ranking_json(in, c, x, compare, framework);
+    if (!uneven.is_null()) j["uneven"] = std::move(uneven);
+    if (!straggler.is_null()) j["straggler"] = std::move(straggler);
+    write_json_file(a.json_file, j);
+  }
 }
 
 }  // namespace
@@ -149,8 +189,17 @@ void add_explore(CLI::App& app) {
                   "Refuse a search space of more candidates than this, naming its largest dimension (default " +
                       std::to_string(explorer::SearchOptions::kDefaultMaxCandidates) +
                       ": 11x the largest preset's space)");
+  cmd->add_option("--lengths", a->lengths,
+                  "Price the listed layouts under uneven inputs: the data's sample lengths as `sax run --lengths` "
+                  "takes them (a file, or e.g. lognormal:median=2048,sigma=1.0,max=8192)");
+  cmd->add_option("--balance", a->balance,
+                  "With --lengths: none, sorted, balanced or all (default all: each layout's fastest is kept)");
+  cmd->add_option("--straggler", a->straggler,
+                  "What a slow building costs: BUILDING:F (its name or index, F times slower) priced for each listed "
+                  "layout, with its stage boundaries moved and with the search again on the slowed cluster");
   cmd->callback([a, cmd] {
     a->emit_rank_given = cmd->count("--emit-rank") > 0;
+    a->balance_given = cmd->count("--balance") > 0;
     run_explore(*a);
   });
 }

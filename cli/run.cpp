@@ -1,7 +1,7 @@
 // `sax run --cluster C --model M --layout L [--steps N] [--warmup W] [--backend cpu|cuda]
-// [--router-skew S] [--lengths SPEC] [--balance none|sorted|balanced] [--json FILE] [--trace DIR] [--timeout S]` under
-// mpirun: parses the command line, gives the harness the explorer's memory check (the harness does not link the
-// explorer) and runs.
+// [--router-skew S] [--lengths SPEC] [--balance none|sorted|balanced] [--slow-rank R:F] [--json FILE] [--trace DIR]
+// [--timeout S]` under mpirun: parses the command line, gives the harness the explorer's memory check (the harness does
+// not link the explorer) and runs.
 #include "harness/run.hpp"
 
 #include <cstdio>
@@ -76,6 +76,9 @@ void add_run(CLI::App& app) {
                   "Place the step's sequences on the DP ranks and micro-batches: none (as loaded), sorted, balanced "
                   "(greedy on each sequence's modelled work)")
       ->capture_default_str();
+  cmd->add_option("--slow-rank", a->slow_rank,
+                  "Stragglers: RANK[,RANK...]:F makes those ranks' compute F times slower than their building's (paced "
+                  "or emulated as compute_slowdown is)");
   cmd->add_option("--timeout", a->timeout_s, "Seconds without progress before every rank exits 1")
       ->capture_default_str();
   cmd->add_option("--json", a->json_file, "Write the results as JSON (rank 0; atomically)");

@@ -1,6 +1,6 @@
 // `sax validate --cluster C --model M [--calibration K] [--emulate auto|netns|software|plugin|none]
 // [--technology T] [--top N] [--spread S] [--spread-within F] [--layout L ...] [--steps N] [--warmup W] [--rounds R]
-// [--json FILE]
+// [--lengths SPEC [--balance none|sorted|balanced]] [--json FILE]
 // [--plots DIR] [--runs DIR]`: the loop closed (validation/: choose, run, judge, report). This file
 // parses, builds the boundary's testbed, calls the phases and writes the JSON and plots.
 #include <iostream>
@@ -12,10 +12,12 @@
 #include "cli/launching.hpp"
 #include "cli/plots.hpp"
 #include "profiles/chrome_trace.hpp"
+#include "spec/lengths.hpp"
 #include "validation/choose.hpp"
 #include "validation/judge.hpp"
 #include "validation/report.hpp"
 #include "validation/run.hpp"
+#include "workload/balance.hpp"
 
 namespace sax::cli {
 
@@ -65,6 +67,9 @@ void run_validate(const ValidateArgs& a) {
   if (!json_file.empty()) check_writable(json_file);
   const Cluster c = load_cluster(o.cluster);
   const Model m = load_model(o.model);
+  if (o.lengths != "fixed" && parse_lengths(o.lengths, "--lengths").uneven() && !c.device.paced())
+    throw UsageError("--lengths: uneven inputs are run on a paced device (" + o.cluster +
+                     ": /device/emulation: expected \"paced\")");
   std::vector<validation::GivenLayout> given = validation::load_given(o, c, m);
   // The plan first: a mode or technology the testbed cannot emulate is refused before the search.
   launcher::LaunchOptions lo = launch_options(o.emulate, o.technology);
@@ -72,7 +77,8 @@ void run_validate(const ValidateArgs& a) {
   const launcher::LaunchPlan plan = launcher::plan_launch(c, o.cluster, lo);
   const CalibrationFile k(o.calibration);  // outlives the choice, whose ranking prices views from it
   validation::Choice choice =
-      validation::choose({c, m, k.source(), o.technology, o.top, o.spread, std::move(given), o.spread_within});
+      validation::choose({c, m, k.source(), o.technology, o.top, o.spread, std::move(given), o.spread_within,
+                          parse_lengths(o.lengths, "--lengths"), *workload::parse_balance(o.balance)});
   const validation::RunsDir runs(o.runs_dir);
   const validation::Setup setup{o, c, m, launcher::to_string(plan.emulation), plan.emulation_note};
   std::cout << validation::header(setup, choice, runs.path()) << std::flush;
@@ -119,6 +125,11 @@ void add_validate(CLI::App& app) {
   cmd->add_option("--rounds", a->loop.rounds,
                   "Run the list this many times, forward then backward alternately; the measured median is over "
                   "every round's steps")
+      ->capture_default_str();
+  cmd->add_option("--lengths", a->loop.lengths,
+                  "Run and predict every layout with uneven inputs: the data's sample lengths as `sax run --lengths` "
+                  "takes them (a paced device)");
+  cmd->add_option("--balance", a->loop.balance, "With --lengths: none, sorted or balanced, as `sax run --balance`")
       ->capture_default_str();
   cmd->add_option("--timeout", a->loop.timeout_s, "Seconds without progress before a run's ranks exit 1")
       ->capture_default_str();

@@ -1,6 +1,7 @@
 #include "explorer/explore_report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <sstream>
 
 #include "explorer/quantities.hpp"
@@ -329,10 +330,11 @@ std::string uneven_text(const LengthSpec& lengths, workload::Balance balance, co
   for (double s : u.dp_step_s) ranks += (ranks.empty() ? "" : ", ") + printf_text("%.4g", s);
   return printf_text(
       "  inputs        %s, balance %s: step %.4g s (%+.1f%% against every sequence at the model's length, "
-      "%.4g s), the slowest DP rank %lld's; bubble %.3g s, compute %.4g s; each DP rank's pipeline %s s\n",
+      "%.4g s), the slowest DP rank %lld's; bubble %.3g s, DP wait %.3g s, compute %.4g s; each DP rank's pipeline "
+      "%s s\n",
       lengths.text.c_str(), workload::to_string(balance), u.step.step_time_s,
       100 * (u.step.step_time_s / u.even.step_time_s - 1), u.even.step_time_s, static_cast<long long>(u.slowest_dp),
-      u.step.breakdown.bubble_s, u.step.breakdown.compute_s, ranks.c_str());
+      u.bubble_s(), u.dp_wait_mean_s(), u.step.breakdown.compute_s, ranks.c_str());
 }
 
 json uneven_json(const LengthSpec& lengths, workload::Balance balance, const UnevenForecast& u) {
@@ -344,8 +346,108 @@ json uneven_json(const LengthSpec& lengths, workload::Balance balance, const Une
           {"critical_stage", u.step.critical_stage},
           {"dp_wait_mean_s", u.dp_wait_mean_s()},
           {"dp_step_time_s", u.dp_step_s},
-          {"bubble_s", u.step.breakdown.bubble_s},
+          {"bubble_s", u.bubble_s()},
           {"compute_s", u.step.breakdown.compute_s}};
+}
+
+std::string uneven_ranking_text(const Exploration& x, const LengthSpec& lengths, const std::vector<UnevenRanked>& u) {
+  std::ostringstream o;
+  o << "under uneven inputs: " << lengths.text
+    << " — the listed layouts, each DP rank's pipeline replayed at its micro-batches' lengths, the balancer's host "
+       "time in the step (explorer/uneven.hpp); imbalance: the step less the mean DP rank's\n";
+  if (u.empty()) return o.str() + "  none of the listed layouts is replayed\n";
+  std::string head;
+  for (const UnevenChoice& k : u.front().choices) head += printf_text(" %-10s", workload::to_string(k.balance));
+  o << printf_text("  %-3s %-4s %-44s %-10s%s %-9s %s\n", "#", "was", "layout", "even", head.c_str(), "best",
+                   "imbalance (share of its step), bubble, DP wait");
+  for (std::size_t i = 0; i < u.size(); ++i) {
+    const Ranked& y = x.ranking->result.top[u[i].index];
+    std::string steps;
+    for (const UnevenChoice& k : u[i].choices) steps += printf_text(" %-10s", printf_text("%.4g s", k.step_s).c_str());
+    const UnevenChoice& b = u[i].pick();
+    o << printf_text("  %-3zu %-4zu %-44s %-10s%s %-9s %.3g s (%.1f%%), %.3g s, %.3g s\n", i + 1, u[i].index + 1,
+                     describe_degrees(y.candidate).c_str(), printf_text("%.4g s", u[i].even_step_s).c_str(),
+                     steps.c_str(), workload::to_string(b.balance), b.imbalance_s, 100 * b.imbalance_s / b.step_s,
+                     b.bubble_s, b.dp_wait_s);
+  }
+  return o.str();
+}
+
+json uneven_ranking_json(const Cluster& c, const Exploration& x, const LengthSpec& lengths,
+                         const std::vector<UnevenRanked>& u) {
+  json rows = json::array();
+  for (const UnevenRanked& r : u) {
+    json by = json::object();
+    for (const UnevenChoice& k : r.choices)
+      by[workload::to_string(k.balance)] = {{"step_time_s", k.step_s},
+                                            {"placing_s", k.placing_s},
+                                            {"imbalance_s", k.imbalance_s},
+                                            {"bubble_s", k.bubble_s},
+                                            {"dp_wait_mean_s", k.dp_wait_s}};
+    rows.push_back({{"layout", to_json(x.ranking->result.top[r.index].candidate.to_layout(c))},
+                    {"rank_even", r.index + 1},
+                    {"even_step_time_s", r.even_step_s},
+                    {"best_balance", workload::to_string(r.pick().balance)},
+                    {"step_time_s", r.pick().step_s},
+                    {"by_balance", by}});
+  }
+  return {{"lengths", lengths.text}, {"ranking", rows}};
+}
+
+std::string straggler_text(const Cluster& c, const Exploration& x, const StragglerWhatIf& w) {
+  std::ostringstream o;
+  const Building& b = c.buildings[static_cast<std::size_t>(w.straggler.building)];
+  o << "straggler: building " << w.straggler.building << " (" << b.name << ") " << printf_text("%g", w.straggler.factor)
+    << "x slower — each listed layout priced stage by stage on its own devices, replayed; its boundaries moved: its "
+       "layers balanced over the stages' speeds (explorer/straggler.hpp)\n";
+  if (w.layouts.empty()) return o.str() + "  no layout listed\n";
+  o << printf_text("  %-3s %-44s %-10s %-10s %-18s %s\n", "#", "layout", "step", "slowed", "straggler costs",
+                   "boundaries moved");
+  for (const StragglerLayout& y : w.layouts) {
+    const Candidate& k = x.ranking->result.top[y.index].candidate;
+    const std::string moved = y.moved_s < y.slowed_s
+                                  ? printf_text("%.4g s (pipeline_model_parallel_layout %s)", y.moved_s,
+                                                y.moved.pipeline_model_parallel_layout.c_str())
+                                  : std::string("nothing to move");
+    o << printf_text("  %-3zu %-44s %-10s %-10s %-18s %s\n", y.index + 1, describe_degrees(k).c_str(),
+                     printf_text("%.4g s", y.base_s).c_str(), printf_text("%.4g s", y.slowed_s).c_str(),
+                     printf_text("%+.3g s (%+.1f%%)", y.cost_s(), 100 * y.cost_s() / y.base_s).c_str(), moved.c_str());
+  }
+  const std::vector<Ranked>& best = w.research.ranking->result.top;
+  if (best.empty()) return o.str() + "  no layout fits the slowed cluster\n";
+  const Ranked& r = best.front();
+  o << "  the search again on the slowed cluster: " << describe_degrees(r.candidate) << " "
+    << options_string(r.candidate.to_layout(w.cluster)) << ", " << printf_text("%.4g s", r.prediction.step_time_s)
+    << "\n";
+  const StragglerLayout& first = w.layouts.front();
+  const char* what[] = {"nothing the explorer can express is faster than the layout as it is",
+                        "move its stage boundaries", "the re-searched layout"};
+  o << "  recommended for #1: " << what[static_cast<int>(w.recommended())]
+    << printf_text(", %.4g s: the straggler's cost %+.3g s (%+.1f%%) becomes %+.3g s (%+.1f%%)\n", w.recommended_s(),
+                   first.cost_s(), 100 * first.cost_s() / first.base_s, w.recommended_s() - first.base_s,
+                   100 * (w.recommended_s() - first.base_s) / first.base_s);
+  return o.str();
+}
+
+json straggler_json(const Cluster& c, const Exploration& x, const StragglerWhatIf& w) {
+  json rows = json::array();
+  for (const StragglerLayout& y : w.layouts)
+    rows.push_back({{"layout", to_json(x.ranking->result.top[y.index].candidate.to_layout(c))},
+                    {"rank", y.index + 1},
+                    {"step_time_s", y.base_s},
+                    {"slowed_step_time_s", y.slowed_s},
+                    {"moved_step_time_s", y.moved_s},
+                    {"moved_layout", to_json(y.moved)}});
+  const std::vector<Ranked>& best = w.research.ranking->result.top;
+  return {{"building", c.buildings[static_cast<std::size_t>(w.straggler.building)].name},
+          {"factor", w.straggler.factor},
+          {"layouts", rows},
+          {"research_best", best.empty() ? json(nullptr)
+                                         : json{{"layout", to_json(best.front().candidate.to_layout(w.cluster))},
+                                                {"predicted", to_json(best.front().prediction)}}},
+          {"recommended", std::array<const char*, 3>{"none", "move_boundaries",
+                                                     "research"}[static_cast<std::size_t>(w.recommended())]},
+          {"recommended_step_time_s", w.recommended_s()}};
 }
 
 }  // namespace sax::explorer

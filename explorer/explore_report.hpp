@@ -9,6 +9,7 @@
 #include "explorer/emit.hpp"
 #include "explorer/explore.hpp"
 #include "explorer/framework.hpp"
+#include "explorer/straggler.hpp"
 #include "explorer/uneven.hpp"
 #include "spec/cluster.hpp"
 #include "spec/fields.hpp"
@@ -68,5 +69,16 @@ json forecast_json(const InputFiles& in, const Layout& l, const Forecast& f);
 // `--lengths`: the step with uneven inputs beside the even one, and its JSON.
 std::string uneven_text(const LengthSpec& lengths, workload::Balance balance, const UnevenForecast& u);
 json uneven_json(const LengthSpec& lengths, workload::Balance balance, const UnevenForecast& u);
+
+// `explore --lengths`: the listed layouts under uneven inputs, each with every balancer asked for,
+// fastest first; how much of each step the imbalance costs; and their JSON.
+std::string uneven_ranking_text(const Exploration& x, const LengthSpec& lengths, const std::vector<UnevenRanked>& u);
+json uneven_ranking_json(const Cluster& c, const Exploration& x, const LengthSpec& lengths,
+                         const std::vector<UnevenRanked>& u);
+
+// `explore --straggler`: each listed layout's step without and with the straggler, the moved
+// boundaries', the re-searched best and the recommended mitigation; and their JSON.
+std::string straggler_text(const Cluster& c, const Exploration& x, const StragglerWhatIf& w);
+json straggler_json(const Cluster& c, const Exploration& x, const StragglerWhatIf& w);
 
 }  // namespace sax::explorer

@@ -209,7 +209,11 @@ Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate
   const PipelineRun run = run_pipeline(cand.pipeline, pp, cand.vpp, m, blocks, transfers, scales);
   Replay r;
   r.num_microbatches = m;
-  for (const CostModel::StageTerms& st : stages) r.stage_microbatch_s.push_back(st.microbatch.total());
+  for (const CostModel::StageTerms& st : stages) {
+    r.stage_microbatch_s.push_back(st.microbatch.total());
+    r.stage_tail_s.push_back(st.tail.total());
+  }
+  r.stages = run;
   // The step ends with the last tail; the breakdown is of the pipeline's pace-setting stage.
   r.step_time_s = 0;
   for (std::int64_t i = 0; i < pp; ++i) {

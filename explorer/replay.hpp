@@ -58,6 +58,10 @@ struct Replay {
   std::int64_t num_microbatches = 0;
   // Each stage's one micro-batch (compute and exposed communication) by its own cost model.
   std::vector<double> stage_microbatch_s;
+  // Every stage's blocks as they ran (their end, busy and waiting time) and its tail: where DP
+  // ranks' pipelines differ (uneven inputs), each stage's DP group syncs on its own slowest.
+  PipelineRun stages;
+  std::vector<double> stage_tail_s;
   double closed_form_step_s = 0;  // evaluate()'s, beside it
   // The critical stage's step, term by term: its micro-batches' compute and exposed
   // communication, its transfers' waits (PP), its idle time (bubble_s) and its tail; adds up to

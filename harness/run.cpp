@@ -75,7 +75,7 @@ std::size_t trace_capacity(const workload::Workload& w, int steps) {
 std::string RunArgs::text() const {
   std::string t;
   for (const std::string* s : {&cluster_file, &model_file, &layout_file, &steps, &warmup, &backend, &router_skew,
-                               &router_imbalance, &lengths, &balance, &timeout_s, &json_file, &trace_dir})
+                               &router_imbalance, &lengths, &balance, &slow_rank, &timeout_s, &json_file, &trace_dir})
     t += *s + '\x1f';
   return t;
 }
@@ -92,9 +92,31 @@ struct RunInputs {
   Backend backend = Backend::cpu;
   LengthSpec lengths;
   workload::Balance balance = workload::Balance::none;
-  workload::StepInputs inputs;  // uneven lengths: every DP rank's micro-batches
-  double balance_s = 0;         // the host time placing the batch took (the balancer's own cost)
+  workload::StepInputs inputs;           // uneven lengths: every DP rank's micro-batches
+  double balance_s = 0;                  // the host time placing the batch took (the balancer's own cost)
+  std::vector<std::int64_t> slow_ranks;  // --slow-rank: stragglers, their compute slow_factor times slower
+  double slow_factor = 1;
+  // Rank r's compute slowdown: its building's, and --slow-rank's where it is one of those.
+  double slowdown(std::int64_t r) const {
+    const double own = cluster.buildings[static_cast<std::size_t>(cluster.place(r).building)].compute_slowdown;
+    return std::find(slow_ranks.begin(), slow_ranks.end(), r) != slow_ranks.end() ? own * slow_factor : own;
+  }
 };
+
+// --slow-rank "R[,R...]:F": ranks of the job, a factor from 1 to 1000.
+void parse_slow_ranks(const std::string& text, std::int64_t world, RunInputs& in) {
+  if (text.empty()) return;
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw UsageError("--slow-rank: expected RANK[,RANK...]:FACTOR (e.g. 3:1.2), got \"" + safe_text(text) + "\"");
+  in.slow_factor = parse_number(text.substr(colon + 1), "--slow-rank's factor", 1, 1e3);
+  std::size_t at = 0;
+  while (at <= colon) {
+    const std::size_t comma = std::min(text.find(',', at), colon);
+    in.slow_ranks.push_back(parse_integer(text.substr(at, comma - at), "--slow-rank's rank", 0, world - 1));
+    at = comma + 1;
+  }
+}
 
 // The boundary the testbed emulates is the one the layout's step is priced on.
 void check_technology(const RunArgs& a, const Layout& layout) {
@@ -145,6 +167,7 @@ RunInputs check_run(Job& job, const RunArgs& a, const std::vector<std::string>& 
         a.cluster_file + "'s device is native");
   check_emulation(&in.cluster);
   check_technology(a, in.layout);
+  parse_slow_ranks(a.slow_rank, in.cluster.world_size(), in);
   if (in.cluster.world_size() != job.size())
     throw UsageError("run: " + a.cluster_file + " has " + std::to_string(in.cluster.world_size()) +
                      " devices and the job has " + std::to_string(job.size()) +
@@ -193,8 +216,12 @@ RankSetup set_up_rank(Job& job, const RunArgs& a, const RunInputs& in, Watchdog&
                                 : workload::build(in.cluster, in.model, in.layout, job.rank());
   const std::vector<GroupKind> kinds = agreed_kinds(job, mine);
   watchdog.progress("setting up communicators and buffers");
-  r.exec = std::make_unique<StepExecutor>(in.cluster, in.model, in.layout, std::move(mine), *r.device, *r.ops,
-                                          *r.factory, kinds, source, options, &watchdog);
+  // --slow-rank: this rank's building slowed in its own copy alone (the pacer and the emulated
+  // slowdown read the building's factor; each rank is its own process).
+  Cluster own = in.cluster;
+  own.buildings[static_cast<std::size_t>(own.place(job.rank()).building)].compute_slowdown = in.slowdown(job.rank());
+  r.exec = std::make_unique<StepExecutor>(own, in.model, in.layout, std::move(mine), *r.device, *r.ops, *r.factory,
+                                          kinds, source, options, &watchdog);
   const double need = r.exec->buffer_bytes(), free = r.device->free_bytes();
   if (free > 0 && need > free)
     throw RunError("rank " + std::to_string(job.rank()) + " needs " + std::to_string(need / (1u << 30)) +
@@ -351,16 +378,15 @@ json rank_result(Job& job, const RunInputs& in, const RankGrid& grid, const std:
                           {"rank_time_s", records[s].time_s},
                           {"breakdown_s", breakdown_json(records[s], st.step_s[s])}});
   const int rank = job.rank();
-  json out = {
-      {"rank", rank},
-      {"building", grid.building(rank)},
-      {"stage", grid.stage(rank)},
-      {"compute_slowdown", in.cluster.buildings[static_cast<std::size_t>(grid.building(rank))].compute_slowdown},
-      {"time_s", records[st.at].time_s},
-      {"breakdown_s", breakdown_json(records[st.at], st.step_s[st.at])},
-      {"bytes", bytes_json(records[st.at])},
-      {"peak_rss_gib", peak_rss_gib()},
-      {"steps", steps_json}};
+  json out = {{"rank", rank},
+              {"building", grid.building(rank)},
+              {"stage", grid.stage(rank)},
+              {"compute_slowdown", in.slowdown(rank)},
+              {"time_s", records[st.at].time_s},
+              {"breakdown_s", breakdown_json(records[st.at], st.step_s[st.at])},
+              {"bytes", bytes_json(records[st.at])},
+              {"peak_rss_gib", peak_rss_gib()},
+              {"steps", steps_json}};
   // The CPU this rank's process used in the measured steps (getrusage, every thread), per step:
   // on a paced device its kernels and what waiting costs, not the time it waited.
   out["cpu_s_per_step"] = records.empty() ? 0.0 : records.back().cpu_s / static_cast<double>(records.size());
@@ -428,6 +454,9 @@ void print_table(const RunInputs& in, const json& ranks, const StepTimes& st, co
                       ? "(building %zu %s: its device paced %gx slower, as its compute_slowdown says)\n"
                       : "(building %zu %s: every compute op emulated %gx slower, as its compute_slowdown says)\n",
                   b, in.cluster.buildings[b].name.c_str(), in.cluster.buildings[b].compute_slowdown);
+  for (std::int64_t r : in.slow_ranks)
+    std::printf("(rank %lld: a straggler, its compute %gx slower than its building's, --slow-rank)\n",
+                static_cast<long long>(r), in.slow_factor);
   std::fflush(stdout);
 }
 

@@ -26,6 +26,7 @@ struct RunArgs {
   std::string router_imbalance = "0";  // 0: the router's own
   std::string lengths = "fixed";       // the data's sample lengths (spec/lengths.hpp)
   std::string balance = "none";        // how the step's sequences are placed (workload/balance.hpp)
+  std::string slow_rank;               // "R[,R...]:F": those ranks' compute F times slower (a straggler)
   std::string timeout_s = "120";
   std::string json_file;
   std::string trace_dir;     // "" = no timeline

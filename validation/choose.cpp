@@ -5,6 +5,7 @@
 
 #include "explorer/explore.hpp"
 #include "explorer/replay.hpp"
+#include "explorer/uneven.hpp"
 #include "harness/watchdog.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
@@ -74,6 +75,10 @@ void check_options(const Options& o) {
   // The range each run's --timeout takes (sax run refuses the rest, after the launch).
   if (!(o.timeout_s >= 1 && o.timeout_s <= harness::kMaxTimeoutS))
     throw UsageError("--timeout: expected seconds between 1 and " + printf_text("%g", harness::kMaxTimeoutS));
+  const LengthSpec lengths = parse_lengths(o.lengths, "--lengths");
+  if (!workload::parse_balance(o.balance))
+    throw UsageError("--balance: expected none, sorted or balanced, got \"" + safe_text(o.balance) + "\"");
+  if (o.balance != "none" && !lengths.uneven()) throw UsageError("--balance: needs --lengths with lengths that differ");
 }
 
 std::vector<GivenLayout> load_given(const Options& o, const Cluster& c, const Model& m) {
@@ -115,12 +120,19 @@ Choice choose(ChooseInput in) {
   const explorer::HeteroModel* hm = out.ranking->hetero.get();
   for (Trial& t : out.trials) {
     t.predicted = hm ? hm->evaluate(t.candidate).prediction : explorer::replayed(cm, t.candidate, cm.predict(t.layout));
-    t.predicted_parts = metrics::predicted_parts(t.predicted);
     // On a paced device the run's router takes the load the explorer prices, as its compute takes
     // the explorer's time: the EP term is judged on the busiest expert's load it assumes.
     if (in.cluster.device.paced() && in.model.is_moe() && t.layout.expert_model_parallel_size > 1)
       t.router_imbalance =
           std::min(cm.params().router_imbalance, static_cast<double>(t.layout.expert_model_parallel_size));
+    // Uneven inputs: the step's sequences placed as the run places them, each DP rank's pipeline
+    // replayed at its micro-batches' lengths.
+    if (in.lengths.uneven())
+      t.predicted = explorer::uneven_prediction(
+          t.predicted,
+          explorer::forecast_uneven(cm, in.cost, in.cluster, in.model, t.layout,
+                                    workload::place(in.cluster, in.model, t.layout, in.lengths, in.balance)));
+    t.predicted_parts = metrics::predicted_parts(t.predicted);
   }
   return out;
 }

@@ -10,8 +10,10 @@
 
 #include "explorer/ranking.hpp"
 #include "spec/cluster.hpp"
+#include "spec/lengths.hpp"
 #include "spec/model.hpp"
 #include "validation/trial.hpp"
+#include "workload/balance.hpp"
 
 namespace sax::validation {
 
@@ -32,6 +34,9 @@ struct ChooseInput {
   // The spread only down to the last layout predicted within this factor of the best's step (a
   // layout many times slower costs the testbed as many times the best's run); 0: the whole ranking.
   double spread_within = 0;
+  // Uneven inputs: every trial predicted with the step's sequences placed as its run places them.
+  LengthSpec lengths = parse_lengths("fixed");
+  workload::Balance balance = workload::Balance::none;
 };
 
 struct Choice {

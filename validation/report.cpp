@@ -209,7 +209,9 @@ json inputs_json(const Setup& s, const explorer::CostParams& cost) {
           {"rounds", o.rounds},
           {"top", o.top},
           {"spread", o.spread},
-          {"spread_within", o.spread_within}};
+          {"spread_within", o.spread_within},
+          {"lengths", o.lengths},
+          {"balance", o.balance}};
 }
 
 }  // namespace
@@ -234,8 +236,12 @@ std::string header(const Setup& s, const Choice& choice, const std::filesystem::
           : std::string();
   return "validate " + s.model.name + " on " + s.cluster.name + " (" + std::to_string(s.cluster.world_size()) +
          " ranks, " + std::to_string(s.cluster.buildings.size()) + " buildings) — " + choice.cost().params().source +
-         compute + router + "\n  boundary: " + s.emulation +
-         (s.emulation_note.empty() ? "" : " (" + s.emulation_note + ")") +
+         compute + router +
+         (o.lengths == "fixed" ? ""
+                               : "\n  inputs: lengths " + o.lengths + ", balance " + o.balance +
+                                     ": each layout run with them and predicted with the same sequences placed "
+                                     "(explorer/uneven.hpp)") +
+         "\n  boundary: " + s.emulation + (s.emulation_note.empty() ? "" : " (" + s.emulation_note + ")") +
          (o.technology.empty() ? "" : ", technology " + o.technology) +
          "\n  ranking: " + std::to_string(choice.feasible()) + " feasible layouts on this boundary; running " +
          std::to_string(n) + " (top " + std::to_string(choice.top) + ", " +

@@ -159,6 +159,7 @@ std::vector<std::string> run_command(const Options& o, const Trial& t, const std
                                   (t.dir / ("run" + suffix + ".json")).string()};
   if (trace) cmd.insert(cmd.end(), {"--trace", (t.dir / "trace").string()});
   if (t.router_imbalance > 0) cmd.insert(cmd.end(), {"--router-imbalance", printf_text("%.17g", t.router_imbalance)});
+  if (o.lengths != "fixed") cmd.insert(cmd.end(), {"--lengths", o.lengths, "--balance", o.balance});
   return cmd;
 }
 

@@ -21,6 +21,9 @@ namespace metrics = explorer::validation;
 // `sax validate`'s flags, less where its results go (--json, --plots: cli/ writes them).
 struct Options {
   std::string cluster, model, calibration, emulate = "auto", technology, runs_dir;
+  // The data's sample lengths and their placement (`sax run --lengths --balance`): every layout run
+  // and predicted with them (spec/lengths.hpp, workload/balance.hpp).
+  std::string lengths = "fixed", balance = "none";
   std::vector<std::string> layouts;
   int top = 4, spread = 4, steps = 3, warmup = 1, rounds = 1;
   double spread_within = 0;  // the spread over layouts predicted within this factor of the best (0: all)

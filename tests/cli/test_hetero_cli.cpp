@@ -80,3 +80,37 @@ TEST(HeteroCli, PredictPricesUnevenInputs) {
     EXPECT_NE(r.err.find(why), std::string::npos) << args << ": " << r.err;
   }
 }
+
+// explore --lengths and --straggler: the listed layouts priced under uneven inputs with every
+// balancer and under a slowed building, in the text and the JSON; bad flags are one line, exit 2.
+TEST(HeteroCli, ExplorePricesUnevenInputsAndAStraggler) {
+  TempDir t;
+  const std::string base = "explore --cluster " + preset_path("clusters/local-2bld.json") + " --model " +
+                           preset_path("models/gpt-tiny.json") + " --top 3";
+  const std::string out = t.file("x.json");
+  auto r = run_sax(base + " --lengths lognormal:median=48,sigma=1.0 --straggler bld-b:1.5 --json " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("under uneven inputs: lognormal:median=48,sigma=1.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("straggler: building 1 (bld-b) 1.5x slower"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("recommended for #1: "), std::string::npos) << r.out;
+  const json j = json::parse(sax::test::slurp(out));
+  ASSERT_EQ(j["uneven"]["ranking"].size(), 3u);
+  for (const json& row : j["uneven"]["ranking"]) {
+    EXPECT_EQ(row["by_balance"].size(), 3u);
+    EXPECT_EQ(row["step_time_s"], row["by_balance"][row["best_balance"].get<std::string>()]["step_time_s"]);
+  }
+  ASSERT_EQ(j["straggler"]["layouts"].size(), 3u);
+  for (const json& y : j["straggler"]["layouts"])
+    EXPECT_GT(y["slowed_step_time_s"].get<double>(), y["step_time_s"].get<double>());
+  EXPECT_EQ(j["straggler"]["building"], "bld-b");
+  for (const auto& [args, why] :
+       {std::pair{base + " --straggler bld-z:1.2", "--straggler: expected one of the cluster's buildings (bld-a, "},
+        std::pair{base + " --straggler 1:0.5", "--straggler: expected BUILDING:FACTOR"},
+        std::pair{base + " --balance sorted", "--balance: needs --lengths with lengths that differ"},
+        std::pair{base + " --lengths lognormal:median=48,sigma=1 --balance lpt",
+                  "--balance: expected none, sorted, balanced or all"}}) {
+    auto e = run_sax(args);
+    EXPECT_EQ(e.code, 2) << args << ": " << e.err;
+    EXPECT_NE(e.err.find(why), std::string::npos) << args << ": " << e.err;
+  }
+}

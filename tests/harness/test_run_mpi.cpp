@@ -358,6 +358,33 @@ TEST(RunMpi, UnevenInputsHoldEachRankForItsWorkAndBalancingEvensThem) {
   EXPECT_NE(r.err.find("--lengths: uneven inputs are run on a paced device"), std::string::npos) << r.err;
 }
 
+// --slow-rank: the straggler's device is paced that much slower (paced_s is the device's time for
+// the ops it ran), the others not; its record says so; a rank outside the job is refused.
+TEST(RunMpi, ASlowRankIsPacedThatMuchSlower) {
+  TempDir t;
+  const std::string out = t.file("slow.json");
+  Result r = run(preset_path("models/gpt-tiny.json"), preset_path("layouts/local-dp4.json"),
+                 "--steps 1 --warmup 0 --slow-rank 2:1.5 --json " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(rank 2: a straggler, its compute 1.5x slower than its building's, --slow-rank)"),
+            std::string::npos)
+      << r.out;
+  const json j = json::parse(sax::test::slurp(out));
+  const double slow = j["ranks"][2]["pacing"]["paced_s"].get<double>();
+  for (std::size_t k : {0u, 1u, 3u}) {
+    EXPECT_EQ(j["ranks"][k]["compute_slowdown"], 1.0);
+    EXPECT_NEAR(slow / j["ranks"][k]["pacing"]["paced_s"].get<double>(), 1.5, 0.05) << k;
+  }
+  EXPECT_EQ(j["ranks"][2]["compute_slowdown"], 1.5);
+  for (const auto& [extra, why] :
+       {std::pair{"--slow-rank 4:1.2", "--slow-rank's rank"}, std::pair{"--slow-rank 1:0.5", "--slow-rank's factor"},
+        std::pair{"--slow-rank 1", "--slow-rank: expected RANK[,RANK...]:FACTOR"}}) {
+    Result e = run(preset_path("models/gpt-tiny.json"), preset_path("layouts/local-dp4.json"), extra);
+    EXPECT_EQ(e.code, 2) << extra << ": " << e.err;
+    EXPECT_NE(e.err.find(why), std::string::npos) << extra << ": " << e.err;
+  }
+}
+
 TEST(RunMpi, BadStepsAreRefusedWithOneLine) {
   Result r = run(preset_path("models/gpt-tiny.json"), preset_path("layouts/local-tp2-pp2.json"), "--steps 0");
   EXPECT_EQ(r.code, 2) << r.err;
