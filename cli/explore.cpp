@@ -148,7 +148,9 @@ void run_explore(const ExploreArgs& a) {
   }
   json straggler = nullptr;
   if (!a.straggler.empty()) {
-    const explorer::StragglerWhatIf w = explorer::straggler_what_if(q, x, *slow, r.top.size());
+    // Under uneven inputs: placed by --balance (all: balanced) by a balancer that does not know of it.
+    const workload::Balance placed = balances.size() == 1 ? balances.front() : workload::Balance::balanced;
+    const explorer::StragglerWhatIf w = explorer::straggler_what_if(q, x, *slow, r.top.size(), lengths, placed);
     if (!emit) std::cout << explorer::straggler_text(c, x, w);
     straggler = explorer::straggler_json(c, x, w);
   }

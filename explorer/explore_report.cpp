@@ -398,31 +398,35 @@ std::string straggler_text(const Cluster& c, const Exploration& x, const Straggl
   std::ostringstream o;
   const Building& b = c.buildings[static_cast<std::size_t>(w.straggler.building)];
   o << "straggler: building " << w.straggler.building << " (" << b.name << ") " << printf_text("%g", w.straggler.factor)
-    << "x slower — each listed layout priced stage by stage on its own devices, replayed; its boundaries moved: its "
-       "layers balanced over the stages' speeds (explorer/straggler.hpp)\n";
+    << "x slower — each listed layout priced stage by stage on its own devices, replayed"
+    << (w.uneven ? ", under the inputs placed by a balancer that does not know of it" : "")
+    << "; boundaries moved: its layers balanced over the stages' speeds"
+    << (w.uneven ? "; rebalanced: the sequences placed at each DP rank's speed" : "") << " (explorer/straggler.hpp)\n";
   if (w.layouts.empty()) return o.str() + "  no layout listed\n";
-  o << printf_text("  %-3s %-44s %-10s %-10s %-18s %s\n", "#", "layout", "step", "slowed", "straggler costs",
-                   "boundaries moved");
+  o << printf_text("  %-3s %-44s %-10s %-10s %-18s %-12s%s\n", "#", "layout", "step", "slowed", "straggler costs",
+                   "moved", w.uneven ? " rebalanced" : "");
   for (const StragglerLayout& y : w.layouts) {
     const Candidate& k = x.ranking->result.top[y.index].candidate;
-    const std::string moved = y.moved_s < y.slowed_s
-                                  ? printf_text("%.4g s (pipeline_model_parallel_layout %s)", y.moved_s,
-                                                y.moved.pipeline_model_parallel_layout.c_str())
-                                  : std::string("nothing to move");
-    o << printf_text("  %-3zu %-44s %-10s %-10s %-18s %s\n", y.index + 1, describe_degrees(k).c_str(),
+    const std::string moved = y.moved_s < y.slowed_s ? printf_text("%.4g s", y.moved_s) : std::string("-");
+    o << printf_text("  %-3zu %-44s %-10s %-10s %-18s %-12s%s\n", y.index + 1, describe_degrees(k).c_str(),
                      printf_text("%.4g s", y.base_s).c_str(), printf_text("%.4g s", y.slowed_s).c_str(),
-                     printf_text("%+.3g s (%+.1f%%)", y.cost_s(), 100 * y.cost_s() / y.base_s).c_str(), moved.c_str());
+                     printf_text("%+.3g s (%+.1f%%)", y.cost_s(), 100 * y.cost_s() / y.base_s).c_str(), moved.c_str(),
+                     w.uneven ? printf_text(" %.4g s", y.rebalanced_s).c_str() : "");
   }
   const std::vector<Ranked>& best = w.research.ranking->result.top;
-  if (best.empty()) return o.str() + "  no layout fits the slowed cluster\n";
-  const Ranked& r = best.front();
-  o << "  the search again on the slowed cluster: " << describe_degrees(r.candidate) << " "
-    << options_string(r.candidate.to_layout(w.cluster)) << ", " << printf_text("%.4g s", r.prediction.step_time_s)
-    << "\n";
+  if (!best.empty())
+    o << "  the search again on the slowed cluster: " << describe_degrees(best.front().candidate) << " "
+      << options_string(best.front().candidate.to_layout(w.cluster)) << ", " << printf_text("%.4g s", w.research_s)
+      << "\n";
   const StragglerLayout& first = w.layouts.front();
-  const char* what[] = {"nothing the explorer can express is faster than the layout as it is",
-                        "move its stage boundaries", "the re-searched layout"};
-  o << "  recommended for #1: " << what[static_cast<int>(w.recommended())]
+  const StragglerWhatIf::Mitigation m = w.recommended();
+  const std::string what =
+      m == StragglerWhatIf::Mitigation::move_boundaries ? "move its stage boundaries (pipeline_model_parallel_layout " +
+                                                              first.moved.pipeline_model_parallel_layout + ")"
+      : m == StragglerWhatIf::Mitigation::rebalance ? std::string("place the sequences at each DP rank's speed")
+      : m == StragglerWhatIf::Mitigation::research  ? std::string("the re-searched layout")
+                                                    : std::string("nothing the explorer can express is faster");
+  o << "  recommended for #1: " << what
     << printf_text(", %.4g s: the straggler's cost %+.3g s (%+.1f%%) becomes %+.3g s (%+.1f%%)\n", w.recommended_s(),
                    first.cost_s(), 100 * first.cost_s() / first.base_s, w.recommended_s() - first.base_s,
                    100 * (w.recommended_s() - first.base_s) / first.base_s);
@@ -437,16 +441,18 @@ json straggler_json(const Cluster& c, const Exploration& x, const StragglerWhatI
                     {"step_time_s", y.base_s},
                     {"slowed_step_time_s", y.slowed_s},
                     {"moved_step_time_s", y.moved_s},
-                    {"moved_layout", to_json(y.moved)}});
+                    {"moved_layout", to_json(y.moved)},
+                    {"rebalanced_step_time_s", w.uneven ? json(y.rebalanced_s) : json(nullptr)}});
   const std::vector<Ranked>& best = w.research.ranking->result.top;
+  static const std::array<const char*, 4> names = {"none", "move_boundaries", "rebalance", "research"};
   return {{"building", c.buildings[static_cast<std::size_t>(w.straggler.building)].name},
           {"factor", w.straggler.factor},
+          {"uneven", w.uneven},
           {"layouts", rows},
           {"research_best", best.empty() ? json(nullptr)
                                          : json{{"layout", to_json(best.front().candidate.to_layout(w.cluster))},
-                                                {"predicted", to_json(best.front().prediction)}}},
-          {"recommended", std::array<const char*, 3>{"none", "move_boundaries",
-                                                     "research"}[static_cast<std::size_t>(w.recommended())]},
+                                                {"step_time_s", w.research_s}}},
+          {"recommended", names[static_cast<std::size_t>(w.recommended())]},
           {"recommended_step_time_s", w.recommended_s()}};
 }
 

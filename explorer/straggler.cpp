@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "explorer/uneven.hpp"
 #include "spec/error.hpp"
 #include "spec/fields.hpp"
 
@@ -43,45 +44,86 @@ Cluster slowed(const Cluster& cluster, const Straggler& s) {
 StragglerWhatIf::Mitigation StragglerWhatIf::recommended() const {
   if (layouts.empty()) return Mitigation::none;
   const StragglerLayout& first = layouts.front();
-  const std::vector<Ranked>& best = research.ranking->result.top;
-  const double searched = best.empty() ? first.slowed_s : best.front().prediction.step_time_s;
-  if (first.moved_s < first.slowed_s && first.moved_s <= searched) return Mitigation::move_boundaries;
-  return searched < first.slowed_s ? Mitigation::research : Mitigation::none;
+  Mitigation pick = Mitigation::none;
+  double best = first.slowed_s;
+  for (const auto& [m, t] :
+       {std::pair{Mitigation::move_boundaries, first.moved_s}, std::pair{Mitigation::rebalance, first.rebalanced_s},
+        std::pair{Mitigation::research, research_s}})
+    if (t > 0 && t < best) pick = m, best = t;
+  return pick;
 }
 
 double StragglerWhatIf::recommended_s() const {
+  if (layouts.empty()) return 0.0;
   switch (recommended()) {
     case Mitigation::move_boundaries:
       return layouts.front().moved_s;
+    case Mitigation::rebalance:
+      return layouts.front().rebalanced_s;
     case Mitigation::research:
-      return research.ranking->result.top.front().prediction.step_time_s;
+      return research_s;
     case Mitigation::none:
       break;
   }
-  return layouts.empty() ? 0.0 : layouts.front().slowed_s;
+  return layouts.front().slowed_s;
 }
 
-StragglerWhatIf straggler_what_if(const ExploreRequest& q, const Exploration& x, const Straggler& s,
-                                  std::size_t count) {
+namespace {
+
+// A layout's step on `cluster` with every sequence at the model's length (the replay, stage by
+// stage where buildings differ), or under uneven inputs placed on `placed_on` (the cluster the
+// balancer knows of).
+struct Pricer {
+  const ExploreRequest& q;
+  const LengthSpec& lengths;
+  workload::Balance balance;
+  double operator()(const Cluster& cluster, const CostModel& cost, const Layout& l, const Cluster& placed_on,
+                    workload::Balance b) const {
+    if (!lengths.uneven()) return forecast(cluster, q.model, l, q.cost, true)->predicted.step_time_s;
+    const workload::StepInputs in = workload::place(placed_on, q.model, l, lengths, b);
+    return forecast_uneven(cost, q.cost, cluster, q.model, l, in).step.step_time_s;
+  }
+};
+
+}  // namespace
+
+StragglerWhatIf straggler_what_if(const ExploreRequest& q, const Exploration& x, const Straggler& s, std::size_t count,
+                                  const LengthSpec& lengths, workload::Balance balance) {
   StragglerWhatIf w;
   w.straggler = s;
   w.cluster = slowed(q.cluster, s);
-  const std::vector<Ranked>& top = x.ranking->result.top;
-  for (std::size_t i = 0; i < std::min(count, top.size()); ++i) {
-    const Layout l = top[i].candidate.to_layout(q.cluster);
-    StragglerLayout y;
-    y.index = i;
-    y.base_s = forecast(q.cluster, q.model, l, q.cost, true)->predicted.step_time_s;
-    const std::unique_ptr<Forecast> f = forecast(w.cluster, q.model, l, q.cost, true);
-    y.slowed_s = f->predicted.step_time_s;
-    y.moved_s =
-        std::min(y.slowed_s, f->balanced.prediction.step_time_s > 0 ? f->balanced.prediction.step_time_s : y.slowed_s);
-    y.moved = y.moved_s < y.slowed_s ? f->balanced_candidate.to_layout(w.cluster) : l;
-    w.layouts.push_back(std::move(y));
-  }
+  w.uneven = lengths.uneven();
   ExploreRequest again{w.cluster, q.model,          q.cost,       1,           q.replay_top,
                        q.threads, q.max_candidates, std::nullopt, q.framework, q.technology};
   w.research = explore(again);
+  const Pricer price{q, lengths, balance};
+  const CostModel &base_cost = *x.ranking->cost, &slow_cost = *w.research.ranking->cost;
+  const std::vector<Ranked>& top = x.ranking->result.top;
+  for (std::size_t i = 0; i < std::min(count, top.size()); ++i) {
+    if (w.uneven && !replayable(base_cost, top[i].candidate)) continue;
+    const Layout l = top[i].candidate.to_layout(q.cluster);
+    StragglerLayout y;
+    y.index = i;
+    y.base_s = price(q.cluster, base_cost, l, q.cluster, balance);
+    y.slowed_s = price(w.cluster, slow_cost, l, q.cluster, balance);
+    const std::unique_ptr<Forecast> f = forecast(w.cluster, q.model, l, q.cost, true);
+    y.moved = l;
+    y.moved_s = y.slowed_s;
+    if (f->balanced.prediction.step_time_s > 0 &&
+        f->balanced_candidate.pipeline_layout != top[i].candidate.pipeline_layout) {
+      const Layout moved = f->balanced_candidate.to_layout(w.cluster);
+      const double t = price(w.cluster, slow_cost, moved, w.cluster, balance);
+      if (t < y.slowed_s) y.moved = moved, y.moved_s = t;
+    }
+    if (w.uneven) y.rebalanced_s = price(w.cluster, slow_cost, l, w.cluster, workload::Balance::balanced);
+    w.layouts.push_back(std::move(y));
+  }
+  const std::vector<Ranked>& best = w.research.ranking->result.top;
+  if (!best.empty())
+    w.research_s = w.uneven && replayable(slow_cost, best.front().candidate)
+                       ? price(w.cluster, slow_cost, best.front().candidate.to_layout(w.cluster), w.cluster,
+                               workload::Balance::balanced)
+                       : best.front().prediction.step_time_s;
   return w;
 }
 

@@ -16,7 +16,9 @@ namespace sax::explorer {
 namespace {
 
 // DP rank d's scales: per (micro-batch, virtual stage) its compute ops' device time at their
-// lengths over at the model's, on the rank of stage s with TP and CP coordinate 0.
+// lengths on its own ranks' slowest device, over their time at the model's on the stage's slowest
+// (the pace the stage's blocks are priced at): a DP rank in a slower building than the stage's
+// others is priced at its own pace.
 MicrobatchScales scales_of(const Cluster& c, const Model& m, const Layout& l, const workload::StepInputs& in,
                            std::int64_t d, std::int64_t microbatches) {
   const RankGrid grid(l, c);
@@ -24,22 +26,30 @@ MicrobatchScales scales_of(const Cluster& c, const Model& m, const Layout& l, co
   MicrobatchScales out;
   out.block.assign(static_cast<std::size_t>(microbatches * V), 1.0);
   for (std::int64_t j = 0; j < microbatches; ++j) out.transfer.push_back(in.at(d, j).tokens);
+  // The slower of two buildings' devices for the model's dtype.
+  auto slower = [&](int a, int b) {
+    return a < 0 || c.device_of(b).peak_tflops_for(m.dtype) < c.device_of(a).peak_tflops_for(m.dtype) ? b : a;
+  };
   for (std::int64_t s = 0; s < pp; ++s) {
     std::int64_t rank = -1;
-    for (std::int64_t r = 0; r < c.world_size() && rank < 0; ++r)
-      if (grid.stage(r) == s && grid.coordinate(r, GroupKind::dp) == d && grid.coordinate(r, GroupKind::tp) == 0 &&
-          grid.coordinate(r, GroupKind::cp) == 0)
-        rank = r;
+    int pace = -1, own = -1;  // buildings
+    for (std::int64_t r = 0; r < c.world_size(); ++r) {
+      if (grid.stage(r) != s) continue;
+      pace = slower(pace, grid.building(r));
+      if (grid.coordinate(r, GroupKind::dp) != d) continue;
+      own = slower(own, grid.building(r));
+      if (rank < 0 && grid.coordinate(r, GroupKind::tp) == 0 && grid.coordinate(r, GroupKind::cp) == 0) rank = r;
+    }
     if (rank < 0) continue;
-    const workload::DeviceSpeed speed =
-        workload::DeviceSpeed::of(c.device_of(c.place(rank).building), c.backend, m.dtype);
+    const workload::DeviceSpeed at_pace = workload::DeviceSpeed::of(c.device_of(pace), c.backend, m.dtype),
+                                speed = workload::DeviceSpeed::of(c.device_of(own), c.backend, m.dtype);
     const workload::Workload even = workload::build(c, m, l, rank), mine = workload::build(c, m, l, rank, in);
     std::map<std::pair<std::int64_t, std::int64_t>, std::pair<double, double>> sums;  // (mb, chunk) → (even, mine)
     for (std::size_t i = 0; i < even.ops.size() && i < mine.ops.size(); ++i) {
       const workload::Op &e = even.ops[i], &u = mine.ops[i];
       if (e.kind != workload::OpKind::compute || e.microbatch < 0) continue;
       auto& [full, own] = sums[{e.microbatch, e.chunk}];
-      full += workload::op_time(speed, e);
+      full += workload::op_time(at_pace, e);
       own += workload::op_time(speed, u);
     }
     for (const auto& [key, t] : sums)

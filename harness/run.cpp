@@ -174,6 +174,8 @@ RunInputs check_run(Job& job, const RunArgs& a, const std::vector<std::string>& 
                      " ranks: start one rank per device (mpirun -np " + std::to_string(in.cluster.world_size()) + ")");
   in.backend = job.choose_backend(a.backend);
   if (a.check_memory) a.check_memory(in.cluster, in.model, in.layout);
+  // The balancer weighs a slower building's speed (the cluster declares it), not a straggler's it
+  // was not told of (--slow-rank: what `explore --straggler` prices as the slowed step).
   if (in.lengths.uneven())
     in.inputs = workload::place(in.cluster, in.model, in.layout, in.lengths, in.balance, &in.balance_s);
   if (job.rank() == 0 && !a.json_file.empty()) writer.check(a.json_file);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Uneven inputs on the paced testbed: one layout run with a long-tailed length distribution placed
 # as loaded (none), sorted and balanced, then each run's step (median over its steps) beside
-# `sax predict --lengths`'s, each rank's idle (its waits for the others: the stragglers' cost) and
+# `sax predict --lengths`'s, the bubble and each rank's wait for the others (the stragglers' cost) and
 # the busiest DP rank's work over the mean.
 #
 #   scripts/uneven_inputs.sh [CLUSTER] [LAYOUT] [LENGTHS] [OUT]
@@ -38,10 +38,14 @@ for b in ("none", "sorted", "balanced"):
     measured = j['step_time_s']['median']
     # The bubble: the pipeline's waits on the critical stage of the slowest DP rank, whose ranks
     # wait for no other DP rank (the least idle of that stage's ranks). The DP wait: how much
-    # longer the rest of that stage's ranks wait, on average over the DP ranks (the slowest's 0).
-    stage = [r["breakdown_s"]["idle"] for r in j["ranks"] if r["stage"] == p["critical_stage"]]
-    bubble = min(stage)
-    wait = statistics.mean(stage) - bubble
+    # longer the rest of that stage's ranks wait, on average over the DP ranks (the slowest's 0),
+    # idle and DP communication together: a rank that waits for the straggler counts the wait
+    # before the straggler issued its last bucket as idle, and the buckets' transfers after it,
+    # which the straggler's own backward hid, as DP communication (workload/README.md).
+    stage = [r["breakdown_s"] for r in j["ranks"] if r["stage"] == p["critical_stage"]]
+    bubble = min(b["idle"] for b in stage)
+    waiting = [b["idle"] + b["dp_comm"] for b in stage]
+    wait = statistics.mean(waiting) - min(waiting)
     print(f"{b:9s} {measured:7.3f} {p['step_time_s']:9.3f} {100 * (p['step_time_s'] - measured) / measured:+6.1f}%   "
           f"{bubble:8.3f} {p['bubble_s']:9.3f}   {wait:9.3f} {p['dp_wait_mean_s']:9.3f}   "
           f"{j['inputs']['work_max_over_mean']:17.3f} {j.get('pacing', {}).get('overrun_pct', 0):9.2f}")

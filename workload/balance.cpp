@@ -5,6 +5,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "spec/groups.hpp"
+
 namespace sax::workload {
 
 const char* to_string(Balance b) {
@@ -36,20 +38,48 @@ namespace {
 double cost(const SequenceShare& s, const WorkWeights& w) { return s.tokens * w.token + s.attention * w.attention; }
 
 // Items (indices into `cost_of`, heaviest first) into `bins` bins of `room` each: greedy, each to
-// the bin with the least so far that has room (ties to the lowest bin). Returns each item's bin.
+// the bin that would finish it first, (load + cost) / speed, and has room (ties to the lowest bin;
+// `speed` empty: alike); then, as the greedy's last items must go wherever room is left (a slow
+// bin can end up with only the lightest), the bin that finishes last swaps an item with another
+// bin while that lowers the later of the two. Returns each item's bin.
 std::vector<std::int64_t> least_loaded(const std::vector<std::size_t>& items, const std::vector<double>& cost_of,
-                                       std::int64_t bins, std::int64_t room) {
+                                       std::int64_t bins, std::int64_t room, const std::vector<double>& speed = {}) {
   std::vector<double> load(static_cast<std::size_t>(bins), 0.0);
   std::vector<std::int64_t> held(static_cast<std::size_t>(bins), 0), out(items.size());
+  auto rate = [&](std::int64_t b) { return speed.empty() ? 1.0 : speed[static_cast<std::size_t>(b)]; };
+  auto finish = [&](std::int64_t b, double c) { return (load[static_cast<std::size_t>(b)] + c) / rate(b); };
   for (std::size_t i = 0; i < items.size(); ++i) {
     std::int64_t best = -1;
+    const double c = cost_of[items[i]];
     for (std::int64_t b = 0; b < bins; ++b)
-      if (held[static_cast<std::size_t>(b)] < room &&
-          (best < 0 || load[static_cast<std::size_t>(b)] < load[static_cast<std::size_t>(best)]))
-        best = b;
+      if (held[static_cast<std::size_t>(b)] < room && (best < 0 || finish(b, c) < finish(best, c))) best = b;
     out[i] = best;
-    load[static_cast<std::size_t>(best)] += cost_of[items[i]];
+    load[static_cast<std::size_t>(best)] += c;
     ++held[static_cast<std::size_t>(best)];
+  }
+  // Each swap lowers the last bin's finish or leaves it to another bin that ends sooner: at most
+  // items² of them (bounded, so that ties cannot cycle).
+  for (std::size_t round = 0; round < items.size() * items.size(); ++round) {
+    std::int64_t last = 0;
+    for (std::int64_t b = 1; b < bins; ++b)
+      if (finish(b, 0) > finish(last, 0)) last = b;
+    const double end = finish(last, 0);
+    double best_end = end;
+    std::size_t from = 0, to = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (out[i] != last) continue;
+      for (std::size_t k = 0; k < items.size(); ++k) {
+        const double d = cost_of[items[i]] - cost_of[items[k]];
+        if (out[k] == last || d <= 0) continue;
+        const double worse = std::max(finish(last, -d), finish(out[k], d));
+        if (worse < best_end - 1e-12 * end) best_end = worse, from = i, to = k;
+      }
+    }
+    if (best_end >= end) break;
+    const double d = cost_of[items[from]] - cost_of[items[to]];
+    load[static_cast<std::size_t>(last)] -= d;
+    load[static_cast<std::size_t>(out[to])] += d;
+    std::swap(out[from], out[to]);
   }
   return out;
 }
@@ -74,9 +104,11 @@ bool quadratic(const Op& op) {
 }  // namespace
 
 StepInputs assign(const std::vector<SequenceShare>& sequences, std::int64_t dp, std::int64_t microbatches,
-                  std::int64_t micro_batch_size, Balance balance, const WorkWeights& weights) {
+                  std::int64_t micro_batch_size, Balance balance, const WorkWeights& weights,
+                  const std::vector<double>& dp_speed) {
   if (dp < 1 || microbatches < 1 || micro_batch_size < 1 ||
-      static_cast<std::int64_t>(sequences.size()) != dp * microbatches * micro_batch_size)
+      static_cast<std::int64_t>(sequences.size()) != dp * microbatches * micro_batch_size ||
+      (!dp_speed.empty() && static_cast<std::int64_t>(dp_speed.size()) != dp))
     throw std::logic_error("workload::assign: " + std::to_string(sequences.size()) + " sequences for " +
                            std::to_string(dp) + " x " + std::to_string(microbatches) + " x " +
                            std::to_string(micro_batch_size));
@@ -96,7 +128,7 @@ StepInputs assign(const std::vector<SequenceShare>& sequences, std::int64_t dp, 
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return c[a] > c[b]; });
     const std::vector<std::int64_t> rank_of =
-        balance == Balance::sorted ? snake(order.size(), dp) : least_loaded(order, c, dp, per_rank);
+        balance == Balance::sorted ? snake(order.size(), dp) : least_loaded(order, c, dp, per_rank, dp_speed);
     for (std::int64_t d = 0; d < dp; ++d) {
       std::vector<std::size_t> mine;  // heaviest first still
       for (std::size_t i = 0; i < order.size(); ++i)
@@ -139,6 +171,17 @@ WorkWeights weights_of(const Workload& w) {
   return out;
 }
 
+std::vector<double> dp_speeds(const Cluster& cluster, const Model& model, const Layout& layout) {
+  const RankGrid grid(layout, cluster);
+  std::vector<double> speed(static_cast<std::size_t>(layout.size(Dim::dp, cluster.world_size())), 0.0);
+  for (std::int64_t r = 0; r < cluster.world_size(); ++r) {
+    const double s = cluster.device_of(grid.building(r)).peak_tflops_for(model.dtype);
+    double& d = speed[static_cast<std::size_t>(grid.coordinate(r, GroupKind::dp))];
+    d = d == 0 ? s : std::min(d, s);
+  }
+  return speed;
+}
+
 StepInputs place(const Cluster& cluster, const Model& model, const Layout& layout, const LengthSpec& lengths,
                  Balance balance, double* seconds, std::int64_t step) {
   const std::int64_t world = cluster.world_size();
@@ -147,7 +190,9 @@ StepInputs place(const Cluster& cluster, const Model& model, const Layout& layou
       draw_sequences(lengths, dp * m * layout.micro_batch_size, model.seq_length, step);
   const WorkWeights w = weights_of(build(cluster, model, layout, 0));
   const auto t0 = std::chrono::steady_clock::now();
-  StepInputs out = assign(seqs, dp, m, layout.micro_batch_size, balance, w);
+  const std::vector<double> speed =
+      balance == Balance::balanced ? dp_speeds(cluster, model, layout) : std::vector<double>{};
+  StepInputs out = assign(seqs, dp, m, layout.micro_batch_size, balance, w, speed);
   if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

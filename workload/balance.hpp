@@ -9,10 +9,10 @@
 //   sorted    longest first, dealt to the DP ranks in a snake (0..D-1, D-1..0, ...), then within a
 //             rank to its micro-batches likewise;
 //   balanced  longest-processing-time first on each sequence's modelled work: every sequence to the
-//             DP rank with the least work so far that has room, then within each rank to the
-//             micro-batch with the least (Graham's greedy); the rank's micro-batches then ordered
-//             lightest first and last, heaviest in the middle (a pipeline's fill and drain are its
-//             first and last micro-batch's).
+//             DP rank that would finish it first and has room (its work so far over its speed: the
+//             slowest device its replica holds, so a straggler gets the shorter sequences), then within each rank to
+//             the micro-batch with the least (Graham's greedy); the rank's micro-batches then ordered lightest first
+//             and last, heaviest in the middle (a pipeline's fill and drain are its first and last micro-batch's).
 #pragma once
 
 #include <cstdint>
@@ -57,14 +57,20 @@ struct StepInputs {
 // score matrix (its attention part) and of the rest (its tokens' part).
 WorkWeights weights_of(const Workload& w);
 
-// The global batch's `sequences` (dp·microbatches·micro_batch_size of them) placed by `balance`.
+// The global batch's `sequences` (dp·microbatches·micro_batch_size of them) placed by `balance`;
+// `dp_speed` (balanced: each DP rank's speed, any unit; empty: alike).
 StepInputs assign(const std::vector<SequenceShare>& sequences, std::int64_t dp, std::int64_t microbatches,
-                  std::int64_t micro_batch_size, Balance balance, const WorkWeights& weights);
+                  std::int64_t micro_batch_size, Balance balance, const WorkWeights& weights,
+                  const std::vector<double>& dp_speed = {});
+
+// Each DP rank's speed: the peak of the slowest device of its replica (its building's device at
+// its compute_slowdown).
+std::vector<double> dp_speeds(const Cluster& cluster, const Model& model, const Layout& layout);
 
 // The step's sequences as `sax run` draws and places them for `layout` (the same on every rank
 // and in the explorer's pricing): the global batch drawn from `lengths` (the seed's `step`),
-// weighed by rank 0's micro-batch FLOPs, placed by `balance`. `seconds`, when given, gets the
-// host time the placing took (the balancer's own cost).
+// weighed by rank 0's micro-batch FLOPs, placed by `balance` (balanced: at each DP rank's speed,
+// dp_speeds). `seconds`, when given, gets the host time the placing took (the balancer's own cost).
 StepInputs place(const Cluster& cluster, const Model& model, const Layout& layout, const LengthSpec& lengths,
                  Balance balance, double* seconds = nullptr, std::int64_t step = 0);
 

@@ -145,15 +145,18 @@ class Builder {
       chunk_offset_.push_back(off);
       off += n;
     }
-    // Uneven inputs: each micro-batch's ops at its own sequences' lengths (its DP rank's).
+    // Uneven inputs: each micro-batch's ops at its own sequences' lengths (its DP rank's), its
+    // tokens padded up to what the layout splits evenly, as Megatron requires of a sequence: a
+    // multiple of TP with sequence parallelism, of 2·CP with context parallelism.
     if (inputs) {
       const std::int64_t d = grid_.coordinate(rank, GroupKind::dp);
       const auto full = static_cast<double>(m.seq_length);
+      const double quantum = static_cast<double>((l.sequence_parallel && tp_ > 1 ? tp_ : 1) * (cp_ > 1 ? 2 * cp_ : 1));
       for (std::int64_t j = 0; j < w_.num_microbatches; ++j) {
         const MicrobatchWork& mb = inputs->at(d, j);
         mb_ops_.emplace_back(m, tp_, cp_, l.micro_batch_size, l.sequence_parallel,
                              materializes_scores(resolved_attention_backend(l, m)), l.fp8_recipe,
-                             std::max(1.0, std::round(mb.tokens * full)),
+                             std::min(full, std::max(quantum, std::ceil(mb.tokens * full / quantum) * quantum)),
                              std::max(1.0, std::round(std::sqrt(mb.attention) * full)));
       }
     }

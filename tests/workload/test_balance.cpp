@@ -64,6 +64,26 @@ TEST(Balance, TheBalancedPlacementEvensOutTheRanks) {
   EXPECT_LE(balanced * total / 64, total / 64 + heaviest + 1e-12);
 }
 
+// A DP rank half as fast gets about half the work: the balancer weighs each rank's speed, so the
+// ranks finish together (within the heaviest sequence); alike speeds place as no speeds do.
+TEST(Balance, ASlowerRankGetsLessWork) {
+  const auto seqs = draw_sequences(parse_lengths("lognormal:median=32,sigma=1.0,seed=5"), 8 * 8, 256);
+  const WorkWeights w{1, 0.3};
+  std::vector<double> speed(8, 1.0);
+  const StepInputs alike = assign(seqs, 8, 8, 1, Balance::balanced, w, speed);
+  const StepInputs plain = assign(seqs, 8, 8, 1, Balance::balanced, w);
+  for (std::int64_t d = 0; d < 8; ++d) EXPECT_DOUBLE_EQ(alike.rank_work(d, w), plain.rank_work(d, w)) << d;
+  speed[3] = 0.5;
+  const StepInputs slow = assign(seqs, 8, 8, 1, Balance::balanced, w, speed);
+  double heaviest = 0, others = 0;
+  for (const auto& q : seqs) heaviest = std::max(heaviest, q.tokens * w.token + q.attention * w.attention);
+  for (std::int64_t d = 0; d < 8; ++d)
+    if (d != 3) others += slow.rank_work(d, w) / 7;
+  EXPECT_LT(slow.rank_work(3, w), 0.75 * plain.rank_work(3, w));
+  EXPECT_NEAR(slow.rank_work(3, w) / 0.5, others, 2 * heaviest);
+  EXPECT_THROW(assign(seqs, 8, 8, 1, Balance::balanced, w, {1, 1}), std::logic_error);  // a speed per DP rank
+}
+
 TEST(Balance, AWorkloadListsEachMicroBatchAtItsLengths) {
   const Cluster c = test::preset_cluster("local-2bld");
   const Model m = test::preset_model("gpt-tiny");
@@ -111,4 +131,25 @@ TEST(Balance, AWorkloadListsEachMicroBatchAtItsLengths) {
   const WorkWeights ww = weights_of(even);
   EXPECT_GT(ww.token, 0);
   EXPECT_GT(ww.attention, 0);
+}
+
+// A micro-batch's tokens padded up to what TP with sequence parallelism splits evenly (as Megatron
+// pads a sequence): every op's shape whole where the length is not.
+TEST(Balance, AShortMicroBatchIsPaddedToWhatTheLayoutSplits) {
+  const Cluster c = test::preset_cluster("local-2bld");
+  const Model m = test::preset_model("gpt-tiny");
+  Layout l = load_layout(test::preset_path("layouts/local-tp2-dp2.json"));
+  l.sequence_parallel = true;
+  l.micro_batch_size = 1;  // a micro-batch of one sequence of 77 tokens: 38.5 per TP rank unpadded
+  StepInputs in;
+  in.dp = 2, in.microbatches = build(c, m, l, 0).num_microbatches, in.micro_batch_size = l.micro_batch_size;
+  in.work.assign(static_cast<std::size_t>(in.dp * in.microbatches), MicrobatchWork{77.0 / 256, 0.09});
+  const Workload w = build(c, m, l, 0, in);
+  int shaped = 0;
+  for (const Op& op : w.ops) {
+    if (op.kind != OpKind::compute || op.microbatch < 0) continue;
+    for (double x : {op.m, op.n, op.k, op.count}) EXPECT_EQ(x, std::round(x)) << op.name;
+    ++shaped;
+  }
+  EXPECT_GT(shaped, 0);
 }
