@@ -76,7 +76,6 @@ namespace {
 struct Pricer {
   const ExploreRequest& q;
   const LengthSpec& lengths;
-  workload::Balance balance;
   double operator()(const Cluster& cluster, const CostModel& cost, const Layout& l, const Cluster& placed_on,
                     workload::Balance b) const {
     if (!lengths.uneven()) return forecast(cluster, q.model, l, q.cost, true)->predicted.step_time_s;
@@ -96,7 +95,7 @@ StragglerWhatIf straggler_what_if(const ExploreRequest& q, const Exploration& x,
   ExploreRequest again{w.cluster, q.model,          q.cost,       1,           q.replay_top,
                        q.threads, q.max_candidates, std::nullopt, q.framework, q.technology};
   w.research = explore(again);
-  const Pricer price{q, lengths, balance};
+  const Pricer price{q, lengths};
   const CostModel &base_cost = *x.ranking->cost, &slow_cost = *w.research.ranking->cost;
   const std::vector<Ranked>& top = x.ranking->result.top;
   for (std::size_t i = 0; i < std::min(count, top.size()); ++i) {
@@ -105,8 +104,10 @@ StragglerWhatIf straggler_what_if(const ExploreRequest& q, const Exploration& x,
     StragglerLayout y;
     y.index = i;
     y.base_s = price(q.cluster, base_cost, l, q.cluster, balance);
-    y.slowed_s = price(w.cluster, slow_cost, l, q.cluster, balance);
+    // The slowed layout's forecast gives its moved boundaries, and with every sequence at the
+    // model's length its step too.
     const std::unique_ptr<Forecast> f = forecast(w.cluster, q.model, l, q.cost, true);
+    y.slowed_s = w.uneven ? price(w.cluster, slow_cost, l, q.cluster, balance) : f->predicted.step_time_s;
     y.moved = l;
     y.moved_s = y.slowed_s;
     if (f->balanced.prediction.step_time_s > 0 &&

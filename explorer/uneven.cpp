@@ -5,6 +5,7 @@
 #include <memory>
 #include <numeric>
 #include <utility>
+#include <vector>
 
 #include "explorer/hetero.hpp"
 #include "spec/error.hpp"
@@ -15,48 +16,75 @@ namespace sax::explorer {
 
 namespace {
 
-// DP rank d's scales: per (micro-batch, virtual stage) its compute ops' device time at their
+// Each DP rank's scales: per (micro-batch, virtual stage) its compute ops' device time at their
 // lengths on its own ranks' slowest device, over their time at the model's on the stage's slowest
 // (the pace the stage's blocks are priced at): a DP rank in a slower building than the stage's
-// others is priced at its own pace.
-MicrobatchScales scales_of(const Cluster& c, const Model& m, const Layout& l, const workload::StepInputs& in,
-                           std::int64_t d, std::int64_t microbatches) {
-  const RankGrid grid(l, c);
-  const std::int64_t pp = l.pipeline_model_parallel_size, V = pp * l.virtual_pipeline_model_parallel_size;
-  MicrobatchScales out;
-  out.block.assign(static_cast<std::size_t>(microbatches * V), 1.0);
-  for (std::int64_t j = 0; j < microbatches; ++j) out.transfer.push_back(in.at(d, j).tokens);
-  // The slower of two buildings' devices for the model's dtype.
-  auto slower = [&](int a, int b) {
-    return a < 0 || c.device_of(b).peak_tflops_for(m.dtype) < c.device_of(a).peak_tflops_for(m.dtype) ? b : a;
-  };
-  for (std::int64_t s = 0; s < pp; ++s) {
-    std::int64_t rank = -1;
-    int pace = -1, own = -1;  // buildings
+// others is priced at its own pace. The model-length times are the same for every DP rank of a
+// stage: summed once.
+class Scales {
+ public:
+  Scales(const Cluster& c, const Model& m, const Layout& l, std::int64_t microbatches)
+      : c_(c), m_(m), l_(l), microbatches_(microbatches), pp_(l.pipeline_model_parallel_size) {
+    const RankGrid grid(l, c);
+    const auto dp = static_cast<std::size_t>(l.size(Dim::dp, c.world_size()));
+    stages_.resize(static_cast<std::size_t>(pp_));
+    for (Stage& st : stages_) st.own.assign(dp, -1), st.rank.assign(dp, -1);
     for (std::int64_t r = 0; r < c.world_size(); ++r) {
-      if (grid.stage(r) != s) continue;
-      pace = slower(pace, grid.building(r));
-      if (grid.coordinate(r, GroupKind::dp) != d) continue;
-      own = slower(own, grid.building(r));
-      if (rank < 0 && grid.coordinate(r, GroupKind::tp) == 0 && grid.coordinate(r, GroupKind::cp) == 0) rank = r;
+      Stage& st = stages_[static_cast<std::size_t>(grid.stage(r))];
+      const auto d = static_cast<std::size_t>(grid.coordinate(r, GroupKind::dp));
+      st.pace = slower(st.pace, grid.building(r));
+      st.own[d] = slower(st.own[d], grid.building(r));
+      if (st.rank[d] < 0 && grid.coordinate(r, GroupKind::tp) == 0 && grid.coordinate(r, GroupKind::cp) == 0)
+        st.rank[d] = r;
     }
-    if (rank < 0) continue;
-    const workload::DeviceSpeed at_pace = workload::DeviceSpeed::of(c.device_of(pace), c.backend, m.dtype),
-                                speed = workload::DeviceSpeed::of(c.device_of(own), c.backend, m.dtype);
-    const workload::Workload even = workload::build(c, m, l, rank), mine = workload::build(c, m, l, rank, in);
-    std::map<std::pair<std::int64_t, std::int64_t>, std::pair<double, double>> sums;  // (mb, chunk) → (even, mine)
-    for (std::size_t i = 0; i < even.ops.size() && i < mine.ops.size(); ++i) {
-      const workload::Op &e = even.ops[i], &u = mine.ops[i];
-      if (e.kind != workload::OpKind::compute || e.microbatch < 0) continue;
-      auto& [full, own] = sums[{e.microbatch, e.chunk}];
-      full += workload::op_time(at_pace, e);
-      own += workload::op_time(speed, u);
-    }
-    for (const auto& [key, t] : sums)
-      if (t.first > 0) out.block[static_cast<std::size_t>(key.first * V + key.second * pp + s)] = t.second / t.first;
+    for (Stage& st : stages_)
+      if (st.rank.front() >= 0) st.even = sums(workload::build(c, m, l, st.rank.front()), st.pace);
   }
-  return out;
-}
+
+  MicrobatchScales of(const workload::StepInputs& in, std::int64_t d) const {
+    const std::int64_t V = pp_ * l_.virtual_pipeline_model_parallel_size;
+    MicrobatchScales out;
+    out.block.assign(static_cast<std::size_t>(microbatches_ * V), 1.0);
+    for (std::int64_t j = 0; j < microbatches_; ++j) out.transfer.push_back(in.at(d, j).tokens);
+    for (std::int64_t s = 0; s < pp_; ++s) {
+      const Stage& st = stages_[static_cast<std::size_t>(s)];
+      const auto di = static_cast<std::size_t>(d);
+      if (st.rank[di] < 0) continue;
+      for (const auto& [key, t] : sums(workload::build(c_, m_, l_, st.rank[di], in), st.own[di])) {
+        const auto even = st.even.find(key);
+        if (even != st.even.end() && even->second > 0)
+          out.block[static_cast<std::size_t>(key.first * V + key.second * pp_ + s)] = t / even->second;
+      }
+    }
+    return out;
+  }
+
+ private:
+  using Times = std::map<std::pair<std::int64_t, std::int64_t>, double>;  // (micro-batch, chunk) → s
+  struct Stage {
+    int pace = -1;                   // the building of the stage's slowest device
+    std::vector<int> own;            // per DP rank, the building of its slowest device here
+    std::vector<std::int64_t> rank;  // per DP rank, its rank here with TP and CP coordinate 0
+    Times even;                      // the blocks' compute at the model's length, at the pace
+  };
+  // The slower of two buildings' devices for the model's dtype (a < 0: none yet).
+  int slower(int a, int b) const {
+    return a < 0 || c_.device_of(b).peak_tflops_for(m_.dtype) < c_.device_of(a).peak_tflops_for(m_.dtype) ? b : a;
+  }
+  Times sums(const workload::Workload& w, int building) const {
+    const workload::DeviceSpeed speed = workload::DeviceSpeed::of(c_.device_of(building), c_.backend, m_.dtype);
+    Times out;
+    for (const workload::Op& op : w.ops)
+      if (op.kind == workload::OpKind::compute && op.microbatch >= 0)
+        out[{op.microbatch, op.chunk}] += workload::op_time(speed, op);
+    return out;
+  }
+  const Cluster& c_;
+  const Model& m_;
+  const Layout& l_;
+  std::int64_t microbatches_, pp_;
+  std::vector<Stage> stages_;
+};
 
 }  // namespace
 
@@ -75,8 +103,9 @@ UnevenForecast forecast_uneven(const CostModel& cost, const CostSource& source, 
   UnevenForecast f;
   f.even = replay(costs, cand);
   std::vector<Replay> replicas;
+  const Scales scales(cluster, model, layout, f.even.num_microbatches);
   for (std::int64_t d = 0; d < inputs.dp; ++d) {
-    Replay r = replay(costs, cand, scales_of(cluster, model, layout, inputs, d, f.even.num_microbatches));
+    Replay r = replay(costs, cand, scales.of(inputs, d));
     f.dp_step_s.push_back(r.step_time_s);
     if (d == 0 || r.step_time_s > f.step.step_time_s) f.step = r, f.slowest_dp = d;
     replicas.push_back(std::move(r));
