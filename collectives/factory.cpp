@@ -68,7 +68,7 @@ class Factory final : public CommunicatorFactory {
         throw UsageError("node link pacing: cluster " + c.name + " has more than " +
                          std::to_string(LinkPacer::kMaxBuildings) + " nodes; pace a smaller cluster");
       const LinkEmulation e{
-          c.intra_node, c.devices_per_node_of(c.place(rank).building), node_pacing_key(key_), 0, -1, 0, {}};
+          c.intra_node, c.devices_per_node_of(c.place(rank).building), node_pacing_key(key_), 0, -1, 0, {}, false};
       g.comm = emulate_link(std::move(g.comm), e, static_cast<int>(node), "paced node link");
       return;
     }
@@ -85,8 +85,14 @@ class Factory final : public CommunicatorFactory {
                           b.nic_gbps,
                           c.worst_cross_link(emulation_->technology, buildings).latency_us,
                           static_cast<int>(buildings.size()),
-                          {}};
+                          {},
+                          ahead_on_link(g.kind)};
     g.comm = emulate_link(std::move(g.comm), e, building, "software-emulated link");
+  }
+
+  bool ahead_on_link(GroupKind kind) const {
+    const std::optional<Dim> d = carried_dim(kind);
+    return d && (emulation_->link_priority >> static_cast<int>(*d) & 1) != 0;
   }
 
   Backend backend_;

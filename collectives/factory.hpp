@@ -45,6 +45,8 @@ struct LinkEmulationSetup {
   // The job's pacing key (boundary_pacing_key): the launcher's (SAX_NET_KEY), which it removes
   // after the job; "" = one made here from rank 0's random job id.
   std::string pacing_key;
+  // The parallelisms whose messages go ahead on the boundary (Schedule::link_priority's bits).
+  std::uint8_t link_priority = 0;
 };
 
 // Backend::cpu: MPI communicators split from the world. Backend::cuda: NCCL communicators on CUDA

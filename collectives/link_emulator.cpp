@@ -194,12 +194,13 @@ class HeldHandle final : public Handle::Impl {
 class EmulatedLink final : public Communicator {
  public:
   EmulatedLink(std::unique_ptr<Communicator> inner, std::shared_ptr<Outbox> outbox, double latency_us, int buildings,
-               std::string what)
+               bool ahead, std::string what)
       : inner_(std::move(inner)),
         o_(std::move(outbox)),
         in_order_(std::string(inner_->backend()) == "cuda"),
         latency_ns_(latency_us * 1e3),
         buildings_(buildings),
+        ahead_(ahead),
         what_(std::move(what)) {}
   // Held sends go now, at their times (some may be this communicator's).
   ~EmulatedLink() override {
@@ -277,7 +278,7 @@ class EmulatedLink final : public Communicator {
   // The building's link for the bytes (shared with its other devices), this group's latency for
   // the steps: a group between two near buildings is not held for a far pair's latency.
   std::int64_t reserve(double wire_bytes, double latency_steps, double size_bytes = -1) {
-    return o_->pacer.reserve(wire_bytes, 0, monotonic_ns(), size_bytes) +
+    return o_->pacer.reserve(wire_bytes, 0, monotonic_ns(), size_bytes, ahead_) +
            std::llround(alpha_beta_s(latency_steps, latency_ns_, 0, 0));
   }
 
@@ -310,7 +311,7 @@ class EmulatedLink final : public Communicator {
     const double steps = buildings_ > 0 ? ring_steps_across(op, size(), buildings_) : ring.steps;
     const std::int64_t now = monotonic_ns();
     const std::int64_t end =
-        o_->pacer.reserve(ring.bus_factor * static_cast<double>(S), 0, now, static_cast<double>(S));
+        o_->pacer.reserve(ring.bus_factor * static_cast<double>(S), 0, now, static_cast<double>(S), ahead_);
     const double bus = static_cast<double>(std::max<std::int64_t>(0, end - now));
     const double across = ring.steps > 0 ? steps / ring.steps : 1.0;
     const double hold = pipelined_ring_s(alpha_beta_s(steps, latency_ns_, 0, 0), bus, across, 0) - bus;
@@ -343,6 +344,7 @@ class EmulatedLink final : public Communicator {
   bool in_order_;  // NCCL: ops reach the inner communicator in call order
   double latency_ns_;
   int buildings_;  // the group's (0: every step crosses)
+  bool ahead_;     // its messages are of the link's priority class
   std::string what_;
 };
 
@@ -360,7 +362,8 @@ std::unique_ptr<Communicator> emulate_link(std::unique_ptr<Communicator> inner, 
   const bool threaded = std::string(inner->backend()) == "cpu";
   const double latency_us = emulation.group_latency_us >= 0 ? emulation.group_latency_us : emulation.link.latency_us;
   return std::make_unique<EmulatedLink>(std::move(inner), shared_outbox(emulation, building, threaded), latency_us,
-                                        emulation.group_buildings, what);
+                                        emulation.group_buildings, emulation.ahead,
+                                        emulation.ahead ? what + ", priority class" : what);
 }
 
 }  // namespace sax::coll

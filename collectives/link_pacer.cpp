@@ -185,6 +185,7 @@ LinkPacer::LinkPacer(const LinkEmulation& e, int building) : link_(e.link), name
   }
   static_assert(std::atomic_ref<std::int64_t>::is_always_lock_free);
   slot_ = &segment_->link_free[building];
+  ahead_slot_ = &segment_->ahead_free[building];
 }
 
 void LinkPacer::release_name() { unlink_if_last(true); }
@@ -242,19 +243,30 @@ std::vector<std::string> remove_unheld_pacing_segments() {
   return removed;
 }
 
-std::int64_t LinkPacer::reserve(double wire_bytes, double latency_steps, std::int64_t now_ns, double size_bytes) {
+std::int64_t LinkPacer::reserve(double wire_bytes, double latency_steps, std::int64_t now_ns, double size_bytes,
+                                bool ahead) {
   const double size = size_bytes < 0 ? wire_bytes : size_bytes;
   // The device's share of the op's time (its bytes at the regime's β), in nanoseconds; the
   // building's boundary carries them C / device rate times faster.
-  const double device_ns = 1e9 * alpha_beta_s(regimes_, size, 0, wire_bytes);
-  device_free_ = std::max(now_ns, device_free_) + std::llround(device_ns);
-  const std::int64_t on_link = std::llround(device_ns * device_gbps_ / capacity_gbps_);
-  std::atomic_ref<std::int64_t> link_free(*slot_);
-  std::int64_t seen = link_free.load(), link_end = 0;
-  do {
-    link_end = std::max(now_ns, seen) + on_link;
-  } while (!link_free.compare_exchange_weak(seen, link_end));
-  return std::max(device_free_, link_end) + std::llround(1e9 * alpha_beta_s(regimes_, size, latency_steps, 0));
+  const std::int64_t device_ns = std::llround(1e9 * alpha_beta_s(regimes_, size, 0, wire_bytes));
+  const std::int64_t on_link = std::llround(static_cast<double>(device_ns) * device_gbps_ / capacity_gbps_);
+  // Books `ns` on a slot after what it holds (or now): when that booking ends.
+  auto book = [now_ns](std::int64_t* slot, std::int64_t ns) {
+    std::atomic_ref<std::int64_t> free(*slot);
+    std::int64_t seen = free.load(), end = 0;
+    do {
+      end = std::max(now_ns, seen) + ns;
+    } while (!free.compare_exchange_weak(seen, end));
+    return end;
+  };
+  device_free_ = std::max(now_ns, device_free_) + device_ns;
+  std::int64_t device_end = device_free_, link_end = book(slot_, on_link);
+  if (ahead) {
+    // Behind the priority class alone; the common class's queue (pushed on above) waits for it.
+    device_end = device_ahead_free_ = std::max(now_ns, device_ahead_free_) + device_ns;
+    link_end = book(ahead_slot_, on_link);
+  }
+  return std::max(device_end, link_end) + std::llround(1e9 * alpha_beta_s(regimes_, size, latency_steps, 0));
 }
 
 }  // namespace sax::coll

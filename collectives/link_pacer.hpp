@@ -5,10 +5,19 @@
 // Pacing (LinkPacer): a device sends at most link.bandwidth_gbps; the boundary of a building
 // carries C = devices × bandwidth / oversubscription. Each rank keeps its device's "free at" time;
 // each building's egress "free at" time lives in a POSIX shared-memory segment
-// (pacing_segment_name(), one atomic slot per building, reserved by compare-and-swap,
+// (pacing_segment_name(), atomic slots per building, reserved by compare-and-swap,
 // CLOCK_MONOTONIC nanoseconds), so one flow alone gets the device's rate and devices sending at
 // once share C. The segment is per host: ranks on different hosts pace their building's link
 // separately.
+//
+// Two traffic classes (Schedule::link_priority): a message of the priority class queues only
+// behind the building's other priority messages (a slot of their own) and pushes the common
+// class's "free at" on by its time, so common messages booked after it wait for it. Common
+// messages booked before it keep their times: the link carries both at once for the priority
+// message's time, where a strict-priority switch would delay them by that much. The emulator
+// books a message when it is posted, so moving a booking later would need each one's wait to
+// know what was booked during it; the error is bounded by the priority bytes' own time, which is
+// small beside the common queue they jump (docs/inputs.md, "Prioritised traffic").
 //
 // The segment is this user's alone: made exclusively with mode 0600, and one found at the name is
 // used only if this euid owns it, no one else may read or write it, it is a regular file with one
@@ -46,6 +55,9 @@ struct LinkEmulation {
   // (AlphaBeta::regimes_s() of its cross-building entry). Empty: one regime, the link's latency
   // per step and a device's own rate (the link, or its NIC where slower).
   std::vector<AlphaBetaRegime> regimes;
+  // This group's messages are of the priority class (its dimension is in the layout's
+  // link_priority): they go ahead of the common class's on the building's boundary.
+  bool ahead = false;
 };
 
 using sax::pacing_segment_name;  // spec/pacing.hpp: the segment's name, which the launcher removes too
@@ -60,8 +72,8 @@ void sleep_until_ns(std::int64_t deadline_ns);
 // bandwidth.
 class LinkPacer {
  public:
-  static constexpr int kMaxBuildings = 510;  // slots in one 4 KiB page
-  static constexpr std::size_t kSegmentBytes = kMaxBuildings * sizeof(std::int64_t);
+  static constexpr int kMaxBuildings = 510;  // slots of each class in one 4 KiB page
+  static constexpr std::size_t kSegmentBytes = 2 * kMaxBuildings * sizeof(std::int64_t);
   LinkPacer(const LinkEmulation& emulation, int building);
   ~LinkPacer();
   LinkPacer(const LinkPacer&) = delete;
@@ -72,7 +84,9 @@ class LinkPacer {
   // finish time: both free again, plus `latency_steps` × α. On an idle link that is the α-β time
   // of spec/alpha_beta.hpp in the op's regime: the device takes the bytes at its β, the building's
   // boundary at β × device rate / C.
-  std::int64_t reserve(double wire_bytes, double latency_steps, std::int64_t now_ns, double size_bytes = -1);
+  // `ahead`: a message of the priority class (the header says how it goes first).
+  std::int64_t reserve(double wire_bytes, double latency_steps, std::int64_t now_ns, double size_bytes = -1,
+                       bool ahead = false);
   std::int64_t reserve(double wire_bytes, double latency_steps) {
     return reserve(wire_bytes, latency_steps, monotonic_ns());
   }
@@ -91,20 +105,22 @@ class LinkPacer {
   // Unlinks the name when no other process holds the segment; `still_using`: keeps its shared
   // lock after (release_name), else leaves it unlocked (the destructor, closing it next).
   void unlink_if_last(bool still_using);
-  struct Segment {  // zero-filled by ftruncate; every field accessed through std::atomic_ref
-    std::int64_t link_free[kMaxBuildings];
+  struct Segment {                           // zero-filled by ftruncate; every field accessed through std::atomic_ref
+    std::int64_t link_free[kMaxBuildings];   // every class's bytes
+    std::int64_t ahead_free[kMaxBuildings];  // the priority class's
   };
   static_assert(sizeof(Segment) == kSegmentBytes);
   Link link_;
   double capacity_gbps_;                  // C: the building's boundary, GB/s = bytes per ns
   double device_gbps_;                    // a device alone: the link, or its NIC where slower
   std::vector<AlphaBetaRegime> regimes_;  // never empty
-  std::int64_t device_free_ = 0;
+  std::int64_t device_free_ = 0, device_ahead_free_ = 0;
   std::string name_;
   int fd_ = -1;  // kept open: it holds the shared flock that says this process uses the segment
   bool name_released_ = false;
   Segment* segment_ = nullptr;
   std::int64_t* slot_ = nullptr;
+  std::int64_t* ahead_slot_ = nullptr;
 };
 
 // Unlinks the name of every pacing segment this process holds open, whoever else still uses it:

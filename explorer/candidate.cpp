@@ -36,6 +36,7 @@ void for_each_shared_field(L& l, C& c, F&& f) {
   f(l.optimizer_precision, c.optimizer_precision);
   f(l.fp8_recipe, c.fp8_recipe);
   f(l.attention_backend, c.attention);
+  f(l.schedule.link_priority, c.link_priority);
 }
 
 }  // namespace

@@ -35,8 +35,10 @@ struct Candidate {
   bool tp_comm_overlap = false;                // Megatron's --tp-comm-overlap (needs SP: validate_layout)
   bool overlap_p2p_comm = true;                // Megatron's (Layout::overlap_p2p_comm): how the testbed receives
   AttentionBackend attention = AttentionBackend::auto_;
+  std::uint8_t link_priority = 0;  // Schedule::link_priority: the dimensions first on the boundary
   int technology = -1;
 
+  bool ahead_on_link(Dim d) const { return (link_priority >> static_cast<int>(d) & 1) != 0; }
   std::int64_t expert_tp() const { return etp > 0 ? etp : tp; }
   // Ranks holding the same experts: the expert grid's DP (spec/groups.hpp), CP folded in.
   std::int64_t expert_dp() const { return tp * cp * dp / (expert_tp() * ep); }

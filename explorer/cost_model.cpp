@@ -486,16 +486,48 @@ void CostModel::cp_ring(const Candidate& cand, const Placement& pl, const Channe
   }
 }
 
+namespace {
+
+// The link a pipeline tensor takes from stage `stage` to the next (in rank 0's PP group), and
+// its channel: the cross-building link at the pipeline's share, through the NIC, or the class's own.
+struct PpHop {
+  LinkClass link;
+  Channel channel;
+};
+PpHop pp_hop(const CostParams& p, const ClusterShape& shape, const Candidate& cand, const Placement& pl,
+             const CostModel::Channels& ch, std::int64_t stage) {
+  const std::int64_t stride = pl[GroupKind::pp].parts[0].stride;  // one progression: PP's own
+  const LinkClass link = link_between(shape, stage * stride, ((stage + 1) % cand.pp) * stride);
+  return {link, link == LinkClass::cross_building ? Channel{&p.cross_link(cand.technology), 2.0, ch.pipeline_share,
+                                                            &p.links[static_cast<int>(LinkClass::intra_building)]}
+                                                  : Channel{&p.links[static_cast<int>(link)], 2.0, 1.0}};
+}
+
+}  // namespace
+
 double CostModel::pp_transfer_s(const Candidate& cand, const Placement& pl, const Channels& ch,
                                 std::int64_t stage) const {
-  const std::int64_t stride = pl[GroupKind::pp].parts[0].stride;  // one progression: PP's own
-  const LinkClass link = link_between(shape_, stage * stride, ((stage + 1) % cand.pp) * stride);
-  const Channel on = link == LinkClass::cross_building
-                         ? Channel{&p_.cross_link(cand.technology), 2.0, ch.pipeline_share,
-                                   &p_.links[static_cast<int>(LinkClass::intra_building)]}
-                         : Channel{&p_.links[static_cast<int>(link)], 2.0, 1.0};
   const MicroShape x = MicroShape::of(c_, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
-  return terms::price(CollOp::send, on).time({1.0, x.P});
+  return terms::price(CollOp::send, pp_hop(p_, shape_, cand, pl, ch, stage).channel).time({1.0, x.P});
+}
+
+CostModel::LinkQueue CostModel::link_queue(const Candidate& cand, const Placement& pl, const Channels& ch,
+                                           std::int64_t stage, double dp_backlog_s) const {
+  // Only a plain overlapped sync leaves in the last backward alone; sharded gradients leave in
+  // every micro-batch's (their queueing is not priced here).
+  if (cand.pp < 2 || stage < 1 || stage >= cand.pp || cand.dp_sync != DpSync::overlapped || cand.shards_gradients() ||
+      !(dp_backlog_s > 0) || pl[GroupKind::dp_cp].link != LinkClass::cross_building)
+    return {};
+  const PpHop hop = pp_hop(p_, shape_, cand, pl, ch, stage - 1);
+  if (hop.link != LinkClass::cross_building) return {};
+  if (cand.ahead_on_link(Dim::pp) && !cand.ahead_on_link(Dim::dp)) {
+    // The gradient's bytes go first: the sync's last bytes wait for them (its latency is the
+    // gradient's own).
+    const MicroShape x = MicroShape::of(c_, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
+    const terms::Price price = terms::price(CollOp::send, hop.channel);
+    return {0.0, price.time({1.0, x.P}) - price.latency({1.0, x.P})};
+  }
+  return {dp_backlog_s, 0.0};
 }
 
 void CostModel::price(const Candidate& cand, const Placement& pl, Priced& p) const {
@@ -683,9 +715,17 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
   if (use.keep && !use.have_tail)
     use.kept->tail_tag = tag, use.kept->worst = crit.tail, use.kept->total_s = crit.tail_s,
     use.kept->dp_algorithm = r.dp_algorithm;
+  // Gradients that queue behind a stage's DP backlog on the boundary wait in the chain of last
+  // backwards down to stage 0, one per stage after the first (each by the worst tail's backlog).
+  double queued_s = 0, dp_wait_s = 0;
+  for (std::int64_t stage = 1; stage < cand.pp && cand.dp_sync == DpSync::overlapped; ++stage) {
+    const LinkQueue q = link_queue(cand, pl, priced.channels, stage, crit.tail.dp);
+    queued_s += q.pp_wait_s, dp_wait_s = std::max(dp_wait_s, q.dp_wait_s);
+  }
+  crit.tail.dp += dp_wait_s, crit.tail_s += dp_wait_s;
   const PipelineTransfers moved = pipeline_transfers(cand.pipeline, cand.pp, cand.vpp, r.num_microbatches,
                                                      priced.prices.pp_chain_s, priced.prices.pp_wrap_s);
-  crit.pp_steady_s = moved.steady_s;
+  crit.pp_steady_s = moved.steady_s + queued_s;
   for (std::size_t k = 0; k < static_cast<std::size_t>(variants); ++k)
     crit.bubble_s[k] =
         bubble_s(cand.pipeline, cand.pp, cand.vpp, r.num_microbatches, crit.sum_s[k], crit.time_s[k]) + moved.fill_s;

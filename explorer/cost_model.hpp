@@ -513,6 +513,16 @@ class CostModel {
   // replay's transfers, and the closed forms' chain (Prices::pp_chain_s).
   double pp_transfer_s(const Candidate& cand, const Placement& placement, const Channels& channels,
                        std::int64_t stage) const;
+  // An overlapped DP sync and the pipeline on one building's boundary. Stage `stage`'s DP buckets
+  // leave during its last backward and its gradient to stage − 1 leaves after it: where both
+  // cross the boundary the gradient queues behind the sync's backlog (`dp_backlog_s`, the
+  // stage's exposed sync) — unless PP goes ahead of DP (Schedule::link_priority), when the
+  // backlog waits for the gradient's bytes instead. 0s where they do not share the link.
+  struct LinkQueue {
+    double pp_wait_s = 0, dp_wait_s = 0;
+  };
+  LinkQueue link_queue(const Candidate& cand, const Placement& placement, const Channels& channels, std::int64_t stage,
+                       double dp_backlog_s) const;
   // The CP ring's hops into `out` (Prices::cp_hops and their transfers).
   void cp_ring(const Candidate& cand, const Placement& placement, const Channels& channels, const MicroShape& x,
                Prices& out) const;

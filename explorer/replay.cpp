@@ -11,7 +11,7 @@ namespace sax::explorer {
 
 PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
                          const std::vector<BlockTimes>& blocks, const Transfers& transfers,
-                         const MicrobatchScales& scales) {
+                         const MicrobatchScales& scales, const std::vector<double>& gradient_wait) {
   const std::int64_t V = pp * vpp;
   const std::vector<std::vector<workload::Block>> orders = workload::schedule_blocks(schedule, pp, vpp, m);
   // When each micro-batch's forward and backward (B) ended on each virtual stage; -1: not yet.
@@ -41,9 +41,11 @@ PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_
             if (v > 0) sent = forward_end[at(b.microbatch, v - 1)], in_flight = transfer(v - 1, b.microbatch);
             break;
           case workload::Pass::B:
-            if (v < V - 1)
+            if (v < V - 1) {
               sent = backward_end[at(b.microbatch, v + 1)], in_flight = transfer(v, b.microbatch);
-            else
+              if (b.microbatch == m - 1 && v + 1 < pp && !gradient_wait.empty())
+                in_flight += gradient_wait[static_cast<std::size_t>(v + 1)];
+            } else
               sent = forward_end[at(b.microbatch, v)];
             break;
           case workload::Pass::W:
@@ -205,8 +207,18 @@ Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate
   const std::int64_t pp = cand.pp;
   const std::vector<BlockTimes> blocks = block_times(c, cand, stages, times);
   const Transfers transfers = stage_transfers(costs, cand);
+  // Each stage's last gradient behind its DP backlog on the boundary, or that backlog behind it.
+  std::vector<double> gradient_wait(static_cast<std::size_t>(pp), 0.0);
+  for (std::int64_t i = 1; i < pp && cand.dp_sync == DpSync::overlapped; ++i) {
+    const CostModel& own = *costs[static_cast<std::size_t>(i)];
+    const Placement pl =
+        place_groups(own.shape(), cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp, cand.expert_tp());
+    auto& tail = stages[static_cast<std::size_t>(i)].tail;
+    const CostModel::LinkQueue q = own.link_queue(cand, pl, own.channels(cand, pl), i, tail.dp);
+    gradient_wait[static_cast<std::size_t>(i)] = q.pp_wait_s, tail.dp += q.dp_wait_s;
+  }
   const std::int64_t m = cost.num_microbatches(cand);
-  const PipelineRun run = run_pipeline(cand.pipeline, pp, cand.vpp, m, blocks, transfers, scales);
+  const PipelineRun run = run_pipeline(cand.pipeline, pp, cand.vpp, m, blocks, transfers, scales, gradient_wait);
   Replay r;
   r.num_microbatches = m;
   for (const CostModel::StageTerms& st : stages) {

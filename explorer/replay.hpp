@@ -42,9 +42,11 @@ struct PipelineRun {
 struct MicrobatchScales {
   std::vector<double> block, transfer;
 };
+// `gradient_wait[i]`: seconds stage i's last gradient (its last micro-batch's, from its first
+// chunk to stage i − 1) waits on the link before it leaves (CostModel::link_queue); empty: none.
 PipelineRun run_pipeline(PipelineSchedule schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
                          const std::vector<BlockTimes>& blocks, const Transfers& transfers = {},
-                         const MicrobatchScales& scales = {});
+                         const MicrobatchScales& scales = {}, const std::vector<double>& gradient_wait = {});
 
 struct Replay {
   double step_time_s = 0;  // the last stage to end its tail

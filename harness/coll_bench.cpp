@@ -28,6 +28,7 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
     plan = plan_coll_bench(
         args, job.size(), [&job](const std::string& b) { return job.choose_backend(b); }, &host);
     check_emulation(plan->cluster ? &*plan->cluster : nullptr);  // software emulation needs the cluster
+    check_link_priority(plan->layout ? plan->layout->schedule.link_priority : 0);
     // Rank 0 writes the JSON: find an unwritable path now, not after the sweep.
     if (job.rank() == 0 && !plan->config.json_file.empty()) writer.check(plan->config.json_file);
     if (!plan->config.trace_dir.empty()) prepare_trace_dir("bench coll", plan->config.trace_dir, job.rank(), writer);
@@ -39,7 +40,8 @@ void bench_coll(Job& job, const CollBenchArgs& args, const std::vector<std::stri
     Watchdog watchdog(plan->config.timeout_s, job.rank());
     const json env = collect_env(job, *plan, args);
     auto device = job.make_device(plan->config.backend);
-    auto factory = job.communicators(*device, plan->cluster ? &*plan->cluster : nullptr);
+    auto factory = job.communicators(*device, plan->cluster ? &*plan->cluster : nullptr,
+                                     plan->layout ? plan->layout->schedule.link_priority : 0);
     coll::GroupCommunicator group = factory->make(plan->groups);
     if (job.rank() == 0) std::cout << coll_header(*plan, env) << std::flush;
     std::optional<CollOp> shown;

@@ -163,6 +163,17 @@ void check_emulation(const Cluster* cluster) {
                      " has no such network technology");
 }
 
+void check_link_priority(std::uint8_t link_priority) {
+  if (link_priority == 0) return;
+  const std::string emulation = emulation_record()["emulation"].get<std::string>();
+  if (emulation == to_string(Emulation::software)) return;
+  throw UsageError("schedule.link_priority (" + link_priority_name(link_priority) +
+                   "): only the software emulator gives a parallelism's messages priority on the boundary, and this "
+                   "run's is " +
+                   emulation +
+                   " (netns's qdisc and the NCCL plugin queue every message alike); run under --emulate software");
+}
+
 const char* to_string(RankAggregate how) {
   switch (how) {
     case RankAggregate::rank0:
@@ -378,7 +389,8 @@ std::unique_ptr<kernels::Device> Job::make_device(Backend backend) {
   return kernels::make_device(Backend::cuda, local_rank % cuda_.count);
 }
 
-std::unique_ptr<coll::CommunicatorFactory> Job::communicators(kernels::Device& device, const Cluster* cluster) {
+std::unique_ptr<coll::CommunicatorFactory> Job::communicators(kernels::Device& device, const Cluster* cluster,
+                                                              std::uint8_t link_priority) {
   std::optional<coll::LinkEmulationSetup> emulation;
   const nlohmann::json record = emulation_record();
   if (record["emulation"] == to_string(Emulation::software)) {
@@ -395,6 +407,7 @@ std::unique_ptr<coll::CommunicatorFactory> Job::communicators(kernels::Device& d
   // A launched job paces under its launcher's key, so that the launcher can remove the state
   // however the job ended (a rank killed leaves its segment named).
   if (emulation && std::getenv(kEnvNetKey.name)) emulation->pacing_key = env_text(kEnvNetKey);
+  if (emulation && emulation->boundary) emulation->link_priority = link_priority;
   return coll::make_communicator_factory(device.backend(), device.index(), device.comm_stream(), std::move(emulation));
 }
 

@@ -113,7 +113,9 @@ class Job {
   // SAX_EMULATION=software the factory emulates `cluster`'s cross-building link (SAX_TECHNOLOGY's,
   // when set) on groups that cross a building; without a cluster that is a UsageError.
   std::unique_ptr<kernels::Device> make_device(Backend backend);
-  std::unique_ptr<coll::CommunicatorFactory> communicators(kernels::Device& device, const Cluster* cluster = nullptr);
+  // `link_priority`: the layout's (Schedule::link_priority), which the software emulator gives.
+  std::unique_ptr<coll::CommunicatorFactory> communicators(kernels::Device& device, const Cluster* cluster = nullptr,
+                                                           std::uint8_t link_priority = 0);
 
  private:
   void announce_and_meet(bool run_error, const std::string& what);
@@ -132,5 +134,9 @@ std::string emulation_text();  // "none", or e.g. "netns, technology gbe-5", for
 // cluster lacks SAX_TECHNOLOGY (Job::communicators throws it too; a command's validation can call
 // it first, so that every rank refuses together with exit 2).
 void check_emulation(const Cluster* cluster);
+// A layout's link priority (Schedule::link_priority) is given by the software emulator alone:
+// under any other boundary a UsageError saying so (netns's qdisc and the NCCL plugin queue every
+// message alike, and no emulation leaves it to a fabric sax does not configure).
+void check_link_priority(std::uint8_t link_priority);
 
 }  // namespace sax::harness

@@ -166,6 +166,7 @@ RunInputs check_run(Job& job, const RunArgs& a, const std::vector<std::string>& 
         "device's time); " +
         a.cluster_file + "'s device is native");
   check_emulation(&in.cluster);
+  check_link_priority(in.layout.schedule.link_priority);
   check_technology(a, in.layout);
   parse_slow_ranks(a.slow_rank, in.cluster.world_size(), in);
   if (in.cluster.world_size() != job.size())
@@ -206,7 +207,7 @@ RankSetup set_up_rank(Job& job, const RunArgs& a, const RunInputs& in, Watchdog&
   RankSetup r;
   r.device = job.make_device(in.backend);
   r.ops = kernels::make_ops(*r.device);
-  r.factory = job.communicators(*r.device, &in.cluster);
+  r.factory = job.communicators(*r.device, &in.cluster, in.layout.schedule.link_priority);
   const coll::GroupSource source{&in.cluster, a.cluster_file, &in.layout, a.layout_file, true};
   OpRunnerOptions options;
   options.router_skew = static_cast<float>(in.skew);

@@ -72,6 +72,36 @@ std::optional<GroupKind> parse_group_kind(const std::string& name) {
 
 std::vector<std::string> group_kind_names() { return {std::begin(kNames), std::end(kNames)}; }
 
+std::optional<Dim> carried_dim(GroupKind g) {
+  switch (g) {
+    case GroupKind::tp:
+      return Dim::tp;
+    case GroupKind::cp:
+      return Dim::cp;
+    case GroupKind::ep:
+    case GroupKind::expert_tp:
+      return Dim::ep;
+    case GroupKind::dp:
+    case GroupKind::expert_dp:
+    case GroupKind::dp_cp:
+    case GroupKind::expert_dp_cp:
+    case GroupKind::dp_cp_intra_building:
+    case GroupKind::dp_cp_cross_building:
+    case GroupKind::expert_dp_cp_intra_building:
+    case GroupKind::expert_dp_cp_cross_building:
+      return Dim::dp;
+    case GroupKind::pp:
+    case GroupKind::embedding:
+      return Dim::pp;
+    case GroupKind::world:
+    case GroupKind::intra_building:
+    case GroupKind::cross_building:
+    case GroupKind::intra_node:
+      break;
+  }
+  return std::nullopt;
+}
+
 bool needs_layout(GroupKind g) {
   return g != GroupKind::world && g != GroupKind::intra_building && g != GroupKind::cross_building &&
          g != GroupKind::intra_node;

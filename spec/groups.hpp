@@ -66,6 +66,10 @@ std::vector<std::string> group_kind_names();
 // or where ranks sit (the building halves and the building groups).
 bool needs_layout(GroupKind g);
 bool needs_cluster(GroupKind g);
+// The parallelism whose messages a group carries, as the workload's ops on it name it (the
+// expert groups' are EP's or DP's, the tied embedding's PP's); none for the world, building and
+// node groups, which only benchmarks use.
+std::optional<Dim> carried_dim(GroupKind g);
 
 class RankGrid {
  public:

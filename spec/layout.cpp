@@ -9,6 +9,13 @@
 
 namespace sax {
 
+std::string link_priority_name(std::uint8_t bits) {
+  std::string s;
+  for (Dim d : kDims)
+    if ((bits >> static_cast<int>(d) & 1) != 0) s.append(s.empty() ? "" : ",").append(dim_name(d));
+  return s;
+}
+
 const char* dim_name(Dim d) {
   static constexpr const char* kNames[] = {"tp", "cp", "ep", "dp", "pp"};  // in Dim's order
   const auto i = static_cast<std::size_t>(d);
@@ -436,6 +443,18 @@ static void read_schedule(const json& value, const std::string& file, const std:
       {{"blocking", DpSync::blocking}, {"overlapped", DpSync::overlapped}, {"hierarchical", DpSync::hierarchical}},
       DpSync::overlapped);
   schedule.network_technology = s.string("network_technology", "");
+  if (const json* first = s.optional("link_priority")) {
+    const std::string expected = "an array of distinct parallelisms among \"tp\", \"cp\", \"ep\", \"dp\", \"pp\"";
+    if (!first->is_array()) s.fail("link_priority", expected);
+    for (const json& name : *first) {
+      const Dim* d = std::find_if(std::begin(kDims), std::end(kDims),
+                                  [&](Dim x) { return name.is_string() && name.get<std::string>() == dim_name(x); });
+      if (d == std::end(kDims)) s.fail("link_priority", expected);
+      const auto bit = static_cast<std::uint8_t>(1u << static_cast<int>(*d));
+      if ((schedule.link_priority & bit) != 0) s.fail("link_priority", expected);
+      schedule.link_priority |= bit;
+    }
+  }
   s.finish();
 }
 
@@ -535,6 +554,11 @@ json to_json(const Layout& l) {
   if (l.schedule.pipeline == PipelineSchedule::interleaved) j["overlap_p2p_comm"] = l.overlap_p2p_comm;
   j["schedule"] = {{"pipeline", to_string(l.schedule.pipeline)}, {"dp_sync", to_string(l.schedule.dp_sync)}};
   if (!l.schedule.network_technology.empty()) j["schedule"]["network_technology"] = l.schedule.network_technology;
+  if (l.schedule.link_priority != 0) {
+    json& first = j["schedule"]["link_priority"] = json::array();
+    for (Dim d : kDims)
+      if (l.schedule.ahead_on_link(d)) first.push_back(dim_name(d));
+  }
   return j;
 }
 

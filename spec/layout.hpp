@@ -69,7 +69,15 @@ struct Schedule {
   PipelineSchedule pipeline = PipelineSchedule::one_f_one_b;
   DpSync dp_sync = DpSync::overlapped;
   std::string network_technology;  // "" = the cluster's own cross-building link
+  // The parallelisms whose cross-building messages go ahead of the others' on a building's
+  // boundary (strict priority, as a switch's traffic classes or NCCL's per-communicator traffic
+  // class give it: e.g. PP activations and CP exchanges before DP gradient buckets), one bit per
+  // Dim; 0: one class, first come first served.
+  std::uint8_t link_priority = 0;
+  bool ahead_on_link(Dim d) const { return (link_priority >> static_cast<int>(d) & 1) != 0; }
 };
+// "pp,cp" for a link priority's bits, in kDims' order ("" for none).
+std::string link_priority_name(std::uint8_t bits);
 
 struct Layout {
   std::int64_t tensor_model_parallel_size = 1;

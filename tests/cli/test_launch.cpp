@@ -162,4 +162,32 @@ TEST(LaunchMpi, SoftwareEmulationShapesOnlyTheBoundary) {
       std::string::npos)
       << r.err;
 }
+
+// A layout's link priority through the launcher: under the software emulator its PP group's
+// messages are of the priority class (the path says so), a group of no parallelism's (the
+// benchmarks' one rank per building) is not; under any other
+// boundary the layout is refused, not run as if the priority were there.
+TEST(LaunchMpi, LinkPriorityIsTheSoftwareEmulators) {
+  TempDir t;
+  const std::string c = cluster("local-2bld.json");
+  nlohmann::json l = nlohmann::json::parse(sax::test::slurp(sax::test::preset_path("layouts/local-pp2-dp2.json")));
+  l["schedule"]["link_priority"] = {"pp"};
+  const std::string layout = t.write("pp-first.json", l);
+  auto bench = [&](const std::string& emulate, const std::string& group) {
+    return run_sax("launch --cluster " + c + " --emulate " + emulate + " -- bench coll --cluster " + c + " --layout " +
+                   layout + " --group " + group + " --op send_recv -b 4K -e 4K -n 2 -w 1 --json " +
+                   t.file(group + ".json"));
+  };
+  for (const char* group : {"pp", "cross_building"}) {
+    Result r = bench("software", group);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto x = nlohmann::json::parse(sax::test::slurp(t.file(std::string(group) + ".json")));
+    const std::string path = x["results"][0]["path"].get<std::string>();
+    EXPECT_NE(path.find("software-emulated link"), std::string::npos) << group << ": " << path;
+    EXPECT_EQ(path.find("priority class") != std::string::npos, std::string(group) == "pp") << group << ": " << path;
+  }
+  Result r = bench("none", "pp");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("schedule.link_priority (pp): only the software emulator gives"), std::string::npos) << r.err;
+}
 #endif

@@ -151,3 +151,25 @@ TEST(PacingSegment, ALiveUsersReservationsAreKept) {
   LinkPacer b(emulation(key("live")), 0);
   EXPECT_GE(b.reserve(1e3, 0, t), t + 1000 * kMs);
 }
+
+// Two classes on one building's boundary: a priority message queues behind the priority class
+// alone, and the common messages booked after it wait for it too; two devices of one building
+// (two pacers) share both queues.
+TEST(PacingClasses, APriorityMessageJumpsTheCommonQueue) {
+  LinkEmulation e = emulation(key("classes"));
+  e.devices_in_building = 2;  // C = 2 GB/s: each device alone at 1 GB/s
+  LinkPacer bulk(e, 0), urgent(e, 0);
+  const std::int64_t t = monotonic_ns();
+  // 1 s of bytes on one device, which the boundary carries in 0.5 s.
+  const std::int64_t bulk_end = bulk.reserve(1e9, 0, t);
+  EXPECT_EQ(bulk_end, t + 1000 * kMs);
+  // Common: behind the bulk's half second on the boundary, then its own 10 ms at the device's rate.
+  const std::int64_t common = urgent.reserve(1e7, 0, t, -1, false);
+  EXPECT_EQ(common, t + 500 * kMs + 5 * kMs);
+  // Priority: neither its device nor the boundary holds it behind the common class: its own 10 ms.
+  EXPECT_EQ(urgent.reserve(1e7, 0, t, -1, true), t + 10 * kMs);
+  // A common message booked after it waits for it on the boundary: 505 ms + its 5 ms + its own 1.
+  EXPECT_EQ(urgent.reserve(2e6, 0, t, -1, false), t + 511 * kMs);
+  // A second priority message waits for the first alone (5 ms on the boundary, 10 on the device).
+  EXPECT_EQ(urgent.reserve(1e6, 0, t, -1, true), t + 11 * kMs);
+}

@@ -8,6 +8,7 @@
 #include "explorer/closed_forms.hpp"
 #include "explorer/replay.hpp"
 #include "tests/support/layout_grid.hpp"
+#include "tests/support/presets.hpp"
 
 using namespace sax;
 using namespace sax::explorer;
@@ -174,4 +175,45 @@ TEST(Replay, AStageWaitsForItsNeighbourThenForTheTransfer) {
   EXPECT_DOUBLE_EQ(run.stage_transfer[0], 0.5 + 0.5);
   EXPECT_DOUBLE_EQ(run.stage_waiting[1], 1.0);  // until F0 was sent at 1
   EXPECT_DOUBLE_EQ(run.stage_transfer[1], 0.5);
+}
+
+// The pipeline's last gradients and an overlapped DP sync on one boundary (local4-pp2-dp8: both
+// cross it): first come first served, stage 1's gradient to stage 0 waits behind its DP backlog,
+// and stage 0 with it; with PP ahead of DP it leaves at once and the backlog waits for its bytes
+// instead. DP ahead of PP queues it as before; where DP stays inside a building (local4-pp4-dp4)
+// nothing queues and the priority changes nothing.
+TEST(Replay, APriorityGradientJumpsTheDpBacklog) {
+  const Cluster c = test::preset_cluster("local-4bld");
+  const Model m = test::preset_model("gpt-tiny");
+  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  auto with = [&](const char* file, std::uint8_t first) {
+    Layout l = read_layout(test::preset(std::string("layouts/") + file), file);
+    l.schedule.link_priority = first;
+    validate_layout(l, m, c, file);
+    return Candidate::of(l, c);
+  };
+  const auto pp_bit = static_cast<std::uint8_t>(1u << static_cast<int>(Dim::pp));
+  const auto dp_bit = static_cast<std::uint8_t>(1u << static_cast<int>(Dim::dp));
+  const Candidate equal = with("local4-pp2-dp8.json", 0), first = with("local4-pp2-dp8.json", pp_bit);
+  const Placement pl = place_groups(cm.shape(), equal.order, equal.tp, equal.cp, equal.ep, equal.dp, equal.pp, 1);
+  const double backlog = cm.stage_terms(equal)[1].tail.dp;
+  ASSERT_GT(backlog, 0);
+  const CostModel::LinkQueue fifo = cm.link_queue(equal, pl, cm.channels(equal, pl), 1, backlog);
+  EXPECT_DOUBLE_EQ(fifo.pp_wait_s, backlog);
+  EXPECT_EQ(fifo.dp_wait_s, 0);
+  const CostModel::LinkQueue ahead = cm.link_queue(first, pl, cm.channels(first, pl), 1, backlog);
+  EXPECT_EQ(ahead.pp_wait_s, 0);
+  EXPECT_GT(ahead.dp_wait_s, 0);
+  EXPECT_LT(ahead.dp_wait_s, backlog);
+  // Stage 0 ends the step: it gains the wait, the replay and the closed forms alike.
+  const double gain = replay(cm, equal).step_time_s - replay(cm, first).step_time_s;
+  EXPECT_NEAR(gain, backlog, 1e-9);
+  const PipelineSplit split = PipelineSplit::of(cm.consts(), equal);
+  EXPECT_GT(cm.evaluate(equal, split).step_time_s - cm.evaluate(first, split).step_time_s, 0.5 * backlog);
+  EXPECT_DOUBLE_EQ(replay(cm, with("local4-pp2-dp8.json", dp_bit)).step_time_s, replay(cm, equal).step_time_s);
+  const Candidate inside = with("local4-pp4-dp4.json", 0);
+  EXPECT_DOUBLE_EQ(replay(cm, inside).step_time_s, replay(cm, with("local4-pp4-dp4.json", pp_bit)).step_time_s);
+  EXPECT_DOUBLE_EQ(
+      cm.evaluate(inside, PipelineSplit::of(cm.consts(), inside)).step_time_s,
+      cm.evaluate(with("local4-pp4-dp4.json", pp_bit), PipelineSplit::of(cm.consts(), inside)).step_time_s);
 }

@@ -457,3 +457,24 @@ TEST(PipelineLayout, RoundTripsThroughJson) {
   const Layout d = read_layout(to_json(c), "d.json");
   EXPECT_TRUE(d.account_for_embedding_in_pipeline_split && d.account_for_loss_in_pipeline_split);
 }
+
+// The link priority: parallelisms by name, each once; round-trips in kDims' order; anything else
+// is refused at the field.
+TEST(Layout, LinkPriorityNamesParallelisms) {
+  const Layout l = test::layout_of({{"schedule", {{"link_priority", {"cp", "pp"}}}}});
+  EXPECT_TRUE(l.schedule.ahead_on_link(Dim::pp));
+  EXPECT_TRUE(l.schedule.ahead_on_link(Dim::cp));
+  EXPECT_FALSE(l.schedule.ahead_on_link(Dim::dp));
+  EXPECT_EQ(link_priority_name(l.schedule.link_priority), "cp,pp");
+  EXPECT_EQ(to_json(l)["schedule"]["link_priority"], json({"cp", "pp"}));
+  EXPECT_EQ(test::layout_of(to_json(l)).schedule.link_priority, l.schedule.link_priority);
+  EXPECT_FALSE(to_json(test::layout_of(json::object())).at("schedule").contains("link_priority"));
+  for (const json& bad : {json("pp"), json({"pp", "pp"}), json({"dp_grad"}), json({1})}) {
+    try {
+      test::layout_of({{"schedule", {{"link_priority", bad}}}});
+      ADD_FAILURE() << "no error for " << bad;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.path(), "/schedule/link_priority") << bad;
+    }
+  }
+}
