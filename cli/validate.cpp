@@ -76,11 +76,17 @@ void run_validate(const ValidateArgs& a) {
   lo.command = {"run", "--cluster", o.cluster};
   const launcher::LaunchPlan plan = launcher::plan_launch(c, o.cluster, lo);
   const CalibrationFile k(o.calibration);  // outlives the choice, whose ranking prices views from it
+  explorer::CostSource source = k.source();
+  source.boundary_fifo = plan.emulation == launcher::Emulation::software;  // its messages served whole, in order
   validation::Choice choice =
-      validation::choose({c, m, k.source(), o.technology, o.top, o.spread, std::move(given), o.spread_within,
+      validation::choose({c, m, source, o.technology, o.top, o.spread, std::move(given), o.spread_within,
                           parse_lengths(o.lengths, "--lengths"), *workload::parse_balance(o.balance)});
   const validation::RunsDir runs(o.runs_dir);
-  const validation::Setup setup{o, c, m, launcher::to_string(plan.emulation), plan.emulation_note};
+  std::string note = plan.emulation_note;
+  if (source.boundary_fifo)
+    note += std::string(note.empty() ? "" : "; ") +
+            "it serves each message whole, first come first served, and is priced so";
+  const validation::Setup setup{o, c, m, launcher::to_string(plan.emulation), note};
   std::cout << validation::header(setup, choice, runs.path()) << std::flush;
 
   const launcher::InterruptGuard guard;

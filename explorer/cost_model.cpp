@@ -520,14 +520,15 @@ CostModel::LinkQueue CostModel::link_queue(const Candidate& cand, const Placemen
     return {};
   const PpHop hop = pp_hop(p_, shape_, cand, pl, ch, stage - 1);
   if (hop.link != LinkClass::cross_building) return {};
-  if (cand.ahead_on_link(Dim::pp) && !cand.ahead_on_link(Dim::dp)) {
-    // The gradient's bytes go first: the sync's last bytes wait for them (its latency is the
-    // gradient's own).
-    const MicroShape x = MicroShape::of(c_, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
-    const terms::Price price = terms::price(CollOp::send, hop.channel);
-    return {0.0, price.time({1.0, x.P}) - price.latency({1.0, x.P})};
-  }
-  return {dp_backlog_s, 0.0};
+  // The gradient's bytes at its device's rate (its latency is its own whatever it waits behind).
+  const MicroShape x = MicroShape::of(c_, cand.tp, cand.cp, cand.mbs, cand.sequence_parallel());
+  const terms::Price price = terms::price(CollOp::send, hop.channel);
+  const double bytes_s = price.time({1.0, x.P}) - price.latency({1.0, x.P});
+  // Ahead of DP: the gradient leaves at once, and the sync's last bytes wait for it.
+  if (cand.ahead_on_link(Dim::pp) && !cand.ahead_on_link(Dim::dp)) return {0.0, bytes_s};
+  // One class: served whole in order, it waits for the backlog; sharing the link packet by
+  // packet, it goes at half its device's rate beside the device's own DP flow while that lasts.
+  return {p_.boundary_fifo ? dp_backlog_s : std::min(dp_backlog_s, bytes_s), 0.0};
 }
 
 void CostModel::price(const Candidate& cand, const Placement& pl, Priced& p) const {

@@ -66,6 +66,7 @@ struct CostSource {
   const Calibration* calibration = nullptr;
   std::string calibration_file;           // named in the parameters' source
   const DeviceCompute* device = nullptr;  // applied where the view's device is not paced
+  bool boundary_fifo = false;             // CostParams::boundary_fifo: the software emulator's boundary
 };
 
 // Everything the cost model assumes. `datasheet` fills it from the cluster and the documented
@@ -86,6 +87,12 @@ struct CostParams : workload::DeviceSpeed {  // the device's compute: workload/d
   std::array<double, 3> call_skew_s{};  // by LinkClass
   double router_imbalance = 1.25;
   double memory_usable_fraction = 0.92;
+  // How the cross-building link serves messages of different flows in one traffic class: false,
+  // their packets share it (a switch's port, netns's qdisc), so a message that arrives behind a
+  // backlog waits only for its share; true, each message whole in the order they came (the
+  // software emulator books a message's time when it is posted: collectives/link_pacer.hpp), so
+  // it waits for the backlog. `validate --emulate software` prices its boundary so.
+  bool boundary_fifo = false;
   std::string source = "datasheet";
   // With a calibration: the terms it set, and those left at the datasheet or the defaults.
   std::vector<std::string> calibrated_terms, datasheet_terms;
@@ -515,9 +522,11 @@ class CostModel {
                        std::int64_t stage) const;
   // An overlapped DP sync and the pipeline on one building's boundary. Stage `stage`'s DP buckets
   // leave during its last backward and its gradient to stage − 1 leaves after it: where both
-  // cross the boundary the gradient queues behind the sync's backlog (`dp_backlog_s`, the
-  // stage's exposed sync) — unless PP goes ahead of DP (Schedule::link_priority), when the
-  // backlog waits for the gradient's bytes instead. 0s where they do not share the link.
+  // cross the boundary the gradient waits behind the sync's backlog (`dp_backlog_s`, the stage's
+  // exposed sync) — all of it where the link serves messages whole (CostParams::boundary_fifo),
+  // its bytes' time again where packets share it — unless PP goes ahead of DP
+  // (Schedule::link_priority), when the backlog waits for the gradient's bytes instead. 0s where
+  // they do not share the link.
   struct LinkQueue {
     double pp_wait_s = 0, dp_wait_s = 0;
   };

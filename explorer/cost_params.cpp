@@ -75,6 +75,7 @@ CostParams CostParams::of(const Cluster& view, const Model& m, const CostSource&
   CostParams p =
       source.calibration ? calibrated(view, m, *source.calibration, source.calibration_file) : datasheet(view, m);
   if (source.device && !view.paced()) p.apply(*source.device);
+  p.boundary_fifo = source.boundary_fifo;
   return p;
 }
 

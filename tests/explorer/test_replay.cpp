@@ -178,14 +178,17 @@ TEST(Replay, AStageWaitsForItsNeighbourThenForTheTransfer) {
 }
 
 // The pipeline's last gradients and an overlapped DP sync on one boundary (local4-pp2-dp8: both
-// cross it): first come first served, stage 1's gradient to stage 0 waits behind its DP backlog,
-// and stage 0 with it; with PP ahead of DP it leaves at once and the backlog waits for its bytes
-// instead. DP ahead of PP queues it as before; where DP stays inside a building (local4-pp4-dp4)
-// nothing queues and the priority changes nothing.
+// cross it). Where the link serves messages whole in order (the software emulator), stage 1's
+// gradient to stage 0 waits behind its whole DP backlog, and stage 0 with it; where packets share
+// it, only its bytes' time again. With PP ahead of DP it leaves at once and the backlog waits for
+// its bytes instead. DP ahead of PP queues it as before; where DP stays inside a building
+// (local4-pp4-dp4) nothing queues and the priority changes nothing.
 TEST(Replay, APriorityGradientJumpsTheDpBacklog) {
   const Cluster c = test::preset_cluster("local-4bld");
   const Model m = test::preset_model("gpt-tiny");
-  const CostModel cm(c, m, CostParams::datasheet(c, m));
+  CostParams fifo_params = CostParams::datasheet(c, m);
+  fifo_params.boundary_fifo = true;
+  const CostModel shared(c, m, CostParams::datasheet(c, m)), cm(c, m, fifo_params);
   auto with = [&](const char* file, std::uint8_t first) {
     Layout l = read_layout(test::preset(std::string("layouts/") + file), file);
     l.schedule.link_priority = first;
@@ -205,9 +208,14 @@ TEST(Replay, APriorityGradientJumpsTheDpBacklog) {
   EXPECT_EQ(ahead.pp_wait_s, 0);
   EXPECT_GT(ahead.dp_wait_s, 0);
   EXPECT_LT(ahead.dp_wait_s, backlog);
+  // Packets sharing the link: the gradient's bytes again, what priority moves to the backlog.
+  const CostModel::LinkQueue packets = shared.link_queue(equal, pl, shared.channels(equal, pl), 1, backlog);
+  EXPECT_DOUBLE_EQ(packets.pp_wait_s, ahead.dp_wait_s);
+  EXPECT_EQ(shared.link_queue(first, pl, shared.channels(first, pl), 1, backlog).pp_wait_s, 0);
   // Stage 0 ends the step: it gains the wait, the replay and the closed forms alike.
   const double gain = replay(cm, equal).step_time_s - replay(cm, first).step_time_s;
   EXPECT_NEAR(gain, backlog, 1e-9);
+  EXPECT_NEAR(replay(shared, equal).step_time_s - replay(shared, first).step_time_s, packets.pp_wait_s, 1e-9);
   const PipelineSplit split = PipelineSplit::of(cm.consts(), equal);
   EXPECT_GT(cm.evaluate(equal, split).step_time_s - cm.evaluate(first, split).step_time_s, 0.5 * backlog);
   EXPECT_DOUBLE_EQ(replay(cm, with("local4-pp2-dp8.json", dp_bit)).step_time_s, replay(cm, equal).step_time_s);
