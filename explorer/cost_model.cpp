@@ -360,6 +360,10 @@ terms::Tail CostModel::tail(const Candidate& cand, const StageLayers& st, const 
     tail.dp = cand.shards_gradients()
                   ? fsdp_time(cand, st, tr, t, price) + terms::overlapped_sync_time({}, a, p_.overlap_slowdown, cpu)
                   : terms::overlapped_sync_time(g, a, p_.overlap_slowdown, cpu);
+    terms::SyncQueue per_layer = g;
+    per_layer.total_s -= per_layer.lone_s, per_layer.lone_s = per_layer.lone_latency_s = 0;
+    if (!cand.shards_gradients())
+      tail.dp_layers_backlog = terms::overlapped_sync_time(per_layer, {}, p_.overlap_slowdown, cpu);
   } else {
     tail.dp = grad + gather;
   }
@@ -720,7 +724,7 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
   // backwards down to stage 0, one per stage after the first (each by the worst tail's backlog).
   double queued_s = 0, dp_wait_s = 0;
   for (std::int64_t stage = 1; stage < cand.pp && cand.dp_sync == DpSync::overlapped; ++stage) {
-    const LinkQueue q = link_queue(cand, pl, priced.channels, stage, crit.tail.dp);
+    const LinkQueue q = link_queue(cand, pl, priced.channels, stage, crit.tail.dp_layers_backlog);
     queued_s += q.pp_wait_s, dp_wait_s = std::max(dp_wait_s, q.dp_wait_s);
   }
   crit.tail.dp += dp_wait_s, crit.tail_s += dp_wait_s;

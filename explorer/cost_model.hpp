@@ -383,6 +383,10 @@ struct Microbatch {
 // tied embedding's gradient all-reduce, the optimizer step.
 struct Tail {
   double dp = 0, embedding = 0, optimizer = 0;
+  // Of an overlapped sync, what its layers' gradient messages leave to go when the last backward
+  // ends (the edge's, posted after it, apart): what a message posted then queues behind
+  // (CostModel::link_queue). Not a part of the step: `dp` holds it.
+  double dp_layers_backlog = 0;
   double total() const { return dp + embedding + optimizer; }
 };
 // Communication of `comm_s` running behind compute of `compute_s`: what the compute does not
@@ -522,9 +526,9 @@ class CostModel {
                        std::int64_t stage) const;
   // An overlapped DP sync and the pipeline on one building's boundary. Stage `stage`'s DP buckets
   // leave during its last backward and its gradient to stage − 1 leaves after it: where both
-  // cross the boundary the gradient waits behind the sync's backlog (`dp_backlog_s`, the stage's
-  // exposed sync) — all of it where the link serves messages whole (CostParams::boundary_fifo),
-  // its bytes' time again where packets share it — unless PP goes ahead of DP
+  // cross the boundary the gradient waits behind the sync's backlog (`dp_backlog_s`, what the
+  // stage's layers leave queued: Tail::dp_layers_backlog) — all of it where the link serves messages whole
+  // (CostParams::boundary_fifo), its bytes' time again where packets share it — unless PP goes ahead of DP
   // (Schedule::link_priority), when the backlog waits for the gradient's bytes instead. 0s where
   // they do not share the link.
   struct LinkQueue {

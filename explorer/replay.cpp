@@ -214,7 +214,7 @@ Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate
     const Placement pl =
         place_groups(own.shape(), cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp, cand.expert_tp());
     auto& tail = stages[static_cast<std::size_t>(i)].tail;
-    const CostModel::LinkQueue q = own.link_queue(cand, pl, own.channels(cand, pl), i, tail.dp);
+    const CostModel::LinkQueue q = own.link_queue(cand, pl, own.channels(cand, pl), i, tail.dp_layers_backlog);
     gradient_wait[static_cast<std::size_t>(i)] = q.pp_wait_s, tail.dp += q.dp_wait_s;
   }
   const std::int64_t m = cost.num_microbatches(cand);

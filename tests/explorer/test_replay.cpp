@@ -199,8 +199,10 @@ TEST(Replay, APriorityGradientJumpsTheDpBacklog) {
   const auto dp_bit = static_cast<std::uint8_t>(1u << static_cast<int>(Dim::dp));
   const Candidate equal = with("local4-pp2-dp8.json", 0), first = with("local4-pp2-dp8.json", pp_bit);
   const Placement pl = place_groups(cm.shape(), equal.order, equal.tp, equal.cp, equal.ep, equal.dp, equal.pp, 1);
-  const double backlog = cm.stage_terms(equal)[1].tail.dp;
+  const terms::Tail tail = cm.stage_terms(equal)[1].tail;
+  const double backlog = tail.dp_layers_backlog;
   ASSERT_GT(backlog, 0);
+  EXPECT_LT(backlog, tail.dp);  // the output layer's gradients leave after the gradient
   const CostModel::LinkQueue fifo = cm.link_queue(equal, pl, cm.channels(equal, pl), 1, backlog);
   EXPECT_DOUBLE_EQ(fifo.pp_wait_s, backlog);
   EXPECT_EQ(fifo.dp_wait_s, 0);
