@@ -1,6 +1,7 @@
 // `sax explore --cluster C --model M [--calibration K] [--top N] [--json FILE] [--compare L]
 // [--framework megatron-core|torchtitan|any] [--technology NAME|cluster] [--emit megatron|torchtitan
-// [--emit-rank N]] [--lengths SPEC [--balance none|sorted|balanced|all]] [--straggler BUILDING:F]`:
+// [--emit-rank N]] [--lengths SPEC [--balance none|sorted|balanced|all]] [--straggler BUILDING:F]
+// [--link-priority DIMS]`:
 // searches layouts × placements × schedules × network technologies and ranks them; --emit prints
 // the N-th as the framework's settings instead
 // of the table; --lengths prices the listed layouts under uneven inputs with each balancer;
@@ -29,12 +30,12 @@ namespace sax::cli {
 namespace {
 
 struct ExploreArgs {
-  std::string cluster, model, calibration, json_file, compare, emit, framework, technology, straggler;
+  std::string cluster, model, calibration, json_file, compare, emit, framework, technology, straggler, link_priority;
   std::string lengths = "fixed", balance = "all";
   int top = 10;
   int threads = 0;
   int emit_rank = 1;
-  bool emit_rank_given = false, balance_given = false;
+  bool emit_rank_given = false, balance_given = false, link_priority_given = false;
   int replay_top = explorer::kDefaultReplayTop;
   std::int64_t max_candidates = explorer::SearchOptions::kDefaultMaxCandidates;
 };
@@ -100,6 +101,15 @@ void run_explore(const ExploreArgs& a) {
                              {},
                              framework,
                              pinned_technology(a.technology, c)};
+  if (a.link_priority_given) {
+    const std::optional<std::uint8_t> first = parse_link_priority(a.link_priority);
+    if (!first)
+      throw UsageError(
+          "--link-priority: expected distinct parallelisms among tp, cp, ep, dp, pp joined by ',' (e.g. "
+          "pp,cp), got \"" +
+          safe_text(a.link_priority) + "\"");
+    q.link_priority = *first;
+  }
   if (!a.compare.empty()) {
     q.compare = load_layout(a.compare);
     validate_layout(*q.compare, m, c, a.compare);
@@ -196,12 +206,16 @@ void add_explore(CLI::App& app) {
                   "takes them (a file, or e.g. lognormal:median=2048,sigma=1.0,max=8192)");
   cmd->add_option("--balance", a->balance,
                   "With --lengths: none, sorted, balanced or all (default all: each layout's fastest is kept)");
+  cmd->add_option("--link-priority", a->link_priority,
+                  "Parallelisms whose messages go ahead of the others' on the boundary, e.g. pp,cp (every candidate "
+                  "priced with that traffic class: schedule.link_priority)");
   cmd->add_option("--straggler", a->straggler,
                   "What a slow building costs: BUILDING:F (its name or index, F times slower) priced for each listed "
                   "layout, with its stage boundaries moved and with the search again on the slowed cluster");
   cmd->callback([a, cmd] {
     a->emit_rank_given = cmd->count("--emit-rank") > 0;
     a->balance_given = cmd->count("--balance") > 0;
+    a->link_priority_given = cmd->count("--link-priority") > 0;
     run_explore(*a);
   });
 }

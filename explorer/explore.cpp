@@ -38,11 +38,13 @@ Exploration explore(const ExploreRequest& q) {
   o.max_candidates = q.max_candidates;
   o.framework = q.framework;
   o.technology = q.technology;
+  o.link_priority = q.link_priority;
   if (q.compare) {
     o.grad_reduce_in_bf16 = q.compare->grad_reduce_in_bf16;
     o.optimizer_precision = q.compare->optimizer_precision;
   }
   Exploration out;
+  out.link_priority = q.link_priority;
   out.ranking = rank_layouts(q.cluster, q.model, q.cost, o,
                              static_cast<std::size_t>(hetero ? std::max(q.top, q.replay_top) : q.replay_top));
   out.hetero = summarize_hetero(q.cluster, q.model, *out.ranking);

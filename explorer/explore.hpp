@@ -32,7 +32,8 @@ struct ExploreRequest {
   std::optional<Layout> compare;  // a layout to set beside the best found
   // Only layouts this framework's emitted configuration runs as priced (explorer/framework.hpp).
   Framework framework = Framework::any;
-  std::optional<int> technology;  // SearchOptions::technology
+  std::optional<int> technology;   // SearchOptions::technology
+  std::uint8_t link_priority = 0;  // SearchOptions::link_priority
 };
 
 // On a cluster whose buildings differ: the model that priced the best layouts stage by stage,
@@ -50,6 +51,7 @@ struct Exploration {
   std::unique_ptr<Ranking> ranking;  // its result.top cut to the request's top
   HeteroSummary hetero;              // model null where the buildings are alike
   std::optional<Prediction> compare;
+  std::uint8_t link_priority = 0;  // the request's, every candidate priced with it
 };
 
 Exploration explore(const ExploreRequest& request);

@@ -98,6 +98,9 @@ std::string ranking_text(const Cluster& c, const Model& m, const Exploration& x,
   // The batch bounds what any layout can reach: say how thin it is spread before the ranking.
   const double seqs_per_device = static_cast<double>(m.global_batch_size) / static_cast<double>(c.world_size());
   const double tokens = seqs_per_device * static_cast<double>(m.seq_length);
+  if (x.link_priority != 0)
+    o << "  link priority: " << link_priority_name(x.link_priority)
+      << " ahead of the other parallelisms' messages on the boundary, every candidate priced so (--link-priority)\n";
   o << "  batch: " << m.global_batch_size << " sequences of " << m.seq_length
     << " tokens = " << printf_text(tokens >= 100 ? "%.0f" : "%.3g", tokens) << " tokens per device per step"
     << (seqs_per_device < 1 ? " (under one sequence per device: DP is capped at the batch, so pipeline "
@@ -197,6 +200,7 @@ json ranking_json(const InputFiles& in, const Cluster& c, const Exploration& x, 
         {"calibration", null_if_empty(in.calibration)},
         {"cost_source", x.ranking->cost->params().source},
         {"technology", null_if_empty(in.technology)},
+        {"link_priority", null_if_empty(link_priority_name(x.link_priority))},
         {"world_size", c.world_size()}}},
       {"space", r.space.candidates},
       {"generated", r.generated},

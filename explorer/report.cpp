@@ -19,6 +19,8 @@ std::string options_string(const Layout& l) {
     s += std::string(", Adam state ") + to_string(p.main_params) + "/" + to_string(p.exp_avg) + "/" +
          to_string(p.exp_avg_sq);
   if (!l.schedule.network_technology.empty()) s += ", " + l.schedule.network_technology;
+  if (l.schedule.link_priority != 0)
+    s += ", " + link_priority_name(l.schedule.link_priority) + " first on the boundary";
   return s;
 }
 

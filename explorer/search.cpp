@@ -49,6 +49,7 @@ struct Shape {
   bool same_flat = false;            // without virtual stages an earlier kind's split: VPP > 1 only
   bool grad_reduce_in_bf16 = false;  // SearchOptions' numerics, for every candidate
   OptimizerPrecision optimizer_precision{};
+  std::uint8_t link_priority = 0;  // SearchOptions' network, for every candidate
 };
 
 Candidate shape_candidate(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp, std::int64_t vpp,
@@ -195,6 +196,7 @@ std::vector<Shape> shapes(const Cluster& cl, const Model& m, const ModelConsts& 
           Shape s{tp, cp, pp, dp, k, PipelineSplit::of(c, flat_cand), {}, {}, mbss, eps};
           s.grad_reduce_in_bf16 = o.grad_reduce_in_bf16;
           s.optimizer_precision = o.optimizer_precision;
+          s.link_priority = o.link_priority;
           // account_for with one chunk per stage is the first/last split of the same counts.
           const auto layers = flat_cand.virtual_stage_layers(L);
           s.same_flat = std::find(flat.begin(), flat.end(), layers) != flat.end();
@@ -298,6 +300,7 @@ void for_each_candidate(const Shape& s, const Cluster& cl, const Model& m, const
               cand.sp = sp == 1;
               cand.grad_reduce_in_bf16 = s.grad_reduce_in_bf16;
               cand.optimizer_precision = s.optimizer_precision;
+              cand.link_priority = s.link_priority;
               // Divisibility (validate_layout's rules) does not depend on what the loops below
               // choose (recompute, distributed optimizer, DP sync, technology): judged once here,
               // counted for every candidate it decides.

@@ -42,6 +42,9 @@ struct SearchOptions {
   // A pinned network technology: -1 the cluster's own cross-building link, i its
   // network_technologies[i]; none: each distinct one is a dimension of the search.
   std::optional<int> technology;
+  // The boundary's traffic classes every candidate is priced with (Schedule::link_priority: how
+  // the network is configured, not a choice of the layout's): 0, one class.
+  std::uint8_t link_priority = 0;
   static constexpr std::int64_t kDefaultMaxCandidates = 100'000'000;
 };
 

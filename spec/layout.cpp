@@ -16,6 +16,25 @@ std::string link_priority_name(std::uint8_t bits) {
   return s;
 }
 
+std::optional<Dim> parse_dim(const std::string& name) {
+  for (Dim d : kDims)
+    if (name == dim_name(d)) return d;
+  return std::nullopt;
+}
+
+std::optional<std::uint8_t> parse_link_priority(const std::string& text) {
+  std::uint8_t bits = 0;
+  std::stringstream ss(text);
+  for (std::string part; std::getline(ss, part, ',');) {
+    const std::optional<Dim> d = parse_dim(part);
+    const auto bit = d ? static_cast<std::uint8_t>(1u << static_cast<int>(*d)) : std::uint8_t{0};
+    if (!d || (bits & bit) != 0) return std::nullopt;
+    bits |= bit;
+  }
+  if (bits == 0 || text.back() == ',') return std::nullopt;
+  return bits;
+}
+
 const char* dim_name(Dim d) {
   static constexpr const char* kNames[] = {"tp", "cp", "ep", "dp", "pp"};  // in Dim's order
   const auto i = static_cast<std::size_t>(d);
@@ -447,9 +466,8 @@ static void read_schedule(const json& value, const std::string& file, const std:
     const std::string expected = "an array of distinct parallelisms among \"tp\", \"cp\", \"ep\", \"dp\", \"pp\"";
     if (!first->is_array()) s.fail("link_priority", expected);
     for (const json& name : *first) {
-      const Dim* d = std::find_if(std::begin(kDims), std::end(kDims),
-                                  [&](Dim x) { return name.is_string() && name.get<std::string>() == dim_name(x); });
-      if (d == std::end(kDims)) s.fail("link_priority", expected);
+      const std::optional<Dim> d = name.is_string() ? parse_dim(name.get<std::string>()) : std::nullopt;
+      if (!d) s.fail("link_priority", expected);
       const auto bit = static_cast<std::uint8_t>(1u << static_cast<int>(*d));
       if ((schedule.link_priority & bit) != 0) s.fail("link_priority", expected);
       schedule.link_priority |= bit;

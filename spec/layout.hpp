@@ -7,6 +7,7 @@
 #include <array>
 #include <compare>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,10 @@ struct Schedule {
 };
 // "pp,cp" for a link priority's bits, in kDims' order ("" for none).
 std::string link_priority_name(std::uint8_t bits);
+// A dimension by its name ("tp", ...); none for anything else.
+std::optional<Dim> parse_dim(const std::string& name);
+// A link priority from distinct dimension names joined by ',' ("pp,cp"); none for anything else.
+std::optional<std::uint8_t> parse_link_priority(const std::string& text);
 
 struct Layout {
   std::int64_t tensor_model_parallel_size = 1;

@@ -114,3 +114,35 @@ TEST(HeteroCli, ExplorePricesUnevenInputsAndAStraggler) {
     EXPECT_NE(e.err.find(why), std::string::npos) << args << ": " << e.err;
   }
 }
+
+// explore --link-priority: every candidate priced with that traffic class, said in the header, in
+// the JSON's inputs and in each listed layout (which predict then prices the same); a bad list
+// is one line, exit 2.
+TEST(HeteroCli, ExplorePricesEveryCandidateWithTheLinkPriority) {
+  TempDir t;
+  const std::string base = "explore --cluster " + preset_path("clusters/local-4bld.json") + " --model " +
+                           preset_path("models/gpt-tiny.json") + " --top 3";
+  const std::string out = t.file("x.json");
+  auto r = run_sax(base + " --link-priority pp,cp --json " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("link priority: cp,pp ahead of the other parallelisms' messages on the boundary"),
+            std::string::npos)
+      << r.out;
+  const json j = json::parse(sax::test::slurp(out));
+  EXPECT_EQ(j["inputs"]["link_priority"], "cp,pp");
+  ASSERT_EQ(j["candidates"].size(), 3u);
+  for (const json& y : j["candidates"]) EXPECT_EQ(y["layout"]["schedule"]["link_priority"], json({"cp", "pp"}));
+  const std::string layout = t.write("first.json", j["candidates"][0]["layout"]);
+  auto p =
+      run_sax("predict --cluster " + preset_path("clusters/local-4bld.json") + " --model " +
+              preset_path("models/gpt-tiny.json") + " --layout " + layout + " --replay --json " + t.file("p.json"));
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NEAR(json::parse(sax::test::slurp(t.file("p.json")))["predicted"]["step_time_s"].get<double>(),
+              j["candidates"][0]["predicted"]["step_time_s"].get<double>(), 1e-9);
+  for (const char* bad : {"pp,pp", "pp,", "dp_grad", ""}) {
+    auto e = run_sax(base + " --link-priority '" + bad + "'");
+    EXPECT_EQ(e.code, 2) << bad << ": " << e.err;
+    EXPECT_NE(e.err.find("--link-priority: expected distinct parallelisms among tp, cp, ep, dp, pp"), std::string::npos)
+        << bad << ": " << e.err;
+  }
+}
