@@ -181,6 +181,30 @@ double scaled_microbatches(const std::vector<BlockTimes>& blocks, const Microbat
   return full > 0 ? md * scaled / full : md;
 }
 
+// Tied embeddings: the first and the last stage sum the embedding's gradient in an all-reduce
+// that each posts once its pipeline is done (the workload's dp_sync_and_optimizer: before the
+// edge's DP sync and the optimizer), so their tails start when both have: the earlier stage waits
+// for the other (idle, as `sax run` counts a wait for a peer's post), and an overlapped sync's
+// layers' backlog drains meanwhile, out of its exposed DP. The transfer itself shares the link
+// with what is left of the backlog and goes after it, as the tail prices them. Returns when each
+// stage's tail starts; `stages`' tails lose what drained.
+std::vector<double> tied_embedding_sync(const Candidate& cand, const PipelineRun& run,
+                                        std::vector<CostModel::StageTerms>& stages) {
+  std::vector<double> start = run.stage_end;
+  std::vector<std::size_t> tied;
+  for (std::size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].tail.embedding > 0 && (stages[i].layers.first || stages[i].layers.last)) tied.push_back(i);
+  if (cand.pp < 2 || tied.size() != 2) return start;
+  const double both = std::max(run.stage_end[tied[0]], run.stage_end[tied[1]]);
+  for (const std::size_t i : tied) {
+    terms::Tail& t = stages[i].tail;
+    const double drained = std::min(t.dp_layers_backlog, both - run.stage_end[i]);
+    t.dp -= drained, t.dp_layers_backlog -= drained;
+    start[i] = both;
+  }
+  return start;
+}
+
 Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate& cand,
                      const MicrobatchScales& scales) {
   const CostModel& cost = *costs.front();
@@ -219,6 +243,7 @@ Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate
   }
   const std::int64_t m = cost.num_microbatches(cand);
   const PipelineRun run = run_pipeline(cand.pipeline, pp, cand.vpp, m, blocks, transfers, scales, gradient_wait);
+  const std::vector<double> tail_start = tied_embedding_sync(cand, run, stages);
   Replay r;
   r.num_microbatches = m;
   for (const CostModel::StageTerms& st : stages) {
@@ -230,10 +255,10 @@ Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate
   r.step_time_s = 0;
   for (std::int64_t i = 0; i < pp; ++i) {
     const auto si = static_cast<std::size_t>(i);
-    const double end = run.stage_end[si] + stages[si].tail.total();
+    const double end = tail_start[si] + stages[si].tail.total();
     r.step_time_s = std::max(r.step_time_s, end);
     const auto ci = static_cast<std::size_t>(r.critical_stage);
-    const double ci_end = run.stage_end[ci] + stages[ci].tail.total();
+    const double ci_end = tail_start[ci] + stages[ci].tail.total();
     if (run.stage_busy[si] > run.stage_busy[ci] || (run.stage_busy[si] == run.stage_busy[ci] && end > ci_end))
       r.critical_stage = i;
   }

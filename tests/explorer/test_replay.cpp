@@ -227,3 +227,35 @@ TEST(Replay, APriorityGradientJumpsTheDpBacklog) {
       cm.evaluate(inside, PipelineSplit::of(cm.consts(), inside)).step_time_s,
       cm.evaluate(with("local4-pp4-dp4.json", pp_bit), PipelineSplit::of(cm.consts(), inside)).step_time_s);
 }
+
+// Tied embeddings: the first and the last stage all-reduce the embedding's gradient once both are
+// done, so the stage that ends first waits for the other (idle) while its layers' DP backlog
+// drains; on local4-pp2-dp8 the last stage ends its pipeline long before stage 0 and its exposed
+// DP keeps only the output layer's sync, as `sax run` measures it. Untied, nothing syncs them.
+TEST(Replay, TiedEmbeddingsSyncTheFirstAndLastStage) {
+  const Cluster c = test::preset_cluster("local-4bld");
+  Model m = test::preset_model("gpt-tiny");
+  ASSERT_FALSE(m.untie_embeddings_and_output_weights);
+  const Layout l = read_layout(test::preset("layouts/local4-pp2-dp8.json"), "local4-pp2-dp8.json");
+  auto check = [&](bool tied) {
+    m.untie_embeddings_and_output_weights = !tied;
+    validate_layout(l, m, c, "local4-pp2-dp8.json");
+    const CostModel cm(c, m, CostParams::datasheet(c, m));
+    const Candidate cand = Candidate::of(l, c);
+    const terms::Tail last = cm.stage_terms(cand)[1].tail;
+    const Replay r = replay(cm, cand);
+    ASSERT_EQ(r.critical_stage, 1);
+    ASSERT_GT(last.dp_layers_backlog, 0);
+    const double wait = r.stages.stage_end[0] - r.stages.stage_end[1];
+    ASSERT_GT(wait, last.dp_layers_backlog);  // the backlog drains in full
+    const double dp = r.breakdown.exposed_comm_s[static_cast<int>(Dim::dp)];
+    EXPECT_NEAR(dp, tied ? last.dp - last.dp_layers_backlog : last.dp, 1e-12) << (tied ? "tied" : "untied");
+    // The step ends with the later tail: stage 0's, its own backlog not drained (it waited for
+    // no one); the last stage's tail starts when stage 0's pipeline ends.
+    const terms::Tail first = cm.stage_terms(cand)[0].tail;
+    EXPECT_NEAR(r.step_time_s, r.stages.stage_end[0] + first.total(), 1e-12);
+    EXPECT_NEAR(r.stage_tail_s[1], tied ? last.total() - last.dp_layers_backlog : last.total(), 1e-12);
+  };
+  check(true);
+  check(false);
+}
