@@ -723,7 +723,8 @@ void CostModel::time(const Candidate& cand, const PipelineSplit& split, const Pr
   // Gradients that queue behind a stage's DP backlog on the boundary wait in the chain of last
   // backwards down to stage 0, one per stage after the first (each by the worst tail's backlog).
   double queued_s = 0, dp_wait_s = 0;
-  for (std::int64_t stage = 1; stage < cand.pp && cand.dp_sync == DpSync::overlapped; ++stage) {
+  const bool may_queue = crit.tail.dp_layers_backlog > 0 && pl[GroupKind::dp_cp].link == LinkClass::cross_building;
+  for (std::int64_t stage = 1; stage < cand.pp && may_queue; ++stage) {
     const LinkQueue q = link_queue(cand, pl, priced.channels, stage, crit.tail.dp_layers_backlog);
     queued_s += q.pp_wait_s, dp_wait_s = std::max(dp_wait_s, q.dp_wait_s);
   }

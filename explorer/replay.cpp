@@ -233,12 +233,18 @@ Replay replay_scaled(const std::vector<const CostModel*>& costs, const Candidate
   const Transfers transfers = stage_transfers(costs, cand);
   // Each stage's last gradient behind its DP backlog on the boundary, or that backlog behind it.
   std::vector<double> gradient_wait(static_cast<std::size_t>(pp), 0.0);
-  for (std::int64_t i = 1; i < pp && cand.dp_sync == DpSync::overlapped; ++i) {
-    const CostModel& own = *costs[static_cast<std::size_t>(i)];
-    const Placement pl =
-        place_groups(own.shape(), cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp, cand.expert_tp());
+  const CostModel* placed = nullptr;  // the placement and channels below are its: once per model
+  std::optional<Placement> pl;
+  std::optional<CostModel::Channels> ch;
+  for (std::int64_t i = 1; i < pp; ++i) {
     auto& tail = stages[static_cast<std::size_t>(i)].tail;
-    const CostModel::LinkQueue q = own.link_queue(cand, pl, own.channels(cand, pl), i, tail.dp_layers_backlog);
+    if (!(tail.dp_layers_backlog > 0)) continue;  // nothing queued (no overlapped, unsharded sync)
+    const CostModel& own = *costs[static_cast<std::size_t>(i)];
+    if (placed != &own) {
+      pl = place_groups(own.shape(), cand.order, cand.tp, cand.cp, cand.ep, cand.dp, cand.pp, cand.expert_tp());
+      ch = own.channels(cand, *pl), placed = &own;
+    }
+    const CostModel::LinkQueue q = own.link_queue(cand, *pl, *ch, i, tail.dp_layers_backlog);
     gradient_wait[static_cast<std::size_t>(i)] = q.pp_wait_s, tail.dp += q.dp_wait_s;
   }
   const std::int64_t m = cost.num_microbatches(cand);
